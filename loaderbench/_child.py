@@ -1,0 +1,70 @@
+"""Entry point of the isolated per-config process: `python -m loaderbench._child JOB RESULT`.
+
+Reads the job (JSON), measures one trial with `runner.measure_config`, writes the result (JSON)
+atomically. Progress goes to stdout as `batch N` lines. Any exception becomes
+`{"status": "failed", "error": <one line>, "traceback": ...}`; see isolation.py for the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+
+def _write(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, path)
+
+
+def _one_line(exc: BaseException) -> str:
+    from loaderbench.isolation import classify_failure
+
+    text = f"{type(exc).__name__}: {exc}"
+    cause = classify_failure(text)
+    # DataLoader re-raises a worker's exception with "Caught X in DataLoader worker process N."
+    # followed by the original traceback: keep the original exception line, which names the
+    # file or index when the dataset does.
+    if "Original Traceback" in text:
+        last = [ln.strip() for ln in text.splitlines() if ln.strip()][-1]
+        head = text.splitlines()[0].strip()
+        return f"{head} {last}"
+    return cause if cause != text.splitlines()[-1].strip() else " ".join(text.split())[:2000]
+
+
+def main(argv: list[str]) -> int:
+    job_path, result_path = Path(argv[0]), Path(argv[1])
+    job = json.loads(job_path.read_text())
+
+    from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec
+    from loaderbench.runner import measure_config
+
+    def on_batch(i: int) -> None:
+        sys.stdout.write(f"batch {i}\n")
+        sys.stdout.flush()
+
+    try:
+        trial = measure_config(
+            LoaderSettings.from_dict(job["settings"]),
+            DatasetSpec.from_dict(job["dataset"]),
+            ComputeSpec.from_dict(job["compute"]),
+            MeasureSpec.from_dict(job["measure"]),
+            cache_dir=job.get("cache_dir"),
+            seed=int(job.get("seed", 0)),
+            on_batch=on_batch,
+        )
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a row, never a crash
+        _write(
+            result_path,
+            {"status": "failed", "error": _one_line(exc), "traceback": traceback.format_exc()[-8000:]},
+        )
+        return 1
+    _write(result_path, {"status": "ok", "trial": trial.to_dict()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

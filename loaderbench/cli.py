@@ -1,0 +1,303 @@
+"""The typer app: parse flags, call one core function, render. Errors become one line + exit code.
+
+Exit codes: 0 ok, 1 regression (compare/check), 2 usage / config / data / results-format error,
+130 interrupted (Ctrl-C; finished configs are saved).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from loaderbench.errors import LoaderbenchError, UsageError
+
+app = typer.Typer(
+    name="loaderbench",
+    help="Measure why the GPU waits for data, and which DataLoader settings remove the wait.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+FORMATS = ("table", "json", "csv", "markdown")
+
+
+def _stdout(width: int | None = None) -> Console:
+    # Piped or redirected output keeps whole table rows (rich would otherwise assume 80 columns).
+    if width is None and not sys.stdout.isatty():
+        width = 160
+    return Console(width=width, soft_wrap=False)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True)
+
+
+def _fail(exc: LoaderbenchError) -> None:
+    _stderr().print(f"loaderbench: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(exc.exit_code)
+
+
+def _guard(fn: Callable[[], Any]) -> Any:
+    """Run a command body, turning LoaderbenchError into its one-line message and exit code."""
+    try:
+        return fn()
+    except LoaderbenchError as exc:
+        _fail(exc)
+
+
+def _render(rs: Any, fmt: str, console: Console) -> None:
+    from loaderbench import render
+
+    if fmt == "table":
+        render.render_table(rs, console)
+    elif fmt == "json":
+        sys.stdout.write(render.to_json(rs) + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(render.to_csv(rs))
+    else:
+        sys.stdout.write(render.to_markdown(rs))
+
+
+def _check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise UsageError(f"--format: expected one of {', '.join(FORMATS)}, got {fmt!r}")
+    return fmt
+
+
+class _ProgressObserver:
+    """Rich progress bar and warnings on stderr (the core never prints)."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.err = _stderr()
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.err,
+            transient=True,
+            disable=not enabled,
+        )
+        self.task: Any = None
+        self.label = ""
+
+    def __enter__(self) -> _ProgressObserver:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def sweep_started(self, total_trials: int) -> None:
+        self.task = self.progress.add_task("sweep", total=total_trials)
+
+    def trial_started(self, index: int, settings: Any, repeat: int) -> None:
+        self.label = settings.key() + (f" (repeat {repeat + 1})" if repeat else "")
+        self.progress.update(self.task, description=self.label)
+
+    def batch(self, index: int) -> None:
+        if self.enabled:
+            self.progress.update(self.task, description=f"{self.label} batch {index}")
+
+    def trial_finished(self, result: Any, outcome: Any) -> None:
+        self.progress.advance(self.task)
+        if outcome.status != "ok":
+            self.warning(f"{result.settings.key()}: {outcome.status}: {outcome.error}")
+
+    def warning(self, message: str) -> None:
+        self.err.print(f"loaderbench: warning: {message}", highlight=False, markup=False, soft_wrap=True)
+
+
+Opt = Annotated[Optional[str], typer.Option()]
+
+
+@app.command()
+def sweep(
+    config: Annotated[Optional[Path], typer.Argument(help="TOML config (see configs/); flags override it.")] = None,
+    dataset: Annotated[Optional[str], typer.Option(help="synthetic (default) | folder | tensor | MODULE:FACTORY")] = None,
+    data: Annotated[Optional[str], typer.Option(help="Image folder path (implies --dataset folder).")] = None,
+    num_samples: Annotated[Optional[str], typer.Option(help="Samples in the synthetic/tensor dataset.")] = None,
+    image_size: Annotated[Optional[str], typer.Option(help="Synthetic image size WxH (default 500x375).")] = None,
+    sample_shape: Annotated[Optional[str], typer.Option(help="tensor dataset sample shape, e.g. 3,64,64.")] = None,
+    cpu_ms: Annotated[Optional[str], typer.Option(help="tensor dataset: busy CPU ms per sample.")] = None,
+    io_ms: Annotated[Optional[str], typer.Option(help="tensor dataset: sleep ms per sample (storage latency).")] = None,
+    collate_fn: Annotated[Optional[str], typer.Option(help="MODULE:NAME of a collate function.")] = None,
+    compute: Annotated[Optional[str], typer.Option(help="none | sleep:MS | spin:MS | model:NAME.")] = None,
+    num_workers: Annotated[Optional[str], typer.Option(help="Comma list, default 0 and powers of two up to the usable CPUs.")] = None,
+    pin_memory: Annotated[Optional[str], typer.Option(help="Comma list of off/on (default off,on).")] = None,
+    prefetch: Annotated[Optional[str], typer.Option(help="CUDA-stream prefetcher off/on (default off,on).")] = None,
+    prefetch_factor: Annotated[Optional[str], typer.Option(help="Batches per worker in flight (default 2).")] = None,
+    persistent_workers: Annotated[Optional[str], typer.Option(help="Comma list of off/on (default off).")] = None,
+    batch_size: Annotated[Optional[str], typer.Option(help="Comma list (default 256 with a GPU, 64 without).")] = None,
+    mp_context: Annotated[Optional[str], typer.Option(help="fork | spawn | forkserver (comma list).")] = None,
+    batches: Annotated[Optional[str], typer.Option(help="Measured batches per config (at least).")] = None,
+    warmup_batches: Annotated[Optional[str], typer.Option(help="Batches dropped after the first (raised to workers x prefetch_factor).")] = None,
+    min_time: Annotated[Optional[str], typer.Option(help="Measure at least this many seconds per config.")] = None,
+    max_batches: Annotated[Optional[str], typer.Option(help="Measure at most this many batches per config.")] = None,
+    repeats: Annotated[Optional[str], typer.Option(help="Fresh-process repeats per config, interleaved.")] = None,
+    config_timeout: Annotated[Optional[str], typer.Option(help="Watchdog seconds per config (kills its process tree).")] = None,
+    tolerance: Annotated[Optional[str], typer.Option(help="Knee tolerance vs the best, e.g. 5% or 0.05.")] = None,
+    timing: Annotated[Optional[str], typer.Option(help="auto | events | sync | host.")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N.")] = None,
+    seed: Annotated[Optional[str], typer.Option(help="Seed for data and sampling.")] = None,
+    label: Annotated[Optional[str], typer.Option(help="Name of this run (shown by show/compare).")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Result JSON (default results/<label>-<time>.json).")] = None,
+    format: Annotated[str, typer.Option("--format", help="What goes to stdout: table | json | csv | markdown.")] = "table",
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")] = False,
+) -> None:
+    """Sweep num_workers x pin_memory x prefetch x prefetch_factor x persistent_workers and say
+    where the loader stops being the bottleneck."""
+    from loaderbench import config as cfgmod
+    from loaderbench.sweep import SweepInterruptedAt, execute_sweep
+
+    flags: list[tuple[str, str, Any, str]] = [
+        ("dataset", "kind", dataset, "--dataset"),
+        ("dataset", "data", data, "--data"),
+        ("dataset", "num_samples", num_samples, "--num-samples"),
+        ("dataset", "image_size", image_size, "--image-size"),
+        ("dataset", "sample_shape", sample_shape, "--sample-shape"),
+        ("dataset", "cpu_ms", cpu_ms, "--cpu-ms"),
+        ("dataset", "io_ms", io_ms, "--io-ms"),
+        ("dataset", "collate_fn", collate_fn, "--collate-fn"),
+        ("compute", "step", compute, "--compute"),
+        ("grid", "num_workers", num_workers, "--num-workers"),
+        ("grid", "pin_memory", pin_memory, "--pin-memory"),
+        ("grid", "prefetch", prefetch, "--prefetch"),
+        ("grid", "prefetch_factor", prefetch_factor, "--prefetch-factor"),
+        ("grid", "persistent_workers", persistent_workers, "--persistent-workers"),
+        ("grid", "batch_size", batch_size, "--batch-size"),
+        ("grid", "mp_context", mp_context, "--mp-context"),
+        ("measure", "batches", batches, "--batches"),
+        ("measure", "warmup_batches", warmup_batches, "--warmup-batches"),
+        ("measure", "min_time_s", min_time, "--min-time"),
+        ("measure", "max_batches", max_batches, "--max-batches"),
+        ("measure", "repeats", repeats, "--repeats"),
+        ("measure", "config_timeout_s", config_timeout, "--config-timeout"),
+        ("measure", "tolerance", tolerance, "--tolerance"),
+        ("measure", "timing", timing, "--timing"),
+        ("measure", "device", device, "--device"),
+        ("", "seed", seed, "--seed"),
+        ("", "label", label, "--label"),
+    ]
+
+    def body() -> None:
+        fmt = _check_format(format)
+        overrides: dict[str, dict[str, Any]] = {}
+        for section, key, value, flag in flags:
+            if value is not None:
+                overrides.setdefault(section, {})[key] = cfgmod.parse_flag(section, key, value, flag)
+        cfg = cfgmod.build_config(config, overrides)
+        show_progress = not no_progress and sys.stderr.isatty()
+        with _ProgressObserver(show_progress) as obs:
+            try:
+                rs, out = execute_sweep(cfg, output=output, observer=obs)
+            except SweepInterruptedAt as exc:
+                obs.progress.stop()
+                _stderr().print(
+                    f"loaderbench: interrupted: finished configs are saved in {exc.output}",
+                    highlight=False, markup=False,
+                )
+                raise typer.Exit(130) from None
+        _render(rs, fmt, _stdout())
+        _stderr().print(f"results saved to {out}", highlight=False, markup=False)
+
+    _guard(body)
+
+
+@app.command()
+def show(
+    result: Annotated[Path, typer.Argument(help="A result JSON written by `loaderbench sweep`.")],
+    format: Annotated[str, typer.Option("--format", help="table | json | csv | markdown.")] = "table",
+) -> None:
+    """Render a saved result again."""
+    from loaderbench.results import read_results
+
+    def body() -> None:
+        fmt = _check_format(format)
+        _render(read_results(result), fmt, _stdout())
+
+    _guard(body)
+
+
+@app.command("make-data")
+def make_data(
+    path: Annotated[Path, typer.Argument(help="Folder to write the ImageFolder into.")],
+    images: Annotated[str, typer.Option(help="Number of JPEG images.")] = "1000",
+    size: Annotated[str, typer.Option(help="Image size WxH.")] = "500x375",
+    classes: Annotated[str, typer.Option(help="Number of class folders.")] = "10",
+    quality: Annotated[str, typer.Option(help="JPEG quality 1-100.")] = "90",
+    seed: Annotated[str, typer.Option(help="Random seed.")] = "0",
+    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty folder.")] = False,
+) -> None:
+    """Write a real JPEG ImageFolder (PATH/class_XXX/img_XXXXX.jpg) to test storage with."""
+    from loaderbench import config as cfgmod
+    from loaderbench.datasets import make_image_folder
+
+    def body() -> None:
+        def num(v: str, flag: str, lo: int, hi: int) -> int:
+            try:
+                return cfgmod._int(lo, hi)(v)
+            except ValueError as exc:
+                raise UsageError(f"{flag}: {exc}") from None
+
+        try:
+            wh = cfgmod._size(size)
+        except ValueError as exc:
+            raise UsageError(f"--size: {exc}") from None
+        info = make_image_folder(
+            path,
+            images=num(images, "--images", 1, 10_000_000),
+            size=wh,
+            classes=num(classes, "--classes", 1, 100_000),
+            quality=num(quality, "--quality", 1, 100),
+            seed=num(seed, "--seed", 0, 2**31 - 1),
+            force=force,
+        )
+        _stderr().print(
+            f"wrote {info['images']} JPEGs in {info['classes']} classes "
+            f"({info['bytes'] / 2**20:.1f} MiB) to {path}",
+            highlight=False, markup=False,
+        )
+
+    _guard(body)
+
+
+@app.command()
+def env(
+    format: Annotated[str, typer.Option("--format", help="table | json.")] = "table",
+) -> None:
+    """Print the machine facts a sweep depends on: CPUs and affinity, /dev/shm, fd limit,
+    versions, CUDA, GPU and NVML status."""
+    import json
+
+    from loaderbench.env import capture_environment, preflight_warnings
+
+    def body() -> None:
+        if format not in ("table", "json"):
+            raise UsageError(f"--format: expected table or json, got {format!r}")
+        import torch
+
+        facts = capture_environment(device_index=0 if torch.cuda.is_available() else None)
+        if format == "json":
+            sys.stdout.write(json.dumps(facts, indent=1) + "\n")
+            return
+        from loaderbench.render import render_env
+
+        render_env(facts, preflight_warnings(facts), _stdout())
+
+    _guard(body)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

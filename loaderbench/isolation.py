@@ -1,0 +1,212 @@
+"""Run one config in its own fresh process, with a watchdog, and classify how it ended.
+
+NOTE [why a fresh process per config]
+    Thread settings (the pin-memory thread once changed the main process's intra-op threads,
+    case C08), the CUDA caching allocator, leaked or hung workers and a crashed interpreter must
+    not carry from one config to the next. Each config therefore runs as
+    `python -m loaderbench._child JOB.json RESULT.json` in a new session (its own process group),
+    so the watchdog can kill the whole tree, workers included, and a segfault or SIGKILL becomes
+    a failed row instead of ending the sweep. The job and result are JSON files (no pickle). The
+    child reports progress as `batch N` lines on stdout; its stderr goes to a file whose tail
+    explains a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, Trial
+
+
+@dataclass
+class Outcome:
+    """How one isolated trial ended: a Trial, or a status and a one-line error."""
+
+    status: str  # ok | failed | hung | interrupted
+    trial: Trial | None = None
+    error: str | None = None
+    last_batch: int | None = None
+    detail: str | None = None  # traceback / stderr tail, for the result file
+
+
+SHM_FIX = (
+    "shared memory (/dev/shm) too small: a DataLoader worker died of SIGBUS while passing a batch "
+    "through /dev/shm; give the container more (docker run --shm-size=8g) or lower num_workers, "
+    "prefetch_factor or batch_size"
+)
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def classify_failure(message: str, returncode: int | None = None) -> str:
+    """A one-line cause from an exception text or a process return code.
+
+    Recognises: worker killed by SIGBUS (shared memory), by other signals, "Too many open
+    files" (fd limit), CUDA out of memory, and a negative return code of the measuring process.
+    Otherwise the last non-empty line of `message`.
+    """
+    text = message or ""
+    low = text.lower()
+    if "bus error" in low or "sigbus" in low:
+        return SHM_FIX
+    if "too many open files" in low:
+        return (
+            "fd limit: too many open files (raise `ulimit -n`, or use "
+            "torch.multiprocessing.set_sharing_strategy('file_system'))"
+        )
+    if "out of memory" in low and "cuda" in low:
+        return "GPU out of memory: lower batch_size or prefetch depth"
+    if "killed by signal" in low:
+        for line in text.splitlines():
+            if "killed by signal" in line.lower():
+                return "a DataLoader worker was " + line.strip().split("is ", 1)[-1].rstrip(".")
+    if returncode is not None and returncode < 0:
+        name = _signal_name(-returncode)
+        if name == "SIGBUS":
+            return SHM_FIX
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        return f"the measuring process was killed by {name}{hint}"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else (f"exit code {returncode}" if returncode else "unknown failure")
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process, its process group and every descendant (even ones that left the group)."""
+    import psutil
+
+    try:
+        parent = psutil.Process(pid)
+        procs = [parent] + parent.children(recursive=True)
+    except psutil.Error:
+        procs = []
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
+def run_isolated(
+    settings: LoaderSettings,
+    dataset: DatasetSpec,
+    compute: ComputeSpec,
+    measure: MeasureSpec,
+    *,
+    timeout_s: float,
+    cache_dir: str | None = None,
+    seed: int = 0,
+    on_batch: Callable[[int], None] | None = None,
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
+) -> Outcome:
+    """Measure one trial of `settings` in a fresh process; never raises for the config's faults.
+
+    The watchdog kills the whole process tree after `timeout_s` seconds (status `hung`, with the
+    last batch index reached). KeyboardInterrupt kills the tree and is re-raised.
+    """
+    job = {
+        "settings": settings.to_dict(),
+        "dataset": dataset.to_dict(),
+        "compute": compute.to_dict(),
+        "measure": measure.to_dict(),
+        "cache_dir": cache_dir,
+        "seed": seed,
+    }
+    with tempfile.TemporaryDirectory(prefix="loaderbench-") as tmp:
+        job_path = Path(tmp, "job.json")
+        result_path = Path(tmp, "result.json")
+        err_path = Path(tmp, "stderr.txt")
+        job_path.write_text(json.dumps(job))
+        last = {"batch": None}
+
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen(
+                [python, "-m", "loaderbench._child", str(job_path), str(result_path)],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
+
+            def read_progress() -> None:
+                assert proc.stdout is not None
+                for raw in proc.stdout:
+                    line = raw.decode(errors="replace").strip()
+                    if line.startswith("batch "):
+                        try:
+                            last["batch"] = int(line.split()[1])
+                        except ValueError:
+                            continue
+                        if on_batch is not None:
+                            on_batch(last["batch"])
+
+            reader = threading.Thread(target=read_progress, daemon=True)
+            reader.start()
+            try:
+                rc = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                kill_tree(proc.pid)
+                proc.wait()
+                reader.join(timeout=2)
+                where = "before the first batch" if last["batch"] is None else (
+                    f"after batch {last['batch']}"
+                )
+                return Outcome(
+                    status="hung",
+                    error=f"hung: no end within --config-timeout {timeout_s:g}s ({where}); "
+                    "process tree killed",
+                    last_batch=last["batch"],
+                )
+            except KeyboardInterrupt:
+                kill_tree(proc.pid)
+                proc.wait()
+                raise
+            finally:
+                # Workers that outlive their parent (they should not) are reaped too.
+                kill_tree(proc.pid)
+            reader.join(timeout=2)
+
+        stderr_tail = err_path.read_text(errors="replace")[-4000:]
+        if result_path.exists():
+            try:
+                payload: dict[str, Any] = json.loads(result_path.read_text())
+            except json.JSONDecodeError:
+                payload = {}
+            if payload.get("status") == "ok":
+                return Outcome(status="ok", trial=Trial.from_dict(payload["trial"]),
+                               last_batch=last["batch"])
+            if payload.get("status") == "failed":
+                return Outcome(
+                    status="failed",
+                    error=payload.get("error") or "failed",
+                    last_batch=last["batch"],
+                    detail=payload.get("traceback"),
+                )
+        return Outcome(
+            status="failed",
+            error=classify_failure(stderr_tail, rc),
+            last_batch=last["batch"],
+            detail=stderr_tail or None,
+        )
+

@@ -1,0 +1,269 @@
+"""Everything a person reads: the rich table, markdown, CSV and JSON renderings of a ResultSet.
+
+The only module that knows units, colour and width. Rendering never measures and never mutates.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from loaderbench import stats
+from loaderbench.model import ConfigResult, ResultSet
+
+NA = "n/a"
+GPU_UTIL_LABEL = "GPU util % = share of NVML sample windows in which any kernel ran (a cross-check)"
+
+
+def _cuda_used(rs: ResultSet) -> bool:
+    env = rs.environment or {}
+    dev = (rs.config.get("measure") or {}).get("device", "auto")
+    return bool(env.get("cuda_available")) and dev != "cpu"
+
+
+def _knee_key(rs: ResultSet) -> str | None:
+    rec = rs.recommendation
+    return None if rec is None or rec.settings is None else rec.settings.key()
+
+
+def _onoff(v: bool) -> str:
+    return "on" if v else "off"
+
+
+def _fmt(v: float | None, spec: str, scale: float = 1.0) -> str:
+    return NA if v is None else format(v * scale, spec)
+
+
+def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
+    """The human-readable cells of one config (same strings in every format)."""
+    s = r.settings
+    pin = _onoff(s.pin_memory) if cuda else NA
+    if cuda and s.pin_memory and any("pinning ineffective" in w for w in r.warnings):
+        pin = "ineffective"
+    cells = {
+        "num_workers": str(s.num_workers),
+        "pin_memory": pin,
+        "prefetch": _onoff(s.prefetch) if cuda else NA,
+        "prefetch_factor": NA if s.num_workers == 0 else str(s.prefetch_factor),
+        "persistent_workers": NA if s.num_workers == 0 else _onoff(s.persistent_workers),
+        "batch_size": str(s.batch_size),
+    }
+    m = r.summary
+    if r.status != "ok" or m is None:
+        cells.update({k: "" for k in METRIC_COLUMNS})
+        cells["verdict"] = f"{r.status.upper()}: {r.error or ''}".strip()
+        return cells
+    spread = ""
+    if m.repeats > 1 and m.samples_per_s_min is not None:
+        spread = f" ±{stats.relative_spread(m) / 2:.0%}"
+    cells.update(
+        {
+            "samples_per_s": f"{m.samples_per_s:,.0f}{spread}",
+            "stall": f"{m.stall_fraction:.0%}" if m.stall_fraction >= 0.01 else f"{m.stall_fraction:.1%}",
+            "wait_p50_ms": _fmt(m.data_wait_p50_s, ".1f", 1e3),
+            "wait_p95_ms": _fmt(m.data_wait_p95_s, ".1f", 1e3),
+            "compute_ms": _fmt(m.compute_p50_s, ".1f", 1e3),
+            "gpu_util_pct": _fmt(m.gpu_util_pct, ".0f"),
+            "cpu_cores": _fmt(m.cpu_util_pct, ".1f", 0.01),
+            "memory_mib": _fmt(None if m.memory_pss_bytes is None else float(m.memory_pss_bytes), ".0f", 2**-20),
+            "first_batch_s": _fmt(m.first_batch_s, ".2f"),
+            "verdict": m.verdict,
+        }
+    )
+    if stats.relative_spread(m) > stats.NOISY_SPREAD:
+        cells["verdict"] += " (noisy)"
+    return cells
+
+
+COLUMNS: list[tuple[str, str]] = [
+    ("num_workers", "workers"),
+    ("pin_memory", "pin"),
+    ("prefetch", "prefetch"),
+    ("prefetch_factor", "pf"),
+    ("persistent_workers", "persist"),
+    ("batch_size", "batch"),
+    ("samples_per_s", "samples/s"),
+    ("stall", "stall"),
+    ("wait_p50_ms", "wait p50 ms"),
+    ("wait_p95_ms", "wait p95 ms"),
+    ("compute_ms", "compute ms"),
+    ("gpu_util_pct", "GPU util %"),
+    ("cpu_cores", "CPU cores"),
+    ("memory_mib", "PSS MiB"),
+    ("first_batch_s", "1st batch s"),
+    ("verdict", "verdict"),
+]
+METRIC_COLUMNS = [k for k, _ in COLUMNS[6:]]
+
+
+def header_lines(rs: ResultSet) -> list[str]:
+    """One-line context: dataset, step, device, CPUs; plus the no-GPU caveat for sleep steps."""
+    cfg = rs.config
+    ds = cfg.get("dataset") or {}
+    comp = cfg.get("compute") or {}
+    env = rs.environment or {}
+    kind = ds.get("kind", "?")
+    dataset = ds.get("factory") if kind == "import" else kind
+    if kind == "folder":
+        dataset = f"folder {ds.get('data_path')}"
+    elif kind == "tensor":
+        dataset = (
+            f"tensor {'x'.join(map(str, ds.get('sample_shape', [])))} "
+            f"cpu {ds.get('cpu_ms', 0):g} ms + io {ds.get('io_ms', 0):g} ms per sample"
+        )
+    step = comp.get("kind", "?")
+    if step in ("sleep", "spin"):
+        step = f"{step}:{comp.get('ms', 0):g}"
+    elif step == "model":
+        step = f"model:{comp.get('model')}"
+    gpu = (env.get("gpu") or {}).get("name") if _cuda_used(rs) else "no GPU"
+    lines = [
+        f"dataset: {dataset} | step: {step} | device: {gpu} | "
+        f"CPUs usable: {env.get('usable_cpus', '?')}"
+    ]
+    if not _cuda_used(rs):
+        if comp.get("kind") == "sleep":
+            lines.append(
+                f"No GPU here: the sleep:{comp.get('ms', 0):g} step stands for an accelerator step "
+                "of that length."
+            )
+        lines.append("pin_memory, prefetch and GPU util: n/a without CUDA (not shown).")
+    return lines
+
+
+CUDA_ONLY_COLUMNS = ("pin_memory", "prefetch", "gpu_util_pct")
+
+
+def visible_columns(rs: ResultSet) -> list[tuple[str, str]]:
+    """Without CUDA, pin_memory, prefetch and GPU util are n/a everywhere: leave them out (the
+    header says so) so the table fits a terminal."""
+    if _cuda_used(rs):
+        return list(COLUMNS)
+    return [(k, h) for k, h in COLUMNS if k not in CUDA_ONLY_COLUMNS]
+
+
+def build_table(rs: ResultSet) -> Table:
+    """The rich table: one row per config, the knee highlighted."""
+    cuda = _cuda_used(rs)
+    knee = _knee_key(rs)
+    columns = visible_columns(rs)
+    title = f"loaderbench sweep{(' — ' + rs.label) if rs.label else ''}"
+    table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
+    for key, head in columns:
+        table.add_column(head, justify="left" if key == "verdict" else "right", no_wrap=key != "verdict")
+    for r in rs.results:
+        cells = row_cells(r, cuda=cuda)
+        style = None
+        if r.settings.key() == knee:
+            style = "bold green"
+            cells["verdict"] = cells["verdict"] + "  ◀ knee"
+        elif r.status != "ok":
+            style = "red"
+        table.add_row(*[cells[k] for k, _ in columns], style=style)
+    return table
+
+
+def footer_lines(rs: ResultSet) -> list[str]:
+    """The recommendation, the ready-to-paste call and the caveats."""
+    out: list[str] = []
+    rec = rs.recommendation
+    if rec is None or rec.settings is None:
+        out.append("Recommendation: none (no config was measured successfully).")
+    else:
+        out.append(f"Recommendation: {rec.reason}")
+        out.append(f"    loader = {rec.dataloader_call}")
+        if rec.use_prefetcher:
+            out.append("    loader = loaderbench.CUDAPrefetcher(loader)  # copy batch N+1 on a side stream")
+    if _cuda_used(rs):
+        out.append(GPU_UTIL_LABEL + ".")
+    for r in rs.results:
+        for w in r.warnings:
+            out.append(f"warning [{r.settings.key()}]: {w}")
+    return out
+
+
+def render_table(rs: ResultSet, console: Console) -> None:
+    """Print header, table and recommendation to `console` (stdout in the CLI)."""
+    for line in header_lines(rs):
+        console.print(line, highlight=False)
+    console.print(build_table(rs))
+    for line in footer_lines(rs):
+        console.print(Text(line))
+
+
+def to_markdown(rs: ResultSet) -> str:
+    """A GitHub-flavoured markdown table plus the recommendation (for pull-request comments)."""
+    cuda = _cuda_used(rs)
+    knee = _knee_key(rs)
+    lines = [f"**{line}**" if i == 0 else f"_{line}_" for i, line in enumerate(header_lines(rs))]
+    lines.append("")
+    columns = visible_columns(rs)
+    lines.append("| " + " | ".join(h for _, h in columns) + " |")
+    lines.append("|" + "|".join("---:" if k != "verdict" else "---" for k, _ in columns) + "|")
+    for r in rs.results:
+        cells = row_cells(r, cuda=cuda)
+        vals = [cells[k].replace("|", "\\|") for k, _ in columns]
+        if r.settings.key() == knee:
+            vals = [f"**{v}**" if v else v for v in vals]
+            vals[-1] += " ◀ knee"
+        lines.append("| " + " | ".join(vals) + " |")
+    lines.append("")
+    lines.extend(footer_lines(rs))
+    return "\n".join(lines) + "\n"
+
+
+def summary_rows(rs: ResultSet) -> list[dict[str, Any]]:
+    """One flat dict per config with settings and raw summary numbers (for CSV)."""
+    rows = []
+    knee = _knee_key(rs)
+    for r in rs.results:
+        row: dict[str, Any] = {"key": r.settings.key(), **r.settings.to_dict(), "status": r.status}
+        row["error"] = r.error or ""
+        if r.summary is not None:
+            row.update(r.summary.to_dict())
+        row["knee"] = r.settings.key() == knee
+        rows.append(row)
+    return rows
+
+
+def to_csv(rs: ResultSet) -> str:
+    """CSV of `summary_rows` through pandas."""
+    import pandas as pd
+
+    buf = io.StringIO()
+    pd.DataFrame(summary_rows(rs)).to_csv(buf, index=False)
+    return buf.getvalue()
+
+
+def to_json(rs: ResultSet) -> str:
+    """The full result, as in the saved file."""
+    return json.dumps(rs.to_dict(), indent=1)
+
+
+def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, list) and len(value) > 16:
+        out.append((prefix, f"{len(value)} items: {value[:8]}..."))
+    else:
+        out.append((prefix, "n/a" if value is None else str(value)))
+
+
+def render_env(facts: dict[str, Any], warnings: list[str], console: Console) -> None:
+    """`loaderbench env`: the machine facts as a two-column table, then warnings."""
+    table = Table(title="loaderbench env", title_justify="left", show_header=False, pad_edge=False)
+    table.add_column("fact", style="bold", no_wrap=True)
+    table.add_column("value")
+    rows: list[tuple[str, str]] = []
+    _flatten("", facts, rows)
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+    for w in warnings:
+        console.print(Text(f"warning: {w}"))

@@ -1,0 +1,153 @@
+"""Result files: versioned JSON, written atomically after every config, loaded with checks.
+
+No torch or pynvml here, so `show` starts fast on CPU-only runners.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from loaderbench.errors import OutputError, ResultsFormatError
+from loaderbench.model import SCHEMA_VERSION, ResultSet
+
+
+def save_results(result_set: ResultSet, path: Path) -> None:
+    """Write `result_set` to `path` atomically (temp file in the same folder, fsync, rename), so a
+    crash or a full disk never leaves a half-written or corrupted previous file.
+
+    Raises OutputError when the folder cannot be written.
+    """
+    path = Path(path)
+    text = json.dumps(result_set.to_dict(), indent=1, allow_nan=False, default=_json_default)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write results to {path}: {exc.strerror or exc}; choose another --output"
+        ) from None
+
+
+def check_writable(path: Path) -> None:
+    """Fail before the sweep starts if `path`'s folder cannot take a file (OutputError)."""
+    path = Path(path)
+    if path.exists() and path.is_dir():
+        raise OutputError(f"--output {path} is a directory: give a file name such as {path}/run.json")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot write results to {path}: {exc.strerror or exc}; choose another --output"
+        ) from None
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
+
+
+def read_results(path: Path | str) -> ResultSet:
+    """Read a result file written by any supported loaderbench version.
+
+    Raises ResultsFormatError (one line, exit code 2) when the file is missing, not JSON, not a
+    loaderbench result, or of a schema version this loaderbench cannot read.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ResultsFormatError(f"{path}: no such result file") from None
+    except OSError as exc:
+        raise ResultsFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsFormatError(
+            f"{path}: not JSON (line {exc.lineno}: {exc.msg}); pass a file written by "
+            "`loaderbench sweep --output`"
+        ) from None
+    if not isinstance(data, dict) or data.get("tool") != "loaderbench" or "schema_version" not in data:
+        raise ResultsFormatError(
+            f"{path}: not a loaderbench result file (no 'tool': 'loaderbench' / 'schema_version')"
+        )
+    version = data["schema_version"]
+    if not isinstance(version, int):
+        raise ResultsFormatError(f"{path}: schema_version must be an integer, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise ResultsFormatError(
+            f"{path}: schema_version {version} is newer than this loaderbench reads "
+            f"({SCHEMA_VERSION}); upgrade loaderbench to read it"
+        )
+    if version < 1:
+        raise ResultsFormatError(f"{path}: schema_version {version} is not supported")
+    try:
+        return ResultSet.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ResultsFormatError(f"{path}: malformed result file ({type(exc).__name__}: {exc})") from None
+
+
+def to_frame(result_set: ResultSet) -> Any:
+    """A pandas DataFrame with one row per config and repeat (trial).
+
+    Columns: the settings (`num_workers`, `pin_memory`, `prefetch`, `prefetch_factor`,
+    `persistent_workers`, `batch_size`, `mp_context`), `key`, `status`, `error`, `repeat`, and
+    per-trial statistics (`samples_per_s`, `stall_fraction`, `data_wait_p50_s`, `data_wait_p95_s`,
+    `compute_p50_s`, `first_batch_s`, `cpu_util_pct`, `gpu_util_pct`, `memory_pss_bytes`,
+    `receive_p50_s`).
+    A config with no trial (failed) gives one row with NaN statistics.
+    """
+    import pandas as pd
+
+    from loaderbench import stats
+
+    rows: list[dict[str, Any]] = []
+    for r in result_set.results:
+        base = {"key": r.settings.key(), **r.settings.to_dict(), "status": r.status, "error": r.error}
+        if not r.trials:
+            rows.append({**base, "repeat": None})
+            continue
+        for i, t in enumerate(r.trials):
+            rows.append(
+                {
+                    **base,
+                    "repeat": i,
+                    "samples_per_s": stats.trial_samples_per_s(t),
+                    "stall_fraction": stats.trial_stall_fraction(t),
+                    "data_wait_p50_s": stats.percentile(t.data_wait_s, 50),
+                    "data_wait_p95_s": stats.percentile(t.data_wait_s, 95),
+                    "compute_p50_s": stats.percentile(t.compute_s, 50),
+                    "first_batch_s": t.first_batch_s,
+                    "cpu_util_pct": t.cpu_util_pct,
+                    "gpu_util_pct": t.gpu_util_pct,
+                    "memory_pss_bytes": t.memory_pss_bytes,
+                    "receive_p50_s": stats.percentile(t.receive_s, 50) if t.receive_s else None,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def load_results(path: Path | str) -> Any:
+    """`loaderbench.load_results(path)`: a result file as a pandas DataFrame (see `to_frame`).
+
+    Raises ResultsFormatError like `read_results`.
+    """
+    return to_frame(read_results(path))

@@ -1,0 +1,584 @@
+"""The measurement loop for one config: one fresh DataLoader, timed batch by batch.
+
+This module runs inside the isolated per-config process (see isolation.py); the loop itself
+(`timed_loop`) takes its clock and its step markers as parameters so tests drive it with a fake
+clock and no hardware.
+
+NOTE [timing model]
+    For every batch N the loop records two instants on one timeline:
+      ready[N]: the batch is usable by the step (on the device when there is one: after the
+                host-to-device (H2D) copy, or after the CUDA-stream prefetcher's copy);
+      end[N]:   the step's work on batch N has finished.
+    Then, per measured batch:
+      data-wait[N] = ready[N] - end[N-1]   (the consumer had nothing to work on)
+      compute[N]   = end[N]   - ready[N]
+      step[N]      = end[N]   - end[N-1] = data-wait[N] + compute[N]
+    so throughput = samples / sum(step) and stall fraction = sum(data-wait) / sum(step).
+    end[-1] of the first measured batch is the end of the last warm-up batch.
+
+    Which clock gives ready and end:
+    - `host` (no CUDA): perf_counter after `next()` returned, and after the step returned.
+    - `sync` (CUDA): perf_counter after synchronising the *compute* stream at both points. Exact,
+      but the host can no longer queue step N+1 while step N runs, which costs a real loop a
+      little (case C23 documents why naive host timers without the sync are wrong: queued GPU
+      work leaks into the next data-wait).
+    - `events` (CUDA, default for GPU steps): CUDA events recorded on the compute stream after the
+      batch is on the device and after the step's kernels. An event's GPU timestamp is when the
+      stream reached it, i.e. max(previous work finished, host enqueued it), so ready[N] -
+      end[N-1] is exactly the time the GPU's compute stream sat idle waiting for input, and no
+      per-step synchronisation is needed: the loop runs like an uninstrumented one. Events are
+      read once, after the window.
+    A `sleep:` step is host work, so it always uses host/sync timing.
+
+NOTE [backlog drain]
+    With W workers and prefetch factor P, up to W*P batches are built while the loop waits for
+    the first batch and for its first (slow) steps. Consuming that backlog is fast and would
+    flatter a slow loader ("100 workers feed 100 batches, then a long wait"). Worse, while the
+    backlog is consumed the workers refill part of it: with production/consumption rate ratio
+    rho < 1 the loop is served without waiting for about W*P / (1 - rho) batches, not W*P.
+    So the warm-up is at least max(--warmup-batches, W*P) batches after the first one, and then
+    goes on until `next()` has had to block once (the ready queue was empty: the backlog is
+    gone), for at most 8*W*P batches in all. A config that never blocks is compute-bound and has
+    no backlog to flatter it; one still draining at the cap has rho > ~0.9, so the remaining
+    flattery is under ~10%. The window then runs for at least `batches` batches and `min_time_s`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, Trial
+
+Clock = Callable[[], float]
+
+
+class StepMarker(Protocol):
+    """Records ready/end instants (see NOTE [timing model]); `times()` returns them in seconds."""
+
+    def ready(self) -> None: ...
+    def end(self) -> None: ...
+    def times(self) -> tuple[list[float], list[float]]: ...
+
+
+class HostMarker:
+    """ready/end from a host clock, after an optional `sync()` (compute-stream synchronise)."""
+
+    def __init__(self, clock: Clock = time.perf_counter, sync: Callable[[], None] | None = None):
+        self._clock = clock
+        self._sync = sync
+        self._ready: list[float] = []
+        self._end: list[float] = []
+
+    def ready(self) -> None:
+        if self._sync is not None:
+            self._sync()
+        self._ready.append(self._clock())
+
+    def end(self) -> None:
+        if self._sync is not None:
+            self._sync()
+        self._end.append(self._clock())
+
+    def times(self) -> tuple[list[float], list[float]]:
+        return list(self._ready), list(self._end)
+
+
+class CudaEventMarker:
+    """ready/end as CUDA events on the current (compute) stream; read after one synchronise."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+        self._ready: list[Any] = []
+        self._end: list[Any] = []
+
+    def _record(self, into: list[Any]) -> None:
+        ev = self._torch.cuda.Event(enable_timing=True)
+        ev.record()
+        into.append(ev)
+
+    def ready(self) -> None:
+        self._record(self._ready)
+
+    def end(self) -> None:
+        self._record(self._end)
+
+    def times(self) -> tuple[list[float], list[float]]:
+        self._torch.cuda.synchronize()
+        if not self._end:
+            return [], []
+        origin = self._ready[0] if self._ready else self._end[0]
+        to_s = [origin.elapsed_time(e) / 1000.0 for e in self._ready]
+        end_s = [origin.elapsed_time(e) / 1000.0 for e in self._end]
+        return to_s, end_s
+
+
+@dataclass
+class LoopTimes:
+    """Raw output of `timed_loop`: per-batch seconds of the measured window and bookkeeping."""
+
+    first_batch_s: float
+    warmup_batches: int
+    data_wait_s: list[float]
+    compute_s: list[float]
+    step_s: list[float]
+    host_wait_s: list[float]
+    samples: int
+    window_wall_s: float
+    window_start: float = 0.0
+    window_end: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    receive_s: list[float] = field(default_factory=list)
+
+
+def warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int]:
+    """(least, most) batches dropped after the first, per NOTE [backlog drain]:
+    least = max(warmup_batches, W*P); most = max(least, 8*W*P)."""
+    backlog = settings.num_workers * (settings.prefetch_factor or 0)
+    least = max(warmup_batches, backlog)
+    return least, max(least, 8 * backlog)
+
+
+def _median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    return ys[len(ys) // 2] if ys else 0.0
+
+
+def timed_loop(
+    batches: Iterable[Any],
+    step: Callable[[Any], None],
+    *,
+    prepare: Callable[[Any], Any] = lambda b: b,
+    count: Callable[[Any], int],
+    marker: StepMarker,
+    warmup_batches: int,
+    min_batches: int,
+    max_warmup_batches: int | None = None,
+    min_time_s: float,
+    max_batches: int,
+    clock: Clock = time.perf_counter,
+    on_batch: Callable[[int], None] | None = None,
+    on_window_start: Callable[[], None] | None = None,
+    on_window_end: Callable[[], None] | None = None,
+    after_window: Callable[[Iterator[Any], float], list[float]] | None = None,
+) -> LoopTimes:
+    """Run `step` over `batches` and time it per the NOTE [timing model].
+
+    `prepare(batch)` makes a raw loader batch usable (the H2D copy; identity when prefetched or
+    on CPU). The first batch is timed from `iter()` (worker start-up) and kept apart; then at
+    least `warmup_batches` are dropped, and up to `max_warmup_batches` until `next()` first
+    blocks (NOTE [backlog drain]); then batches are measured until at least `min_batches` and
+    `min_time_s` (host clock) are reached, or `max_batches`, or the loader ends. The loop keeps no
+    reference to a batch beyond its step (case C07). `on_batch(i)` is called after each step with
+    the 0-based batch index (progress/heartbeat). `after_window(iterator, period_s)` runs once
+    after the window with the live iterator and the median host time per step; the seconds it
+    returns are kept as `receive_s` (see `probe_receive`). Raises ValueError if the loader yields nothing.
+    Returns per-batch lists for the measured batches only, in seconds.
+    """
+    t_start = clock()
+    it: Iterator[Any] = iter(batches)
+    try:
+        batch = next(it)
+    except StopIteration:
+        raise ValueError("the loader yielded no batch") from None
+    batch = prepare(batch)
+    marker.ready()
+    first_batch_s = clock() - t_start
+    step(batch)
+    marker.end()
+    del batch
+    if on_batch is not None:
+        on_batch(0)
+
+    index = 0
+    measured = 0
+    samples = 0
+    host_wait: list[float] = []
+    periods: list[float] = []
+    window_start: float | None = None
+    warm = 0
+    most = max(warmup_batches, max_warmup_batches or 0)
+    notes: list[str] = []
+    if warmup_batches == 0:
+        window_start = clock()
+        if on_window_start is not None:
+            on_window_start()
+    last_t0: float | None = None
+    while True:
+        t0 = clock()
+        try:
+            batch = next(it)
+        except StopIteration:
+            notes.append(f"the loader ended after {index + 1} batches")
+            break
+        t_next = clock()
+        batch = prepare(batch)
+        marker.ready()
+        t1 = clock()
+        n = count(batch)
+        step(batch)
+        marker.end()
+        del batch
+        index += 1
+        if on_batch is not None:
+            on_batch(index)
+        if window_start is None:
+            if last_t0 is not None:
+                periods.append(t0 - last_t0)
+            last_t0 = t0
+            blocked = (t_next - t0) >= max(0.001, 0.1 * _median(periods))
+            if index >= warmup_batches and (blocked or index >= most):
+                warm = index
+                window_start = clock()
+                if on_window_start is not None:
+                    on_window_start()
+            continue
+        measured += 1
+        samples += n
+        host_wait.append(t1 - t0)
+        elapsed = clock() - window_start
+        if measured >= max_batches or (measured >= min_batches and elapsed >= min_time_s):
+            break
+    ready, end = marker.times()
+    window_end = clock()
+    if on_window_end is not None:
+        on_window_end()
+    receive: list[float] = []
+    if after_window is not None and measured:
+        window_periods = [b - a for a, b in zip(end[-measured - 1:-1], end[-measured:])]
+        receive = after_window(it, _median(window_periods))
+    if measured == 0:
+        raise ValueError(
+            f"no batch left to measure after {index} warm-up batches: "
+            "lower --warmup-batches or use a longer dataset"
+        )
+    # Batch 0 is the first batch; 1..warmup are warm-up; the window is the last `measured` ones.
+    first = len(end) - measured
+    data_wait = [ready[i] - end[i - 1] for i in range(first, len(end))]
+    compute = [end[i] - ready[i] for i in range(first, len(end))]
+    step_s = [end[i] - end[i - 1] for i in range(first, len(end))]
+    return LoopTimes(
+        first_batch_s=first_batch_s,
+        warmup_batches=warm,
+        data_wait_s=data_wait,
+        compute_s=compute,
+        step_s=step_s,
+        host_wait_s=host_wait,
+        samples=samples,
+        window_wall_s=window_end - (window_start or window_end),
+        window_start=window_start or 0.0,
+        window_end=window_end,
+        notes=notes,
+        receive_s=receive,
+    )
+
+
+def probe_receive(
+    it: Iterator[Any],
+    *,
+    num_workers: int,
+    prefetch_factor: int,
+    period_s: float,
+    max_pause_s: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Clock = time.perf_counter,
+) -> list[float]:
+    """Seconds `next()` takes for batches that are already built: the receive floor.
+
+    NOTE [receive floor]
+        Even a batch that a worker finished long ago costs the main process something to
+        receive (unpickling, mapping its shared memory; about 1-2 ms on a 2-core machine for a
+        small batch, far more for large ones, case C03). More workers cannot remove it, so a
+        stall made of it is not "the loader is late". To measure it, the loop pauses after the
+        window long enough for every worker to finish its `prefetch_factor` queued batches
+        (each worker builds a batch in at most num_workers x the measured step period), then
+        times `next()` alone for up to num_workers x prefetch_factor (at most 8) batches.
+    Returns [] for num_workers == 0 or when the loader ends.
+    """
+    if num_workers <= 0:
+        return []
+    pause = min(max_pause_s, 1.2 * prefetch_factor * num_workers * period_s + 0.05)
+    sleep(pause)
+    out: list[float] = []
+    for _ in range(min(8, num_workers * prefetch_factor)):
+        t0 = clock()
+        try:
+            b = next(it)
+        except StopIteration:
+            break
+        out.append(clock() - t0)
+        del b
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole measurement of one config (inside the isolated process).
+
+
+def resolve_device(measure: MeasureSpec) -> str:
+    """'cuda:N' or 'cpu' for `measure.device` ('auto' picks cuda:0 when CUDA is available)."""
+    import torch
+
+    if measure.device == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if measure.device.startswith("cuda") and not torch.cuda.is_available():
+        from loaderbench.errors import UsageError
+
+        raise UsageError("--device cuda requested but CUDA is not available: use --device cpu")
+    return "cuda:0" if measure.device == "cuda" else measure.device
+
+
+def resolve_timing(measure: MeasureSpec, compute: ComputeSpec, device: str) -> str:
+    """'host' on CPU; on CUDA 'events' for GPU steps (spin/model/none) and 'sync' for sleep."""
+    if not device.startswith("cuda"):
+        return "host"
+    if measure.timing != "auto":
+        return measure.timing
+    return "sync" if compute.kind == "sleep" else "events"
+
+
+def _tracking_loader_class() -> type:
+    """A DataLoader subclass that remembers its last iterator, so a crash can name how its
+    workers died (see `describe_dead_workers`)."""
+    from torch.utils.data import DataLoader
+
+    class TrackingLoader(DataLoader):  # type: ignore[type-arg]
+        last_iterator: Any = None
+
+        def __iter__(self) -> Any:
+            it = super().__iter__()
+            self.last_iterator = it
+            return it
+
+    return TrackingLoader
+
+
+def describe_dead_workers(loader: Any) -> str:
+    """'worker pid 123 killed by SIGBUS' for each worker that died of a signal, from the
+    multiprocessing exit codes of the loader's last iterator ('' when none is known).
+
+    torch reports a dead worker as "exited unexpectedly" when it notices through the queue
+    rather than through SIGCHLD; the exit code still says which signal killed it.
+    """
+    import signal as _signal
+
+    it = getattr(loader, "last_iterator", None)
+    parts = []
+    for w in getattr(it, "_workers", None) or []:
+        code = getattr(w, "exitcode", None)
+        if code is not None and code < 0:
+            try:
+                name = _signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            parts.append(f"worker pid {w.pid} killed by {name}")
+    return "; ".join(parts)
+
+
+def _process_tree(proc: Any) -> list[Any]:
+    try:
+        return [proc] + proc.children(recursive=True)
+    except Exception:  # noqa: BLE001 - a process can vanish while we look
+        return [proc]
+
+
+def _tree_cpu_s(procs: list[Any]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for p in procs:
+        try:
+            ct = p.cpu_times()
+            out[p.pid] = ct.user + ct.system
+        except Exception:  # noqa: BLE001
+            pass
+    return out
+
+
+def _tree_memory(procs: list[Any]) -> tuple[int | None, int | None]:
+    uss = pss = 0
+    got = False
+    for p in procs:
+        try:
+            m = p.memory_full_info()
+        except Exception:  # noqa: BLE001
+            continue
+        got = True
+        uss += int(getattr(m, "uss", 0))
+        pss += int(getattr(m, "pss", 0))
+    return (uss, pss) if got else (None, None)
+
+
+def measure_config(
+    settings: LoaderSettings,
+    dataset_spec: DatasetSpec,
+    compute_spec: ComputeSpec,
+    measure: MeasureSpec,
+    *,
+    cache_dir: str | None = None,
+    seed: int = 0,
+    on_batch: Callable[[int], None] | None = None,
+) -> Trial:
+    """Build a fresh DataLoader for `settings` and measure it (one trial).
+
+    Raises whatever the dataset, the DataLoader or the step raises (the isolated process turns it
+    into a failed row), and ValueError when nothing could be measured.
+    """
+    import psutil
+    import torch
+    from torch.utils.data import IterableDataset, RandomSampler
+
+    from loaderbench import batch as batch_mod
+    from loaderbench import compute as compute_mod
+    from loaderbench import datasets, gpu
+    from loaderbench.prefetch import CUDAPrefetcher
+
+    device_name = resolve_device(measure)
+    device = torch.device(device_name)
+    timing = resolve_timing(measure, compute_spec, device_name)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.set_device(device)
+
+    dataset = datasets.build_dataset(
+        dataset_spec, cache_dir=None if cache_dir is None else __import__("pathlib").Path(cache_dir)
+    )
+    collate_fn = datasets.build_collate_fn(dataset_spec)
+    warmup, max_warmup = warmup_for(settings, measure.warmup_batches)
+    total_batches = 1 + max_warmup + measure.max_batches
+    kwargs = settings.dataloader_kwargs()
+    if collate_fn is not None:
+        kwargs["collate_fn"] = collate_fn
+    if not isinstance(dataset, IterableDataset):
+        generator = torch.Generator()
+        generator.manual_seed(seed)
+        kwargs["sampler"] = RandomSampler(
+            dataset, replacement=False, num_samples=total_batches * settings.batch_size,
+            generator=generator,
+        )
+    loader = _tracking_loader_class()(dataset, **kwargs)
+
+    step = compute_mod.build_compute(compute_spec, device)
+    if cuda and settings.prefetch:
+        source: Iterable[Any] = CUDAPrefetcher(loader, device=device)
+        prepare: Callable[[Any], Any] = lambda b: b  # noqa: E731 - already on the device
+    elif cuda:
+        source = loader
+        non_blocking = settings.pin_memory
+
+        def prepare(b: Any) -> Any:
+            return batch_mod.move_to_device(b, device, non_blocking=non_blocking)
+    else:
+        source = loader
+        prepare = lambda b: b  # noqa: E731
+
+    if timing == "events":
+        marker: StepMarker = CudaEventMarker()
+    elif timing == "sync":
+        stream = torch.cuda.current_stream(device)
+        marker = HostMarker(sync=stream.synchronize)
+    else:
+        marker = HostMarker()
+
+    me = psutil.Process(os.getpid())
+    sampler = gpu.make_util_sampler(device.index if cuda else None)
+    state: dict[str, Any] = {}
+
+    def on_window_start() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(device)
+        state["procs"] = _process_tree(me)
+        state["cpu0"] = _tree_cpu_s(state["procs"])
+        state["main_cpu0"] = sum(me.cpu_times()[:2])
+        state["t0"] = time.perf_counter()
+        sampler.start()
+
+    # Inspect the host-side batch (pinning, bytes) before the copy: wrap prepare once.
+    first_raw: dict[str, Any] = {}
+
+    def on_window_end() -> None:
+        # CPU, memory and GPU utilisation cover the measured window only (not the probe after it).
+        state["t_end"] = time.perf_counter()
+        state["util"] = sampler.stop()
+        state["procs_end"] = _process_tree(me)
+        state["cpu1"] = _tree_cpu_s(state["procs_end"])
+        state["main_cpu1"] = sum(me.cpu_times()[:2])
+        state["memory"] = _tree_memory(state["procs_end"])
+
+    def prepare_and_inspect(b: Any) -> Any:
+        if "info" not in first_raw:
+            first_raw["info"] = batch_mod.inspect_batch(b)
+        return prepare(b)
+
+    try:
+        loop = timed_loop(
+            source,
+            step,
+            prepare=prepare_and_inspect,
+            count=batch_mod.count_samples,
+            marker=marker,
+            warmup_batches=warmup,
+            max_warmup_batches=max_warmup,
+            min_batches=measure.batches,
+            min_time_s=measure.min_time_s,
+            max_batches=measure.max_batches,
+            on_batch=on_batch,
+            on_window_start=on_window_start,
+            on_window_end=on_window_end,
+            after_window=lambda it, period: probe_receive(
+                it,
+                num_workers=settings.num_workers,
+                prefetch_factor=settings.prefetch_factor or 0,
+                period_s=period,
+            ),
+        )
+    except RuntimeError as exc:
+        dead = describe_dead_workers(loader)
+        if dead:
+            raise RuntimeError(f"{exc} [{dead}]") from exc
+        raise
+    procs_now = state["procs_end"]
+    cpu1, cpu0 = state["cpu1"], state.get("cpu0", {})
+    cpu_s = sum(cpu1[pid] - cpu0[pid] for pid in cpu1 if pid in cpu0)
+    wall = state["t_end"] - state.get("t0", state["t_end"])
+    main_cpu_s = state["main_cpu1"] - state.get("main_cpu0", 0.0)
+    uss, pss = state["memory"]
+    util = state["util"]
+    info = first_raw.get("info")
+    trial = Trial(
+        first_batch_s=loop.first_batch_s,
+        warmup_batches=loop.warmup_batches,
+        data_wait_s=loop.data_wait_s,
+        compute_s=loop.compute_s,
+        step_s=loop.step_s,
+        samples=loop.samples,
+        wall_s=wall,
+        timing=timing,
+        host_wait_s=loop.host_wait_s,
+        cpu_time_s=cpu_s,
+        cpu_count=len(procs_now),
+        cpu_util_pct=100.0 * cpu_s / wall if wall > 0 else None,
+        main_cpu_util_pct=100.0 * main_cpu_s / wall if wall > 0 else None,
+        memory_uss_bytes=uss,
+        memory_pss_bytes=pss,
+        gpu_util_pct=util.util_pct,
+        gpu_util_window_s=util.window_s,
+        gpu_util_note=util.note or None,
+        gpu_mem_peak_bytes=int(torch.cuda.max_memory_reserved(device)) if cuda else None,
+        batch_bytes=None if info is None else info.nbytes,
+        h2d_bytes_per_batch=None if (info is None or not cuda) else info.nbytes,
+        pinned_leaves=None if info is None else info.pinned_leaves,
+        tensor_leaves=None if info is None else info.tensor_leaves,
+        torch_threads_main=torch.get_num_threads(),
+        receive_s=loop.receive_s,
+        notes=list(loop.notes),
+    )
+    if cuda and settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
+        trial.notes.append("pinning ineffective: pin_memory=True but no tensor leaf of the batch is pinned")
+    del loader, source
+    return trial
+

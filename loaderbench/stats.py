@@ -1,0 +1,250 @@
+"""Pure statistics: per-trial summaries, verdicts, the knee and the recommendation.
+
+No torch, no pynvml, no I/O: `show` and `compare` use this on CPU-only CI runners. Every number is
+derived from the raw per-batch samples kept in `Trial` (the timing model is in runner.py).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from loaderbench.model import ConfigResult, LoaderSettings, Recommendation, Summary, Trial
+
+# Input-bound bands of the stall fraction, as commonly used in data-stall analyses
+# (e.g. Mohan et al., "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021):
+# under 5% not input-bound, 5-20% moderately, over 20% highly.
+NOT_INPUT_BOUND_MAX = 0.05
+MODERATELY_INPUT_BOUND_MAX = 0.20
+DEFAULT_TOLERANCE = 0.05
+# A config is called loader-bound when its stall fraction is at least this (moderately bound),
+# or when its tail is: p95 data-wait at least TAIL_WAIT_OF_STEP of the median step.
+LOADER_BOUND_STALL = NOT_INPUT_BOUND_MAX
+TAIL_WAIT_OF_STEP = 0.5
+NOISY_SPREAD = 0.10
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) with linear interpolation (numpy's default method).
+
+    Raises ValueError on an empty sequence.
+    """
+    if not values:
+        raise ValueError("percentile of no values")
+    xs = sorted(values)
+    if len(xs) == 1:
+        return float(xs[0])
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    frac = pos - lo
+    return float(xs[lo] + (xs[hi] - xs[lo]) * frac)
+
+
+def trial_samples_per_s(trial: Trial) -> float:
+    """Measured samples / measured time (sum of step times), in samples/s; 0 for no time."""
+    total_s = sum(trial.step_s)
+    return trial.samples / total_s if total_s > 0 else 0.0
+
+
+def trial_stall_fraction(trial: Trial) -> float:
+    """Total data-wait / total step time (0..1): the share of the step the consumer was starved."""
+    total_s = sum(trial.step_s)
+    return min(1.0, max(0.0, sum(trial.data_wait_s) / total_s)) if total_s > 0 else 0.0
+
+
+def input_bound_band(stall_fraction: float) -> str:
+    """'not input-bound' (< 5%), 'moderately input-bound' (5-20%) or 'highly input-bound'."""
+    if stall_fraction < NOT_INPUT_BOUND_MAX:
+        return "not input-bound"
+    if stall_fraction <= MODERATELY_INPUT_BOUND_MAX:
+        return "moderately input-bound"
+    return "highly input-bound"
+
+
+def _median_or_none(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(statistics.median(present)) if present else None
+
+
+def summarize(trials: Sequence[Trial]) -> Summary:
+    """Median over repeats of each trial's statistics, plus the min-max spread of throughput.
+
+    Per trial: samples_per_s = samples / sum(step_s); stall_fraction = sum(data_wait_s) /
+    sum(step_s); p50/p95 over that trial's per-batch samples. Raises ValueError with no trials
+    or a trial without measured batches.
+    """
+    if not trials:
+        raise ValueError("summarize needs at least one trial")
+    for t in trials:
+        if not t.step_s:
+            raise ValueError("a trial has no measured batches")
+    rates = [trial_samples_per_s(t) for t in trials]
+    stalls = [trial_stall_fraction(t) for t in trials]
+    summary = Summary(
+        samples_per_s=float(statistics.median(rates)),
+        stall_fraction=float(statistics.median(stalls)),
+        data_wait_p50_s=float(statistics.median(percentile(t.data_wait_s, 50) for t in trials)),
+        data_wait_p95_s=float(statistics.median(percentile(t.data_wait_s, 95) for t in trials)),
+        compute_p50_s=float(statistics.median(percentile(t.compute_s, 50) for t in trials)),
+        step_p50_s=float(statistics.median(percentile(t.step_s, 50) for t in trials)),
+        first_batch_s=float(statistics.median(t.first_batch_s for t in trials)),
+        gpu_util_pct=_median_or_none([t.gpu_util_pct for t in trials]),
+        cpu_util_pct=_median_or_none([t.cpu_util_pct for t in trials]),
+        memory_pss_bytes=(
+            None
+            if all(t.memory_pss_bytes is None for t in trials)
+            else int(max(t.memory_pss_bytes or 0 for t in trials))
+        ),
+        receive_p50_s=_median_or_none(
+            [percentile(t.receive_s, 50) if t.receive_s else None for t in trials]
+        ),
+        samples_per_s_min=float(min(rates)),
+        samples_per_s_max=float(max(rates)),
+        repeats=len(trials),
+    )
+    summary.verdict = verdict(summary)
+    return summary
+
+
+def has_tail_stalls(summary: Summary) -> bool:
+    """True when the p95 data-wait is at least half a median step: periodic starvation (case C04)
+    even if the median wait is near zero."""
+    return summary.step_p50_s > 0 and summary.data_wait_p95_s >= TAIL_WAIT_OF_STEP * summary.step_p50_s
+
+
+RECEIVE_FLOOR = "compute-bound (receive floor)"
+
+
+def excess_stall_fraction(summary: Summary) -> float:
+    """The stall left after taking out the measured receive floor from every batch's wait:
+    (median wait - receive p50) / median step, at least 0; the plain stall fraction when the
+    floor was not measured (0 workers)."""
+    if summary.receive_p50_s is None or summary.step_p50_s <= 0:
+        return summary.stall_fraction
+    return max(0.0, (summary.data_wait_p50_s - summary.receive_p50_s) / summary.step_p50_s)
+
+
+def verdict(summary: Summary) -> str:
+    """'loader-bound' when the stall is at least 5% (unless all but 5% of it is the measured
+    receive floor: RECEIVE_FLOOR), 'loader-bound (tail)' when the p95 wait reaches half a median
+    step with at least 2% stall, else 'compute-bound'."""
+    if summary.stall_fraction >= LOADER_BOUND_STALL:
+        if excess_stall_fraction(summary) < LOADER_BOUND_STALL and not has_tail_stalls(summary):
+            return RECEIVE_FLOOR
+        return "loader-bound"
+    if has_tail_stalls(summary) and summary.stall_fraction >= 0.02:
+        return "loader-bound (tail)"
+    return "compute-bound"
+
+
+def relative_spread(summary: Summary) -> float:
+    """(max - min) / median of throughput across repeats; 0 with one repeat."""
+    if summary.repeats < 2 or not summary.samples_per_s or summary.samples_per_s_min is None:
+        return 0.0
+    return ((summary.samples_per_s_max or 0.0) - summary.samples_per_s_min) / summary.samples_per_s
+
+
+def find_knee(
+    results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE
+) -> ConfigResult | None:
+    """The cheapest measured config whose throughput is within `tolerance` (fraction) of the best,
+    or within noise of it (its max reaches the best's min across repeats), whichever admits more.
+
+    "Cheapest" is `LoaderSettings.cost_rank`: fewest workers, then pin/prefetch off before on,
+    fewer prefetched batches. Returns None when no config was measured.
+    """
+    ok = [r for r in results if r.status == "ok" and r.summary is not None]
+    if not ok:
+        return None
+    best = max(ok, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
+    best_s = best.summary
+    assert best_s is not None
+    floor = best_s.samples_per_s * (1.0 - tolerance)
+    noise_floor = best_s.samples_per_s_min if best_s.repeats > 1 else None
+
+    def qualifies(r: ConfigResult) -> bool:
+        s = r.summary
+        assert s is not None
+        if s.samples_per_s >= floor:
+            return True
+        return noise_floor is not None and s.repeats > 1 and (s.samples_per_s_max or 0) >= noise_floor
+
+    return min((r for r in ok if qualifies(r)), key=lambda r: r.settings.cost_rank())
+
+
+def dataloader_call(settings: LoaderSettings) -> str:
+    """A ready-to-paste `DataLoader(...)` call for these settings (only keywords that apply)."""
+    kw = settings.dataloader_kwargs()
+    parts = ["dataset"] + [f"{k}={v!r}" for k, v in kw.items()]
+    return "DataLoader(" + ", ".join(parts) + ")"
+
+
+def _fmt_rate(x: float) -> str:
+    return f"{x:,.0f} samples/s"
+
+
+def recommend(
+    results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE, usable_cpus: int | None = None
+) -> Recommendation:
+    """The knee as a recommendation with its reason.
+
+    The reason states the knee's throughput and stall, the best config for comparison, the
+    input-bound band of the knee, and when even the best config is loader-bound, that no setting
+    in the grid clears the bottleneck (with CPU saturation named when the process tree used at
+    least 85% of the usable CPUs).
+    """
+    knee = find_knee(results, tolerance=tolerance)
+    if knee is None:
+        return Recommendation(settings=None, reason="no config was measured successfully")
+    ok = [r for r in results if r.status == "ok" and r.summary is not None]
+    best = max(ok, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
+    ks, bs = knee.summary, best.summary
+    assert ks is not None and bs is not None
+    band = input_bound_band(ks.stall_fraction)
+    min_stall = min(r.summary.stall_fraction for r in ok)  # type: ignore[union-attr]
+    lines = [
+        f"num_workers={knee.settings.num_workers}, pin_memory={knee.settings.pin_memory}, "
+        f"prefetch={'on' if knee.settings.prefetch else 'off'}: {_fmt_rate(ks.samples_per_s)}, "
+        f"stall {ks.stall_fraction:.1%} ({band})."
+    ]
+    if best is not knee:
+        lines.append(
+            f"The best config ({best.settings.key()}) reaches {_fmt_rate(bs.samples_per_s)}, "
+            f"within {max(tolerance, 0):.0%} or noise of it: more workers or buffers buy nothing."
+        )
+    else:
+        lines.append("It is also the fastest config measured.")
+    if bs.verdict == RECEIVE_FLOOR and bs.receive_p50_s is not None:
+        lines.append(
+            f"The remaining stall ({bs.stall_fraction:.1%}, {bs.data_wait_p50_s * 1e3:.1f} ms per batch) "
+            f"is the main process receiving each batch from a worker ({bs.receive_p50_s * 1e3:.1f} ms "
+            "measured for batches already built): a floor that more workers cannot remove."
+        )
+    elif bs.verdict.startswith("loader-bound"):
+        cause = ""
+        if usable_cpus and bs.cpu_util_pct is not None and bs.cpu_util_pct >= 85.0 * usable_cpus:
+            cause = (
+                f" The process tree used {bs.cpu_util_pct / 100:.1f} of {usable_cpus} usable CPUs: "
+                "CPU (decode/augment) saturation binds."
+            )
+        elif best.settings.num_workers == max(r.settings.num_workers for r in ok):
+            cause = " The fastest config has the most workers in the grid: try more workers."
+        lines.append(
+            f"Even the best config is {input_bound_band(bs.stall_fraction)} "
+            f"(stall {bs.stall_fraction:.1%}): no setting in this grid clears the loader bottleneck."
+            + cause
+        )
+    elif min_stall > 0:
+        lines.append(
+            f"Lowest stall measured: {min_stall:.1%} (receiving a batch always costs a little; "
+            "this floor is not worth chasing)."
+        )
+    return Recommendation(
+        settings=knee.settings,
+        reason=" ".join(lines),
+        input_bound=band,
+        dataloader_call=dataloader_call(knee.settings),
+        use_prefetcher=knee.settings.prefetch,
+    )

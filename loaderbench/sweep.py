@@ -1,0 +1,276 @@
+"""`run_sweep`: the grid, each config in a fresh process, results saved after every config.
+
+The core never prints: progress and warnings go to a `SweepObserver` the caller passes in.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from loaderbench import __version__, stats
+from loaderbench.config import SweepConfig
+from loaderbench.grid import GridAxes, GridPoint, default_num_workers, expand_grid
+from loaderbench.isolation import Outcome, run_isolated
+from loaderbench.model import ComputeSpec, ConfigResult, LoaderSettings, ResultSet
+
+DEFAULT_SLEEP_MS = 100.0
+DEFAULT_BATCH_GPU = 256
+DEFAULT_BATCH_CPU = 64
+
+
+class SweepObserver(Protocol):
+    """Receives progress; all methods optional in spirit (NullObserver implements them all)."""
+
+    def sweep_started(self, total_trials: int) -> None: ...
+    def trial_started(self, index: int, settings: LoaderSettings, repeat: int) -> None: ...
+    def batch(self, index: int) -> None: ...
+    def trial_finished(self, result: ConfigResult, outcome: Outcome) -> None: ...
+    def warning(self, message: str) -> None: ...
+
+
+class NullObserver:
+    def sweep_started(self, total_trials: int) -> None:
+        pass
+
+    def trial_started(self, index: int, settings: LoaderSettings, repeat: int) -> None:
+        pass
+
+    def batch(self, index: int) -> None:
+        pass
+
+    def trial_finished(self, result: ConfigResult, outcome: Outcome) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the defaults depend on (injectable for tests)."""
+
+    cuda: bool
+    usable_cpus: int
+
+
+def detect_machine() -> Machine:
+    """CUDA availability (without creating a CUDA context) and the CPUs this process may use."""
+    import torch
+
+    from loaderbench.env import usable_cpus
+
+    return Machine(cuda=bool(torch.cuda.is_available()), usable_cpus=usable_cpus())
+
+
+def resolve_defaults(config: SweepConfig, machine: Machine) -> SweepConfig:
+    """Fill the machine-dependent defaults: num_workers grid, batch size, compute step.
+
+    Without CUDA, a `spin:` or `model:` step on device auto is a usage error raised later by the
+    child; `sleep:` stands for the accelerator step there.
+    """
+    compute = config.compute
+    if compute is None:
+        compute = (
+            ComputeSpec(kind="model", model="resnet50")
+            if machine.cuda
+            else ComputeSpec(kind="sleep", ms=DEFAULT_SLEEP_MS)
+        )
+    return replace(
+        config,
+        compute=compute,
+        num_workers=config.num_workers or tuple(default_num_workers(machine.usable_cpus)),
+        batch_size=config.batch_size
+        or ((DEFAULT_BATCH_GPU,) if machine.cuda else (DEFAULT_BATCH_CPU,)),
+    )
+
+
+def plan(config: SweepConfig, machine: Machine) -> list[GridPoint]:
+    """The configs to measure, normalised (see grid.py)."""
+    axes = GridAxes(
+        num_workers=config.num_workers or (0,),
+        pin_memory=config.pin_memory,
+        prefetch=config.prefetch,
+        prefetch_factor=config.prefetch_factor,
+        persistent_workers=config.persistent_workers,
+        batch_size=config.batch_size or (DEFAULT_BATCH_CPU,),
+        mp_context=config.mp_context,
+    )
+    cuda_in_use = machine.cuda and config.measure.device != "cpu"
+    return expand_grid(axes, cuda=cuda_in_use)
+
+
+def config_hash(config: SweepConfig) -> str:
+    """Short hash of the resolved config (what was asked), for matching runs."""
+    blob = json.dumps(config.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def default_output_path(config: SweepConfig, now: _dt.datetime) -> Path:
+    """results/<label or 'sweep'>-<UTC time>.json"""
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    return Path("results") / f"{config.label or 'sweep'}-{stamp}.json"
+
+
+def run_sweep(
+    config: SweepConfig,
+    *,
+    output: Path,
+    environment: dict[str, Any],
+    machine: Machine,
+    observer: SweepObserver | None = None,
+    cache_dir: str | None = None,
+    runner: Callable[..., Outcome] = run_isolated,
+    save: Callable[[ResultSet, Path], None] | None = None,
+    now: Callable[[], _dt.datetime] = lambda: _dt.datetime.now(_dt.timezone.utc),
+) -> ResultSet:
+    """Measure every config of `config` (already resolved), `config.repeats` times, interleaved
+    across configs (repeat 1 of every config, then repeat 2, ...), each trial in a fresh process.
+
+    The result file at `output` is rewritten atomically after every trial, so an interrupted
+    sweep keeps what it measured. A failing or hanging config becomes a row with its status and
+    error and the sweep goes on. KeyboardInterrupt is re-raised after the save.
+    Returns the final ResultSet and where it was saved with summaries, verdicts and the recommendation.
+    """
+    from loaderbench.results import save_results
+
+    obs = observer or NullObserver()
+    save_fn = save or save_results
+    points = plan(config, machine)
+    results = [
+        ConfigResult(settings=p.settings, status="ok", normalized_from=p.normalized_from)
+        for p in points
+    ]
+    done = [False] * len(points)
+    assert config.compute is not None
+    result_set = ResultSet(
+        config=config.to_dict(),
+        environment=environment,
+        results=[],
+        label=config.label,
+        created_utc=now().isoformat(timespec="seconds"),
+        tool_version=__version__,
+        config_hash=config_hash(config),
+    )
+
+    def snapshot() -> None:
+        result_set.results = [r for r, d in zip(results, done) if d]
+        result_set.recommendation = stats.recommend(
+            result_set.results, tolerance=config.tolerance, usable_cpus=machine.usable_cpus
+        )
+        save_fn(result_set, output)
+
+    obs.sweep_started(len(points) * config.repeats)
+    trial_index = 0
+    for repeat in range(config.repeats):
+        for i, point in enumerate(points):
+            res = results[i]
+            if res.status in ("failed", "hung"):
+                continue  # a config that failed once is not retried in later repeats
+            obs.trial_started(trial_index, point.settings, repeat)
+            trial_index += 1
+            try:
+                outcome = runner(
+                    point.settings,
+                    config.dataset,
+                    config.compute,
+                    config.measure,
+                    timeout_s=config.config_timeout_s,
+                    cache_dir=cache_dir,
+                    seed=config.seed + repeat,
+                    on_batch=obs.batch,
+                )
+            except KeyboardInterrupt:
+                snapshot()
+                raise
+            _apply(res, outcome)
+            done[i] = True
+            obs.trial_finished(res, outcome)
+            snapshot()
+    return result_set
+
+
+def _apply(res: ConfigResult, outcome: Outcome) -> None:
+    """Fold one trial's outcome into its config: add the trial and re-summarise, or mark failed."""
+    if outcome.status == "ok" and outcome.trial is not None:
+        res.trials.append(outcome.trial)
+        res.summary = stats.summarize(res.trials)
+        for note in outcome.trial.notes:
+            if note not in res.warnings:
+                res.warnings.append(note)
+        return
+    res.status = outcome.status  # type: ignore[assignment]
+    res.error = outcome.error
+    res.summary = None  # a failed config never shows a throughput
+    res.trials = []
+
+
+def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str | None) -> None:
+    """Fail before any config runs: build the dataset once in this process (DataError for a
+    missing folder, a failing import, ...; it also fills the synthetic-JPEG cache the per-config
+    processes read) and reject GPU steps without CUDA (UsageError)."""
+    from loaderbench import datasets
+    from loaderbench.errors import UsageError
+
+    assert config.compute is not None
+    cuda_in_use = machine.cuda and config.measure.device != "cpu"
+    if config.compute.kind in ("spin",) and not cuda_in_use:
+        raise UsageError(
+            f"--compute {config.compute.label()} needs a CUDA GPU; without one use "
+            f"--compute sleep:{config.compute.ms:g} (a host sleep that stands for the step)"
+        )
+    if config.measure.device.startswith("cuda") and not machine.cuda:
+        raise UsageError("--device cuda: CUDA is not available here; use --device cpu or auto")
+    datasets.build_dataset(config.dataset, cache_dir=None if cache_dir is None else Path(cache_dir))
+    datasets.build_collate_fn(config.dataset)
+
+
+def execute_sweep(
+    config: SweepConfig,
+    *,
+    output: Path | None,
+    observer: SweepObserver | None = None,
+    cache_dir: str | None = None,
+    machine: Machine | None = None,
+) -> tuple[ResultSet, Path]:
+    """The whole `loaderbench sweep`: resolve defaults for this machine, check the output
+    location and the workload, capture the environment, run the sweep.
+
+    Raises LoaderbenchError subclasses for bad input before anything is measured, and
+    KeyboardInterrupt (after saving what was measured) on Ctrl-C.
+    """
+    from loaderbench.env import capture_environment, preflight_warnings
+    from loaderbench.results import check_writable
+
+    machine = machine or detect_machine()
+    config = resolve_defaults(config, machine)
+    now = _dt.datetime.now(_dt.timezone.utc)
+    out = output or (Path(config.output) if config.output else default_output_path(config, now))
+    check_writable(out)
+    validate_workload(config, machine, cache_dir=cache_dir)
+    cuda_in_use = machine.cuda and config.measure.device != "cpu"
+    environment = capture_environment(device_index=0 if cuda_in_use else None)
+    obs = observer or NullObserver()
+    for w in preflight_warnings(environment):
+        obs.warning(w)
+    try:
+        rs = run_sweep(
+            config, output=out, environment=environment, machine=machine, observer=obs,
+            cache_dir=cache_dir,
+        )
+    except KeyboardInterrupt as exc:
+        raise SweepInterruptedAt(out) from exc
+    return rs, out
+
+
+class SweepInterruptedAt(KeyboardInterrupt):
+    """Ctrl-C during a sweep; `.output` holds the file with every finished config."""
+
+    def __init__(self, output: Path) -> None:
+        super().__init__(str(output))
+        self.output = output

@@ -1,0 +1,34 @@
+"""Hand-made trials and results for tests that need no hardware."""
+
+from __future__ import annotations
+
+from loaderbench import stats
+from loaderbench.model import ConfigResult, LoaderSettings, Trial
+
+
+def settings(nw: int, pin: bool = False, pf: bool = False, bs: int = 16, factor: int | None = None,
+             persistent: bool = False) -> LoaderSettings:
+    return LoaderSettings(nw, pin, pf, (factor or 2) if nw else None, persistent if nw else False, bs)
+
+
+def trial(wait_s: float, compute_s: float, n: int = 20, bs: int = 16, first_s: float = 0.5,
+          waits: list[float] | None = None) -> Trial:
+    waits = waits if waits is not None else [wait_s] * n
+    return Trial(
+        first_batch_s=first_s,
+        warmup_batches=3,
+        data_wait_s=list(waits),
+        compute_s=[compute_s] * len(waits),
+        step_s=[w + compute_s for w in waits],
+        samples=bs * len(waits),
+        wall_s=sum(w + compute_s for w in waits),
+        timing="host",
+    )
+
+
+def result(s: LoaderSettings, *trials: Trial, status: str = "ok", error: str | None = None) -> ConfigResult:
+    r = ConfigResult(settings=s, status=status, error=error)  # type: ignore[arg-type]
+    if status == "ok":
+        r.trials = list(trials)
+        r.summary = stats.summarize(r.trials)
+    return r

@@ -1,0 +1,193 @@
+"""The timing model of runner.timed_loop, driven by a fake clock: hand-computed answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from loaderbench.model import LoaderSettings
+from loaderbench.runner import HostMarker, probe_receive, timed_loop, warmup_for
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        self.t += dt
+
+    def until(self, t: float) -> None:
+        self.t = max(self.t, t)
+
+
+def producer(clock: FakeClock, ready_at: list[float], batch_size: int = 16):
+    """A loader whose batch k becomes available at ready_at[k] (clock time)."""
+    for t in ready_at:
+        clock.until(t)
+        yield list(range(batch_size))
+
+
+def serial_loader(clock: FakeClock, load_s: float, n: int, batch_size: int = 16):
+    """num_workers=0: the main process builds each batch when asked."""
+    for _ in range(n):
+        clock.advance(load_s)
+        yield list(range(batch_size))
+
+
+def run(clock, batches, compute_s, **kw):
+    defaults = dict(warmup_batches=2, min_batches=10, min_time_s=0.0, max_batches=1000)
+    defaults.update(kw)
+    return timed_loop(
+        batches,
+        lambda b: clock.advance(compute_s),
+        count=len,
+        marker=HostMarker(clock=clock),
+        clock=clock,
+        **defaults,
+    )
+
+
+def test_serial_loader_splits_wait_and_compute_exactly():
+    # 0 workers, 32 ms to build a batch, 12 ms step: every step is 44 ms, 32 of them waiting.
+    clock = FakeClock()
+    t = run(clock, serial_loader(clock, 0.032, 100), 0.012)
+    assert len(t.step_s) == 10
+    assert t.data_wait_s == pytest.approx([0.032] * 10)
+    assert t.compute_s == pytest.approx([0.012] * 10)
+    assert t.step_s == pytest.approx([0.044] * 10)
+    assert t.samples == 160
+    assert t.first_batch_s == pytest.approx(0.032)
+    assert sum(t.data_wait_s) / sum(t.step_s) == pytest.approx(32 / 44)
+    # 16 samples per 44 ms = 363.6 samples/s: the issue's "about 364 at 0 workers".
+    assert t.samples / sum(t.step_s) == pytest.approx(16 / 0.044)
+
+
+def test_fast_pipelined_loader_shows_no_wait():
+    # 4 workers x 32 ms -> one batch every 8 ms, faster than the 12 ms step: no wait.
+    clock = FakeClock()
+    ready = [0.032 + 0.008 * k for k in range(200)]
+    t = run(clock, producer(clock, ready), 0.012)
+    assert max(t.data_wait_s) == pytest.approx(0.0)
+    assert t.step_s == pytest.approx([0.012] * 10)
+
+
+def test_slow_pipelined_loader_waits_the_difference():
+    # Batches every 50 ms, a 10 ms step: 40 ms of every 50 ms step is data-wait.
+    clock = FakeClock()
+    ready = [0.05 * (k + 1) for k in range(200)]
+    t = run(clock, producer(clock, ready), 0.010)
+    assert t.data_wait_s == pytest.approx([0.040] * 10)
+    assert t.step_s == pytest.approx([0.050] * 10)
+
+
+def test_backlog_built_during_startup_is_not_measured():
+    # 8 workers x prefetch 2 = 16 batches ready at start-up (t=1 s), then one every 50 ms.
+    # Measuring right after the first batch would see the instant backlog and flatter the loader.
+    clock = FakeClock()
+    ready = [1.0] * 16 + [1.0 + 0.05 * (k + 1) for k in range(400)]
+    settings = LoaderSettings(8, False, False, 2, False, 16)
+    least, most = warmup_for(settings, 3)
+    assert (least, most) == (16, 128)
+    t = run(clock, producer(clock, ready), 0.010, warmup_batches=least,
+            max_warmup_batches=most, min_batches=20)
+    assert t.samples / sum(t.step_s) == pytest.approx(16 / 0.05, rel=0.01)
+    assert 16 < t.warmup_batches < 30
+    # With the naive 3-batch warm-up the same loader looks much faster than it is.
+    clock2 = FakeClock()
+    naive = run(clock2, producer(clock2, ready), 0.010, warmup_batches=3, min_batches=20)
+    assert naive.samples / sum(naive.step_s) > 1.3 * 16 / 0.05
+
+
+def test_backlog_refilled_while_draining_is_drained_too():
+    # Production rate close to consumption (rho = 0.8): serving the backlog takes about
+    # 16 / (1 - 0.8) = 80 batches, far more than W*P = 16. The window must start after it.
+    clock = FakeClock()
+    ready = [1.0] * 16 + [1.0 + 0.0125 * (k + 1) for k in range(1000)]
+    least, most = warmup_for(LoaderSettings(8, False, False, 2, False, 16), 3)
+    t = run(clock, producer(clock, ready), 0.010, warmup_batches=least,
+            max_warmup_batches=most, min_batches=20)
+    assert t.samples / sum(t.step_s) == pytest.approx(16 / 0.0125, rel=0.02)
+    assert t.warmup_batches > 60
+
+
+def test_compute_bound_config_ends_warmup_at_the_cap():
+    # The loader is always ahead (never blocks): warm-up stops at the cap, no flattery possible.
+    clock = FakeClock()
+    ready = [0.0] * 2000
+    t = run(clock, producer(clock, ready), 0.010, warmup_batches=4, max_warmup_batches=32,
+            min_batches=10)
+    assert t.warmup_batches == 32
+    assert t.step_s == pytest.approx([0.010] * 10)
+
+
+def test_min_time_extends_the_window():
+    clock = FakeClock()
+    t = run(clock, serial_loader(clock, 0.0, 10_000), 0.1, min_batches=5, min_time_s=2.0)
+    # 0.1 s per step: 5 batches take 0.5 s, so the window runs to 2 s = 20 batches.
+    assert len(t.step_s) == 20
+
+
+def test_max_batches_caps_the_window():
+    clock = FakeClock()
+    t = run(clock, serial_loader(clock, 0.0, 10_000), 0.1, min_batches=5, min_time_s=100.0, max_batches=7)
+    assert len(t.step_s) == 7
+
+
+def test_loader_ending_early_is_noted():
+    clock = FakeClock()
+    t = run(clock, serial_loader(clock, 0.01, 6), 0.01, warmup_batches=2, min_batches=10)
+    assert len(t.step_s) == 3
+    assert t.notes == ["the loader ended after 6 batches"]
+
+
+def test_empty_loader_and_nothing_left_to_measure_raise():
+    clock = FakeClock()
+    with pytest.raises(ValueError, match="no batch"):
+        run(clock, iter([]), 0.01)
+    with pytest.raises(ValueError, match="warm-up"):
+        run(clock, serial_loader(clock, 0.01, 3), 0.01, warmup_batches=5)
+
+
+def test_the_loop_keeps_no_batch_alive():
+    # Case C07: loaderbench's own loop holds no batch beyond its step.
+    import gc
+    import weakref
+
+    clock = FakeClock()
+    refs = []
+
+    class Batch(list):
+        pass
+
+    def loader():
+        for _ in range(20):
+            b = Batch(range(4))
+            refs.append(weakref.ref(b))
+            yield b
+
+    run(clock, loader(), 0.0, warmup_batches=0, min_batches=5)
+    gc.collect()
+    assert all(r() is None for r in refs[:-1])
+
+
+def test_warmup_for_zero_workers_uses_the_flag():
+    assert warmup_for(LoaderSettings(0, False, False, None, False, 16), 3) == (3, 3)
+    assert warmup_for(LoaderSettings(2, False, False, 4, False, 16), 3) == (8, 64)
+
+
+def test_receive_probe_pauses_for_the_backlog_then_times_next_only():
+    clock = FakeClock()
+    slept = []
+
+    def batches():
+        while True:
+            clock.advance(0.002)  # receiving a ready batch costs 2 ms
+            yield [0] * 4
+
+    out = probe_receive(batches(), num_workers=4, prefetch_factor=2, period_s=0.05,
+                        sleep=slept.append, clock=clock)
+    assert slept == [pytest.approx(1.2 * 2 * 4 * 0.05 + 0.05)]
+    assert out == pytest.approx([0.002] * 8)
+    assert probe_receive(batches(), num_workers=0, prefetch_factor=2, period_s=0.05) == []

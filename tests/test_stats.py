@@ -1,0 +1,154 @@
+"""Summaries, verdicts and the knee on hand-made trials with analytic answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from loaderbench import stats
+from tests.helpers import result, settings, trial
+
+
+def pipelined(nw: int, build_s: float, step_s: float, floor_s: float = 0.0005):
+    """Steady-state wait for `nw` workers each building a batch in `build_s`, `step_s` compute:
+    one batch per build_s/nw; wait = max(floor, build_s/nw - step_s); nw=0: serial build."""
+    if nw == 0:
+        return trial(build_s, step_s)
+    return trial(max(floor_s, build_s / nw - step_s), step_s)
+
+
+def test_percentile_matches_numpy_linear():
+    xs = [5.0, 1.0, 3.0, 2.0, 4.0]
+    assert stats.percentile(xs, 50) == 3.0
+    assert stats.percentile(xs, 95) == pytest.approx(4.8)
+    assert stats.percentile([7.0], 95) == 7.0
+    with pytest.raises(ValueError):
+        stats.percentile([], 50)
+
+
+def test_summary_of_the_issue_ground_truth():
+    # io 2 ms x 16 samples = 32 ms per batch, 12 ms step: 0 workers -> 44 ms steps.
+    s = stats.summarize([pipelined(0, 0.032, 0.012)])
+    assert s.samples_per_s == pytest.approx(16 / 0.044)  # ~364
+    assert s.stall_fraction == pytest.approx(0.032 / 0.044)  # ~0.73
+    assert s.verdict == "loader-bound"
+    s4 = stats.summarize([pipelined(4, 0.032, 0.012)])
+    assert s4.samples_per_s == pytest.approx(16 / 0.0125, rel=0.01)  # ~1280-1333
+    assert s4.verdict == "compute-bound"
+
+
+@pytest.mark.parametrize(
+    "build_s, step_s, expected",
+    [
+        (0.032, 0.012, 4),  # 32/12 = 2.7 -> 3 not in grid -> 4
+        (0.100, 0.050, 2),  # exactly 2 workers keep up
+        (0.160, 0.005, 32),  # case C04: 160 ms per batch, 5 ms step -> 32 workers
+        (0.010, 0.050, 1),  # fast loader: one worker already hides it
+    ],
+)
+def test_knee_is_the_analytic_worker_count(build_s, step_s, expected):
+    grid = [0, 1, 2, 4, 8, 16, 32, 40]
+    results = [result(settings(nw), pipelined(nw, build_s, step_s)) for nw in grid]
+    knee = stats.find_knee(results)
+    assert knee is not None and knee.settings.num_workers == expected
+
+
+def test_knee_prefers_cheaper_settings_at_equal_throughput():
+    rs = [
+        result(settings(4, pin=True, pf=True), trial(0.0005, 0.012)),
+        result(settings(4), trial(0.0006, 0.012)),
+        result(settings(4, pin=True), trial(0.0005, 0.012)),
+    ]
+    knee = stats.find_knee(rs)
+    assert knee is not None and not knee.settings.pin_memory and not knee.settings.prefetch
+
+
+def test_knee_uses_noise_when_repeats_show_it():
+    # best: 3 repeats spread 1000..1300 samples/s; a cheaper config at 900..1050 overlaps it.
+    best = result(settings(8), *(trial(0, 16 / r) for r in (1000.0, 1150.0, 1300.0)))
+    cheap = result(settings(2), *(trial(0, 16 / r) for r in (900.0, 950.0, 1050.0)))
+    assert stats.find_knee([best, cheap], tolerance=0.05) is cheap
+    # Without repeats the same medians (950 vs 1150) are 17% apart: the best wins.
+    best1 = result(settings(8), trial(0, 16 / 1150.0))
+    cheap1 = result(settings(2), trial(0, 16 / 950.0))
+    assert stats.find_knee([best1, cheap1], tolerance=0.05) is best1
+
+
+def test_failed_configs_are_never_the_knee():
+    rs = [result(settings(0), status="failed", error="boom"), result(settings(2), trial(0.01, 0.01))]
+    assert stats.find_knee(rs).settings.num_workers == 2
+    assert stats.find_knee([rs[0]]) is None
+    rec = stats.recommend([rs[0]])
+    assert rec.settings is None and "no config" in rec.reason
+
+
+def test_input_bound_bands():
+    assert stats.input_bound_band(0.049) == "not input-bound"
+    assert stats.input_bound_band(0.05) == "moderately input-bound"
+    assert stats.input_bound_band(0.20) == "moderately input-bound"
+    assert stats.input_bound_band(0.21) == "highly input-bound"
+
+
+def test_tail_stalls_count_as_loader_bound_with_zero_median_wait():
+    # Case C04: every 10th batch waits 100 ms, the others 0, 5 ms step.
+    waits = ([0.0] * 9 + [0.1]) * 4
+    s = stats.summarize([trial(0, 0.005, waits=waits)])
+    assert s.data_wait_p50_s == 0.0
+    assert s.verdict.startswith("loader-bound")
+
+
+def test_recommendation_says_when_nothing_clears_the_bottleneck():
+    rs = [result(settings(nw), pipelined(nw, 0.4, 0.01)) for nw in (0, 1, 2)]
+    for r in rs:
+        r.summary.cpu_util_pct = 195.0
+    rec = stats.recommend(rs, usable_cpus=2)
+    assert rec.settings.num_workers == 2
+    assert "no setting in this grid clears the loader bottleneck" in rec.reason
+    assert "CPU" in rec.reason and "2 usable CPUs" in rec.reason
+    assert rec.dataloader_call == (
+        "DataLoader(dataset, batch_size=16, num_workers=2, pin_memory=False, "
+        "prefetch_factor=2, persistent_workers=False)"
+    )
+
+
+def test_summary_medians_over_repeats():
+    t = [trial(0, 16 / r) for r in (100.0, 300.0, 200.0)]
+    s = stats.summarize(t)
+    assert s.samples_per_s == pytest.approx(200.0)
+    assert (s.samples_per_s_min, s.samples_per_s_max) == pytest.approx((100.0, 300.0))
+    assert stats.relative_spread(s) == pytest.approx(1.0)
+
+
+def with_receive(r, receive_s):
+    r.trials[0].receive_s = [receive_s] * 4
+    r.summary = stats.summarize(r.trials)
+    return r
+
+
+def test_a_stall_made_of_the_measured_receive_floor_is_not_loader_bound():
+    # Measured on this 2-core machine: 4 and 8 workers wait ~1.5 ms per batch before a 12 ms
+    # step (stall 11%), and receiving an already-built batch costs ~1.4 ms: not a late loader.
+    rs = [
+        result(settings(0), trial(0.032, 0.012)),
+        with_receive(result(settings(2), trial(0.006, 0.012)), 0.0014),
+        with_receive(result(settings(4), trial(0.0016, 0.012)), 0.0014),
+        with_receive(result(settings(8), trial(0.0015, 0.012)), 0.0014),
+    ]
+    rec = stats.recommend(rs)
+    assert rec.settings.num_workers == 4
+    assert [r.summary.verdict for r in rs] == [
+        "loader-bound", "loader-bound", stats.RECEIVE_FLOOR, stats.RECEIVE_FLOOR]
+    assert "1.4 ms measured for batches already built" in rec.reason
+    assert "no setting in this grid clears" not in rec.reason
+
+
+def test_a_long_wait_with_a_small_receive_floor_stays_loader_bound():
+    # Decode-bound on 2 CPUs: 28 ms of waiting per 100 ms step, of which 1.5 ms is receiving.
+    r = with_receive(result(settings(2), trial(0.028, 0.100)), 0.0015)
+    assert stats.excess_stall_fraction(r.summary) == pytest.approx((0.028 - 0.0015) / 0.128)
+    assert r.summary.verdict == "loader-bound"
+
+
+def test_best_config_at_the_grid_edge_suggests_more_workers():
+    rs = [result(settings(2), trial(0.006, 0.012)), result(settings(8), trial(0.003, 0.012))]
+    rec = stats.recommend(rs)
+    assert "try more workers" in rec.reason
