@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["CUDAPrefetcher", "load_results", "__version__"]
+__all__ = ["CUDAPrefetcher", "__version__", "load_results"]
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -75,7 +75,13 @@ class _ProgressObserver:
     """Rich progress bar and warnings on stderr (the core never prints)."""
 
     def __init__(self, enabled: bool) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.err = _stderr()
         self.enabled = enabled
@@ -118,40 +124,40 @@ class _ProgressObserver:
         self.err.print(f"loaderbench: warning: {message}", highlight=False, markup=False, soft_wrap=True)
 
 
-Opt = Annotated[Optional[str], typer.Option()]
+Opt = Annotated[str | None, typer.Option()]
 
 
 @app.command()
 def sweep(
-    config: Annotated[Optional[Path], typer.Argument(help="TOML config (see configs/); flags override it.")] = None,
-    dataset: Annotated[Optional[str], typer.Option(help="synthetic (default) | folder | tensor | MODULE:FACTORY")] = None,
-    data: Annotated[Optional[str], typer.Option(help="Image folder path (implies --dataset folder).")] = None,
-    num_samples: Annotated[Optional[str], typer.Option(help="Samples in the synthetic/tensor dataset.")] = None,
-    image_size: Annotated[Optional[str], typer.Option(help="Synthetic image size WxH (default 500x375).")] = None,
-    sample_shape: Annotated[Optional[str], typer.Option(help="tensor dataset sample shape, e.g. 3,64,64.")] = None,
-    cpu_ms: Annotated[Optional[str], typer.Option(help="tensor dataset: busy CPU ms per sample.")] = None,
-    io_ms: Annotated[Optional[str], typer.Option(help="tensor dataset: sleep ms per sample (storage latency).")] = None,
-    collate_fn: Annotated[Optional[str], typer.Option(help="MODULE:NAME of a collate function.")] = None,
-    compute: Annotated[Optional[str], typer.Option(help="none | sleep:MS | spin:MS | model:NAME.")] = None,
-    num_workers: Annotated[Optional[str], typer.Option(help="Comma list, default 0 and powers of two up to the usable CPUs.")] = None,
-    pin_memory: Annotated[Optional[str], typer.Option(help="Comma list of off/on (default off,on).")] = None,
-    prefetch: Annotated[Optional[str], typer.Option(help="CUDA-stream prefetcher off/on (default off,on).")] = None,
-    prefetch_factor: Annotated[Optional[str], typer.Option(help="Batches per worker in flight (default 2).")] = None,
-    persistent_workers: Annotated[Optional[str], typer.Option(help="Comma list of off/on (default off).")] = None,
-    batch_size: Annotated[Optional[str], typer.Option(help="Comma list (default 256 with a GPU, 64 without).")] = None,
-    mp_context: Annotated[Optional[str], typer.Option(help="fork | spawn | forkserver (comma list).")] = None,
-    batches: Annotated[Optional[str], typer.Option(help="Measured batches per config (at least).")] = None,
-    warmup_batches: Annotated[Optional[str], typer.Option(help="Batches dropped after the first (raised to workers x prefetch_factor).")] = None,
-    min_time: Annotated[Optional[str], typer.Option(help="Measure at least this many seconds per config.")] = None,
-    max_batches: Annotated[Optional[str], typer.Option(help="Measure at most this many batches per config.")] = None,
-    repeats: Annotated[Optional[str], typer.Option(help="Fresh-process repeats per config, interleaved.")] = None,
-    config_timeout: Annotated[Optional[str], typer.Option(help="Watchdog seconds per config (kills its process tree).")] = None,
-    tolerance: Annotated[Optional[str], typer.Option(help="Knee tolerance vs the best, e.g. 5% or 0.05.")] = None,
-    timing: Annotated[Optional[str], typer.Option(help="auto | events | sync | host.")] = None,
-    device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N.")] = None,
-    seed: Annotated[Optional[str], typer.Option(help="Seed for data and sampling.")] = None,
-    label: Annotated[Optional[str], typer.Option(help="Name of this run (shown by show/compare).")] = None,
-    output: Annotated[Optional[Path], typer.Option(help="Result JSON (default results/<label>-<time>.json).")] = None,
+    config: Annotated[Path | None, typer.Argument(help="TOML config (see configs/); flags override it.")] = None,
+    dataset: Annotated[str | None, typer.Option(help="synthetic (default) | folder | tensor | MODULE:FACTORY")] = None,
+    data: Annotated[str | None, typer.Option(help="Image folder path (implies --dataset folder).")] = None,
+    num_samples: Annotated[str | None, typer.Option(help="Samples in the synthetic/tensor dataset.")] = None,
+    image_size: Annotated[str | None, typer.Option(help="Synthetic image size WxH (default 500x375).")] = None,
+    sample_shape: Annotated[str | None, typer.Option(help="tensor dataset sample shape, e.g. 3,64,64.")] = None,
+    cpu_ms: Annotated[str | None, typer.Option(help="tensor dataset: busy CPU ms per sample.")] = None,
+    io_ms: Annotated[str | None, typer.Option(help="tensor dataset: sleep ms per sample (storage latency).")] = None,
+    collate_fn: Annotated[str | None, typer.Option(help="MODULE:NAME of a collate function.")] = None,
+    compute: Annotated[str | None, typer.Option(help="none | sleep:MS | spin:MS | model:NAME.")] = None,
+    num_workers: Annotated[str | None, typer.Option(help="Comma list, default 0 and powers of two up to the usable CPUs.")] = None,
+    pin_memory: Annotated[str | None, typer.Option(help="Comma list of off/on (default off,on).")] = None,
+    prefetch: Annotated[str | None, typer.Option(help="CUDA-stream prefetcher off/on (default off,on).")] = None,
+    prefetch_factor: Annotated[str | None, typer.Option(help="Batches per worker in flight (default 2).")] = None,
+    persistent_workers: Annotated[str | None, typer.Option(help="Comma list of off/on (default off).")] = None,
+    batch_size: Annotated[str | None, typer.Option(help="Comma list (default 256 with a GPU, 64 without).")] = None,
+    mp_context: Annotated[str | None, typer.Option(help="fork | spawn | forkserver (comma list).")] = None,
+    batches: Annotated[str | None, typer.Option(help="Measured batches per config (at least).")] = None,
+    warmup_batches: Annotated[str | None, typer.Option(help="Batches dropped after the first (raised to workers x prefetch_factor).")] = None,
+    min_time: Annotated[str | None, typer.Option(help="Measure at least this many seconds per config.")] = None,
+    max_batches: Annotated[str | None, typer.Option(help="Measure at most this many batches per config.")] = None,
+    repeats: Annotated[str | None, typer.Option(help="Fresh-process repeats per config, interleaved.")] = None,
+    config_timeout: Annotated[str | None, typer.Option(help="Watchdog seconds per config (kills its process tree).")] = None,
+    tolerance: Annotated[str | None, typer.Option(help="Knee tolerance vs the best, e.g. 5% or 0.05.")] = None,
+    timing: Annotated[str | None, typer.Option(help="auto | events | sync | host.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto | cpu | cuda | cuda:N.")] = None,
+    seed: Annotated[str | None, typer.Option(help="Seed for data and sampling.")] = None,
+    label: Annotated[str | None, typer.Option(help="Name of this run (shown by show/compare).")] = None,
+    output: Annotated[Path | None, typer.Option(help="Result JSON (default results/<label>-<time>.json).")] = None,
     format: Annotated[str, typer.Option("--format", help="What goes to stdout: table | json | csv | markdown.")] = "table",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")] = False,
 ) -> None:

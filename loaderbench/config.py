@@ -20,6 +20,7 @@ the key, and the allowed values (ConfigError / UsageError, exit code 2).
 from __future__ import annotations
 
 import difflib
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -119,7 +120,7 @@ def _float(lo: float, hi: float) -> Callable[[Any], float]:
             x = float(str(v).strip().rstrip("%")) / (100.0 if str(v).strip().endswith("%") else 1.0)
         except ValueError:
             raise ValueError(f"expected a number from {lo:g} to {hi:g}, got {v!r}") from None
-        if not lo <= x <= hi or x != x:
+        if math.isnan(x) or not lo <= x <= hi:
             raise ValueError(f"expected a number from {lo:g} to {hi:g}, got {v!r}")
         return x
 
@@ -292,7 +293,7 @@ def parse_sections(raw: dict[str, Any], *, source: str) -> dict[str, dict[str, A
     out: dict[str, dict[str, Any]] = {s: {} for s in SCHEMA}
     for key, value in raw.items():
         if isinstance(value, dict) and key in SCHEMA and key:
-            section_items = value.items()
+            section_items: list[tuple[str, Any]] = list(value.items())
             section = key
         elif key in SCHEMA[""]:
             section_items = [(key, value)]

@@ -137,7 +137,7 @@ def run_isolated(
         result_path = Path(tmp, "result.json")
         err_path = Path(tmp, "stderr.txt")
         job_path.write_text(json.dumps(job))
-        last = {"batch": None}
+        last: dict[str, int | None] = {"batch": None}
 
         with open(err_path, "wb") as err:
             proc = subprocess.Popen(
@@ -155,11 +155,12 @@ def run_isolated(
                     line = raw.decode(errors="replace").strip()
                     if line.startswith("batch "):
                         try:
-                            last["batch"] = int(line.split()[1])
+                            index = int(line.split()[1])
                         except ValueError:
                             continue
+                        last["batch"] = index
                         if on_batch is not None:
-                            on_batch(last["batch"])
+                            on_batch(index)
 
             reader = threading.Thread(target=read_progress, daemon=True)
             reader.start()

@@ -342,6 +342,26 @@ def resolve_timing(measure: MeasureSpec, compute: ComputeSpec, device: str) -> s
     return "sync" if compute.kind == "sleep" else "events"
 
 
+class _InspectFirst:
+    """Iterates a loader unchanged, handing its first host-side batch to `sink` (pinning and
+    bytes must be read before the H2D copy or the prefetcher moves the batch)."""
+
+    def __init__(self, loader: Any, sink: Callable[[Any], Any]) -> None:
+        self.loader = loader
+        self.sink = sink
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[Any]:
+        first = True
+        for b in self.loader:
+            if first:
+                self.sink(b)
+                first = False
+            yield b
+
+
 def _tracking_loader_class() -> type:
     """A DataLoader subclass that remembers its last iterator, so a crash can name how its
     workers died (see `describe_dead_workers`)."""
@@ -456,24 +476,26 @@ def measure_config(
         generator = torch.Generator()
         generator.manual_seed(seed)
         kwargs["sampler"] = RandomSampler(
-            dataset, replacement=False, num_samples=total_batches * settings.batch_size,
+            dataset,  # type: ignore[arg-type]  # map-style datasets have __len__
+            replacement=False, num_samples=total_batches * settings.batch_size,
             generator=generator,
         )
     loader = _tracking_loader_class()(dataset, **kwargs)
 
     step = compute_mod.build_compute(compute_spec, device)
+    first_raw: dict[str, Any] = {}
+    inspected = _InspectFirst(loader, lambda b: first_raw.setdefault("info", batch_mod.inspect_batch(b)))
+    # The H2D copy: done by the prefetcher on its side stream, or here on the compute stream
+    # (non_blocking only from pinned memory, where it can be asynchronous), or not at all on CPU.
+    source: Iterable[Any] = inspected
+    copy_here = cuda and not settings.prefetch
     if cuda and settings.prefetch:
-        source: Iterable[Any] = CUDAPrefetcher(loader, device=device)
-        prepare: Callable[[Any], Any] = lambda b: b  # noqa: E731 - already on the device
-    elif cuda:
-        source = loader
-        non_blocking = settings.pin_memory
+        source = CUDAPrefetcher(inspected, device=device)
 
-        def prepare(b: Any) -> Any:
-            return batch_mod.move_to_device(b, device, non_blocking=non_blocking)
-    else:
-        source = loader
-        prepare = lambda b: b  # noqa: E731
+    def prepare(b: Any) -> Any:
+        if copy_here:
+            return batch_mod.move_to_device(b, device, non_blocking=settings.pin_memory)
+        return b
 
     if timing == "events":
         marker: StepMarker = CudaEventMarker()
@@ -497,9 +519,6 @@ def measure_config(
         state["t0"] = time.perf_counter()
         sampler.start()
 
-    # Inspect the host-side batch (pinning, bytes) before the copy: wrap prepare once.
-    first_raw: dict[str, Any] = {}
-
     def on_window_end() -> None:
         # CPU, memory and GPU utilisation cover the measured window only (not the probe after it).
         state["t_end"] = time.perf_counter()
@@ -509,16 +528,11 @@ def measure_config(
         state["main_cpu1"] = sum(me.cpu_times()[:2])
         state["memory"] = _tree_memory(state["procs_end"])
 
-    def prepare_and_inspect(b: Any) -> Any:
-        if "info" not in first_raw:
-            first_raw["info"] = batch_mod.inspect_batch(b)
-        return prepare(b)
-
     try:
         loop = timed_loop(
             source,
             step,
-            prepare=prepare_and_inspect,
+            prepare=prepare,
             count=batch_mod.count_samples,
             marker=marker,
             warmup_batches=warmup,

@@ -185,15 +185,23 @@ def _fmt_rate(x: float) -> str:
     return f"{x:,.0f} samples/s"
 
 
+LOADER_ALONE = "loader alone"
+
+
 def recommend(
-    results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE, usable_cpus: int | None = None
+    results: Sequence[ConfigResult],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    usable_cpus: int | None = None,
+    loader_only: bool = False,
 ) -> Recommendation:
     """The knee as a recommendation with its reason.
 
     The reason states the knee's throughput and stall, the best config for comparison, the
     input-bound band of the knee, and when even the best config is loader-bound, that no setting
     in the grid clears the bottleneck (with CPU saturation named when the process tree used at
-    least 85% of the usable CPUs).
+    least 85% of the usable CPUs). With `loader_only` (`--compute none`) there is no step to
+    starve: the knee is the cheapest config within tolerance of the loader's own ceiling.
     """
     knee = find_knee(results, tolerance=tolerance)
     if knee is None:
@@ -202,7 +210,7 @@ def recommend(
     best = max(ok, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
     ks, bs = knee.summary, best.summary
     assert ks is not None and bs is not None
-    band = input_bound_band(ks.stall_fraction)
+    band = LOADER_ALONE if loader_only else input_bound_band(ks.stall_fraction)
     min_stall = min(r.summary.stall_fraction for r in ok)  # type: ignore[union-attr]
     lines = [
         f"num_workers={knee.settings.num_workers}, pin_memory={knee.settings.pin_memory}, "
@@ -216,7 +224,13 @@ def recommend(
         )
     else:
         lines.append("It is also the fastest config measured.")
-    if bs.verdict == RECEIVE_FLOOR and bs.receive_p50_s is not None:
+    if loader_only:
+        lines.append(
+            f"With --compute none this is the loader alone: its ceiling here is "
+            f"{_fmt_rate(bs.samples_per_s)}. Any step slower than {bs.step_p50_s * 1e3:.1f} ms per batch "
+            "of this size will not wait for this loader."
+        )
+    elif bs.verdict == RECEIVE_FLOOR and bs.receive_p50_s is not None:
         lines.append(
             f"The remaining stall ({bs.stall_fraction:.1%}, {bs.data_wait_p50_s * 1e3:.1f} ms per batch) "
             f"is the main process receiving each batch from a worker ({bs.receive_p50_s * 1e3:.1f} ms "

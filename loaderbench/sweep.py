@@ -141,13 +141,15 @@ def run_sweep(
 
     obs = observer or NullObserver()
     save_fn = save or save_results
+    compute = config.compute
+    if compute is None:
+        raise ValueError("run_sweep needs a resolved config (see resolve_defaults)")
     points = plan(config, machine)
     results = [
         ConfigResult(settings=p.settings, status="ok", normalized_from=p.normalized_from)
         for p in points
     ]
     done = [False] * len(points)
-    assert config.compute is not None
     result_set = ResultSet(
         config=config.to_dict(),
         environment=environment,
@@ -161,7 +163,10 @@ def run_sweep(
     def snapshot() -> None:
         result_set.results = [r for r, d in zip(results, done) if d]
         result_set.recommendation = stats.recommend(
-            result_set.results, tolerance=config.tolerance, usable_cpus=machine.usable_cpus
+            result_set.results,
+            tolerance=config.tolerance,
+            usable_cpus=machine.usable_cpus,
+            loader_only=compute.kind == "none",
         )
         save_fn(result_set, output)
 
@@ -178,7 +183,7 @@ def run_sweep(
                 outcome = runner(
                     point.settings,
                     config.dataset,
-                    config.compute,
+                    compute,
                     config.measure,
                     timeout_s=config.config_timeout_s,
                     cache_dir=cache_dir,
@@ -188,18 +193,20 @@ def run_sweep(
             except KeyboardInterrupt:
                 snapshot()
                 raise
-            _apply(res, outcome)
+            _apply(res, outcome, loader_only=compute.kind == "none")
             done[i] = True
             obs.trial_finished(res, outcome)
             snapshot()
     return result_set
 
 
-def _apply(res: ConfigResult, outcome: Outcome) -> None:
+def _apply(res: ConfigResult, outcome: Outcome, *, loader_only: bool = False) -> None:
     """Fold one trial's outcome into its config: add the trial and re-summarise, or mark failed."""
     if outcome.status == "ok" and outcome.trial is not None:
         res.trials.append(outcome.trial)
         res.summary = stats.summarize(res.trials)
+        if loader_only:
+            res.summary.verdict = stats.LOADER_ALONE
         for note in outcome.trial.notes:
             if note not in res.warnings:
                 res.warnings.append(note)
