@@ -40,13 +40,23 @@ def main(argv: list[str]) -> int:
     job = json.loads(job_path.read_text())
 
     from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec
-    from loaderbench.runner import measure_config
+    from loaderbench.runner import measure_compute_ceiling, measure_config
 
     def on_batch(i: int) -> None:
         sys.stdout.write(f"batch {i}\n")
         sys.stdout.flush()
 
     try:
+        if job.get("kind") == "ceiling":
+            ceiling = measure_compute_ceiling(
+                DatasetSpec.from_dict(job["dataset"]),
+                ComputeSpec.from_dict(job["compute"]),
+                MeasureSpec.from_dict(job["measure"]),
+                int(job["settings"]["batch_size"]),
+                cache_dir=job.get("cache_dir"),
+            )
+            _write(result_path, {"status": "ok", "ceiling": ceiling})
+            return 0
         trial = measure_config(
             LoaderSettings.from_dict(job["settings"]),
             DatasetSpec.from_dict(job["dataset"]),

@@ -31,7 +31,7 @@ FORMATS = ("table", "json", "csv", "markdown")
 def _stdout(width: int | None = None) -> Console:
     # Piped or redirected output keeps whole table rows (rich would otherwise assume 80 columns).
     if width is None and not sys.stdout.isatty():
-        width = 160
+        width = 200
     return Console(width=width, soft_wrap=False)
 
 
@@ -281,6 +281,7 @@ def make_data(
 @app.command()
 def env(
     format: Annotated[str, typer.Option("--format", help="table | json.")] = "table",
+    no_bandwidth: Annotated[bool, typer.Option("--no-bandwidth", help="Skip the pageable vs pinned copy test.")] = False,
 ) -> None:
     """Print the machine facts a sweep depends on: CPUs and affinity, /dev/shm, fd limit,
     versions, CUDA, GPU and NVML status."""
@@ -294,6 +295,14 @@ def env(
         import torch
 
         facts = capture_environment(device_index=0 if torch.cuda.is_available() else None)
+        if torch.cuda.is_available() and not no_bandwidth:
+            from loaderbench.bandwidth import measure_h2d_bandwidth, pcie_expected_gb_per_s
+
+            gpu = facts.get("gpu") or {}
+            facts["h2d_bandwidth"] = {
+                **measure_h2d_bandwidth(),
+                "pcie": pcie_expected_gb_per_s(gpu.get("pcie_gen_current"), gpu.get("pcie_width_current")),
+            }
         if format == "json":
             sys.stdout.write(json.dumps(facts, indent=1) + "\n")
             return

@@ -34,6 +34,7 @@ class Outcome:
 
     status: str  # ok | failed | hung | interrupted
     trial: Trial | None = None
+    ceiling: dict[str, Any] | None = None
     error: str | None = None
     last_batch: int | None = None
     detail: str | None = None  # traceback / stderr tail, for the result file
@@ -118,13 +119,17 @@ def run_isolated(
     on_batch: Callable[[int], None] | None = None,
     python: str = sys.executable,
     env: dict[str, str] | None = None,
+    kind: str = "config",
 ) -> Outcome:
     """Measure one trial of `settings` in a fresh process; never raises for the config's faults.
 
     The watchdog kills the whole process tree after `timeout_s` seconds (status `hung`, with the
     last batch index reached). KeyboardInterrupt kills the tree and is re-raised.
+    `kind="ceiling"` measures the compute ceiling for `settings.batch_size` instead
+    (`runner.measure_compute_ceiling`; the result is in `Outcome.ceiling`).
     """
     job = {
+        "kind": kind,
         "settings": settings.to_dict(),
         "dataset": dataset.to_dict(),
         "compute": compute.to_dict(),
@@ -195,6 +200,8 @@ def run_isolated(
             except json.JSONDecodeError:
                 payload = {}
             if payload.get("status") == "ok":
+                if "ceiling" in payload:
+                    return Outcome(status="ok", ceiling=payload["ceiling"])
                 return Outcome(status="ok", trial=Trial.from_dict(payload["trial"]),
                                last_batch=last["batch"])
             if payload.get("status") == "failed":

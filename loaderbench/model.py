@@ -182,7 +182,9 @@ class Trial:
     `data_wait_s` (t1 - t0: blocked on the next batch, H2D included unless prefetched),
     `compute_s` (t2 - t1), `step_s` (t2 of this batch - t2 of the previous one).
     `receive_s`: `next()` times for batches already built, probed after the window (the
-    receive floor, see runner.probe_receive). Memory is the process tree's summed USS and PSS
+    receive floor, see runner.probe_receive). `h2d_s`: per measured batch, the host-to-device
+    copy's GPU time from CUDA events; `h2d_hidden_fraction`: the share of that copy time during
+    which the compute stream was running a step. Memory is the process tree's summed USS and PSS
     (PSS is the honest total for forked workers that share pages; USS undercounts them).
     """
 
@@ -212,6 +214,8 @@ class Trial:
     torch_threads_main: int | None = None
     torch_threads_worker: int | None = None
     receive_s: list[float] = field(default_factory=list)
+    h2d_s: list[float] = field(default_factory=list)
+    h2d_hidden_fraction: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -238,6 +242,9 @@ class Summary:
     cpu_util_pct: float | None = None
     memory_pss_bytes: int | None = None
     receive_p50_s: float | None = None
+    h2d_p50_s: float | None = None
+    h2d_gb_per_s: float | None = None
+    h2d_hidden_fraction: float | None = None
     samples_per_s_min: float | None = None
     samples_per_s_max: float | None = None
     repeats: int = 1

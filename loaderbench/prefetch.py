@@ -75,6 +75,7 @@ class _Passthrough:
     """Stream protocol without streams: a synchronous move (none on CPU), then `transform`."""
 
     stream = None
+    copy_events: list[Any] = []
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -90,14 +91,23 @@ class _Passthrough:
 class _CudaStreams:
     """The stream protocol of NOTE [ CUDA-stream prefetching ]: one side stream, two-way waits."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, record_copy_events: bool = False) -> None:
         self.device = device
         self.stream = torch.cuda.Stream(device=device)  # once per prefetcher (NOTE, point 4)
+        self.record_copy_events = record_copy_events
+        self.copy_events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
 
     def copy(self, host_batch: Any, transform: Transform | None) -> Any:
         self.stream.wait_stream(torch.cuda.current_stream(self.device))  # point 3
         with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
+            if self.record_copy_events:
+                begin = torch.cuda.Event(enable_timing=True)
+                begin.record()
             batch = move_to_device(host_batch, self.device, non_blocking=True)
+            if self.record_copy_events:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
+                self.copy_events.append((begin, end))
             if transform is not None:
                 batch = transform(batch)
         return batch
@@ -127,6 +137,9 @@ class CUDAPrefetcher:
             batches are moved synchronously (not at all for CPU) and `transform` is applied.
         transform: optional callable `batch -> batch` run after the copy, on the side stream on
             CUDA (so it overlaps compute too), e.g. `loaderbench.compute.normalize_on_device`.
+        record_copy_events: instrumentation (loaderbench's sweep uses it): record a pair of
+            CUDA timing events on the side stream around every copy, in `copy_events`, one pair
+            per batch in delivery order. The caller reads and clears the list.
 
     Each delivered batch is ready for work queued on the stream that is current when `next()`
     returns; the consumer may edit it in place. The side stream (`copy_stream`) is created once,
@@ -141,13 +154,22 @@ class CUDAPrefetcher:
         loader: Iterable[Any],
         device: torch.device | str | None = None,
         transform: Transform | None = None,
+        *,
+        record_copy_events: bool = False,
     ) -> None:
         self.loader = loader
         self.transform = transform
         self.device = _resolve_device(device)
         self._ops: _Passthrough | _CudaStreams = (
-            _CudaStreams(self.device) if self.device.type == "cuda" else _Passthrough(self.device)
+            _CudaStreams(self.device, record_copy_events)
+            if self.device.type == "cuda"
+            else _Passthrough(self.device)
         )
+
+    @property
+    def copy_events(self) -> list[Any]:
+        """(begin, end) CUDA event pairs of each copy when `record_copy_events` is on."""
+        return self._ops.copy_events
 
     @property
     def copy_stream(self) -> torch.cuda.Stream | None:

@@ -39,7 +39,22 @@ def _fmt(v: float | None, spec: str, scale: float = 1.0) -> str:
     return NA if v is None else format(v * scale, spec)
 
 
-def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
+def _h2d_cell(m: Any) -> str:
+    if m.h2d_p50_s is None:
+        return NA
+    parts = [f"{m.h2d_p50_s * 1e3:.1f}"]
+    parts.append(NA if m.h2d_gb_per_s is None else f"{m.h2d_gb_per_s:.0f}")
+    parts.append(NA if m.h2d_hidden_fraction is None else f"{m.h2d_hidden_fraction:.0%}")
+    return " · ".join(parts)
+
+
+def ceiling_for(rs: ResultSet, batch_size: int) -> float | None:
+    """The compute ceiling in samples/s for this batch size, if measured (or analytic)."""
+    c = (rs.ceilings or {}).get("compute", {}).get(str(batch_size))
+    return None if not c else float(c["samples_per_s"])
+
+
+def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> dict[str, str]:
     """The human-readable cells of one config (same strings in every format)."""
     s = r.settings
     pin = _onoff(s.pin_memory) if cuda else NA
@@ -64,10 +79,11 @@ def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
     cells.update(
         {
             "samples_per_s": f"{m.samples_per_s:,.0f}{spread}",
+            "ceiling_pct": NA if not ceiling else f"{100 * m.samples_per_s / ceiling:.0f}%",
             "stall": f"{m.stall_fraction:.0%}" if m.stall_fraction >= 0.01 else f"{m.stall_fraction:.1%}",
-            "wait_p50_ms": _fmt(m.data_wait_p50_s, ".1f", 1e3),
-            "wait_p95_ms": _fmt(m.data_wait_p95_s, ".1f", 1e3),
+            "wait_ms": f"{m.data_wait_p50_s * 1e3:.1f} / {m.data_wait_p95_s * 1e3:.1f}",
             "compute_ms": _fmt(m.compute_p50_s, ".1f", 1e3),
+            "h2d": _h2d_cell(m),
             "gpu_util_pct": _fmt(m.gpu_util_pct, ".0f"),
             "cpu_cores": _fmt(m.cpu_util_pct, ".1f", 0.01),
             "memory_mib": _fmt(None if m.memory_pss_bytes is None else float(m.memory_pss_bytes), ".0f", 2**-20),
@@ -88,10 +104,11 @@ COLUMNS: list[tuple[str, str]] = [
     ("persistent_workers", "persist"),
     ("batch_size", "batch"),
     ("samples_per_s", "samples/s"),
+    ("ceiling_pct", "% of ceiling"),
     ("stall", "stall"),
-    ("wait_p50_ms", "wait p50 ms"),
-    ("wait_p95_ms", "wait p95 ms"),
+    ("wait_ms", "wait ms p50 / p95"),
     ("compute_ms", "compute ms"),
+    ("h2d", "H2D ms · GB/s · hidden"),
     ("gpu_util_pct", "GPU util %"),
     ("cpu_cores", "CPU cores"),
     ("memory_mib", "PSS MiB"),
@@ -126,6 +143,12 @@ def header_lines(rs: ResultSet) -> list[str]:
         f"dataset: {dataset} | step: {step} | device: {gpu} | "
         f"CPUs usable: {env.get('usable_cpus', '?')}"
     ]
+    for bs, c in sorted(((rs.ceilings or {}).get("compute") or {}).items(), key=lambda kv: int(kv[0])):
+        how = "batch / step time" if c.get("method") == "analytic" else "the step fed one batch already on the device"
+        lines.append(
+            f"compute ceiling at batch {bs}: {c['samples_per_s']:,.0f} samples/s "
+            f"(step {c['step_s'] * 1e3:.1f} ms; {how})"
+        )
     if not _cuda_used(rs):
         if comp.get("kind") == "sleep":
             lines.append(
@@ -136,7 +159,7 @@ def header_lines(rs: ResultSet) -> list[str]:
     return lines
 
 
-CUDA_ONLY_COLUMNS = ("pin_memory", "prefetch", "gpu_util_pct")
+CUDA_ONLY_COLUMNS = ("pin_memory", "prefetch", "gpu_util_pct", "h2d")
 
 
 def visible_columns(rs: ResultSet) -> list[tuple[str, str]]:
@@ -157,7 +180,7 @@ def build_table(rs: ResultSet) -> Table:
     for key, head in columns:
         table.add_column(head, justify="left" if key == "verdict" else "right", no_wrap=key != "verdict")
     for r in rs.results:
-        cells = row_cells(r, cuda=cuda)
+        cells = row_cells(r, cuda=cuda, ceiling=ceiling_for(rs, r.settings.batch_size))
         style = None
         if r.settings.key() == knee:
             style = "bold green"
@@ -171,6 +194,18 @@ def build_table(rs: ResultSet) -> Table:
 def footer_lines(rs: ResultSet) -> list[str]:
     """The recommendation, the ready-to-paste call and the caveats."""
     out: list[str] = []
+    first = next((r for r in rs.results if r.summary is not None), None)
+    if first is not None:
+        h = stats.headroom(first, ceiling_for(rs, first.settings.batch_size))
+        if h is not None:
+            text = (
+                f"Headroom from the first config ({h['key']}): stall {first.summary.stall_fraction:.0%}, "  # type: ignore[union-attr]
+                f"so removing all data-wait makes it at most {h['max_speedup_from_stall']:.2f}x faster"
+            )
+            if h["max_speedup_to_ceiling"] is not None:
+                text += f"; the compute ceiling is {h['max_speedup_to_ceiling']:.2f}x its throughput"
+            text += f" ({h['binds']} binds)."
+            out.append(text)
     rec = rs.recommendation
     if rec is None or rec.settings is None:
         out.append("Recommendation: none (no config was measured successfully).")
@@ -206,7 +241,7 @@ def to_markdown(rs: ResultSet) -> str:
     lines.append("| " + " | ".join(h for _, h in columns) + " |")
     lines.append("|" + "|".join("---:" if k != "verdict" else "---" for k, _ in columns) + "|")
     for r in rs.results:
-        cells = row_cells(r, cuda=cuda)
+        cells = row_cells(r, cuda=cuda, ceiling=ceiling_for(rs, r.settings.batch_size))
         vals = [cells[k].replace("|", "\\|") for k, _ in columns]
         if r.settings.key() == knee:
             vals = [f"**{v}**" if v else v for v in vals]

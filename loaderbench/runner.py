@@ -37,10 +37,14 @@ NOTE [backlog drain]
     backlog is consumed the workers refill part of it: with production/consumption rate ratio
     rho < 1 the loop is served without waiting for about W*P / (1 - rho) batches, not W*P.
     So the warm-up is at least max(--warmup-batches, W*P) batches after the first one, and then
-    goes on until `next()` has had to block once (the ready queue was empty: the backlog is
-    gone), for at most 8*W*P batches in all. A config that never blocks is compute-bound and has
-    no backlog to flatter it; one still draining at the cap has rho > ~0.9, so the remaining
-    flattery is under ~10%. The window then runs for at least `batches` batches and `min_time_s`.
+    goes on until one of:
+      - `next()` has had to block (the ready queue was empty: the backlog is gone);
+      - the loader's ready queue is still (nearly) full after that many batches: production
+        kept up with consumption, so there is no backlog to flatter anything (read from the
+        DataLoader iterator's queue size where the platform supports it);
+      - 8*W*P batches in all: a loader still draining then has rho > ~0.9, and what flattery is
+        left is under ~10%.
+    The window then runs for at least `batches` batches and `min_time_s`.
 """
 
 from __future__ import annotations
@@ -112,10 +116,14 @@ class CudaEventMarker:
         self._torch.cuda.synchronize()
         if not self._end:
             return [], []
-        origin = self._ready[0] if self._ready else self._end[0]
-        to_s = [origin.elapsed_time(e) / 1000.0 for e in self._ready]
-        end_s = [origin.elapsed_time(e) / 1000.0 for e in self._end]
+        to_s = [self.seconds(e) for e in self._ready]
+        end_s = [self.seconds(e) for e in self._end]
         return to_s, end_s
+
+    def seconds(self, event: Any) -> float:
+        """An event's time in seconds on the same timeline as `times()` (after it)."""
+        origin = self._ready[0] if self._ready else self._end[0]
+        return float(origin.elapsed_time(event)) / 1000.0
 
 
 @dataclass
@@ -166,13 +174,16 @@ def timed_loop(
     on_window_start: Callable[[], None] | None = None,
     on_window_end: Callable[[], None] | None = None,
     after_window: Callable[[Iterator[Any], float], list[float]] | None = None,
+    ready_count: Callable[[], int | None] | None = None,
+    full_queue: int | None = None,
 ) -> LoopTimes:
     """Run `step` over `batches` and time it per the NOTE [timing model].
 
     `prepare(batch)` makes a raw loader batch usable (the H2D copy; identity when prefetched or
     on CPU). The first batch is timed from `iter()` (worker start-up) and kept apart; then at
     least `warmup_batches` are dropped, and up to `max_warmup_batches` until `next()` first
-    blocks (NOTE [backlog drain]); then batches are measured until at least `min_batches` and
+    blocks or `ready_count()` (batches the loader has ready) reaches `full_queue` (NOTE [backlog
+    drain]); then batches are measured until at least `min_batches` and
     `min_time_s` (host clock) are reached, or `max_batches`, or the loader ends. The loop keeps no
     reference to a batch beyond its step (case C07). `on_batch(i)` is called after each step with
     the 0-based batch index (progress/heartbeat). `after_window(iterator, period_s)` runs once
@@ -232,6 +243,10 @@ def timed_loop(
                 periods.append(t0 - last_t0)
             last_t0 = t0
             blocked = (t_next - t0) >= max(0.001, 0.1 * _median(periods))
+            if index >= warmup_batches and not blocked and index < most:
+                n_ready = ready_count() if ready_count is not None else None
+                if n_ready is not None and full_queue is not None and n_ready >= full_queue:
+                    blocked = True  # not a drain: the loader keeps up, nothing to flatter
             if index >= warmup_batches and (blocked or index >= most):
                 warm = index
                 window_start = clock()
@@ -378,6 +393,68 @@ def _tracking_loader_class() -> type:
     return TrackingLoader
 
 
+def overlap_s(interval: tuple[float, float], others: list[tuple[float, float]]) -> float:
+    """Length of `interval` covered by the union of `others` (all in seconds)."""
+    a, b = interval
+    covered = 0.0
+    cursor = a
+    for c, d in sorted(others):
+        c, d = max(c, cursor), min(d, b)
+        if d > c:
+            covered += d - c
+            cursor = d
+    return covered
+
+
+def copy_statistics(
+    copy_events: list[Any], marker: StepMarker, *, measured: int, batches_total: int
+) -> tuple[list[float], float | None]:
+    """Per measured batch, the H2D copy's seconds; and the fraction of all that copy time that
+    ran while the compute stream was busy with a step (hidden), or None when unknown.
+
+    Copy pair i belongs to batch i (batch 0 is the first batch). The hidden fraction needs CUDA
+    event timing of the steps (`CudaEventMarker`); with host timing it is None.
+    """
+    if not copy_events or measured <= 0 or len(copy_events) < batches_total:
+        return [], None
+    pairs = copy_events[batches_total - measured : batches_total]
+    durations = [float(b.elapsed_time(e)) / 1000.0 for b, e in pairs]
+    seconds = getattr(marker, "seconds", None)  # CUDA event timing only
+    if seconds is None:
+        return durations, None
+    ready, end = marker.times()
+    steps = list(zip(ready, end))
+    intervals = [(seconds(b), seconds(e)) for b, e in pairs]
+    total = sum(e - b for b, e in intervals)
+    if total <= 0:
+        return durations, None
+    hidden = sum(overlap_s(iv, steps) for iv in intervals)
+    return durations, hidden / total
+
+
+def ready_batches(loader: Any) -> int | None:
+    """Batches the loader's current iterator has built and not yet handed out, or None when
+    unknown (0 workers, or a platform whose queues cannot report their size).
+
+    Reads the multiprocessing iterator's result queue and its stash of out-of-order batches:
+    private torch attributes, read defensively, used only to end the warm-up early.
+    """
+    it = getattr(loader, "last_iterator", None)
+    queue = getattr(it, "_data_queue", None)
+    if queue is None:
+        return None
+    try:
+        n = int(queue.qsize())
+    except (NotImplementedError, OSError, AttributeError):
+        return None
+    stash = getattr(it, "_task_info", None) or {}
+    try:
+        n += sum(1 for v in list(stash.values()) if len(v) == 2)
+    except (TypeError, RuntimeError):
+        return None
+    return n
+
+
 def describe_dead_workers(loader: Any) -> str:
     """'worker pid 123 killed by SIGBUS' for each worker that died of a signal, from the
     multiprocessing exit codes of the loader's last iterator ('' when none is known).
@@ -487,15 +564,26 @@ def measure_config(
     inspected = _InspectFirst(loader, lambda b: first_raw.setdefault("info", batch_mod.inspect_batch(b)))
     # The H2D copy: done by the prefetcher on its side stream, or here on the compute stream
     # (non_blocking only from pinned memory, where it can be asynchronous), or not at all on CPU.
+    # Every copy is bracketed by CUDA events (on the side stream for the prefetcher, on the
+    # compute stream otherwise): copy time, GB/s and how much of it compute hid (case C10).
     source: Iterable[Any] = inspected
     copy_here = cuda and not settings.prefetch
+    copy_events: list[Any] = []
     if cuda and settings.prefetch:
-        source = CUDAPrefetcher(inspected, device=device)
+        prefetcher = CUDAPrefetcher(inspected, device=device, record_copy_events=True)
+        source = prefetcher
+        copy_events = prefetcher.copy_events
 
     def prepare(b: Any) -> Any:
-        if copy_here:
-            return batch_mod.move_to_device(b, device, non_blocking=settings.pin_memory)
-        return b
+        if not copy_here:
+            return b
+        begin = torch.cuda.Event(enable_timing=True)
+        begin.record()
+        out = batch_mod.move_to_device(b, device, non_blocking=settings.pin_memory)
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        copy_events.append((begin, end))
+        return out
 
     if timing == "events":
         marker: StepMarker = CudaEventMarker()
@@ -543,6 +631,8 @@ def measure_config(
             on_batch=on_batch,
             on_window_start=on_window_start,
             on_window_end=on_window_end,
+            ready_count=lambda: ready_batches(loader),
+            full_queue=max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2),
             after_window=lambda it, period: probe_receive(
                 it,
                 num_workers=settings.num_workers,
@@ -563,6 +653,9 @@ def measure_config(
     uss, pss = state["memory"]
     util = state["util"]
     info = first_raw.get("info")
+    h2d_s, hidden = copy_statistics(
+        copy_events, marker, measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s)
+    )
     trial = Trial(
         first_batch_s=loop.first_batch_s,
         warmup_batches=loop.warmup_batches,
@@ -589,6 +682,8 @@ def measure_config(
         tensor_leaves=None if info is None else info.tensor_leaves,
         torch_threads_main=torch.get_num_threads(),
         receive_s=loop.receive_s,
+        h2d_s=h2d_s,
+        h2d_hidden_fraction=hidden,
         notes=list(loop.notes),
     )
     if cuda and settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
@@ -596,3 +691,79 @@ def measure_config(
     del loader, source
     return trial
 
+
+
+def measure_compute_ceiling(
+    dataset_spec: DatasetSpec,
+    compute_spec: ComputeSpec,
+    measure: MeasureSpec,
+    batch_size: int,
+    *,
+    cache_dir: str | None = None,
+    clock: Clock = time.perf_counter,
+) -> dict[str, Any]:
+    """The compute ceiling: the step fed one batch, already on the device, over and over.
+
+    No loader, no copy: the most samples/s the step can take. One batch of `batch_size` samples
+    (indices 0..batch_size-1, wrapping around, collated with the dataset's collate function) is
+    moved to the device once; the step then runs `warmup_batches` times untimed and at least
+    `batches` times and `min_time_s` seconds timed, end to end (CUDA events around the whole run
+    on a GPU, so launch gaps count as they would in training).
+    Returns {"samples_per_s", "step_s", "batches", "batch_size", "device"}.
+    """
+    import torch
+    from torch.utils.data import IterableDataset
+    from torch.utils.data import default_collate
+
+    from loaderbench import batch as batch_mod
+    from loaderbench import compute as compute_mod
+    from loaderbench import datasets
+
+    device_name = resolve_device(measure)
+    device = torch.device(device_name)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.set_device(device)
+    dataset = datasets.build_dataset(
+        dataset_spec, cache_dir=None if cache_dir is None else __import__("pathlib").Path(cache_dir)
+    )
+    collate = datasets.build_collate_fn(dataset_spec) or default_collate
+    if isinstance(dataset, IterableDataset):
+        samples = []
+        for item in dataset:
+            samples.append(item)
+            if len(samples) == batch_size:
+                break
+    else:
+        n = len(dataset)  # type: ignore[arg-type]
+        samples = [dataset[i % n] for i in range(batch_size)]
+    one = batch_mod.move_to_device(collate(samples), device) if cuda else collate(samples)
+    step = compute_mod.build_compute(compute_spec, device)
+    for _ in range(max(3, measure.warmup_batches)):
+        step(one)
+    if cuda:
+        torch.cuda.synchronize()
+    count = 0
+    t0 = clock()
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+    while True:
+        step(one)
+        count += 1
+        if count >= measure.batches and clock() - t0 >= min(measure.min_time_s, 10.0):
+            break
+    if cuda:
+        end.record()
+        end.synchronize()
+        total_s = start.elapsed_time(end) / 1000.0
+    else:
+        total_s = clock() - t0
+    step_s = total_s / count
+    return {
+        "samples_per_s": batch_size / step_s,
+        "step_s": step_s,
+        "batches": count,
+        "batch_size": batch_size,
+        "device": device_name,
+    }

@@ -100,6 +100,16 @@ def summarize(trials: Sequence[Trial]) -> Summary:
         receive_p50_s=_median_or_none(
             [percentile(t.receive_s, 50) if t.receive_s else None for t in trials]
         ),
+        h2d_p50_s=_median_or_none([percentile(t.h2d_s, 50) if t.h2d_s else None for t in trials]),
+        h2d_gb_per_s=_median_or_none(
+            [
+                t.h2d_bytes_per_batch / percentile(t.h2d_s, 50) / 1e9
+                if t.h2d_s and t.h2d_bytes_per_batch and percentile(t.h2d_s, 50) > 0
+                else None
+                for t in trials
+            ]
+        ),
+        h2d_hidden_fraction=_median_or_none([t.h2d_hidden_fraction for t in trials]),
         samples_per_s_min=float(min(rates)),
         samples_per_s_max=float(max(rates)),
         repeats=len(trials),
@@ -114,7 +124,10 @@ def has_tail_stalls(summary: Summary) -> bool:
     return summary.step_p50_s > 0 and summary.data_wait_p95_s >= TAIL_WAIT_OF_STEP * summary.step_p50_s
 
 
-RECEIVE_FLOOR = "compute-bound (receive floor)"
+RECEIVE_FLOOR = "receive floor"
+LOADER_ALONE = "loader alone"
+PAGEABLE_H2D = "H2D-bound (pageable copy)"
+H2D_BOUND = "H2D-bound (copy not hidden)"
 
 
 def excess_stall_fraction(summary: Summary) -> float:
@@ -137,6 +150,41 @@ def verdict(summary: Summary) -> str:
     if has_tail_stalls(summary) and summary.stall_fraction >= 0.02:
         return "loader-bound (tail)"
     return "compute-bound"
+
+
+def classify(result: ConfigResult, *, loader_only: bool = False) -> str:
+    """The verdict of one measured config, using its settings as well as its numbers.
+
+    With the CUDA-stream prefetcher on and pin_memory off, `next()` itself performs a pageable
+    host-to-device copy (synchronous for the host), so a "receive floor" there is the copy:
+    PAGEABLE_H2D when it is at least 5% of the step. Without the prefetcher, a loader-bound
+    config whose median copy time is at least half its median data-wait is H2D-bound (the copy
+    runs on the step's stream, so nothing hides it). `loader_only` (`--compute none`) gives
+    LOADER_ALONE.
+    """
+    s = result.summary
+    if s is None:
+        return result.status
+    if loader_only:
+        return LOADER_ALONE
+    v = verdict(s)
+    if (
+        v == "loader-bound"
+        and not result.settings.prefetch
+        and s.h2d_p50_s is not None
+        and s.h2d_p50_s >= 0.5 * s.data_wait_p50_s
+    ):
+        # Most of the wait is the copy itself on the step's stream (nothing hides it).
+        return PAGEABLE_H2D if not result.settings.pin_memory else H2D_BOUND
+    if (
+        v == RECEIVE_FLOOR
+        and result.settings.prefetch
+        and not result.settings.pin_memory
+        and s.receive_p50_s is not None
+        and s.receive_p50_s >= LOADER_BOUND_STALL * s.step_p50_s
+    ):
+        return PAGEABLE_H2D
+    return v
 
 
 def relative_spread(summary: Summary) -> float:
@@ -185,9 +233,6 @@ def _fmt_rate(x: float) -> str:
     return f"{x:,.0f} samples/s"
 
 
-LOADER_ALONE = "loader alone"
-
-
 def recommend(
     results: Sequence[ConfigResult],
     *,
@@ -230,7 +275,7 @@ def recommend(
             f"{_fmt_rate(bs.samples_per_s)}. Any step slower than {bs.step_p50_s * 1e3:.1f} ms per batch "
             "of this size will not wait for this loader."
         )
-    elif bs.verdict == RECEIVE_FLOOR and bs.receive_p50_s is not None:
+    elif bs.verdict in (RECEIVE_FLOOR, PAGEABLE_H2D) and bs.receive_p50_s is not None:
         lines.append(
             f"The remaining stall ({bs.stall_fraction:.1%}, {bs.data_wait_p50_s * 1e3:.1f} ms per batch) "
             f"is the main process receiving each batch from a worker ({bs.receive_p50_s * 1e3:.1f} ms "
@@ -262,3 +307,28 @@ def recommend(
         dataloader_call=dataloader_call(knee.settings),
         use_prefetcher=knee.settings.prefetch,
     )
+
+
+def headroom(result: ConfigResult, ceiling_samples_per_s: float | None) -> dict[str, object] | None:
+    """How much faster the loop could run from `result`'s settings (the user's current ones).
+
+    Two bounds: removing all data-wait gives at most 1 / (1 - stall fraction); the compute
+    ceiling (the step fed a batch already on the device) gives ceiling / throughput. The smaller
+    one binds. Returns None for a config without a summary.
+    Keys: key, samples_per_s, stall_fraction, max_speedup_from_stall, max_speedup_to_ceiling
+    (None without a ceiling), binds ("stall" or "compute ceiling").
+    """
+    s = result.summary
+    if s is None or s.samples_per_s <= 0:
+        return None
+    from_stall = 1.0 / max(1e-9, 1.0 - s.stall_fraction)
+    to_ceiling = None if not ceiling_samples_per_s else ceiling_samples_per_s / s.samples_per_s
+    binds = "stall" if to_ceiling is None or from_stall <= to_ceiling else "compute ceiling"
+    return {
+        "key": result.settings.key(),
+        "samples_per_s": s.samples_per_s,
+        "stall_fraction": s.stall_fraction,
+        "max_speedup_from_stall": from_stall,
+        "max_speedup_to_ceiling": to_ceiling,
+        "binds": binds,
+    }

@@ -160,7 +160,11 @@ def run_sweep(
         config_hash=config_hash(config),
     )
 
+    started = now()
+
     def snapshot() -> None:
+        result_set.analysis["sweep_wall_s"] = (now() - started).total_seconds()
+        result_set.analysis["configs_planned"] = len(points)
         result_set.results = [r for r, d in zip(results, done) if d]
         result_set.recommendation = stats.recommend(
             result_set.results,
@@ -170,6 +174,7 @@ def run_sweep(
         )
         save_fn(result_set, output)
 
+    result_set.ceilings = {"compute": measure_ceilings(config, compute, points, runner, cache_dir, obs)}
     obs.sweep_started(len(points) * config.repeats)
     trial_index = 0
     for repeat in range(config.repeats):
@@ -200,13 +205,52 @@ def run_sweep(
     return result_set
 
 
+def measure_ceilings(
+    config: SweepConfig,
+    compute: ComputeSpec,
+    points: list[GridPoint],
+    runner: Callable[..., Outcome],
+    cache_dir: str | None,
+    obs: SweepObserver,
+) -> dict[str, dict[str, Any]]:
+    """The compute ceiling per batch size: {"256": {"samples_per_s": ..., "step_s": ...}}.
+
+    A `sleep:MS` step's ceiling is analytic (batch / MS); `none` has none; a GPU or model step
+    is measured in a fresh process fed one batch already on the device
+    (`runner.measure_compute_ceiling`). A failure is a warning, never the end of the sweep.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    if compute.kind == "none":
+        return out
+    for bs in sorted({p.settings.batch_size for p in points}):
+        if compute.kind == "sleep":
+            step_s = compute.ms / 1000.0
+            if step_s > 0:
+                out[str(bs)] = {"samples_per_s": bs / step_s, "step_s": step_s, "method": "analytic"}
+            continue
+        outcome = runner(
+            LoaderSettings(0, False, False, None, False, bs),
+            config.dataset,
+            compute,
+            config.measure,
+            timeout_s=config.config_timeout_s,
+            cache_dir=cache_dir,
+            seed=config.seed,
+            kind="ceiling",
+        )
+        if outcome.status == "ok" and outcome.ceiling is not None:
+            out[str(bs)] = {**outcome.ceiling, "method": "measured"}
+        else:
+            obs.warning(f"compute ceiling (batch {bs}) not measured: {outcome.error}")
+    return out
+
+
 def _apply(res: ConfigResult, outcome: Outcome, *, loader_only: bool = False) -> None:
     """Fold one trial's outcome into its config: add the trial and re-summarise, or mark failed."""
     if outcome.status == "ok" and outcome.trial is not None:
         res.trials.append(outcome.trial)
         res.summary = stats.summarize(res.trials)
-        if loader_only:
-            res.summary.verdict = stats.LOADER_ALONE
+        res.summary.verdict = stats.classify(res, loader_only=loader_only)
         for note in outcome.trial.notes:
             if note not in res.warnings:
                 res.warnings.append(note)

@@ -217,3 +217,13 @@ def test_this_machine_preflight_runs(captured: dict[str, Any]) -> None:
     warnings = preflight_warnings(captured)
     assert all(isinstance(w, str) for w in warnings)
     assert any(w.startswith("no CUDA device") for w in warnings)  # CPU-only host
+
+
+def test_pcie_expected_band_is_hand_computed():
+    from loaderbench.bandwidth import pcie_expected_gb_per_s
+
+    band = pcie_expected_gb_per_s(5, 16)
+    assert band["link_gb_per_s"] == pytest.approx(63.008)
+    assert band["expected_low_gb_per_s"] == pytest.approx(63.008 * 0.70)
+    assert pcie_expected_gb_per_s(None, 16) is None
+    assert pcie_expected_gb_per_s(9, 16) is None

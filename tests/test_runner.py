@@ -191,3 +191,63 @@ def test_receive_probe_pauses_for_the_backlog_then_times_next_only():
     assert slept == [pytest.approx(1.2 * 2 * 4 * 0.05 + 0.05)]
     assert out == pytest.approx([0.002] * 8)
     assert probe_receive(batches(), num_workers=0, prefetch_factor=2, period_s=0.05) == []
+
+
+def test_a_loader_that_keeps_up_ends_warmup_at_the_least_count():
+    # The ready queue stays full: production keeps up, nothing to flatter; no need to run to
+    # the cap.
+    clock = FakeClock()
+    t = run(clock, producer(clock, [0.0] * 2000), 0.010, warmup_batches=16, max_warmup_batches=128,
+            min_batches=10, ready_count=lambda: 16, full_queue=14)
+    assert t.warmup_batches == 16
+
+
+def test_a_draining_queue_does_not_end_warmup():
+    clock = FakeClock()
+    ready = [1.0] * 16 + [1.0 + 0.05 * (k + 1) for k in range(400)]
+    t = run(clock, producer(clock, ready), 0.010, warmup_batches=16, max_warmup_batches=128,
+            min_batches=20, ready_count=lambda: 3, full_queue=14)
+    assert t.samples / sum(t.step_s) == pytest.approx(16 / 0.05, rel=0.01)
+
+
+class FakeEvent:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def elapsed_time(self, other: FakeEvent) -> float:
+        return (other.t - self.t) * 1000.0  # milliseconds, like torch.cuda.Event
+
+
+class FakeEventMarker:
+    def __init__(self, ready, end):
+        self.r, self.e = ready, end
+
+    def times(self):
+        return list(self.r), list(self.e)
+
+    def seconds(self, ev):
+        return ev.t
+
+
+def test_overlap_of_an_interval_with_a_union():
+    from loaderbench.runner import overlap_s
+
+    assert overlap_s((0.0, 10.0), [(2.0, 4.0), (3.0, 6.0), (9.0, 12.0)]) == pytest.approx(5.0)
+    assert overlap_s((0.0, 1.0), [(2.0, 3.0)]) == 0.0
+
+
+def test_copy_statistics_hidden_fraction_is_hand_computed():
+    from loaderbench.runner import copy_statistics
+
+    # Three batches (first + 2 measured); steps run [1,3] and [4,6] after batch 1 and 2 arrive.
+    ready, end = [0.0, 1.0, 4.0], [0.5, 3.0, 6.0]
+    # Copy of batch 1 ran [0.2, 1.0] (0.3 s under step 0's compute [0,0.5]), batch 2 [2.0, 4.0]
+    # (1.0 s under step 1's [1,3]).
+    copies = [(FakeEvent(0.0), FakeEvent(0.1)), (FakeEvent(0.2), FakeEvent(1.0)),
+              (FakeEvent(2.0), FakeEvent(4.0))]
+    durations, hidden = copy_statistics(copies, FakeEventMarker(ready, end), measured=2, batches_total=3)
+    assert durations == pytest.approx([0.8, 2.0])
+    assert hidden == pytest.approx((0.3 + 1.0) / 2.8)
+    # Host timing knows durations but not overlap.
+    d2, h2 = copy_statistics(copies, HostMarker(), measured=2, batches_total=3)
+    assert d2 == pytest.approx([0.8, 2.0]) and h2 is None

@@ -1,0 +1,88 @@
+"""User datasets for end-to-end tests, given to `--dataset tests.fixture_datasets:NAME`."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import namedtuple
+
+import torch
+from torch.utils.data import Dataset, get_worker_info
+
+Meta = namedtuple("Meta", ["path", "index"])
+
+
+class Nested(Dataset):
+    """A typical self-supervised sample: (imgs, img, patch2, theta, meta) with strings in meta."""
+
+    def __init__(self, n: int = 64, size: int = 8) -> None:
+        self.n, self.size = n, size
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        img = torch.full((3, self.size, self.size), float(i))
+        return (
+            [img, img + 1],
+            img,
+            {"patch2": img[:, :4, :4].clone(), "label": i % 10},
+            torch.eye(2, 3),
+            Meta(path=f"/data/img_{i:05d}.jpg", index=i),
+        )
+
+
+def make_nested(n: int = 64, size: int = 8) -> Dataset:
+    return Nested(n=n, size=size)
+
+
+class FailsInWorkers(Dataset):
+    """Fine in the main process; inside a worker every third index raises (a corrupt sample)."""
+
+    def __len__(self) -> int:
+        return 256
+
+    def __getitem__(self, i: int):
+        if get_worker_info() is not None and i % 3 == 0:
+            raise ValueError(f"corrupt sample at index {i}")
+        return torch.zeros(4)
+
+
+def make_fails_in_workers() -> Dataset:
+    return FailsInWorkers()
+
+
+class Mixed(Dataset):
+    """num_workers=1 hangs, num_workers=2 kills its worker with SIGKILL, others fine: one sweep
+    exercises the watchdog and the crash path."""
+
+    def __len__(self) -> int:
+        return 10_000
+
+    def __getitem__(self, i: int):
+        info = get_worker_info()
+        if info is not None and info.num_workers == 1 and i >= 0:
+            time.sleep(3600)
+        if info is not None and info.num_workers == 2:
+            os.kill(os.getpid(), 9)
+        return torch.zeros(4)
+
+
+def make_mixed() -> Dataset:
+    return Mixed()
+
+
+def collate_as_dict(samples):
+    return {"x": torch.stack([s[1] for s in samples]), "paths": [s[4].path for s in samples]}
+
+
+class Stream(torch.utils.data.IterableDataset):
+    """An IterableDataset that does not split by worker (every worker replays it, case C22)."""
+
+    def __iter__(self):
+        for i in range(4000):
+            yield torch.tensor([i])
+
+
+def make_stream() -> torch.utils.data.IterableDataset:
+    return Stream()

@@ -1,0 +1,181 @@
+"""End-to-end CLI runs: real DataLoaders in fresh processes, the tensor dataset's analytic answers,
+user datasets by import path, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from loaderbench.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _at_repo_root(monkeypatch):
+    # The per-config processes import tests.fixture_datasets from the working directory.
+    monkeypatch.chdir(ROOT)
+
+
+def sweep(tmp_path: Path, *args: str):
+    out = tmp_path / "r.json"
+    res = runner.invoke(app, ["sweep", *args, "--output", str(out), "--no-progress"])
+    return res, out
+
+
+def by_workers(data: dict) -> dict[int, dict]:
+    return {r["settings"]["num_workers"]: r for r in data["results"]}
+
+
+@pytest.mark.slow
+def test_ground_truth_tensor_sweep(tmp_path):
+    # io 2 ms x 16 samples = 32 ms per batch per worker; the step sleeps 12 ms.
+    res, out = sweep(
+        tmp_path, "--dataset", "tensor", "--io-ms", "2", "--batch-size", "16",
+        "--compute", "sleep:12", "--num-workers", "0,1,2,4,8", "--min-time", "1.5",
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    rows = by_workers(data)
+    s0, s4, s8 = rows[0]["summary"], rows[4]["summary"], rows[8]["summary"]
+    assert s0["samples_per_s"] == pytest.approx(16 / 0.044, rel=0.10)  # ~364
+    assert s0["stall_fraction"] == pytest.approx(32 / 44, abs=0.05)  # ~0.73
+    # 4 workers deliver a batch every 8 ms < 12 ms: the step is the limit, 1333 samples/s less
+    # the cost of receiving each batch from a worker (~1.5 ms on a 2-core machine).
+    for s in (s4, s8):
+        assert s["samples_per_s"] == pytest.approx(16 / 0.012, rel=0.15)
+        assert s["stall_fraction"] < 0.15
+    assert rows[2]["summary"]["samples_per_s"] < 0.85 * s4["samples_per_s"]
+    assert data["recommendation"]["settings"]["num_workers"] == 4
+    assert "DataLoader(dataset, batch_size=16, num_workers=4" in res.output
+    for r in data["results"]:
+        assert r["trials"] and len(r["trials"][0]["step_s"]) >= 20
+    # The same file renders again in every format.
+    for fmt in ("table", "json", "csv", "markdown"):
+        shown = runner.invoke(app, ["show", str(out), "--format", fmt])
+        assert shown.exit_code == 0, shown.output
+    assert "◀ knee" in runner.invoke(app, ["show", str(out), "--format", "markdown"]).output
+
+
+@pytest.mark.slow
+def test_user_dataset_with_nested_batches_and_strings(tmp_path):
+    res, out = sweep(
+        tmp_path, "--dataset", "tests.fixture_datasets:make_nested", "--batch-size", "8",
+        "--compute", "none", "--num-workers", "0,2", "--batches", "5", "--min-time", "0",
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert [r["status"] for r in data["results"]] == ["ok", "ok"]
+    # imgs (2 tensors) + img + patch2 + label + theta + meta.index = 7 tensor leaves.
+    assert data["results"][0]["trials"][0]["tensor_leaves"] == 7
+
+
+@pytest.mark.slow
+def test_user_collate_fn(tmp_path):
+    res, out = sweep(
+        tmp_path, "--dataset", "tests.fixture_datasets:make_nested",
+        "--collate-fn", "tests.fixture_datasets:collate_as_dict", "--batch-size", "4",
+        "--compute", "none", "--num-workers", "0", "--batches", "3", "--min-time", "0",
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["results"][0]["trials"][0]["tensor_leaves"] == 1
+
+
+@pytest.mark.slow
+def test_a_failing_config_becomes_a_row_and_the_sweep_goes_on(tmp_path):
+    res, out = sweep(
+        tmp_path, "--dataset", "tests.fixture_datasets:make_fails_in_workers", "--batch-size", "4",
+        "--compute", "none", "--num-workers", "0,2", "--batches", "5", "--min-time", "0",
+    )
+    assert res.exit_code == 0, res.output
+    rows = by_workers(json.loads(out.read_text()))
+    assert rows[0]["status"] == "ok" and rows[0]["summary"]["samples_per_s"] > 0
+    assert rows[2]["status"] == "failed" and rows[2]["summary"] is None
+    assert "ValueError" in rows[2]["error"] and "corrupt sample at index" in rows[2]["error"]
+    assert "DataLoader worker process" in rows[2]["error"]
+
+
+@pytest.mark.slow
+def test_hang_and_crash_are_rows_and_no_process_survives(tmp_path):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    res, out = sweep(
+        tmp_path, "--dataset", "tests.fixture_datasets:make_mixed", "--batch-size", "4",
+        "--compute", "none", "--num-workers", "0,1,2", "--batches", "5", "--min-time", "0",
+        "--config-timeout", "20",
+    )
+    assert res.exit_code == 0, res.output
+    rows = by_workers(json.loads(out.read_text()))
+    assert rows[0]["status"] == "ok"
+    assert rows[1]["status"] == "hung" and "before the first batch" in rows[1]["error"]
+    assert rows[2]["status"] == "failed" and "SIGKILL" in rows[2]["error"]
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert after <= before
+
+
+@pytest.mark.slow
+def test_make_data_then_folder_sweep(tmp_path):
+    folder = tmp_path / "imgs"
+    made = runner.invoke(app, ["make-data", str(folder), "--images", "24", "--classes", "3",
+                               "--size", "160x120"])
+    assert made.exit_code == 0, made.output
+    again = runner.invoke(app, ["make-data", str(folder), "--images", "4", "--classes", "2"])
+    assert again.exit_code == 2 and "--force" in again.output
+    res, out = sweep(tmp_path, "--data", str(folder), "--batch-size", "8", "--compute", "sleep:1",
+                     "--num-workers", "0,2", "--batches", "4", "--min-time", "0")
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert data["config"]["dataset"]["kind"] == "folder"
+    assert all(r["status"] == "ok" for r in data["results"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--num-workers", "0,x"], "--num-workers: expected an integer from 0 to 1024, got 'x'"),
+        (["--data", "/no/such/dir"], "/no/such/dir"),
+        (["--format", "xml"], "--format: expected one of table, json, csv, markdown"),
+        (["--compute", "spin:5"], "needs a CUDA GPU"),
+        (["--compute", "warp:9"], "--compute: expected none, sleep:MS, spin:MS or model:NAME"),
+        (["--dataset", "no_such_module_xyz:make"], "no_such_module_xyz"),
+        (["--batch-size", "0"], "--batch-size: expected an integer from 1"),
+        (["--pin-memory", "maybe"], "--pin-memory: expected on/off"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    res, out = sweep(tmp_path, *args)
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+    assert "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_bad_config_file_and_result_files(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[grid]\nnum_worker = [2]\n")
+    res = runner.invoke(app, ["sweep", str(bad)])
+    assert res.exit_code == 2 and "did you mean 'num_workers'" in res.output
+    notjson = tmp_path / "x.json"
+    notjson.write_text("{nope")
+    res = runner.invoke(app, ["show", str(notjson)])
+    assert res.exit_code == 2 and "not JSON" in res.output
+    other = tmp_path / "o.json"
+    other.write_text(json.dumps({"benchmarks": []}))
+    res = runner.invoke(app, ["show", str(other)])
+    assert res.exit_code == 2 and "not a loaderbench result file" in res.output
+    newer = tmp_path / "n.json"
+    newer.write_text(json.dumps({"tool": "loaderbench", "schema_version": 99}))
+    res = runner.invoke(app, ["show", str(newer)])
+    assert res.exit_code == 2 and "upgrade loaderbench" in res.output
+
+
+def test_unwritable_output_is_refused_before_measuring(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = runner.invoke(app, ["sweep", "--dataset", "tensor", "--output", str(blocker / "r.json")])
+    assert res.exit_code == 2 and "cannot write results" in res.output
