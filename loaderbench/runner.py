@@ -688,7 +688,6 @@ def measure_config(
     )
     if cuda and settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
         trial.notes.append("pinning ineffective: pin_memory=True but no tensor leaf of the batch is pinned")
-    del loader, source
     return trial
 
 
@@ -712,8 +711,7 @@ def measure_compute_ceiling(
     Returns {"samples_per_s", "step_s", "batches", "batch_size", "device"}.
     """
     import torch
-    from torch.utils.data import IterableDataset
-    from torch.utils.data import default_collate
+    from torch.utils.data import IterableDataset, default_collate
 
     from loaderbench import batch as batch_mod
     from loaderbench import compute as compute_mod
