@@ -227,10 +227,13 @@ def show(
 ) -> None:
     """Render a saved result again."""
     from loaderbench.results import read_results
+    from loaderbench.stats import analyze
 
     def body() -> None:
         fmt = _check_format(format)
-        _render(read_results(result), fmt, _stdout())
+        rs = read_results(result)
+        analyze(rs)  # statistics are re-derived from the raw per-batch samples
+        _render(rs, fmt, _stdout())
 
     _guard(body)
 

@@ -253,9 +253,7 @@ def _read_cache(
     return out
 
 
-def _write_cache(
-    path: Path, jpegs: list[bytes], width: int, height: int, quality: int, seed: int
-) -> None:
+def _write_cache(path: Path, jpegs: list[bytes], width: int, height: int, quality: int, seed: int) -> None:
     """Write the cache file atomically (tmp file + os.replace). Raises OSError on failure."""
     payload = b"".join(jpegs)
     header = json.dumps(
@@ -279,6 +277,7 @@ def _write_cache(
             f.write(len(header).to_bytes(8, "little"))
             f.write(header)
             f.write(payload)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; the cache is as readable as any file
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -309,9 +308,7 @@ def load_synthetic_jpegs(
         raise UsageError(f"number of samples {num_samples} is invalid; give an integer >= 0")
     width, height = _validate_image_args(image_size, quality, seed)
     n, q, s = int(num_samples), int(quality), int(seed)
-    path = _cache_file(
-        Path(cache_dir) if cache_dir else default_cache_dir(), n, width, height, q, s
-    )
+    path = _cache_file(Path(cache_dir) if cache_dir else default_cache_dir(), n, width, height, q, s)
     cached = _read_cache(path, n, width, height, q, s)
     if cached is not None:
         return cached
@@ -400,13 +397,9 @@ class TensorCostDataset(Dataset[tuple[torch.Tensor, int]]):
             raise UsageError(f"number of samples {num_samples} is invalid; give an integer >= 1")
         shape = tuple(sample_shape)
         if not shape or any(int(d) != d or d < 1 for d in shape):
-            raise UsageError(
-                f"sample shape {shape} is invalid; give positive integers (e.g. 3 64 64)"
-            )
+            raise UsageError(f"sample shape {shape} is invalid; give positive integers (e.g. 3 64 64)")
         if cpu_ms < 0 or io_ms < 0:
-            raise UsageError(
-                f"cpu_ms={cpu_ms} / io_ms={io_ms} is invalid; give costs >= 0 milliseconds"
-            )
+            raise UsageError(f"cpu_ms={cpu_ms} / io_ms={io_ms} is invalid; give costs >= 0 milliseconds")
         self.num_samples = int(num_samples)
         self.sample_shape = tuple(int(d) for d in shape)
         self.cpu_ms = float(cpu_ms)
@@ -491,9 +484,7 @@ def load_image_folder(path: str) -> torchvision.datasets.ImageFolder:
     try:
         folder = ImageFolder(str(root), transform=imagenet_train_transform(), allow_empty=True)
     except (OSError, RuntimeError, ValueError) as e:
-        raise DataError(
-            f"cannot open dataset folder {path} as an ImageFolder: {_one_line(e)}"
-        ) from e
+        raise DataError(f"cannot open dataset folder {path} as an ImageFolder: {_one_line(e)}") from e
     counts = [0] * len(folder.classes)
     for target in folder.targets:
         counts[target] += 1
@@ -550,9 +541,7 @@ def _import_object(ref: str, what: str, flag: str) -> Any:
                 "name after the colon"
             ) from e
     if not callable(obj):
-        raise DataError(
-            f"{ref} ({flag}) is a {type(obj).__name__}, not a callable; name a function or class"
-        )
+        raise DataError(f"{ref} ({flag}) is a {type(obj).__name__}, not a callable; name a function or class")
     return obj
 
 
@@ -599,9 +588,7 @@ def build_collate_fn(spec: DatasetSpec) -> Callable[[list[Any]], Any] | None:
     failing import, a missing attribute or one that is not callable."""
     if not spec.collate_fn:
         return None
-    return cast(
-        Callable[[list[Any]], Any], _import_object(spec.collate_fn, "collate", "collate_fn")
-    )
+    return cast(Callable[[list[Any]], Any], _import_object(spec.collate_fn, "collate", "collate_fn"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -633,9 +620,7 @@ def build_dataset(spec: DatasetSpec, *, cache_dir: Path | None = None) -> Datase
         folder: Dataset[Any] = load_image_folder(spec.data_path)
         return folder
     if kind == "tensor":
-        return TensorCostDataset(
-            spec.num_samples, spec.sample_shape, spec.cpu_ms, spec.io_ms, seed=spec.seed
-        )
+        return TensorCostDataset(spec.num_samples, spec.sample_shape, spec.cpu_ms, spec.io_ms, seed=spec.seed)
     if kind == "import":
         if not spec.factory:
             raise DataError("dataset kind 'import' needs a factory; pass --factory MODULE:CALLABLE")

@@ -238,6 +238,7 @@ class Summary:
     compute_p50_s: float
     step_p50_s: float
     first_batch_s: float
+    data_wait_mean_s: float = 0.0
     gpu_util_pct: float | None = None
     cpu_util_pct: float | None = None
     memory_pss_bytes: int | None = None

@@ -143,6 +143,11 @@ def header_lines(rs: ResultSet) -> list[str]:
         f"dataset: {dataset} | step: {step} | device: {gpu} | "
         f"CPUs usable: {env.get('usable_cpus', '?')}"
     ]
+    same = constant_settings(rs)
+    if same:
+        lines.append(
+            "in every row: " + ", ".join(f"{k}={v}" for k, v in same.items())
+        )
     for bs, c in sorted(((rs.ceilings or {}).get("compute") or {}).items(), key=lambda kv: int(kv[0])):
         how = "batch / step time" if c.get("method") == "analytic" else "the step fed one batch already on the device"
         lines.append(
@@ -155,19 +160,36 @@ def header_lines(rs: ResultSet) -> list[str]:
                 f"No GPU here: the sleep:{comp.get('ms', 0):g} step stands for an accelerator step "
                 "of that length."
             )
-        lines.append("pin_memory, prefetch and GPU util: n/a without CUDA (not shown).")
+        lines.append("pin_memory, prefetch, H2D and GPU util: n/a without CUDA (not shown).")
     return lines
 
 
 CUDA_ONLY_COLUMNS = ("pin_memory", "prefetch", "gpu_util_pct", "h2d")
 
 
+SETTING_COLUMNS = ("prefetch_factor", "persistent_workers", "batch_size")
+
+
+def constant_settings(rs: ResultSet) -> dict[str, str]:
+    """Settings columns whose cell is the same in every row (shown once in the header)."""
+    cuda = _cuda_used(rs)
+    out: dict[str, str] = {}
+    if len(rs.results) < 2:
+        return out
+    for key in SETTING_COLUMNS:
+        values = {row_cells(r, cuda=cuda)[key] for r in rs.results if r.settings.num_workers > 0 or key == "batch_size"}
+        if len(values) == 1:
+            out[key] = values.pop()
+    return out
+
+
 def visible_columns(rs: ResultSet) -> list[tuple[str, str]]:
-    """Without CUDA, pin_memory, prefetch and GPU util are n/a everywhere: leave them out (the
-    header says so) so the table fits a terminal."""
-    if _cuda_used(rs):
-        return list(COLUMNS)
-    return [(k, h) for k, h in COLUMNS if k not in CUDA_ONLY_COLUMNS]
+    """The table's columns. Without CUDA, pin_memory, prefetch, H2D and GPU util are n/a
+    everywhere; settings equal in every row are named once in the header instead."""
+    hidden = set(constant_settings(rs))
+    if not _cuda_used(rs):
+        hidden |= set(CUDA_ONLY_COLUMNS)
+    return [(k, h) for k, h in COLUMNS if k not in hidden]
 
 
 def build_table(rs: ResultSet) -> Table:

@@ -10,7 +10,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from loaderbench.model import ConfigResult, LoaderSettings, Recommendation, Summary, Trial
+from loaderbench.model import ConfigResult, LoaderSettings, Recommendation, ResultSet, Summary, Trial
 
 # Input-bound bands of the stall fraction, as commonly used in data-stall analyses
 # (e.g. Mohan et al., "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021):
@@ -87,6 +87,7 @@ def summarize(trials: Sequence[Trial]) -> Summary:
         stall_fraction=float(statistics.median(stalls)),
         data_wait_p50_s=float(statistics.median(percentile(t.data_wait_s, 50) for t in trials)),
         data_wait_p95_s=float(statistics.median(percentile(t.data_wait_s, 95) for t in trials)),
+        data_wait_mean_s=float(statistics.median(statistics.fmean(t.data_wait_s) for t in trials)),
         compute_p50_s=float(statistics.median(percentile(t.compute_s, 50) for t in trials)),
         step_p50_s=float(statistics.median(percentile(t.step_s, 50) for t in trials)),
         first_batch_s=float(statistics.median(t.first_batch_s for t in trials)),
@@ -157,8 +158,8 @@ def classify(result: ConfigResult, *, loader_only: bool = False) -> str:
 
     With the CUDA-stream prefetcher on and pin_memory off, `next()` itself performs a pageable
     host-to-device copy (synchronous for the host), so a "receive floor" there is the copy:
-    PAGEABLE_H2D when it is at least 5% of the step. Without the prefetcher, a loader-bound
-    config whose median copy time is at least half its median data-wait is H2D-bound (the copy
+    PAGEABLE_H2D when it is at least 5% of the step. Without the prefetcher, a config that is
+    not compute-bound and whose median copy time is at least half its mean data-wait is H2D-bound (the copy
     runs on the step's stream, so nothing hides it). `loader_only` (`--compute none`) gives
     LOADER_ALONE.
     """
@@ -169,10 +170,10 @@ def classify(result: ConfigResult, *, loader_only: bool = False) -> str:
         return LOADER_ALONE
     v = verdict(s)
     if (
-        v == "loader-bound"
+        v != "compute-bound"
         and not result.settings.prefetch
         and s.h2d_p50_s is not None
-        and s.h2d_p50_s >= 0.5 * s.data_wait_p50_s
+        and s.h2d_p50_s >= 0.5 * s.data_wait_mean_s
     ):
         # Most of the wait is the copy itself on the step's stream (nothing hides it).
         return PAGEABLE_H2D if not result.settings.pin_memory else H2D_BOUND
@@ -332,3 +333,21 @@ def headroom(result: ConfigResult, ceiling_samples_per_s: float | None) -> dict[
         "max_speedup_to_ceiling": to_ceiling,
         "binds": binds,
     }
+
+
+def analyze(result_set: ResultSet) -> None:
+    """(Re)derive every summary, verdict and the recommendation of `result_set` from its raw
+    trials, with this version's analysis (so `show` of an older file uses current rules).
+    Mutates `result_set`."""
+    cfg = result_set.config or {}
+    measure = cfg.get("measure") or {}
+    tolerance = float(measure.get("tolerance", DEFAULT_TOLERANCE))
+    loader_only = (cfg.get("compute") or {}).get("kind") == "none"
+    usable = (result_set.environment or {}).get("usable_cpus")
+    for r in result_set.results:
+        if r.status == "ok" and r.trials:
+            r.summary = summarize(r.trials)
+            r.summary.verdict = classify(r, loader_only=loader_only)
+    result_set.recommendation = recommend(
+        result_set.results, tolerance=tolerance, usable_cpus=usable, loader_only=loader_only
+    )

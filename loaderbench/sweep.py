@@ -166,12 +166,7 @@ def run_sweep(
         result_set.analysis["sweep_wall_s"] = (now() - started).total_seconds()
         result_set.analysis["configs_planned"] = len(points)
         result_set.results = [r for r, d in zip(results, done) if d]
-        result_set.recommendation = stats.recommend(
-            result_set.results,
-            tolerance=config.tolerance,
-            usable_cpus=machine.usable_cpus,
-            loader_only=compute.kind == "none",
-        )
+        stats.analyze(result_set)
         save_fn(result_set, output)
 
     result_set.ceilings = {"compute": measure_ceilings(config, compute, points, runner, cache_dir, obs)}
@@ -198,7 +193,7 @@ def run_sweep(
             except KeyboardInterrupt:
                 snapshot()
                 raise
-            _apply(res, outcome, loader_only=compute.kind == "none")
+            _apply(res, outcome)
             done[i] = True
             obs.trial_finished(res, outcome)
             snapshot()
@@ -245,12 +240,11 @@ def measure_ceilings(
     return out
 
 
-def _apply(res: ConfigResult, outcome: Outcome, *, loader_only: bool = False) -> None:
-    """Fold one trial's outcome into its config: add the trial and re-summarise, or mark failed."""
+def _apply(res: ConfigResult, outcome: Outcome) -> None:
+    """Fold one trial's outcome into its config: add the trial (summaries are derived by
+    `stats.analyze`), or mark the config failed/hung."""
     if outcome.status == "ok" and outcome.trial is not None:
         res.trials.append(outcome.trial)
-        res.summary = stats.summarize(res.trials)
-        res.summary.verdict = stats.classify(res, loader_only=loader_only)
         for note in outcome.trial.notes:
             if note not in res.warnings:
                 res.warnings.append(note)

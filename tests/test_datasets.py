@@ -171,9 +171,7 @@ def test_cache_round_trip(tmp_path: Path, count_generation: list[int]) -> None:
         pytest.param(lambda b: b"", id="empty"),
     ],
 )
-def test_corrupt_cache_is_regenerated(
-    tmp_path: Path, count_generation: list[int], damage: Damage
-) -> None:
+def test_corrupt_cache_is_regenerated(tmp_path: Path, count_generation: list[int], damage: Damage) -> None:
     good = load_synthetic_jpegs(4, SMALL, cache_dir=tmp_path)
     (cache_file,) = _cache_files(tmp_path)
     intact = cache_file.read_bytes()
@@ -200,9 +198,7 @@ def test_default_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert datasets.default_cache_dir() == Path.home() / ".cache" / "loaderbench"
 
 
-def test_build_synthetic_dataset_uses_the_cache(
-    tmp_path: Path, count_generation: list[int]
-) -> None:
+def test_build_synthetic_dataset_uses_the_cache(tmp_path: Path, count_generation: list[int]) -> None:
     spec = DatasetSpec(kind="synthetic", num_samples=3, image_size=SMALL, seed=5)
     ds = build_dataset(spec, cache_dir=tmp_path)
     ds2 = build_dataset(spec, cache_dir=tmp_path)
@@ -254,9 +250,7 @@ def _assert_cost(ds: TensorCostDataset, wall_s: float, cpu_s: float, attempts: i
     for _ in range(attempts):
         wall, cpu = _per_item_s(ds)
         measured.append((wall, cpu))
-        if wall == pytest.approx(wall_s, rel=0.25) and cpu == pytest.approx(
-            cpu_s, rel=0.25, abs=5e-4
-        ):
+        if wall == pytest.approx(wall_s, rel=0.25) and cpu == pytest.approx(cpu_s, rel=0.25, abs=5e-4):
             return
     pytest.fail(f"expected ({wall_s}, {cpu_s}) s per item (wall, CPU) +-25%, measured {measured}")
 
@@ -476,9 +470,7 @@ def test_build_import_dataset(user_module: UserModule) -> None:
     _assert_one_line(err, "--factory")
 
 
-def test_factory_imported_from_current_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_factory_imported_from_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     name = f"lb_cwd_{uuid.uuid4().hex[:10]}"
     (tmp_path / f"{name}.py").write_text(
         "from torch.utils.data import TensorDataset\nimport torch\n"
@@ -597,9 +589,7 @@ def test_fingerprint_is_short_stable_and_tracks_the_workload() -> None:
     # fields that do not change the workload of a kind do not change its fingerprint
     assert dataset_fingerprint(DatasetSpec(kind="synthetic", cpu_ms=9.0)) == fp
     t = DatasetSpec(kind="tensor", cpu_ms=2.0)
-    assert dataset_fingerprint(DatasetSpec(kind="tensor", cpu_ms=2.0, seed=9)) == (
-        dataset_fingerprint(t)
-    )
+    assert dataset_fingerprint(DatasetSpec(kind="tensor", cpu_ms=2.0, seed=9)) == (dataset_fingerprint(t))
     assert dataset_fingerprint(DatasetSpec(kind="tensor", cpu_ms=2.5)) != dataset_fingerprint(t)
     imp = DatasetSpec(kind="import", factory="m:f", kwargs={"a": 1, "b": 2})
     assert dataset_fingerprint(
@@ -630,9 +620,7 @@ def test_make_image_folder_round_trip(tmp_path: Path) -> None:
     image, _ = folder[0]
     assert image.shape == (3, IMAGE_SIZE, IMAGE_SIZE) and image.dtype == torch.uint8
     # the same bytes as the in-memory synthetic set of the same seed
-    assert (root / "class_001" / "img_00004.jpg").read_bytes() == make_synthetic_jpegs(
-        5, SMALL, seed=2
-    )[4]
+    assert (root / "class_001" / "img_00004.jpg").read_bytes() == make_synthetic_jpegs(5, SMALL, seed=2)[4]
 
 
 def test_make_image_folder_refuses_non_empty_without_force(tmp_path: Path) -> None:
