@@ -277,10 +277,15 @@ def recommend(
             "of this size will not wait for this loader."
         )
     elif bs.verdict in (RECEIVE_FLOOR, PAGEABLE_H2D) and bs.receive_p50_s is not None:
+        what = (
+            "the prefetcher's next() copying each batch from pageable memory (pin it)"
+            if bs.verdict == PAGEABLE_H2D
+            else "the main process taking each finished batch from a worker"
+        )
         lines.append(
-            f"The remaining stall ({bs.stall_fraction:.1%}, {bs.data_wait_p50_s * 1e3:.1f} ms per batch) "
-            f"is the main process receiving each batch from a worker ({bs.receive_p50_s * 1e3:.1f} ms "
-            "measured for batches already built): a floor that more workers cannot remove."
+            f"The remaining stall ({bs.stall_fraction:.1%}, {bs.data_wait_p50_s * 1e3:.1f} ms per batch) is "
+            f"{what}: {bs.receive_p50_s * 1e3:.1f} ms of it measured for batches already built, the "
+            "rest under 5% of the step; more workers cannot remove it."
         )
     elif bs.verdict.startswith("loader-bound"):
         cause = ""

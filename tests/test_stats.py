@@ -137,7 +137,7 @@ def test_a_stall_made_of_the_measured_receive_floor_is_not_loader_bound():
     assert rec.settings.num_workers == 4
     assert [r.summary.verdict for r in rs] == [
         "loader-bound", "loader-bound", stats.RECEIVE_FLOOR, stats.RECEIVE_FLOOR]
-    assert "1.4 ms measured for batches already built" in rec.reason
+    assert "1.4 ms of it measured for batches already built" in rec.reason
     assert "no setting in this grid clears" not in rec.reason
 
 
