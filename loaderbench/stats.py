@@ -125,6 +125,11 @@ def has_tail_stalls(summary: Summary) -> bool:
     return summary.step_p50_s > 0 and summary.data_wait_p95_s >= TAIL_WAIT_OF_STEP * summary.step_p50_s
 
 
+REPLICATED = (
+    "IterableDataset duplicated across workers: every worker replays the whole stream (split it "
+    "with torch.utils.data.get_worker_info()); this config's samples/s counts duplicates and it is "
+    "not ranked"
+)
 RECEIVE_FLOOR = "receive floor"
 LOADER_ALONE = "loader alone"
 PAGEABLE_H2D = "H2D-bound (pageable copy)"
@@ -204,7 +209,7 @@ def find_knee(
     "Cheapest" is `LoaderSettings.cost_rank`: fewest workers, then pin/prefetch off before on,
     fewer prefetched batches. Returns None when no config was measured.
     """
-    ok = [r for r in results if r.status == "ok" and r.summary is not None]
+    ok = rankable(results)
     if not ok:
         return None
     best = max(ok, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
@@ -221,6 +226,15 @@ def find_knee(
         return noise_floor is not None and s.repeats > 1 and (s.samples_per_s_max or 0) >= noise_floor
 
     return min((r for r in ok if qualifies(r)), key=lambda r: r.settings.cost_rank())
+
+
+def rankable(results: Sequence[ConfigResult]) -> list[ConfigResult]:
+    """Measured configs that may be ranked: status ok, a summary, and not flagged as counting
+    duplicate samples (REPLICATED)."""
+    return [
+        r for r in results
+        if r.status == "ok" and r.summary is not None and REPLICATED not in r.warnings
+    ]
 
 
 def dataloader_call(settings: LoaderSettings) -> str:
@@ -252,7 +266,7 @@ def recommend(
     knee = find_knee(results, tolerance=tolerance)
     if knee is None:
         return Recommendation(settings=None, reason="no config was measured successfully")
-    ok = [r for r in results if r.status == "ok" and r.summary is not None]
+    ok = rankable(results)
     best = max(ok, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
     ks, bs = knee.summary, best.summary
     assert ks is not None and bs is not None

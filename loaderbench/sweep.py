@@ -18,6 +18,8 @@ from loaderbench.config import SweepConfig
 from loaderbench.grid import GridAxes, GridPoint, default_num_workers, expand_grid
 from loaderbench.isolation import Outcome, run_isolated
 from loaderbench.model import ComputeSpec, ConfigResult, LoaderSettings, ResultSet
+from loaderbench.preflight import WorkloadFacts, oversubscription, shm_need_bytes, shm_verdict, workload_facts
+from loaderbench.stats import REPLICATED
 
 DEFAULT_SLEEP_MS = 100.0
 DEFAULT_BATCH_GPU = 256
@@ -128,13 +130,16 @@ def run_sweep(
     runner: Callable[..., Outcome] = run_isolated,
     save: Callable[[ResultSet, Path], None] | None = None,
     now: Callable[[], _dt.datetime] = lambda: _dt.datetime.now(_dt.timezone.utc),
+    facts: WorkloadFacts | None = None,
 ) -> ResultSet:
     """Measure every config of `config` (already resolved), `config.repeats` times, interleaved
     across configs (repeat 1 of every config, then repeat 2, ...), each trial in a fresh process.
 
     The result file at `output` is rewritten atomically after every trial, so an interrupted
     sweep keeps what it measured. A failing or hanging config becomes a row with its status and
-    error and the sweep goes on. KeyboardInterrupt is re-raised after the save.
+    error and the sweep goes on. With `facts` (from `validate_workload`), configs that cannot fit
+    in /dev/shm are skipped with the reason, oversubscribed ones get a warning, and configs of an
+    IterableDataset that every worker replays are flagged and never ranked (preflight.py). KeyboardInterrupt is re-raised after the save.
     Returns the final ResultSet and where it was saved with summaries, verdicts and the recommendation.
     """
     from loaderbench.results import save_results
@@ -169,13 +174,17 @@ def run_sweep(
         stats.analyze(result_set)
         save_fn(result_set, output)
 
+    preflight(results, facts, environment, machine, obs)
     result_set.ceilings = {"compute": measure_ceilings(config, compute, points, runner, cache_dir, obs)}
     obs.sweep_started(len(points) * config.repeats)
     trial_index = 0
     for repeat in range(config.repeats):
         for i, point in enumerate(points):
             res = results[i]
-            if res.status in ("failed", "hung"):
+            if res.status in ("failed", "hung", "skipped"):
+                if res.status == "skipped" and not done[i]:
+                    done[i] = True
+                    snapshot()
                 continue  # a config that failed once is not retried in later repeats
             obs.trial_started(trial_index, point.settings, repeat)
             trial_index += 1
@@ -198,6 +207,36 @@ def run_sweep(
             obs.trial_finished(res, outcome)
             snapshot()
     return result_set
+
+
+def preflight(
+    results: list[ConfigResult],
+    facts: WorkloadFacts | None,
+    environment: dict[str, Any],
+    machine: Machine,
+    obs: SweepObserver,
+) -> None:
+    """Mark configs before they run: skip those that cannot fit in /dev/shm, warn about ones
+    close to it and about oversubscription, flag an IterableDataset replayed by every worker."""
+    free = (environment.get("shm") or {}).get("free_bytes")
+    main_threads = environment.get("torch_num_threads")
+    for res in results:
+        s = res.settings
+        if facts is not None:
+            verdict = shm_verdict(shm_need_bytes(s, facts.sample_bytes), free)
+            if verdict is not None:
+                kind, message = verdict
+                if kind == "skip":
+                    res.status = "skipped"
+                    res.error = message
+                    obs.warning(f"{s.key()}: skipped: {message}")
+                else:
+                    res.warnings.append(message)
+            if facts.replicated_across_workers and s.num_workers >= 2:
+                res.warnings.append(REPLICATED)
+        over = oversubscription(s, machine.usable_cpus, main_threads)
+        if over:
+            res.warnings.append(over)
 
 
 def measure_ceilings(
@@ -255,10 +294,11 @@ def _apply(res: ConfigResult, outcome: Outcome) -> None:
     res.trials = []
 
 
-def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str | None) -> None:
+def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str | None) -> WorkloadFacts:
     """Fail before any config runs: build the dataset once in this process (DataError for a
     missing folder, a failing import, ...; it also fills the synthetic-JPEG cache the per-config
-    processes read) and reject GPU steps without CUDA (UsageError)."""
+    processes read) and reject GPU steps without CUDA (UsageError). Returns what the preflight
+    checks need to know about the dataset."""
     from loaderbench import datasets
     from loaderbench.errors import UsageError
 
@@ -271,8 +311,10 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
         )
     if config.measure.device.startswith("cuda") and not machine.cuda:
         raise UsageError("--device cuda: CUDA is not available here; use --device cpu or auto")
-    datasets.build_dataset(config.dataset, cache_dir=None if cache_dir is None else Path(cache_dir))
+    dataset = datasets.build_dataset(config.dataset, cache_dir=None if cache_dir is None else Path(cache_dir))
     datasets.build_collate_fn(config.dataset)
+    many_workers = any(n >= 2 for n in (config.num_workers or ()))
+    return workload_facts(dataset, check_replication=many_workers)
 
 
 def execute_sweep(
@@ -297,7 +339,7 @@ def execute_sweep(
     now = _dt.datetime.now(_dt.timezone.utc)
     out = output or (Path(config.output) if config.output else default_output_path(config, now))
     check_writable(out)
-    validate_workload(config, machine, cache_dir=cache_dir)
+    facts = validate_workload(config, machine, cache_dir=cache_dir)
     cuda_in_use = machine.cuda and config.measure.device != "cpu"
     environment = capture_environment(device_index=0 if cuda_in_use else None)
     obs = observer or NullObserver()
@@ -306,7 +348,7 @@ def execute_sweep(
     try:
         rs = run_sweep(
             config, output=out, environment=environment, machine=machine, observer=obs,
-            cache_dir=cache_dir,
+            cache_dir=cache_dir, facts=facts,
         )
     except KeyboardInterrupt as exc:
         raise SweepInterruptedAt(out) from exc

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections import namedtuple
 
@@ -53,18 +54,22 @@ def make_fails_in_workers() -> Dataset:
 
 
 class Mixed(Dataset):
-    """num_workers=1 hangs, num_workers=2 kills its worker with SIGKILL, others fine: one sweep
-    exercises the watchdog and the crash path."""
+    """One sweep, one fault per worker count (case C12, issue 7): 1 worker hangs, 2 workers die of
+    SIGKILL, 3 raise, 4 die of SIGBUS (what a full /dev/shm does), 5 of SIGSEGV; 0 and 6 work."""
 
     def __len__(self) -> int:
         return 10_000
 
     def __getitem__(self, i: int):
         info = get_worker_info()
-        if info is not None and info.num_workers == 1 and i >= 0:
+        n = 0 if info is None else info.num_workers
+        if n == 1:
             time.sleep(3600)
-        if info is not None and info.num_workers == 2:
-            os.kill(os.getpid(), 9)
+        if n == 3 and i % 2 == 0:
+            raise ValueError(f"corrupt sample at index {i}")
+        signals = {2: signal.SIGKILL, 4: signal.SIGBUS, 5: signal.SIGSEGV}
+        if n in signals:
+            os.kill(os.getpid(), signals[n])
         return torch.zeros(4)
 
 

@@ -101,18 +101,24 @@ def test_a_failing_config_becomes_a_row_and_the_sweep_goes_on(tmp_path):
 
 
 @pytest.mark.slow
-def test_hang_and_crash_are_rows_and_no_process_survives(tmp_path):
+def test_crash_hang_and_raise_are_rows_the_rest_is_measured_and_nothing_survives(tmp_path):
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     res, out = sweep(
         tmp_path, "--dataset", "tests.fixture_datasets:make_mixed", "--batch-size", "4",
-        "--compute", "none", "--num-workers", "0,1,2", "--batches", "5", "--min-time", "0",
-        "--config-timeout", "20",
+        "--compute", "none", "--num-workers", "0,1,2,3,4,5,6", "--batches", "5", "--min-time", "0",
+        "--config-timeout", "15",
     )
     assert res.exit_code == 0, res.output
     rows = by_workers(json.loads(out.read_text()))
-    assert rows[0]["status"] == "ok"
+    assert rows[0]["status"] == "ok" and rows[6]["status"] == "ok"
+    assert rows[0]["summary"]["samples_per_s"] > 0 and rows[6]["summary"]["samples_per_s"] > 0
     assert rows[1]["status"] == "hung" and "before the first batch" in rows[1]["error"]
     assert rows[2]["status"] == "failed" and "SIGKILL" in rows[2]["error"]
+    assert rows[3]["status"] == "failed" and "ValueError: corrupt sample at index" in rows[3]["error"]
+    assert rows[4]["status"] == "failed" and "shared memory (/dev/shm) too small" in rows[4]["error"]
+    assert rows[5]["status"] == "failed" and "SIGSEGV" in rows[5]["error"]
+    for k in (1, 2, 3, 4, 5):
+        assert rows[k]["summary"] is None  # no throughput for a config that did not finish
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert after <= before
 
@@ -179,3 +185,36 @@ def test_unwritable_output_is_refused_before_measuring(tmp_path):
     blocker.write_text("x")
     res = runner.invoke(app, ["sweep", "--dataset", "tensor", "--output", str(blocker / "r.json")])
     assert res.exit_code == 2 and "cannot write results" in res.output
+
+
+@pytest.mark.slow
+def test_ctrl_c_exits_130_keeps_finished_configs_and_reaps_workers(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loaderbench", "sweep", "--dataset", "tensor", "--io-ms", "1",
+         "--batch-size", "8", "--compute", "sleep:5", "--num-workers", "0,2,2,2", "--prefetch-factor", "2,3,4",
+         "--min-time", "3", "--output", str(out), "--no-progress"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until at least one config is saved
+        if out.exists() and json.loads(out.read_text())["results"]:
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    assert b"finished configs are saved" in err
+    assert b"Traceback" not in err
+    data = json.loads(out.read_text())
+    assert 1 <= len(data["results"]) < 4
+    assert all(r["status"] == "ok" for r in data["results"])
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive

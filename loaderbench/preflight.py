@@ -1,0 +1,124 @@
+"""Checks before a config runs: shared memory, oversubscription, IterableDataset replication.
+
+Pure functions over numbers, plus two small probes of the dataset (`workload_facts`) that the
+parent process runs once before the sweep.
+
+NOTE [shared memory estimate]
+    Workers hand batches to the main process through /dev/shm. With W workers and prefetch
+    factor P up to W*P batches are in flight (case C11), so a config needs about
+    bytes_per_batch * W * P of /dev/shm (plus the batch being received). Docker gives a
+    container 64 MiB by default, where a worker then dies of SIGBUS (case C05). A config whose
+    estimate exceeds the free space is skipped with the reason and the fix; one that needs more
+    than half of it gets a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loaderbench.model import LoaderSettings
+
+SHM_WARN_FRACTION = 0.5
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    """What the parent learned from the dataset before the sweep.
+
+    `sample_bytes`: tensor bytes of one sample (None when unknown); `iterable`: an
+    IterableDataset; `replicated_across_workers`: True when two workers yielded the same first
+    sample (the dataset does not split its stream by worker, case C22), None when not checked.
+    """
+
+    sample_bytes: int | None
+    iterable: bool
+    replicated_across_workers: bool | None = None
+
+
+def shm_need_bytes(settings: LoaderSettings, sample_bytes: int | None) -> int | None:
+    """Estimated /dev/shm bytes for a config: batch bytes * (W * P + 1); 0 without workers."""
+    if settings.num_workers == 0:
+        return 0
+    if sample_bytes is None:
+        return None
+    in_flight = settings.num_workers * (settings.prefetch_factor or 2) + 1
+    return sample_bytes * settings.batch_size * in_flight
+
+
+def shm_verdict(need_bytes: int | None, free_bytes: int | None) -> tuple[str, str] | None:
+    """('skip' | 'warn', message) when the estimate does not fit comfortably, else None."""
+    if not need_bytes or not free_bytes:
+        return None
+    mib = 2**20
+    fix = "give the container more shared memory (docker run --shm-size=...) or lower num_workers, prefetch_factor or batch_size"
+    if need_bytes > free_bytes:
+        return (
+            "skip",
+            f"shared memory (/dev/shm) too small: this config needs about {need_bytes / mib:,.0f} MiB "
+            f"in flight, {free_bytes / mib:,.0f} MiB free; {fix}",
+        )
+    if need_bytes > SHM_WARN_FRACTION * free_bytes:
+        return (
+            "warn",
+            f"needs about {need_bytes / mib:,.0f} MiB of /dev/shm ({free_bytes / mib:,.0f} MiB free): "
+            f"close to the limit; {fix}",
+        )
+    return None
+
+
+def oversubscription(settings: LoaderSettings, usable_cpus: int, main_threads: int | None) -> str | None:
+    """A warning when workers exceed the usable CPUs, or workers + main intra-op threads do."""
+    if settings.num_workers > usable_cpus:
+        return (
+            f"oversubscribed: {settings.num_workers} workers on {usable_cpus} usable CPUs "
+            "(num_workers sets processes; they share the CPUs)"
+        )
+    if main_threads and settings.num_workers and settings.num_workers + main_threads > 2 * usable_cpus:
+        return (
+            f"oversubscribed: {settings.num_workers} worker processes + {main_threads} intra-op "
+            f"threads in the main process on {usable_cpus} usable CPUs "
+            "(torch.set_num_threads sets threads, num_workers sets processes)"
+        )
+    return None
+
+
+def workload_facts(dataset: Any, *, check_replication: bool, timeout_s: float = 60.0) -> WorkloadFacts:
+    """Probe a built dataset: bytes of one sample; for an IterableDataset with workers planned,
+    whether two workers replay the same stream (compares the first sample of worker 0 and of
+    worker 1, which a 2-worker DataLoader yields first and second). Never raises for the probe
+    itself: an error leaves the field None."""
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset
+
+    from loaderbench.batch import inspect_batch
+
+    iterable = isinstance(dataset, IterableDataset)
+    sample_bytes: int | None = None
+    try:
+        first = next(iter(dataset)) if iterable else dataset[0]
+        sample_bytes = inspect_batch(first).nbytes
+    except Exception:  # noqa: BLE001 - a probe; the sweep reports real errors per config
+        first = None
+    replicated: bool | None = None
+    if iterable and check_replication:
+        try:
+            loader = DataLoader(dataset, batch_size=None, num_workers=2, timeout=timeout_s)
+            it = iter(loader)
+            a, b = next(it), next(it)
+            del it
+            replicated = _same(a, b, torch)
+        except Exception:  # noqa: BLE001
+            replicated = None
+    return WorkloadFacts(sample_bytes=sample_bytes, iterable=iterable, replicated_across_workers=replicated)
+
+
+def _same(a: Any, b: Any, torch: Any) -> bool:
+    from loaderbench.batch import iter_tensors
+
+    ta, tb = list(iter_tensors(a)), list(iter_tensors(b))
+    if ta or tb:
+        return len(ta) == len(tb) and all(
+            x.shape == y.shape and x.dtype == y.dtype and bool(torch.equal(x, y)) for x, y in zip(ta, tb)
+        )
+    return bool(a == b)

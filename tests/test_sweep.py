@@ -1,0 +1,114 @@
+"""run_sweep orchestration with a fake per-config runner: no processes, hand-made outcomes."""
+
+from __future__ import annotations
+
+import pytest
+
+from loaderbench.config import build_config
+from loaderbench.isolation import Outcome
+from loaderbench.model import ComputeSpec
+from loaderbench.preflight import WorkloadFacts, oversubscription, shm_need_bytes, shm_verdict
+from loaderbench.stats import REPLICATED
+from loaderbench.sweep import Machine, resolve_defaults, run_sweep
+from tests.helpers import settings, trial
+
+MACHINE = Machine(cuda=False, usable_cpus=2)
+ENV = {"usable_cpus": 2, "shm": {"free_bytes": 64 * 2**20}, "torch_num_threads": 2}
+
+
+def config(**grid):
+    cfg = build_config(None, {
+        "dataset": {"kind": "tensor"},
+        "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
+        "grid": {"num_workers": (0, 2, 4), "batch_size": (16,), **grid},
+        "measure": {"repeats": 2},
+    })
+    return resolve_defaults(cfg, MACHINE)
+
+
+class FakeRunner:
+    def __init__(self, outcomes):
+        self.outcomes = outcomes  # num_workers -> Outcome or callable
+        self.calls = []
+
+    def __call__(self, s, dataset, compute, measure, **kw):
+        self.calls.append((s.num_workers, kw.get("seed"), kw.get("kind", "config")))
+        out = self.outcomes[s.num_workers]
+        return out() if callable(out) else out
+
+
+def ok(nw):
+    return Outcome(status="ok", trial=trial(0.032 if nw == 0 else 0.001, 0.012))
+
+
+def test_repeats_are_interleaved_and_saved_after_every_trial(tmp_path):
+    saves = []
+    runner = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
+    rs = run_sweep(config(), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=runner, save=lambda r, p: saves.append(len(r.results)))
+    assert [c[0] for c in runner.calls] == [0, 2, 4, 0, 2, 4]
+    assert [c[1] for c in runner.calls] == [0, 0, 0, 1, 1, 1]  # a new seed per repeat
+    assert saves == [1, 2, 3, 3, 3, 3]
+    assert all(len(r.trials) == 2 and r.summary.repeats == 2 for r in rs.results)
+    # sleep:12 at batch 16: the analytic compute ceiling, no process started for it.
+    assert rs.ceilings["compute"]["16"]["samples_per_s"] == pytest.approx(16 / 0.012)
+
+
+def test_a_failed_config_is_not_retried_and_never_shows_throughput(tmp_path):
+    runner = FakeRunner({0: ok(0), 2: Outcome(status="failed", error="boom"), 4: ok(4)})
+    rs = run_sweep(config(), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=runner, save=lambda r, p: None)
+    assert [c[0] for c in runner.calls] == [0, 2, 4, 0, 4]
+    failed = [r for r in rs.results if r.settings.num_workers == 2][0]
+    assert failed.status == "failed" and failed.summary is None and failed.trials == []
+    assert rs.recommendation.settings.num_workers == 4
+
+
+def test_ctrl_c_saves_what_was_measured_and_reraises(tmp_path):
+    saved = []
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    runner = FakeRunner({0: ok(0), 2: interrupt, 4: ok(4)})
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(config(), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                  runner=runner, save=lambda r, p: saved.append([x.settings.num_workers for x in r.results]))
+    assert saved[-1] == [0]
+
+
+def test_configs_that_cannot_fit_in_shm_are_skipped_with_the_fix(tmp_path):
+    # 1 MiB per sample x 16 per batch = 16 MiB per batch; 4 workers x 2 + 1 = 9 in flight =
+    # 144 MiB > 64 MiB free: skipped. 2 workers: 80 MiB > 64: skipped too. 0 workers: no shm.
+    runner = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
+    rs = run_sweep(config(), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=runner, save=lambda r, p: None,
+                   facts=WorkloadFacts(sample_bytes=2**20, iterable=False))
+    assert {c[0] for c in runner.calls} == {0}
+    by = {r.settings.num_workers: r for r in rs.results}
+    assert by[4].status == "skipped" and "shared memory (/dev/shm) too small" in by[4].error
+    assert "--shm-size" in by[4].error and "144 MiB" in by[4].error
+
+
+def test_replicated_iterable_configs_are_flagged_and_not_ranked(tmp_path):
+    fast = Outcome(status="ok", trial=trial(0.0, 0.001))  # "faster" only because of duplicates
+    runner = FakeRunner({0: ok(0), 2: fast, 4: fast})
+    rs = run_sweep(config(), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=runner, save=lambda r, p: None,
+                   facts=WorkloadFacts(sample_bytes=16, iterable=True, replicated_across_workers=True))
+    by = {r.settings.num_workers: r for r in rs.results}
+    assert REPLICATED in by[2].warnings and REPLICATED in by[4].warnings
+    assert REPLICATED not in by[0].warnings
+    assert rs.recommendation.settings.num_workers == 0
+
+
+def test_shm_and_oversubscription_rules_are_hand_computed():
+    s4 = settings(4, bs=32)
+    assert shm_need_bytes(s4, 3 * 2**20) == 3 * 2**20 * 32 * 9
+    assert shm_need_bytes(settings(0), 10**9) == 0
+    assert shm_verdict(100, 1000) is None
+    assert shm_verdict(600, 1000)[0] == "warn"
+    assert shm_verdict(1001, 1000)[0] == "skip"
+    assert "4 workers on 2 usable CPUs" in oversubscription(s4, 2, 1)
+    assert oversubscription(settings(2), 2, 1) is None
+    assert "intra-op threads" in oversubscription(settings(8), 8, 16)
