@@ -160,6 +160,7 @@ def sweep(
     output: Annotated[Path | None, typer.Option(help="Result JSON (default results/<label>-<time>.json).")] = None,
     format: Annotated[str, typer.Option("--format", help="What goes to stdout: table | json | csv | markdown.")] = "table",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")] = False,
+    plot: Annotated[bool, typer.Option("--plot", help="Also write a PNG plot beside the result file.")] = False,
 ) -> None:
     """Sweep num_workers x pin_memory x prefetch x prefetch_factor x persistent_workers and say
     where the loader stops being the bottleneck."""
@@ -216,6 +217,11 @@ def sweep(
                 raise typer.Exit(130) from None
         _render(rs, fmt, _stdout())
         _stderr().print(f"results saved to {out}", highlight=False, markup=False)
+        if plot:
+            from loaderbench.plot import plot_results
+
+            png = plot_results(rs, out.with_suffix(".png"))
+            _stderr().print(f"plot saved to {png}", highlight=False, markup=False)
 
     _guard(body)
 
@@ -234,6 +240,33 @@ def show(
         rs = read_results(result)
         analyze(rs)  # statistics are re-derived from the raw per-batch samples
         _render(rs, fmt, _stdout())
+
+    _guard(body)
+
+
+@app.command("plot")
+def plot_command(
+    result: Annotated[Path, typer.Argument(help="A result JSON written by `loaderbench sweep`.")],
+    output: Annotated[Path | None, typer.Option(help="PNG to write (default: RESULT with .png).")] = None,
+) -> None:
+    """Plot throughput and stall fraction against num_workers, ceilings and the knee marked."""
+    from loaderbench.results import read_results
+    from loaderbench.stats import analyze
+
+    def body() -> None:
+        from loaderbench.errors import OutputError
+        from loaderbench.plot import plot_results
+
+        rs = read_results(result)
+        analyze(rs)
+        target = output or result.with_suffix(".png")
+        if target.suffix.lower() != ".png":
+            raise UsageError(f"--output {target}: the plot is a PNG; give a file name ending in .png")
+        try:
+            png = plot_results(rs, target)
+        except OSError as exc:
+            raise OutputError(f"cannot write the plot to {target}: {exc.strerror or exc}") from None
+        _stderr().print(f"plot saved to {png}", highlight=False, markup=False)
 
     _guard(body)
 

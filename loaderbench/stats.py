@@ -310,6 +310,11 @@ def recommend(
             )
         elif best.settings.num_workers == max(r.settings.num_workers for r in ok):
             cause = " The fastest config has the most workers in the grid: try more workers."
+            if bs.workers_needed:
+                cause += (
+                    f" Estimate: about {bs.workers_needed} workers (batch build time / step time), "
+                    "if the CPUs can run them."
+                )
         lines.append(
             f"Even the best config is {input_bound_band(bs.stall_fraction)} "
             f"(stall {bs.stall_fraction:.1%}): no setting in this grid clears the loader bottleneck."
@@ -367,6 +372,46 @@ def analyze(result_set: ResultSet) -> None:
         if r.status == "ok" and r.trials:
             r.summary = summarize(r.trials)
             r.summary.verdict = classify(r, loader_only=loader_only)
+            r.summary.stall_period_batches = stall_period(r.trials[0].data_wait_s, r.trials[0].step_s)
+            if r.summary.stall_period_batches and r.summary.verdict.startswith("loader-bound"):
+                r.summary.verdict = f"loader-bound (stall every {r.summary.stall_period_batches} batches)"
+            if not loader_only:
+                r.summary.workers_needed = workers_needed(r)
     result_set.recommendation = recommend(
         result_set.results, tolerance=tolerance, usable_cpus=usable, loader_only=loader_only
     )
+
+
+def stall_period(data_wait_s: Sequence[float], step_s: Sequence[float]) -> int | None:
+    """The period, in batches, of recurring stalls (case C04's sawtooth), or None.
+
+    A stall is a batch whose data-wait is at least half the median step. With at least three
+    stalls, the gaps between consecutive ones are compared: if at least 60% lie within one batch
+    of the most common gap, that gap is the period.
+    """
+    if not data_wait_s or not step_s:
+        return None
+    threshold = max(0.0005, 0.5 * percentile(step_s, 50))
+    spikes = [i for i, w in enumerate(data_wait_s) if w >= threshold]
+    if len(spikes) < 3 or len(spikes) > 0.8 * len(data_wait_s):
+        return None
+    gaps = [b - a for a, b in zip(spikes, spikes[1:])]
+    mode = max(set(gaps), key=gaps.count)
+    near = sum(1 for g in gaps if abs(g - mode) <= 1)
+    return mode if mode >= 2 and near >= 0.6 * len(gaps) else None
+
+
+def workers_needed(result: ConfigResult) -> int | None:
+    """Estimated workers to keep the step fed: batch build time / step time.
+
+    In a loader-bound steady state W workers deliver one batch per mean step, so one worker
+    builds a batch in about W x mean step (with 0 workers, the mean data-wait is the build time).
+    Returns ceil(build / median compute), or None for a config that is not loader-bound.
+    """
+    s = result.summary
+    if s is None or not s.verdict.startswith("loader-bound") or s.compute_p50_s <= 0 or s.samples_per_s <= 0:
+        return None
+    mean_step = result.settings.batch_size / s.samples_per_s
+    w = result.settings.num_workers
+    build = s.data_wait_mean_s if w == 0 else w * mean_step
+    return max(1, math.ceil(build / s.compute_p50_s - 1e-9))

@@ -162,3 +162,23 @@ def test_prefetch_without_pinning_names_the_pageable_copy():
     r2 = with_receive(result(settings(14, pin=True, pf=True, bs=256), trial(0.0074, 0.055)), 0.0072)
     assert stats.classify(r2) == stats.RECEIVE_FLOOR
     assert stats.classify(r, loader_only=True) == stats.LOADER_ALONE
+
+
+def test_sawtooth_stalls_are_periodic_and_predict_the_workers_needed():
+    # Case C04: 160 ms to build a batch of 32, 5 ms step, 10 workers: 10 batches arrive together,
+    # then the loop waits for the next round: (160 - 10 x 5) = 110 ms every 10th batch.
+    waits = ([0.110] + [0.0] * 9) * 6
+    r = result(settings(10, bs=32), trial(0, 0.005, waits=waits, bs=32))
+    assert stats.stall_period(r.trials[0].data_wait_s, r.trials[0].step_s) == 10
+    assert r.summary.data_wait_p50_s == 0.0
+    from loaderbench.model import ResultSet
+
+    rs = ResultSet(config={}, environment={}, results=[r])
+    stats.analyze(rs)
+    assert r.summary.verdict == "loader-bound (stall every 10 batches)"
+    assert r.summary.workers_needed == 32  # 10 x 16 ms mean step / 5 ms = 32, as C04 predicts
+
+
+def test_no_period_in_steady_or_random_waits():
+    assert stats.stall_period([0.001] * 50, [0.01] * 50) is None
+    assert stats.stall_period([0.02, 0, 0, 0.02, 0, 0, 0, 0, 0, 0.02, 0.02, 0, 0.02] * 3, [0.01] * 39) is None
