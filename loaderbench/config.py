@@ -11,7 +11,7 @@ A TOML file has a few top-level keys and four tables (every key optional):
     [grid]      num_workers, pin_memory, prefetch, prefetch_factor, persistent_workers,
                 batch_size, mp_context  (lists, or comma strings like "0,2,4")
     [measure]   batches, warmup_batches, min_time_s, max_batches, repeats, config_timeout_s,
-                tolerance, timing, device
+                tolerance, epoch_batches, timing, device
 
 Flags use the same names with dashes (`--num-workers 0,2,4`). Every error names the file or flag,
 the key, and the allowed values (ConfigError / UsageError, exit code 2).
@@ -59,6 +59,7 @@ class SweepConfig:
     repeats: int = 1
     config_timeout_s: float = 600.0
     tolerance: float = 0.05
+    epoch_batches: int | None = None
     label: str = ""
     output: str | None = None
     seed: int = 0
@@ -85,6 +86,7 @@ class SweepConfig:
                 "repeats": self.repeats,
                 "config_timeout_s": self.config_timeout_s,
                 "tolerance": self.tolerance,
+                "epoch_batches": self.epoch_batches,
             },
             "source": self.source,
         }
@@ -257,6 +259,7 @@ SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {
         "repeats": _int(1, 100),
         "config_timeout_s": _float(1.0, 7 * 86_400.0),
         "tolerance": _float(0.0, 0.5),
+        "epoch_batches": _int(1, 100_000_000),
         "timing": _choice(TIMINGS),
         "device": _str,
     },
@@ -362,6 +365,7 @@ def build_config(
     repeats = measure_kv.pop("repeats", 1)
     timeout = measure_kv.pop("config_timeout_s", 600.0)
     tolerance = measure_kv.pop("tolerance", 0.05)
+    epoch_batches = measure_kv.pop("epoch_batches", None)
     if "device" in measure_kv:
         dev = measure_kv["device"]
         if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
@@ -382,6 +386,7 @@ def build_config(
         repeats=repeats,
         config_timeout_s=timeout,
         tolerance=tolerance,
+        epoch_batches=epoch_batches,
         label=top.get("label", Path(config_path).stem if config_path else ""),
         output=top.get("output"),
         seed=top.get("seed", 0),

@@ -34,6 +34,7 @@ class WorkloadFacts:
     sample_bytes: int | None
     iterable: bool
     replicated_across_workers: bool | None = None
+    num_samples: int | None = None
 
 
 def shm_need_bytes(settings: LoaderSettings, sample_bytes: int | None) -> int | None:
@@ -110,7 +111,14 @@ def workload_facts(dataset: Any, *, check_replication: bool, timeout_s: float = 
             replicated = _same(a, b, torch)
         except Exception:  # noqa: BLE001
             replicated = None
-    return WorkloadFacts(sample_bytes=sample_bytes, iterable=iterable, replicated_across_workers=replicated)
+    try:
+        num_samples = None if iterable else len(dataset)
+    except TypeError:
+        num_samples = None
+    return WorkloadFacts(
+        sample_bytes=sample_bytes, iterable=iterable, replicated_across_workers=replicated,
+        num_samples=num_samples,
+    )
 
 
 def _same(a: Any, b: Any, torch: Any) -> bool:

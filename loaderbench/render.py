@@ -241,6 +241,12 @@ def footer_lines(rs: ResultSet) -> list[str]:
     for r in rs.results:
         for w in r.warnings:
             out.append(f"warning [{r.settings.key()}]: {w}")
+        if r.summary is not None and stats.relative_spread(r.summary) > stats.NOISY_SPREAD:
+            out.append(
+                f"noisy [{r.settings.key()}]: throughput spread {stats.relative_spread(r.summary):.0%} of the "
+                f"median over {r.summary.repeats} repeats (over 10%): measure longer (--batches, --min-time) "
+                "or more often (--repeats) before trusting small differences."
+            )
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 from collections.abc import Sequence
 
 from loaderbench.model import ConfigResult, LoaderSettings, Recommendation, ResultSet, Summary, Trial
@@ -254,8 +255,15 @@ def recommend(
     tolerance: float = DEFAULT_TOLERANCE,
     usable_cpus: int | None = None,
     loader_only: bool = False,
+    epoch_batches: int | None = None,
 ) -> Recommendation:
     """The knee as a recommendation with its reason.
+
+    With `epoch_batches` (batches per epoch), start-up is weighed against the steady state (case
+    C01): each config's epoch throughput is samples per epoch / (first-batch time + epoch_batches x
+    mean step), since a non-persistent loader starts its workers again every epoch. When that
+    changes the choice the reason says so; when the knee's start-up is over 5% of its epoch,
+    `persistent_workers=True` is recommended (it pays start-up once).
 
     The reason states the knee's throughput and stall, the best config for comparison, the
     input-bound band of the knee, and when even the best config is loader-bound, that no setting
@@ -270,6 +278,11 @@ def recommend(
     best = max(ok, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
     ks, bs = knee.summary, best.summary
     assert ks is not None and bs is not None
+    settings = knee.settings
+    startup_lines = startup_advice(ok, knee, epoch_batches, tolerance) if epoch_batches else []
+    if startup_lines and startup_lines[0].startswith("PERSIST"):
+        startup_lines[0] = startup_lines[0].removeprefix("PERSIST")
+        settings = replace(settings, persistent_workers=True)
     band = LOADER_ALONE if loader_only else input_bound_band(ks.stall_fraction)
     min_stall = min(r.summary.stall_fraction for r in ok)  # type: ignore[union-attr]
     lines = [
@@ -325,13 +338,50 @@ def recommend(
             f"Lowest stall measured: {min_stall:.1%} (receiving a batch always costs a little; "
             "this floor is not worth chasing)."
         )
+    lines.extend(startup_lines)
     return Recommendation(
-        settings=knee.settings,
+        settings=settings,
         reason=" ".join(lines),
         input_bound=band,
-        dataloader_call=dataloader_call(knee.settings),
-        use_prefetcher=knee.settings.prefetch,
+        dataloader_call=dataloader_call(settings),
+        use_prefetcher=settings.prefetch,
     )
+
+
+def epoch_samples_per_s(result: ConfigResult, epoch_batches: int) -> float:
+    """Samples per epoch / (first-batch time + epoch_batches x mean step time): the throughput of
+    a whole epoch when the workers start again every epoch (persistent_workers=False)."""
+    s = result.summary
+    assert s is not None
+    mean_step = result.settings.batch_size / s.samples_per_s if s.samples_per_s > 0 else 0.0
+    epoch_s = s.first_batch_s + epoch_batches * mean_step
+    return epoch_batches * result.settings.batch_size / epoch_s if epoch_s > 0 else 0.0
+
+
+def startup_advice(
+    ok: Sequence[ConfigResult], knee: ConfigResult, epoch_batches: int, tolerance: float
+) -> list[str]:
+    """Sentences on start-up vs steady state for epochs of `epoch_batches` batches. A first
+    sentence starting with "PERSIST" means: recommend persistent_workers=True."""
+    out: list[str] = []
+    ks = knee.summary
+    assert ks is not None
+    mean_step = knee.settings.batch_size / ks.samples_per_s if ks.samples_per_s > 0 else 0.0
+    epoch_s = ks.first_batch_s + epoch_batches * mean_step
+    share = ks.first_batch_s / epoch_s if epoch_s > 0 else 0.0
+    if knee.settings.num_workers > 0 and not knee.settings.persistent_workers and share > 0.05:
+        out.append(
+            f"PERSISTStart-up (first batch {ks.first_batch_s:.2f} s) is {share:.0%} of an epoch of "
+            f"{epoch_batches} batches: use persistent_workers=True to pay it once, not every epoch."
+        )
+    by_epoch = max(ok, key=lambda r: epoch_samples_per_s(r, epoch_batches))
+    best_epoch = epoch_samples_per_s(by_epoch, epoch_batches)
+    if by_epoch is not knee and epoch_samples_per_s(knee, epoch_batches) < best_epoch * (1 - tolerance):
+        out.append(
+            f"Counting start-up in every epoch of {epoch_batches} batches, {by_epoch.settings.key()} is "
+            f"faster per epoch ({best_epoch:,.0f} samples/s) than the steady-state knee."
+        )
+    return out
 
 
 def headroom(result: ConfigResult, ceiling_samples_per_s: float | None) -> dict[str, object] | None:
@@ -368,6 +418,7 @@ def analyze(result_set: ResultSet) -> None:
     tolerance = float(measure.get("tolerance", DEFAULT_TOLERANCE))
     loader_only = (cfg.get("compute") or {}).get("kind") == "none"
     usable = (result_set.environment or {}).get("usable_cpus")
+    epoch_batches = measure.get("epoch_batches") or (result_set.analysis or {}).get("epoch_batches")
     for r in result_set.results:
         if r.status == "ok" and r.trials:
             r.summary = summarize(r.trials)
@@ -378,7 +429,8 @@ def analyze(result_set: ResultSet) -> None:
             if not loader_only:
                 r.summary.workers_needed = workers_needed(r)
     result_set.recommendation = recommend(
-        result_set.results, tolerance=tolerance, usable_cpus=usable, loader_only=loader_only
+        result_set.results, tolerance=tolerance, usable_cpus=usable, loader_only=loader_only,
+        epoch_batches=int(epoch_batches) if epoch_batches else None,
     )
 
 

@@ -175,6 +175,11 @@ def run_sweep(
         save_fn(result_set, output)
 
     preflight(results, facts, environment, machine, obs)
+    if config.epoch_batches:
+        result_set.analysis["epoch_batches"] = config.epoch_batches
+    elif facts is not None and facts.num_samples:
+        bs = min(p.settings.batch_size for p in points)
+        result_set.analysis["epoch_batches"] = max(1, facts.num_samples // bs)
     result_set.ceilings = {"compute": measure_ceilings(config, compute, points, runner, cache_dir, obs)}
     obs.sweep_started(len(points) * config.repeats)
     trial_index = 0

@@ -182,3 +182,22 @@ def test_sawtooth_stalls_are_periodic_and_predict_the_workers_needed():
 def test_no_period_in_steady_or_random_waits():
     assert stats.stall_period([0.001] * 50, [0.01] * 50) is None
     assert stats.stall_period([0.02, 0, 0, 0.02, 0, 0, 0, 0, 0, 0.02, 0.02, 0, 0.02] * 3, [0.01] * 39) is None
+
+
+def test_short_epochs_weigh_worker_startup_and_recommend_persistent_workers():
+    # Case C01: 16 spawned workers take 3 s to deliver the first batch; 0 workers start at once but
+    # stall. Steady state favours workers; with epochs of 20 batches, start-up dominates.
+    r0 = result(settings(0), trial(0.030, 0.010, first_s=0.05))   # 16/0.040 = 400 samples/s
+    r4 = result(settings(4), trial(0.0005, 0.010, first_s=3.0))   # ~1524 samples/s steady
+    steady = stats.recommend([r0, r4])
+    assert steady.settings.num_workers == 4 and steady.settings.persistent_workers is False
+    short = stats.recommend([r0, r4], epoch_batches=20)
+    assert short.settings.num_workers == 4 and short.settings.persistent_workers is True
+    assert "persistent_workers=True" in short.dataloader_call
+    assert "Start-up (first batch 3.00 s)" in short.reason
+    # per epoch: w0 = 320 / (0.05 + 0.8) = 376/s; w4 = 320 / (3.0 + 0.21) = 100/s
+    assert stats.epoch_samples_per_s(r0, 20) == pytest.approx(320 / 0.85)
+    assert "w0-nopin-nopf-f--once-b16 is faster per epoch" in short.reason
+    # Long epochs: start-up is noise, nothing changes.
+    long = stats.recommend([r0, r4], epoch_batches=100_000)
+    assert long.settings.persistent_workers is False and "per epoch" not in long.reason

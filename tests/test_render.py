@@ -1,0 +1,63 @@
+"""Golden output of the human-facing table (colour off, width pinned)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from loaderbench import render
+from loaderbench.model import ResultSet
+from loaderbench.stats import analyze
+from tests.helpers import result, settings, trial
+
+GOLDEN = """\
+dataset: tensor 3x64x64 cpu 0 ms + io 2 ms per sample | step: sleep:12 | device: no GPU | CPUs usable: 2
+in every row: prefetch_factor=2, persistent_workers=off, batch_size=16
+compute ceiling at batch 16: 1,333 samples/s (step 12.0 ms; batch / step time)
+No GPU here: the sleep:12 step stands for an accelerator step of that length.
+pin_memory, prefetch, H2D and GPU util: n/a without CUDA (not shown).
+"""
+
+
+def sample() -> ResultSet:
+    rs = ResultSet(
+        config={"dataset": {"kind": "tensor", "sample_shape": [3, 64, 64], "cpu_ms": 0, "io_ms": 2},
+                "compute": {"kind": "sleep", "ms": 12}, "measure": {}},
+        environment={"cuda_available": False, "usable_cpus": 2},
+        results=[
+            result(settings(0), trial(0.032, 0.012)),
+            result(settings(2), trial(0.004, 0.012)),
+            result(settings(4), trial(0.0005, 0.012)),
+            result(settings(8), trial(0.0005, 0.012)),
+            result(settings(16), status="failed", error="a DataLoader worker was killed by SIGKILL"),
+        ],
+        ceilings={"compute": {"16": {"samples_per_s": 16 / 0.012, "step_s": 0.012, "method": "analytic"}}},
+    )
+    for r in rs.results[1:4]:
+        r.trials[0].receive_s = [0.0004] * 4
+    analyze(rs)
+    return rs
+
+
+def test_table_golden():
+    console = Console(width=200, color_system=None, record=True, force_terminal=False)
+    render.render_table(sample(), console)
+    text = console.export_text()
+    assert text.startswith(GOLDEN)
+    rows = [ln for ln in text.splitlines() if ln.startswith("│")]
+    assert [ln.split("│")[1].strip() for ln in rows] == ["0", "2", "4", "8", "16"]
+    knee = [ln for ln in rows if "◀ knee" in ln]
+    assert len(knee) == 1 and knee[0].split("│")[1].strip() == "4"
+    assert "│     1,280 │          96% │    4% │" in knee[0]
+    failed = rows[-1]
+    assert "FAILED: a DataLoader worker was killed by SIGKILL" in failed
+    assert "1,280" not in failed and "%" not in failed.split("FAILED")[0]
+    assert "loader = DataLoader(dataset, batch_size=16, num_workers=4, pin_memory=False, prefetch_factor=2, persistent_workers=False)" in text
+
+
+def test_markdown_and_csv():
+    md = render.to_markdown(sample())
+    assert "| workers | samples/s | % of ceiling | stall |" in md
+    assert "**4**" in md and "◀ knee" in md
+    csv = render.to_csv(sample()).splitlines()
+    assert csv[0].startswith("key,num_workers,pin_memory,prefetch,prefetch_factor")
+    assert len(csv) == 6
