@@ -9,7 +9,8 @@ A TOML file has a few top-level keys and four tables (every key optional):
                 collate_fn, seed, and a [dataset.kwargs] table for a MODULE:FACTORY dataset
     [compute]   step = "none" | "sleep:MS" | "spin:MS" | "model:NAME"
     [grid]      num_workers, pin_memory, prefetch, prefetch_factor, persistent_workers,
-                batch_size, mp_context  (lists, or comma strings like "0,2,4")
+                batch_size, mp_context, worker_threads, main_threads
+                (lists, or comma strings like "0,2,4")
     [measure]   batches, warmup_batches, min_time_s, max_batches, repeats, config_timeout_s,
                 tolerance, epoch_batches, timing, device
 
@@ -55,6 +56,8 @@ class SweepConfig:
     persistent_workers: tuple[bool, ...] = (False,)
     batch_size: tuple[int, ...] | None = None
     mp_context: tuple[str | None, ...] = (None,)
+    worker_threads: tuple[int | None, ...] = (None,)
+    main_threads: tuple[int | None, ...] = (None,)
     measure: MeasureSpec = field(default_factory=MeasureSpec)
     repeats: int = 1
     config_timeout_s: float = 600.0
@@ -80,6 +83,8 @@ class SweepConfig:
                 "persistent_workers": list(self.persistent_workers),
                 "batch_size": None if self.batch_size is None else list(self.batch_size),
                 "mp_context": list(self.mp_context),
+                "worker_threads": list(self.worker_threads),
+                "main_threads": list(self.main_threads),
             },
             "measure": {
                 **self.measure.to_dict(),
@@ -250,6 +255,8 @@ SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {
         "persistent_workers": _list_of(_bool),
         "batch_size": _list_of(_int(1, MAX_BATCH)),
         "mp_context": _list_of(_mp_context),
+        "worker_threads": _list_of(_int(1, 1024)),
+        "main_threads": _list_of(_int(1, 1024)),
     },
     "measure": {
         "batches": _int(1, 1_000_000),
@@ -382,6 +389,8 @@ def build_config(
         persistent_workers=grid.get("persistent_workers", (False,)),
         batch_size=grid.get("batch_size"),
         mp_context=grid.get("mp_context", (None,)),
+        worker_threads=grid.get("worker_threads", (None,)),
+        main_threads=grid.get("main_threads", (None,)),
         measure=measure,
         repeats=repeats,
         config_timeout_s=timeout,

@@ -2,7 +2,8 @@
 
 NOTE [grid normalisation]
     `torch.utils.data.DataLoader` rejects `prefetch_factor` (any value but None on torch >= 2.0)
-    and `persistent_workers=True` when `num_workers == 0`, and `pin_memory` / the CUDA-stream
+    and `persistent_workers=True` when `num_workers == 0` (and worker threads mean nothing
+    there), and `pin_memory` / the CUDA-stream
     prefetcher mean nothing without CUDA. Rather than crash or measure the same thing twice, such
     combinations are mapped onto the one config they really are, measured once, and the merged
     combinations are kept in `normalized_from` so the table can show them as n/a (case C11).
@@ -29,6 +30,8 @@ class GridAxes:
     persistent_workers: Sequence[bool] = (False,)
     batch_size: Sequence[int] = (64,)
     mp_context: Sequence[str | None] = (None,)
+    worker_threads: Sequence[int | None] = (None,)
+    main_threads: Sequence[int | None] = (None,)
 
 
 @dataclass
@@ -69,6 +72,8 @@ def normalize(settings: LoaderSettings, *, cuda: bool) -> LoaderSettings:
             persistent_workers=False,
             batch_size=settings.batch_size,
             mp_context=None,
+            worker_threads=None,
+            main_threads=settings.main_threads,
         )
     return LoaderSettings(
         num_workers=settings.num_workers,
@@ -78,6 +83,8 @@ def normalize(settings: LoaderSettings, *, cuda: bool) -> LoaderSettings:
         persistent_workers=settings.persistent_workers,
         batch_size=settings.batch_size,
         mp_context=settings.mp_context,
+        worker_threads=settings.worker_threads,
+        main_threads=settings.main_threads,
     )
 
 
@@ -88,7 +95,7 @@ def expand_grid(axes: GridAxes, *, cuda: bool) -> list[GridPoint]:
     persistent_workers, mp_context (so rows of one batch size read as a worker curve).
     """
     points: dict[LoaderSettings, GridPoint] = {}
-    for bs, nw, pin, pf, pfac, pers, ctx in itertools.product(
+    for bs, nw, pin, pf, pfac, pers, ctx, wt, mt in itertools.product(
         axes.batch_size,
         axes.num_workers,
         axes.pin_memory,
@@ -96,6 +103,8 @@ def expand_grid(axes: GridAxes, *, cuda: bool) -> list[GridPoint]:
         axes.prefetch_factor,
         axes.persistent_workers,
         axes.mp_context,
+        axes.worker_threads,
+        axes.main_threads,
     ):
         requested = LoaderSettings(
             num_workers=nw,
@@ -105,6 +114,8 @@ def expand_grid(axes: GridAxes, *, cuda: bool) -> list[GridPoint]:
             persistent_workers=pers,
             batch_size=bs,
             mp_context=ctx,
+            worker_threads=wt,
+            main_threads=mt,
         )
         real = normalize(requested, cuda=cuda)
         point = points.setdefault(real, GridPoint(real))

@@ -20,7 +20,9 @@ class LoaderSettings:
     """One point of the sweep grid: the `DataLoader` keywords plus loaderbench's `prefetch`.
 
     `prefetch_factor` is None when `num_workers == 0` (the DataLoader rejects any other value
-    there); `persistent_workers` is then False. `prefetch` means the CUDA-stream prefetcher
+    there); `persistent_workers` is then False. `worker_threads` / `main_threads`: intra-op
+    threads (`torch.set_num_threads`) set in each worker at start / in the main process; None
+    leaves torch's defaults (1 in DataLoader workers, the CPU count in the main process). `prefetch` means the CUDA-stream prefetcher
     (`loaderbench.CUDAPrefetcher`) wraps the loader. `mp_context` None means the platform default.
     """
 
@@ -31,6 +33,8 @@ class LoaderSettings:
     persistent_workers: bool
     batch_size: int
     mp_context: str | None = None
+    worker_threads: int | None = None
+    main_threads: int | None = None
 
     def key(self) -> str:
         """A short stable identifier, e.g. `w4-pin-pf-f2-b64` (used to match configs)."""
@@ -42,6 +46,10 @@ class LoaderSettings:
         parts.append(f"b{self.batch_size}")
         if self.mp_context:
             parts.append(self.mp_context)
+        if self.worker_threads is not None:
+            parts.append(f"wt{self.worker_threads}")
+        if self.main_threads is not None:
+            parts.append(f"mt{self.main_threads}")
         return "-".join(parts)
 
     def dataloader_kwargs(self) -> dict[str, Any]:
@@ -82,6 +90,8 @@ class LoaderSettings:
             persistent_workers=bool(d.get("persistent_workers", False)),
             batch_size=int(d["batch_size"]),
             mp_context=d.get("mp_context"),
+            worker_threads=d.get("worker_threads"),
+            main_threads=d.get("main_threads"),
         )
 
 

@@ -69,11 +69,18 @@ def shm_verdict(need_bytes: int | None, free_bytes: int | None) -> tuple[str, st
 
 
 def oversubscription(settings: LoaderSettings, usable_cpus: int, main_threads: int | None) -> str | None:
-    """A warning when workers exceed the usable CPUs, or workers + main intra-op threads do."""
+    """A warning when workers exceed the usable CPUs, when workers x their intra-op threads do,
+    or when workers + the main process's intra-op threads exceed twice the usable CPUs."""
     if settings.num_workers > usable_cpus:
         return (
             f"oversubscribed: {settings.num_workers} workers on {usable_cpus} usable CPUs "
             "(num_workers sets processes; they share the CPUs)"
+        )
+    wt = settings.worker_threads or 1
+    if settings.num_workers * wt > usable_cpus:
+        return (
+            f"oversubscribed: {settings.num_workers} workers x {wt} intra-op threads = "
+            f"{settings.num_workers * wt} threads on {usable_cpus} usable CPUs"
         )
     if main_threads and settings.num_workers and settings.num_workers + main_threads > 2 * usable_cpus:
         return (

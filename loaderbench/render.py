@@ -67,6 +67,8 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
         "prefetch_factor": NA if s.num_workers == 0 else str(s.prefetch_factor),
         "persistent_workers": NA if s.num_workers == 0 else _onoff(s.persistent_workers),
         "batch_size": str(s.batch_size),
+        "worker_threads": NA if s.num_workers == 0 else str(s.worker_threads or 1),
+        "main_threads": "default" if s.main_threads is None else str(s.main_threads),
     }
     m = r.summary
     if r.status != "ok" or m is None:
@@ -103,6 +105,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("prefetch_factor", "pf"),
     ("persistent_workers", "persist"),
     ("batch_size", "batch"),
+    ("worker_threads", "worker threads"),
+    ("main_threads", "main threads"),
     ("samples_per_s", "samples/s"),
     ("ceiling_pct", "% of ceiling"),
     ("stall", "stall"),
@@ -115,7 +119,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("first_batch_s", "1st batch s"),
     ("verdict", "verdict"),
 ]
-METRIC_COLUMNS = [k for k, _ in COLUMNS[6:]]
+METRIC_COLUMNS = [k for k, _ in COLUMNS[8:]]
 
 
 def header_lines(rs: ResultSet) -> list[str]:
@@ -143,11 +147,9 @@ def header_lines(rs: ResultSet) -> list[str]:
         f"dataset: {dataset} | step: {step} | device: {gpu} | "
         f"CPUs usable: {env.get('usable_cpus', '?')}"
     ]
-    same = constant_settings(rs)
+    same = {k: v for k, v in constant_settings(rs).items() if v != "default"}
     if same:
-        lines.append(
-            "in every row: " + ", ".join(f"{k}={v}" for k, v in same.items())
-        )
+        lines.append("in every row: " + ", ".join(f"{k}={v}" for k, v in same.items()))
     for bs, c in sorted(((rs.ceilings or {}).get("compute") or {}).items(), key=lambda kv: int(kv[0])):
         how = "batch / step time" if c.get("method") == "analytic" else "the step fed one batch already on the device"
         lines.append(
@@ -167,7 +169,7 @@ def header_lines(rs: ResultSet) -> list[str]:
 CUDA_ONLY_COLUMNS = ("pin_memory", "prefetch", "gpu_util_pct", "h2d")
 
 
-SETTING_COLUMNS = ("prefetch_factor", "persistent_workers", "batch_size")
+SETTING_COLUMNS = ("prefetch_factor", "persistent_workers", "batch_size", "worker_threads", "main_threads")
 
 
 def constant_settings(rs: ResultSet) -> dict[str, str]:
@@ -177,6 +179,11 @@ def constant_settings(rs: ResultSet) -> dict[str, str]:
     if len(rs.results) < 2:
         return out
     for key in SETTING_COLUMNS:
+        if key in ("worker_threads", "main_threads") and all(
+            getattr(r.settings, key) is None for r in rs.results
+        ):
+            out[key] = "default"  # never asked for: hidden, and not worth a mention
+            continue
         values = {row_cells(r, cuda=cuda)[key] for r in rs.results if r.settings.num_workers > 0 or key == "batch_size"}
         if len(values) == 1:
             out[key] = values.pop()

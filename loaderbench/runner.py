@@ -49,6 +49,7 @@ NOTE [backlog drain]
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -377,6 +378,14 @@ class _InspectFirst:
             yield b
 
 
+def _set_worker_threads(threads: int, worker_id: int) -> None:
+    """worker_init_fn for `--worker-threads`: intra-op threads of each DataLoader worker (torch
+    sets 1 in workers by default)."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def _tracking_loader_class() -> type:
     """A DataLoader subclass that remembers its last iterator, so a crash can name how its
     workers died (see `describe_dead_workers`)."""
@@ -546,7 +555,11 @@ def measure_config(
     collate_fn = datasets.build_collate_fn(dataset_spec)
     warmup, max_warmup = warmup_for(settings, measure.warmup_batches)
     total_batches = 1 + max_warmup + measure.max_batches
+    if settings.main_threads is not None:
+        torch.set_num_threads(settings.main_threads)
     kwargs = settings.dataloader_kwargs()
+    if settings.worker_threads is not None and settings.num_workers > 0:
+        kwargs["worker_init_fn"] = functools.partial(_set_worker_threads, settings.worker_threads)
     if collate_fn is not None:
         kwargs["collate_fn"] = collate_fn
     if not isinstance(dataset, IterableDataset):
@@ -681,6 +694,7 @@ def measure_config(
         pinned_leaves=None if info is None else info.pinned_leaves,
         tensor_leaves=None if info is None else info.tensor_leaves,
         torch_threads_main=torch.get_num_threads(),
+        torch_threads_worker=(settings.worker_threads or 1) if settings.num_workers else None,
         receive_s=loop.receive_s,
         h2d_s=h2d_s,
         h2d_hidden_fraction=hidden,

@@ -102,6 +102,8 @@ def plan(config: SweepConfig, machine: Machine) -> list[GridPoint]:
         persistent_workers=config.persistent_workers,
         batch_size=config.batch_size or (DEFAULT_BATCH_CPU,),
         mp_context=config.mp_context,
+        worker_threads=config.worker_threads,
+        main_threads=config.main_threads,
     )
     cuda_in_use = machine.cuda and config.measure.device != "cpu"
     return expand_grid(axes, cuda=cuda_in_use)
@@ -239,7 +241,7 @@ def preflight(
                     res.warnings.append(message)
             if facts.replicated_across_workers and s.num_workers >= 2:
                 res.warnings.append(REPLICATED)
-        over = oversubscription(s, machine.usable_cpus, main_threads)
+        over = oversubscription(s, machine.usable_cpus, s.main_threads or main_threads)
         if over:
             res.warnings.append(over)
 

@@ -50,3 +50,15 @@ def test_dataloader_kwargs_never_pass_rejected_keywords():
         "batch_size": 8, "num_workers": 2, "pin_memory": False, "prefetch_factor": 2,
         "persistent_workers": False, "multiprocessing_context": "spawn",
     }
+
+
+def test_thread_axes_multiply_the_grid_and_vanish_without_workers():
+    axes = GridAxes(num_workers=[0, 2], pin_memory=[False], prefetch=[False], batch_size=[8],
+                    worker_threads=[1, 2], main_threads=[1, 4])
+    points = expand_grid(axes, cuda=False)
+    keys = [p.settings.key() for p in points]
+    assert keys == [
+        "w0-nopin-nopf-f--once-b8-mt1", "w0-nopin-nopf-f--once-b8-mt4",
+        "w2-nopin-nopf-f2-once-b8-wt1-mt1", "w2-nopin-nopf-f2-once-b8-wt1-mt4",
+        "w2-nopin-nopf-f2-once-b8-wt2-mt1", "w2-nopin-nopf-f2-once-b8-wt2-mt4",
+    ]
