@@ -256,6 +256,7 @@ class Summary:
     h2d_p50_s: float | None = None
     h2d_gb_per_s: float | None = None
     h2d_hidden_fraction: float | None = None
+    batch_bytes: int | None = None
     stall_period_batches: int | None = None
     workers_needed: int | None = None
     samples_per_s_min: float | None = None

@@ -112,6 +112,7 @@ def summarize(trials: Sequence[Trial]) -> Summary:
             ]
         ),
         h2d_hidden_fraction=_median_or_none([t.h2d_hidden_fraction for t in trials]),
+        batch_bytes=trials[0].batch_bytes,
         samples_per_s_min=float(min(rates)),
         samples_per_s_max=float(max(rates)),
         repeats=len(trials),
@@ -256,6 +257,7 @@ def recommend(
     usable_cpus: int | None = None,
     loader_only: bool = False,
     epoch_batches: int | None = None,
+    ceilings: dict[int, float] | None = None,
 ) -> Recommendation:
     """The knee as a recommendation with its reason.
 
@@ -338,6 +340,8 @@ def recommend(
             f"Lowest stall measured: {min_stall:.1%} (receiving a batch always costs a little; "
             "this floor is not worth chasing)."
         )
+    if not loader_only:
+        lines.extend(plateau_reason(ok, knee, best, usable_cpus, ceilings or {}))
     lines.extend(startup_lines)
     return Recommendation(
         settings=settings,
@@ -346,6 +350,62 @@ def recommend(
         dataloader_call=dataloader_call(settings),
         use_prefetcher=settings.prefetch,
     )
+
+
+def transfer_mb_per_s(result: ConfigResult) -> float | None:
+    """Bytes of batches moved from workers to the main process per second, in MB/s."""
+    s = result.summary
+    if s is None or not s.batch_bytes or result.settings.num_workers == 0:
+        return None
+    return s.batch_bytes * s.samples_per_s / result.settings.batch_size / 1e6
+
+
+def plateau_reason(
+    ok: Sequence[ConfigResult],
+    knee: ConfigResult,
+    best: ConfigResult,
+    usable_cpus: int | None,
+    ceilings: dict[int, float],
+) -> list[str]:
+    """Why the curve flattens past the knee, with the evidence: the step itself (share of the
+    compute ceiling), CPU saturation (process-tree CPU against the usable CPUs), the worker->main
+    transfer (MB/s), and what configs past the knee cost in CPU for what they gain."""
+    out: list[str] = []
+    ks, bs = knee.summary, best.summary
+    assert ks is not None and bs is not None
+    ceiling = ceilings.get(knee.settings.batch_size)
+    if ks.verdict.startswith("compute-bound") or ks.verdict == RECEIVE_FLOOR:
+        if ceiling:
+            out.append(
+                f"Past the knee the step itself binds: the knee runs at {ks.samples_per_s / ceiling:.0%} of "
+                f"the compute ceiling ({ceiling:,.0f} samples/s)."
+            )
+    elif usable_cpus and bs.cpu_util_pct is not None and bs.cpu_util_pct >= 85.0 * usable_cpus:
+        pass  # said in the loader-bound sentence
+    else:
+        mbps = transfer_mb_per_s(best)
+        if mbps is not None and bs.receive_p50_s and bs.receive_p50_s >= 0.25 * bs.data_wait_mean_s:
+            out.append(
+                f"The worker->main transfer is a large part of the wait: {mbps:,.0f} MB/s of batches "
+                f"({(bs.batch_bytes or 0) / 1e6:,.1f} MB each), {bs.receive_p50_s * 1e3:.1f} ms to receive one."
+            )
+    costly = [
+        r for r in ok
+        if r is not knee and r.settings.num_workers > knee.settings.num_workers
+        and r.summary is not None and r.summary.cpu_util_pct is not None and ks.cpu_util_pct is not None
+    ]
+    if costly:
+        top = max(costly, key=lambda r: r.summary.cpu_util_pct or 0.0)  # type: ignore[union-attr]
+        ts = top.summary
+        assert ts is not None and ks.cpu_util_pct is not None and ts.cpu_util_pct is not None
+        gain = ts.samples_per_s / ks.samples_per_s - 1.0
+        extra = (ts.cpu_util_pct - ks.cpu_util_pct) / 100.0
+        if extra > 0.5:
+            out.append(
+                f"More is not better: {top.settings.key()} uses {extra:+.1f} CPU cores over the knee "
+                f"for {gain:+.1%} throughput."
+            )
+    return out
 
 
 def epoch_samples_per_s(result: ConfigResult, epoch_batches: int) -> float:
@@ -428,9 +488,13 @@ def analyze(result_set: ResultSet) -> None:
                 r.summary.verdict = f"loader-bound (stall every {r.summary.stall_period_batches} batches)"
             if not loader_only:
                 r.summary.workers_needed = workers_needed(r)
+    ceilings = {
+        int(bs): float(c["samples_per_s"])
+        for bs, c in ((result_set.ceilings or {}).get("compute") or {}).items()
+    }
     result_set.recommendation = recommend(
         result_set.results, tolerance=tolerance, usable_cpus=usable, loader_only=loader_only,
-        epoch_batches=int(epoch_batches) if epoch_batches else None,
+        epoch_batches=int(epoch_batches) if epoch_batches else None, ceilings=ceilings,
     )
 
 

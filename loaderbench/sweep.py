@@ -179,7 +179,8 @@ def run_sweep(
     preflight(results, facts, environment, machine, obs)
     if config.epoch_batches:
         result_set.analysis["epoch_batches"] = config.epoch_batches
-    elif facts is not None and facts.num_samples:
+    elif facts is not None and facts.num_samples and config.dataset.kind in ("folder", "import"):
+        # Only a real dataset has a meaningful epoch; synthetic and tensor lengths are arbitrary.
         bs = min(p.settings.batch_size for p in points)
         result_set.analysis["epoch_batches"] = max(1, facts.num_samples // bs)
     result_set.ceilings = {"compute": measure_ceilings(config, compute, points, runner, cache_dir, obs)}
