@@ -164,6 +164,8 @@ def sweep(
     format: Annotated[str, typer.Option("--format", help="What goes to stdout: table | json | csv | markdown.")] = "table",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")] = False,
     plot: Annotated[bool, typer.Option("--plot", help="Also write a PNG plot beside the result file.")] = False,
+    cache: Annotated[str | None, typer.Option(help="Page-cache state of a folder dataset before each config: as-is | cold | warm | both.")] = None,
+    drop_caches: Annotated[bool, typer.Option("--drop-caches", help="With --cache cold, as root: drop all caches instead of per-file eviction.")] = False,
 ) -> None:
     """Sweep num_workers x pin_memory x prefetch x prefetch_factor x persistent_workers and say
     where the loader stops being the bottleneck."""
@@ -197,6 +199,8 @@ def sweep(
         ("measure", "config_timeout_s", config_timeout, "--config-timeout"),
         ("measure", "tolerance", tolerance, "--tolerance"),
         ("measure", "epoch_batches", epoch_batches, "--epoch-batches"),
+        ("measure", "cache", cache, "--cache"),
+        ("measure", "drop_caches", True if drop_caches else None, "--drop-caches"),
         ("measure", "timing", timing, "--timing"),
         ("measure", "device", device, "--device"),
         ("", "seed", seed, "--seed"),
@@ -353,6 +357,15 @@ def env(
         render_env(facts, preflight_warnings(facts), _stdout())
 
     _guard(body)
+
+
+def _register_extra_commands() -> None:
+    from loaderbench.storage_cli import storage_command
+
+    app.command("storage")(storage_command)
+
+
+_register_extra_commands()
 
 
 def main() -> None:

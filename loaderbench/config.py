@@ -12,7 +12,7 @@ A TOML file has a few top-level keys and four tables (every key optional):
                 batch_size, mp_context, worker_threads, main_threads
                 (lists, or comma strings like "0,2,4")
     [measure]   batches, warmup_batches, min_time_s, max_batches, repeats, config_timeout_s,
-                tolerance, epoch_batches, timing, device
+                tolerance, epoch_batches, cache, drop_caches, timing, device
 
 Flags use the same names with dashes (`--num-workers 0,2,4`). Every error names the file or flag,
 the key, and the allowed values (ConfigError / UsageError, exit code 2).
@@ -38,6 +38,7 @@ else:  # pragma: no cover
 
 DATASET_KINDS = ("synthetic", "folder", "tensor")
 TIMINGS = ("auto", "events", "sync", "host")
+CACHE_STATES = ("as-is", "cold", "warm", "both")
 MAX_WORKERS = 1024
 MAX_BATCH = 1_000_000
 
@@ -63,6 +64,8 @@ class SweepConfig:
     config_timeout_s: float = 600.0
     tolerance: float = 0.05
     epoch_batches: int | None = None
+    cache: str = "as-is"
+    drop_caches: bool = False
     label: str = ""
     output: str | None = None
     seed: int = 0
@@ -92,6 +95,8 @@ class SweepConfig:
                 "config_timeout_s": self.config_timeout_s,
                 "tolerance": self.tolerance,
                 "epoch_batches": self.epoch_batches,
+                "cache": self.cache,
+                "drop_caches": self.drop_caches,
             },
             "source": self.source,
         }
@@ -267,6 +272,8 @@ SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {
         "config_timeout_s": _float(1.0, 7 * 86_400.0),
         "tolerance": _float(0.0, 0.5),
         "epoch_batches": _int(1, 100_000_000),
+        "cache": _choice(CACHE_STATES),
+        "drop_caches": _bool,
         "timing": _choice(TIMINGS),
         "device": _str,
     },
@@ -373,6 +380,8 @@ def build_config(
     timeout = measure_kv.pop("config_timeout_s", 600.0)
     tolerance = measure_kv.pop("tolerance", 0.05)
     epoch_batches = measure_kv.pop("epoch_batches", None)
+    cache = measure_kv.pop("cache", "as-is")
+    drop_caches = measure_kv.pop("drop_caches", False)
     if "device" in measure_kv:
         dev = measure_kv["device"]
         if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
@@ -396,6 +405,8 @@ def build_config(
         config_timeout_s=timeout,
         tolerance=tolerance,
         epoch_batches=epoch_batches,
+        cache=cache,
+        drop_caches=drop_caches,
         label=top.get("label", Path(config_path).stem if config_path else ""),
         output=top.get("output"),
         seed=top.get("seed", 0),

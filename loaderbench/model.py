@@ -226,6 +226,11 @@ class Trial:
     receive_s: list[float] = field(default_factory=list)
     h2d_s: list[float] = field(default_factory=list)
     h2d_hidden_fraction: float | None = None
+    storage_read_bytes: int | None = None
+    needed_bytes: int | None = None
+    storage_mb_per_s: float | None = None
+    served_from: str | None = None
+    cache_state: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -257,6 +262,8 @@ class Summary:
     h2d_gb_per_s: float | None = None
     h2d_hidden_fraction: float | None = None
     batch_bytes: int | None = None
+    storage_mb_per_s: float | None = None
+    storage_fraction: float | None = None
     stall_period_batches: int | None = None
     workers_needed: int | None = None
     samples_per_s_min: float | None = None
@@ -284,10 +291,16 @@ class ConfigResult:
     summary: Summary | None = None
     normalized_from: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    cache: str = "as-is"
+
+    def key(self) -> str:
+        """Settings key, suffixed with the cache state when one was controlled (`-cold`)."""
+        return self.settings.key() + ("" if self.cache == "as-is" else f"-{self.cache}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "key": self.settings.key(),
+            "key": self.key(),
+            "cache": self.cache,
             "settings": self.settings.to_dict(),
             "status": self.status,
             "error": self.error,
@@ -307,6 +320,7 @@ class ConfigResult:
             summary=None if d.get("summary") is None else Summary.from_dict(d["summary"]),
             normalized_from=list(d.get("normalized_from", [])),
             warnings=list(d.get("warnings", [])),
+            cache=d.get("cache", "as-is"),
         )
 
 

@@ -61,6 +61,7 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
     if cuda and s.pin_memory and any("pinning ineffective" in w for w in r.warnings):
         pin = "ineffective"
     cells = {
+        "cache": r.cache,
         "num_workers": str(s.num_workers),
         "pin_memory": pin,
         "prefetch": _onoff(s.prefetch) if cuda else NA,
@@ -86,6 +87,9 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
             "wait_ms": f"{m.data_wait_p50_s * 1e3:.1f} / {m.data_wait_p95_s * 1e3:.1f}",
             "compute_ms": _fmt(m.compute_p50_s, ".1f", 1e3),
             "h2d": _h2d_cell(m),
+            "storage": NA if m.storage_fraction is None else (
+                f"{m.storage_mb_per_s or 0:,.1f} · {m.storage_fraction:.0%}"
+            ),
             "gpu_util_pct": _fmt(m.gpu_util_pct, ".0f"),
             "cpu_cores": _fmt(m.cpu_util_pct, ".1f", 0.01),
             "memory_mib": _fmt(None if m.memory_pss_bytes is None else float(m.memory_pss_bytes), ".0f", 2**-20),
@@ -99,6 +103,7 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
 
 
 COLUMNS: list[tuple[str, str]] = [
+    ("cache", "cache"),
     ("num_workers", "workers"),
     ("pin_memory", "pin"),
     ("prefetch", "prefetch"),
@@ -113,13 +118,14 @@ COLUMNS: list[tuple[str, str]] = [
     ("wait_ms", "wait ms p50 / p95"),
     ("compute_ms", "compute ms"),
     ("h2d", "H2D ms · GB/s · hidden"),
+    ("storage", "disk MB/s · share read"),
     ("gpu_util_pct", "GPU util %"),
     ("cpu_cores", "CPU cores"),
     ("memory_mib", "PSS MiB"),
     ("first_batch_s", "1st batch s"),
     ("verdict", "verdict"),
 ]
-METRIC_COLUMNS = [k for k, _ in COLUMNS[8:]]
+METRIC_COLUMNS = [k for k, _ in COLUMNS[9:]]
 
 
 def header_lines(rs: ResultSet) -> list[str]:
@@ -196,6 +202,10 @@ def visible_columns(rs: ResultSet) -> list[tuple[str, str]]:
     hidden = set(constant_settings(rs))
     if not _cuda_used(rs):
         hidden |= set(CUDA_ONLY_COLUMNS)
+    if all(r.cache == "as-is" for r in rs.results):
+        hidden.add("cache")
+    if all(r.summary is None or r.summary.storage_fraction is None for r in rs.results):
+        hidden.add("storage")
     return [(k, h) for k, h in COLUMNS if k not in hidden]
 
 
@@ -211,7 +221,7 @@ def build_table(rs: ResultSet) -> Table:
     for r in rs.results:
         cells = row_cells(r, cuda=cuda, ceiling=ceiling_for(rs, r.settings.batch_size))
         style = None
-        if r.settings.key() == knee:
+        if r.settings.key() == knee and r.cache != "warm":
             style = "bold green"
             cells["verdict"] = cells["verdict"] + "  ◀ knee"
         elif r.status != "ok":
@@ -243,6 +253,14 @@ def footer_lines(rs: ResultSet) -> list[str]:
         out.append(f"    loader = {rec.dataloader_call}")
         if rec.use_prefetcher:
             out.append("    loader = loaderbench.CUDAPrefetcher(loader)  # copy batch N+1 on a side stream")
+    for key, fp in sorted(((rs.analysis or {}).get("fetch_prep") or {}).items()):
+        out.append(
+            f"fetch/prep [{key}]: cold wait {fp['cold_wait_s'] * 1e3:.1f} ms = fetch (storage) "
+            f"{fp['fetch_s'] * 1e3:.1f} ms + prep (decode, augment) {fp['prep_s'] * 1e3:.1f} ms per batch: "
+            f"bound by {fp['bound']}."
+        )
+    if any(r.cache == "cold" for r in rs.results) and any(r.cache == "warm" for r in rs.results):
+        out.append("The recommendation ranks the cold runs (a first epoch, or a dataset larger than RAM).")
     if _cuda_used(rs):
         out.append(GPU_UTIL_LABEL + ".")
     for r in rs.results:

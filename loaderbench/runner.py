@@ -378,6 +378,51 @@ class _InspectFirst:
             yield b
 
 
+class _RecordingSampler:
+    """Yields its sampler's indices and keeps them, so the bytes the measured batches needed can
+    be counted (the DataLoader draws indices in the main process)."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+        self.indices: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[int]:
+        for i in self.sampler:
+            self.indices.append(int(i))
+            yield i
+
+
+def _storage_reads(
+    dataset: Any, sampler: Any, loop: LoopTimes, batch_size: int, state: dict[str, Any], wall_s: float
+) -> dict[str, Any]:
+    """Bytes the process tree read from storage over the window (psutil read_bytes: page-cache
+    hits are not counted) and, for a dataset of files (ImageFolder's `samples`), the bytes the
+    measured batches needed; see storage.read_summary."""
+    from loaderbench import storage
+
+    io0, io1 = state.get("io0"), state.get("io1")
+    read = None if io0 is None or io1 is None else max(0, io1 - io0)
+    out: dict[str, Any] = {"storage_read_bytes": read}
+    samples = getattr(dataset, "samples", None)
+    if read is None or not isinstance(sampler, _RecordingSampler) or not samples:
+        return out
+    try:
+        sizes = [os.stat(path).st_size for path, _ in samples]
+    except (OSError, TypeError, ValueError):
+        return out
+    start = (1 + loop.warmup_batches) * batch_size
+    stop = start + len(loop.step_s) * batch_size
+    needed = storage.needed_bytes(sampler.indices, sizes, start=start, stop=stop)
+    summary = storage.read_summary(read, needed, wall_s)
+    out.update(
+        needed_bytes=needed, storage_mb_per_s=summary.storage_mb_per_s, served_from=summary.served_from
+    )
+    return out
+
+
 def _set_worker_threads(threads: int, worker_id: int) -> None:
     """worker_init_fn for `--worker-threads`: intra-op threads of each DataLoader worker (torch
     sets 1 in workers by default)."""
@@ -539,7 +584,7 @@ def measure_config(
 
     from loaderbench import batch as batch_mod
     from loaderbench import compute as compute_mod
-    from loaderbench import datasets, gpu
+    from loaderbench import datasets, gpu, storage
     from loaderbench.prefetch import CUDAPrefetcher
 
     device_name = resolve_device(measure)
@@ -565,11 +610,14 @@ def measure_config(
     if not isinstance(dataset, IterableDataset):
         generator = torch.Generator()
         generator.manual_seed(seed)
-        kwargs["sampler"] = RandomSampler(
-            dataset,  # type: ignore[arg-type]  # map-style datasets have __len__
-            replacement=False, num_samples=total_batches * settings.batch_size,
-            generator=generator,
+        recording = _RecordingSampler(
+            RandomSampler(
+                dataset,  # type: ignore[arg-type]  # map-style datasets have __len__
+                replacement=False, num_samples=total_batches * settings.batch_size,
+                generator=generator,
+            )
         )
+        kwargs["sampler"] = recording
     loader = _tracking_loader_class()(dataset, **kwargs)
 
     step = compute_mod.build_compute(compute_spec, device)
@@ -611,6 +659,7 @@ def measure_config(
     state: dict[str, Any] = {}
 
     def on_window_start() -> None:
+        state["io0"] = storage.io_counters_tree(me)
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats(device)
@@ -628,6 +677,7 @@ def measure_config(
         state["cpu1"] = _tree_cpu_s(state["procs_end"])
         state["main_cpu1"] = sum(me.cpu_times()[:2])
         state["memory"] = _tree_memory(state["procs_end"])
+        state["io1"] = storage.io_counters_tree(me)
 
     try:
         loop = timed_loop(
@@ -669,6 +719,7 @@ def measure_config(
     h2d_s, hidden = copy_statistics(
         copy_events, marker, measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s)
     )
+    reads = _storage_reads(dataset, kwargs.get("sampler"), loop, settings.batch_size, state, wall)
     trial = Trial(
         first_batch_s=loop.first_batch_s,
         warmup_batches=loop.warmup_batches,
@@ -698,6 +749,7 @@ def measure_config(
         receive_s=loop.receive_s,
         h2d_s=h2d_s,
         h2d_hidden_fraction=hidden,
+        **reads,
         notes=list(loop.notes),
     )
     if cuda and settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:

@@ -113,6 +113,11 @@ def summarize(trials: Sequence[Trial]) -> Summary:
         ),
         h2d_hidden_fraction=_median_or_none([t.h2d_hidden_fraction for t in trials]),
         batch_bytes=trials[0].batch_bytes,
+        storage_mb_per_s=_median_or_none([t.storage_mb_per_s for t in trials]),
+        storage_fraction=_median_or_none(
+            [t.storage_read_bytes / t.needed_bytes if t.storage_read_bytes is not None and t.needed_bytes else None
+             for t in trials]
+        ),
         samples_per_s_min=float(min(rates)),
         samples_per_s_max=float(max(rates)),
         repeats=len(trials),
@@ -492,8 +497,12 @@ def analyze(result_set: ResultSet) -> None:
         int(bs): float(c["samples_per_s"])
         for bs, c in ((result_set.ceilings or {}).get("compute") or {}).items()
     }
+    result_set.analysis["fetch_prep"] = fetch_prep(result_set.results)
     result_set.recommendation = recommend(
-        result_set.results, tolerance=tolerance, usable_cpus=usable, loader_only=loader_only,
+        # With --cache both, rank the cold runs: what a first epoch, or a dataset larger than the
+        # page cache, sees (the warm runs give the prep stall in `fetch_prep`).
+        [r for r in result_set.results if r.cache != "warm"] or result_set.results,
+        tolerance=tolerance, usable_cpus=usable, loader_only=loader_only,
         epoch_batches=int(epoch_batches) if epoch_batches else None, ceilings=ceilings,
     )
 
@@ -531,3 +540,22 @@ def workers_needed(result: ConfigResult) -> int | None:
     w = result.settings.num_workers
     build = s.data_wait_mean_s if w == 0 else w * mean_step
     return max(1, math.ceil(build / s.compute_p50_s - 1e-9))
+
+
+def fetch_prep(results: Sequence[ConfigResult]) -> dict[str, dict[str, object]]:
+    """The differential split of data-wait (Mohan et al., VLDB 2021, "data stalls"): for every
+    settings key measured both cold and warm, the warm mean data-wait per batch is the prep stall
+    (decode, augment), cold minus warm the fetch stall (storage); the larger names the bound."""
+    from loaderbench.storage import fetch_prep_split
+
+    by_key: dict[str, dict[str, ConfigResult]] = {}
+    for r in results:
+        if r.status == "ok" and r.summary is not None and r.cache in ("cold", "warm"):
+            by_key.setdefault(r.settings.key(), {})[r.cache] = r
+    out: dict[str, dict[str, object]] = {}
+    for key, pair in by_key.items():
+        if "cold" in pair and "warm" in pair:
+            cold, warm = pair["cold"].summary, pair["warm"].summary
+            assert cold is not None and warm is not None
+            out[key] = fetch_prep_split(cold.data_wait_mean_s, warm.data_wait_mean_s).to_dict()
+    return out

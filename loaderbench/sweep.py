@@ -20,6 +20,7 @@ from loaderbench.isolation import Outcome, run_isolated
 from loaderbench.model import ComputeSpec, ConfigResult, LoaderSettings, ResultSet
 from loaderbench.preflight import WorkloadFacts, oversubscription, shm_need_bytes, shm_verdict, workload_facts
 from loaderbench.stats import REPLICATED
+from loaderbench.storage import list_files, set_cache_state
 
 DEFAULT_SLEEP_MS = 100.0
 DEFAULT_BATCH_GPU = 256
@@ -152,11 +153,13 @@ def run_sweep(
     if compute is None:
         raise ValueError("run_sweep needs a resolved config (see resolve_defaults)")
     points = plan(config, machine)
+    files, states = cache_plan(config, obs)
+    entries = [(p, state) for p in points for state in states]
     results = [
-        ConfigResult(settings=p.settings, status="ok", normalized_from=p.normalized_from)
-        for p in points
+        ConfigResult(settings=p.settings, status="ok", normalized_from=p.normalized_from, cache=state)
+        for p, state in entries
     ]
-    done = [False] * len(points)
+    done = [False] * len(entries)
     result_set = ResultSet(
         config=config.to_dict(),
         environment=environment,
@@ -184,10 +187,10 @@ def run_sweep(
         bs = min(p.settings.batch_size for p in points)
         result_set.analysis["epoch_batches"] = max(1, facts.num_samples // bs)
     result_set.ceilings = {"compute": measure_ceilings(config, compute, points, runner, cache_dir, obs)}
-    obs.sweep_started(len(points) * config.repeats)
+    obs.sweep_started(len(entries) * config.repeats)
     trial_index = 0
     for repeat in range(config.repeats):
-        for i, point in enumerate(points):
+        for i, (point, state) in enumerate(entries):
             res = results[i]
             if res.status in ("failed", "hung", "skipped"):
                 if res.status == "skipped" and not done[i]:
@@ -196,6 +199,17 @@ def run_sweep(
                 continue  # a config that failed once is not retried in later repeats
             obs.trial_started(trial_index, point.settings, repeat)
             trial_index += 1
+            cache_state = None
+            if state != "as-is":
+                cache_state = set_cache_state(files, state, config.drop_caches).to_dict()
+                if cache_state["achieved"] != state:
+                    note = (
+                        f"--cache {state}: achieved {cache_state['achieved']}"
+                        + (f" ({cache_state['reason']})" if cache_state.get("reason") else "")
+                    )
+                    if note not in res.warnings:
+                        res.warnings.append(note)
+                        obs.warning(f"{res.key()}: {note}")
             try:
                 outcome = runner(
                     point.settings,
@@ -210,11 +224,31 @@ def run_sweep(
             except KeyboardInterrupt:
                 snapshot()
                 raise
+            if outcome.trial is not None:
+                outcome.trial.cache_state = cache_state
             _apply(res, outcome)
             done[i] = True
             obs.trial_finished(res, outcome)
             snapshot()
     return result_set
+
+
+def cache_plan(config: SweepConfig, obs: SweepObserver) -> tuple[list[Path], tuple[str, ...]]:
+    """The dataset files whose page-cache state `--cache` controls, and the states to run each
+    config in (`both` = cold then warm). Only a folder dataset lives in files; for any other the
+    state is n/a and every config runs as-is (with a warning)."""
+    if config.cache == "as-is":
+        return [], ("as-is",)
+    if config.dataset.kind != "folder" or not config.dataset.data_path:
+        obs.warning(
+            f"--cache {config.cache} applies to a folder dataset (files on disk); "
+            f"'{config.dataset.kind}' is built in memory, so the cache state is n/a"
+        )
+        return [], ("as-is",)
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    files = list_files(config.dataset.data_path, extensions=IMG_EXTENSIONS)
+    return files, (("cold", "warm") if config.cache == "both" else (config.cache,))
 
 
 def preflight(

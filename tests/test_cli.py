@@ -218,3 +218,45 @@ def test_ctrl_c_exits_130_keeps_finished_configs_and_reaps_workers(tmp_path):
     assert all(r["status"] == "ok" for r in data["results"])
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert not alive
+
+
+@pytest.mark.slow
+def test_cache_both_measures_cold_and_warm_reads_and_splits_the_stall(tmp_path):
+    folder = Path("/var/tmp") / f"lb-cache-{tmp_path.name}"  # a disk path: /tmp may be tmpfs
+    try:
+        made = runner.invoke(app, ["make-data", str(folder), "--images", "96", "--classes", "2",
+                                   "--size", "320x240", "--force"])
+        assert made.exit_code == 0, made.output
+        res, out = sweep(tmp_path, "--data", str(folder), "--cache", "both", "--compute", "sleep:5",
+                         "--num-workers", "0", "--batch-size", "8", "--batches", "6", "--min-time", "0")
+        assert res.exit_code == 0, res.output
+        data = json.loads(out.read_text())
+        by_cache = {r["cache"]: r for r in data["results"]}
+        cold, warm = by_cache["cold"]["trials"][0], by_cache["warm"]["trials"][0]
+        assert cold["cache_state"]["achieved"] == "cold"
+        assert cold["storage_read_bytes"] >= 0.9 * cold["needed_bytes"]
+        assert warm["storage_read_bytes"] < 0.1 * warm["needed_bytes"]
+        assert warm["served_from"] == "cache"
+        assert "w0-nopin-nopf-f--once-b8" in data["analysis"]["fetch_prep"]
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_cache_cold_on_tmpfs_is_never_labelled_cold(tmp_path):
+    folder = Path("/dev/shm") / f"lb-cache-{tmp_path.name}"
+    try:
+        runner.invoke(app, ["make-data", str(folder), "--images", "16", "--classes", "2", "--size", "64x48"])
+        res, out = sweep(tmp_path, "--data", str(folder), "--cache", "cold", "--compute", "none",
+                         "--num-workers", "0", "--batch-size", "4", "--batches", "3", "--min-time", "0")
+        assert res.exit_code == 0, res.output
+        r = json.loads(out.read_text())["results"][0]
+        assert r["trials"][0]["cache_state"]["achieved"] != "cold"
+        assert r["trials"][0]["cache_state"]["evictable"] is False
+        assert any("--cache cold: achieved" in w for w in r["warnings"])
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
