@@ -16,13 +16,18 @@ from loaderbench.model import SCHEMA_VERSION, ResultSet
 
 
 def save_results(result_set: ResultSet, path: Path) -> None:
-    """Write `result_set` to `path` atomically (temp file in the same folder, fsync, rename), so a
-    crash or a full disk never leaves a half-written or corrupted previous file.
+    """Write `result_set` to `path` atomically (see `write_json_atomic`), so a crash or a full
+    disk never leaves a half-written or corrupted previous file. Raises OutputError."""
+    write_json_atomic(result_set.to_dict(), path)
 
-    Raises OutputError when the folder cannot be written.
+
+def write_json_atomic(data: dict[str, Any], path: Path) -> None:
+    """Write `data` as JSON to `path` through a temp file in the same folder, fsync, rename.
+
+    Raises OutputError when the folder cannot be written; the previous file is untouched then.
     """
     path = Path(path)
-    text = json.dumps(result_set.to_dict(), indent=1, allow_nan=False, default=_json_default)
+    text = json.dumps(data, indent=1, allow_nan=False, default=_json_default)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,7 +23,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from loaderbench.errors import DataError, OutputError, UsageError
+from loaderbench.errors import DataError, UsageError
 
 STORAGE_FORMATS = ("table", "json")
 
@@ -89,24 +88,10 @@ def storage_document(probe: dict[str, Any], *, environment: dict[str, Any], now:
 
 
 def save_document(doc: dict[str, Any], path: Path) -> None:
-    """Write `doc` to `path` atomically (temp file in the same folder, fsync, rename); OutputError
-    when the folder cannot be written."""
-    path = Path(path)
-    text = json.dumps(doc, indent=1, allow_nan=False)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise OutputError(f"cannot write results to {path}: {exc.strerror or exc}; choose another --output") from None
+    """Write `doc` to `path` atomically; OutputError when the folder cannot be written."""
+    from loaderbench.results import write_json_atomic
+
+    write_json_atomic(doc, path)
 
 
 # --------------------------------------------------------------------------------------------
