@@ -227,6 +227,13 @@ def sweep(
                 raise typer.Exit(130) from None
         _render(rs, fmt, _stdout())
         _stderr().print(f"results saved to {out}", highlight=False, markup=False)
+        if not any(r.status == "ok" for r in rs.results):
+            from loaderbench.errors import NothingMeasured
+
+            raise NothingMeasured(
+                "no config was measured successfully: every row failed, hung or was skipped "
+                f"(each row says why; details in {out})"
+            )
         if plot:
             from loaderbench.plot import plot_results
 

@@ -244,6 +244,20 @@ def _classification_models() -> list[str]:
     return sorted(torchvision.models.list_models(module=torchvision.models))
 
 
+def check_model_name(name: str, model_name: str) -> None:
+    """UsageError unless `model_name` is a torchvision classification model (cheap: no model is
+    built), so a typo fails before the sweep instead of in every config."""
+    if not model_name:
+        raise UsageError(f"--compute {name}: name a model, e.g. model:resnet50")
+    valid = _classification_models()
+    if model_name not in valid:
+        examples = ", ".join(m for m in _EXAMPLE_MODELS if m in valid)
+        raise UsageError(
+            f"--compute {name}: {model_name!r} is not a torchvision classification model; "
+            f"try {examples} (all {len(valid)}: torchvision.models.list_models())"
+        )
+
+
 class ModelStep:
     """`model:NAME`: one SGD training step of a torchvision classifier per batch.
 
@@ -274,13 +288,7 @@ class ModelStep:
             raise UsageError(
                 f"--compute {name} needs torchvision ({exc}); pip install torchvision"
             ) from exc
-        valid = _classification_models()
-        if model_name not in valid:
-            examples = ", ".join(m for m in _EXAMPLE_MODELS if m in valid)
-            raise UsageError(
-                f"--compute {name}: {model_name!r} is not a torchvision classification model; "
-                f"try {examples} (all {len(valid)}: torchvision.models.list_models())"
-            )
+        check_model_name(name, model_name)
         self.name = name
         self.model_name = model_name
         self.device = _cuda_device(device) if device.type == "cuda" else device

@@ -63,7 +63,6 @@ class SweepConfig:
     repeats: int = 1
     config_timeout_s: float = 600.0
     tolerance: float = 0.05
-    epoch_batches: int | None = None
     cache: str = "as-is"
     drop_caches: bool = False
     label: str = ""
@@ -94,7 +93,6 @@ class SweepConfig:
                 "repeats": self.repeats,
                 "config_timeout_s": self.config_timeout_s,
                 "tolerance": self.tolerance,
-                "epoch_batches": self.epoch_batches,
                 "cache": self.cache,
                 "drop_caches": self.drop_caches,
             },
@@ -379,7 +377,6 @@ def build_config(
     repeats = measure_kv.pop("repeats", 1)
     timeout = measure_kv.pop("config_timeout_s", 600.0)
     tolerance = measure_kv.pop("tolerance", 0.05)
-    epoch_batches = measure_kv.pop("epoch_batches", None)
     cache = measure_kv.pop("cache", "as-is")
     drop_caches = measure_kv.pop("drop_caches", False)
     if "device" in measure_kv:
@@ -404,7 +401,6 @@ def build_config(
         repeats=repeats,
         config_timeout_s=timeout,
         tolerance=tolerance,
-        epoch_batches=epoch_batches,
         cache=cache,
         drop_caches=drop_caches,
         label=top.get("label", Path(config_path).stem if config_path else ""),

@@ -459,13 +459,13 @@ def load_image_folder(path: str) -> torchvision.datasets.ImageFolder:
     from torchvision.datasets import ImageFolder
 
     root = Path(path)
-    make_hint = f"create one with `loaderbench make-data {path}` or point --data-path at a folder"
+    make_hint = f"create one with `loaderbench make-data {path}` or point --data at a folder"
     layout = "the layout is PATH/CLASS_NAME/IMAGE.jpg"
     if not root.exists():
         raise DataError(f"dataset folder {path} does not exist; {make_hint}")
     if not root.is_dir():
         raise DataError(
-            f"dataset path {path} is not a folder; point --data-path at a folder of class "
+            f"dataset path {path} is not a folder; point --data at a folder of class "
             "sub-folders (PATH/CLASS_NAME/IMAGE.jpg)"
         )
     try:
@@ -616,7 +616,7 @@ def build_dataset(spec: DatasetSpec, *, cache_dir: Path | None = None) -> Datase
         return SyntheticJPEGDataset(jpegs)
     if kind == "folder":
         if not spec.data_path:
-            raise DataError("dataset kind 'folder' needs a folder; pass --data-path PATH")
+            raise DataError("dataset kind 'folder' needs a folder; pass --data PATH")
         folder: Dataset[Any] = load_image_folder(spec.data_path)
         return folder
     if kind == "tensor":

@@ -34,6 +34,11 @@ class OutputError(LoaderbenchError):
     """The result file cannot be written (unwritable or full location)."""
 
 
+class NothingMeasured(LoaderbenchError):
+    """A sweep ran but no config finished (all failed, hung or were skipped): exit 2 after the
+    table, so scripts and CI notice."""
+
+
 class SweepInterrupted(LoaderbenchError):
     """Ctrl-C: the sweep stopped; finished configs are saved."""
 

@@ -165,7 +165,10 @@ class MeasureSpec:
     `warmup_batches` are dropped after the first batch; the drop is raised to
     `num_workers * prefetch_factor` so the backlog built during start-up is drained (see the NOTE
     in runner.py). Then at least `batches` batches and at least `min_time_s` seconds are measured,
-    capped at `max_batches`.
+    capped at `max_batches`. `epoch_batches`: batches per epoch (a new `iter()` of the loader
+    every so many batches, so worker start-up and `persistent_workers` count as in training);
+    None: a real dataset's own length (folder, import, IterableDataset), one long epoch for the
+    synthetic and tensor datasets, whose length is arbitrary.
     """
 
     batches: int = 20
@@ -174,6 +177,7 @@ class MeasureSpec:
     max_batches: int = 10_000
     timing: str = "auto"  # auto | events | sync | host
     device: str = "auto"  # auto | cpu | cuda | cuda:N
+    epoch_batches: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -231,6 +235,7 @@ class Trial:
     storage_mb_per_s: float | None = None
     served_from: str | None = None
     cache_state: dict[str, Any] | None = None
+    epoch_gap_s: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

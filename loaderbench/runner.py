@@ -143,6 +143,7 @@ class LoopTimes:
     window_end: float = 0.0
     notes: list[str] = field(default_factory=list)
     receive_s: list[float] = field(default_factory=list)
+    epoch_gap_s: list[float] = field(default_factory=list)
 
 
 def warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int]:
@@ -177,6 +178,7 @@ def timed_loop(
     after_window: Callable[[Iterator[Any], float], list[float]] | None = None,
     ready_count: Callable[[], int | None] | None = None,
     full_queue: int | None = None,
+    restart_epochs: bool = False,
 ) -> LoopTimes:
     """Run `step` over `batches` and time it per the NOTE [timing model].
 
@@ -185,7 +187,10 @@ def timed_loop(
     least `warmup_batches` are dropped, and up to `max_warmup_batches` until `next()` first
     blocks or `ready_count()` (batches the loader has ready) reaches `full_queue` (NOTE [backlog
     drain]); then batches are measured until at least `min_batches` and
-    `min_time_s` (host clock) are reached, or `max_batches`, or the loader ends. The loop keeps no
+    `min_time_s` (host clock) are reached, or `max_batches`, or the loader ends. With
+    `restart_epochs`, the end of the loader is the end of an epoch: `iter(batches)` starts the
+    next one, and its cost (worker start-up unless persistent) is part of that batch's wait; the
+    host time of each restart's first batch is kept in `epoch_gap_s`. The loop keeps no
     reference to a batch beyond its step (case C07). `on_batch(i)` is called after each step with
     the 0-based batch index (progress/heartbeat). `after_window(iterator, period_s)` runs once
     after the window with the live iterator and the median host time per step; the seconds it
@@ -221,13 +226,22 @@ def timed_loop(
         if on_window_start is not None:
             on_window_start()
     last_t0: float | None = None
+    epoch_gaps: list[float] = []
     while True:
         t0 = clock()
         try:
             batch = next(it)
         except StopIteration:
-            notes.append(f"the loader ended after {index + 1} batches")
-            break
+            if not restart_epochs:
+                notes.append(f"the loader ended after {index + 1} batches")
+                break
+            it = iter(batches)  # a new epoch: workers start again unless persistent
+            try:
+                batch = next(it)
+            except StopIteration:
+                notes.append("an epoch yielded no batch")
+                break
+            epoch_gaps.append(clock() - t0)
         t_next = clock()
         batch = prepare(batch)
         marker.ready()
@@ -268,6 +282,10 @@ def timed_loop(
     if after_window is not None and measured:
         window_periods = [b - a for a, b in zip(end[-measured - 1:-1], end[-measured:])]
         receive = after_window(it, _median(window_periods))
+    if 0 < measured < min_batches:
+        notes.append(
+            f"only {measured} batches measured (fewer than --batches {min_batches}): numbers are rough"
+        )
     if measured == 0:
         raise ValueError(
             f"no batch left to measure after {index} warm-up batches: "
@@ -291,6 +309,7 @@ def timed_loop(
         window_end=window_end,
         notes=notes,
         receive_s=receive,
+        epoch_gap_s=epoch_gaps,
     )
 
 
@@ -376,6 +395,12 @@ class _InspectFirst:
                 self.sink(b)
                 first = False
             yield b
+
+
+def epoch_mode(spec: DatasetSpec, measure: MeasureSpec, iterable: bool) -> bool:
+    """Whether the loop runs real epochs (see MeasureSpec.epoch_batches): with --epoch-batches,
+    or for a dataset whose length means something (folder, import, IterableDataset)."""
+    return bool(measure.epoch_batches) or iterable or spec.kind in ("folder", "import")
 
 
 class _RecordingSampler:
@@ -607,14 +632,20 @@ def measure_config(
         kwargs["worker_init_fn"] = functools.partial(_set_worker_threads, settings.worker_threads)
     if collate_fn is not None:
         kwargs["collate_fn"] = collate_fn
+    epochs = epoch_mode(dataset_spec, measure, isinstance(dataset, IterableDataset))
     if not isinstance(dataset, IterableDataset):
         generator = torch.Generator()
         generator.manual_seed(seed)
+        if epochs and measure.epoch_batches:
+            per_epoch = measure.epoch_batches * settings.batch_size
+        elif epochs:
+            per_epoch = len(dataset)  # type: ignore[arg-type]
+        else:  # one long epoch: the dataset's length is arbitrary (synthetic, tensor)
+            per_epoch = total_batches * settings.batch_size
         recording = _RecordingSampler(
             RandomSampler(
                 dataset,  # type: ignore[arg-type]  # map-style datasets have __len__
-                replacement=False, num_samples=total_batches * settings.batch_size,
-                generator=generator,
+                replacement=False, num_samples=per_epoch, generator=generator,
             )
         )
         kwargs["sampler"] = recording
@@ -694,6 +725,7 @@ def measure_config(
             on_batch=on_batch,
             on_window_start=on_window_start,
             on_window_end=on_window_end,
+            restart_epochs=epochs,
             ready_count=lambda: ready_batches(loader),
             full_queue=max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2),
             after_window=lambda it, period: probe_receive(
@@ -747,6 +779,7 @@ def measure_config(
         torch_threads_main=torch.get_num_threads(),
         torch_threads_worker=(settings.worker_threads or 1) if settings.num_workers else None,
         receive_s=loop.receive_s,
+        epoch_gap_s=loop.epoch_gap_s,
         h2d_s=h2d_s,
         h2d_hidden_fraction=hidden,
         **reads,

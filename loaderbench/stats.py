@@ -310,16 +310,16 @@ def recommend(
             f"{_fmt_rate(bs.samples_per_s)}. Any step slower than {bs.step_p50_s * 1e3:.1f} ms per batch "
             "of this size will not wait for this loader."
         )
-    elif bs.verdict in (RECEIVE_FLOOR, PAGEABLE_H2D) and bs.receive_p50_s is not None:
+    elif ks.verdict in (RECEIVE_FLOOR, PAGEABLE_H2D) and ks.receive_p50_s is not None:
         what = (
             "the prefetcher's next() copying each batch from pageable memory (pin it)"
-            if bs.verdict == PAGEABLE_H2D
+            if ks.verdict == PAGEABLE_H2D
             else "the main process taking each finished batch from a worker"
         )
         lines.append(
-            f"The remaining stall ({bs.stall_fraction:.1%}, {bs.data_wait_p50_s * 1e3:.1f} ms per batch) is "
-            f"{what}: {bs.receive_p50_s * 1e3:.1f} ms of it measured for batches already built, the "
-            "rest under 5% of the step; more workers cannot remove it."
+            f"Its remaining stall ({ks.stall_fraction:.1%}, {ks.data_wait_p50_s * 1e3:.1f} ms median wait per "
+            f"batch) is {what}: taking a batch that was already built costs "
+            f"{ks.receive_p50_s * 1e3:.1f} ms (measured after the window); more workers cannot remove it."
         )
     elif bs.verdict.startswith("loader-bound"):
         cause = ""

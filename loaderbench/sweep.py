@@ -180,8 +180,8 @@ def run_sweep(
         save_fn(result_set, output)
 
     preflight(results, facts, environment, machine, obs)
-    if config.epoch_batches:
-        result_set.analysis["epoch_batches"] = config.epoch_batches
+    if config.measure.epoch_batches:
+        result_set.analysis["epoch_batches"] = config.measure.epoch_batches
     elif facts is not None and facts.num_samples and config.dataset.kind in ("folder", "import"):
         # Only a real dataset has a meaningful epoch; synthetic and tensor lengths are arbitrary.
         bs = min(p.settings.batch_size for p in points)
@@ -336,13 +336,51 @@ def _apply(res: ConfigResult, outcome: Outcome) -> None:
     res.trials = []
 
 
+def _build_with_deadline(config: SweepConfig, cache_dir: str | None) -> Any:
+    """Build the dataset in this process, under a deadline of `--config-timeout` seconds (a user
+    factory that never returns must not hang the sweep). The deadline is a SIGALRM, so it
+    applies only in the main thread of the main interpreter; elsewhere the build runs plain."""
+    import signal
+    import threading
+
+    from loaderbench import datasets
+    from loaderbench.errors import DataError
+
+    def build() -> Any:
+        return datasets.build_dataset(config.dataset, cache_dir=None if cache_dir is None else Path(cache_dir))
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        return build()
+
+    def expired(signum: int, frame: Any) -> None:
+        raise _DeadlineExpired
+
+    seconds = max(1, int(config.config_timeout_s))
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        return build()
+    except _DeadlineExpired:
+        raise DataError(
+            f"building the dataset ({config.dataset.factory or config.dataset.kind}) took over "
+            f"{seconds} s (--config-timeout): check the factory, or raise --config-timeout"
+        ) from None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class _DeadlineExpired(Exception):
+    pass
+
+
 def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str | None) -> WorkloadFacts:
     """Fail before any config runs: build the dataset once in this process (DataError for a
     missing folder, a failing import, ...; it also fills the synthetic-JPEG cache the per-config
     processes read) and reject GPU steps without CUDA (UsageError). Returns what the preflight
     checks need to know about the dataset."""
     from loaderbench import datasets
-    from loaderbench.errors import UsageError
+    from loaderbench.errors import DataError, UsageError
 
     assert config.compute is not None
     cuda_in_use = machine.cuda and config.measure.device != "cpu"
@@ -353,8 +391,18 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
         )
     if config.measure.device.startswith("cuda") and not machine.cuda:
         raise UsageError("--device cuda: CUDA is not available here; use --device cpu or auto")
-    dataset = datasets.build_dataset(config.dataset, cache_dir=None if cache_dir is None else Path(cache_dir))
+    if config.compute.kind == "model":
+        from loaderbench.compute import check_model_name
+
+        check_model_name(config.compute.label(), config.compute.model or "")
+    dataset = _build_with_deadline(config, cache_dir)
     datasets.build_collate_fn(config.dataset)
+    try:
+        size = len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        size = None  # an IterableDataset without a length
+    if size == 0:
+        raise DataError(f"the dataset ({config.dataset.factory or config.dataset.kind}) has 0 samples: nothing to load")
     many_workers = any(n >= 2 for n in (config.num_workers or ()))
     return workload_facts(dataset, check_replication=many_workers)
 

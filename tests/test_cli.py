@@ -260,3 +260,22 @@ def test_cache_cold_on_tmpfs_is_never_labelled_cold(tmp_path):
         import shutil
 
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_persistent_workers_pay_startup_once_across_epochs(tmp_path):
+    # Epochs of 3 batches with spawned workers: without persistent_workers every epoch starts
+    # its workers again (case C01), with them only the first does.
+    res, out = sweep(
+        tmp_path, "--dataset", "tensor", "--compute", "sleep:2", "--num-workers", "2",
+        "--persistent-workers", "off,on", "--mp-context", "spawn", "--epoch-batches", "3",
+        "--batch-size", "4", "--batches", "6", "--min-time", "0",
+    )
+    assert res.exit_code == 0, res.output
+    rows = {r["settings"]["persistent_workers"]: r for r in json.loads(out.read_text())["results"]}
+    gaps_off = rows[False]["trials"][0]["epoch_gap_s"]
+    gaps_on = rows[True]["trials"][0]["epoch_gap_s"]
+    assert len(gaps_off) >= 2 and len(gaps_on) >= 2
+    assert min(gaps_off) > 0.3  # a spawn start-up per epoch
+    assert max(gaps_on) < 0.5 * min(gaps_off)
+    assert rows[True]["summary"]["samples_per_s"] > 1.5 * rows[False]["summary"]["samples_per_s"]

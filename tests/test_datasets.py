@@ -380,7 +380,7 @@ def test_folder_with_one_empty_class(tmp_path: Path) -> None:
 def test_build_folder_dataset_needs_a_path() -> None:
     with pytest.raises(DataError) as err:
         build_dataset(DatasetSpec(kind="folder"))
-    _assert_one_line(err, "--data-path")
+    _assert_one_line(err, "--data")
 
 
 # --------------------------------------------------------------------------------------------

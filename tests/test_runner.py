@@ -139,7 +139,10 @@ def test_loader_ending_early_is_noted():
     clock = FakeClock()
     t = run(clock, serial_loader(clock, 0.01, 6), 0.01, warmup_batches=2, min_batches=10)
     assert len(t.step_s) == 3
-    assert t.notes == ["the loader ended after 6 batches"]
+    assert t.notes == [
+        "the loader ended after 6 batches",
+        "only 3 batches measured (fewer than --batches 10): numbers are rough",
+    ]
 
 
 def test_empty_loader_and_nothing_left_to_measure_raise():
@@ -251,3 +254,22 @@ def test_copy_statistics_hidden_fraction_is_hand_computed():
     # Host timing knows durations but not overlap.
     d2, h2 = copy_statistics(copies, HostMarker(), measured=2, batches_total=3)
     assert d2 == pytest.approx([0.8, 2.0]) and h2 is None
+
+
+def test_epochs_restart_the_loader_and_count_the_restart_as_wait():
+    # Epochs of 5 batches; starting an epoch costs 0.5 s (worker start-up), each batch 0.01 s.
+    clock = FakeClock()
+
+    class Epochs:
+        def __iter__(self):
+            clock.advance(0.5)
+            for _ in range(5):
+                clock.advance(0.01)
+                yield [0] * 4
+
+    t = run(clock, Epochs(), 0.02, warmup_batches=0, min_batches=12, restart_epochs=True)
+    assert len(t.step_s) == 12
+    # batch 5 and 10 (0-based among all) start new epochs: wait 0.51 s, others 0.01 s.
+    assert sorted(t.data_wait_s)[-2:] == pytest.approx([0.51, 0.51])
+    assert t.epoch_gap_s == pytest.approx([0.51, 0.51])
+    assert t.notes == []

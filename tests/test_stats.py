@@ -137,7 +137,8 @@ def test_a_stall_made_of_the_measured_receive_floor_is_not_loader_bound():
     assert rec.settings.num_workers == 4
     assert [r.summary.verdict for r in rs] == [
         "loader-bound", "loader-bound", stats.RECEIVE_FLOOR, stats.RECEIVE_FLOOR]
-    assert "1.4 ms of it measured for batches already built" in rec.reason
+    assert "taking a batch that was already built costs 1.4 ms" in rec.reason
+    assert "(1.6%" not in rec.reason and "1.6 ms median wait" in rec.reason
     assert "no setting in this grid clears" not in rec.reason
 
 
