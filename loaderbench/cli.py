@@ -32,11 +32,12 @@ def _stdout(width: int | None = None) -> Console:
     # Piped or redirected output keeps whole table rows (rich would otherwise assume 80 columns).
     if width is None and not sys.stdout.isatty():
         width = 200
-    return Console(width=width, soft_wrap=False)
+    return Console(width=width, soft_wrap=False, emoji=False)
 
 
 def _stderr() -> Console:
-    return Console(stderr=True)
+    # No emoji codes: a path like /data/a:fire:b must print as written.
+    return Console(stderr=True, emoji=False)
 
 
 def _fail(exc: LoaderbenchError) -> None:
@@ -214,16 +215,14 @@ def sweep(
             if value is not None:
                 overrides.setdefault(section, {})[key] = cfgmod.parse_flag(section, key, value, flag)
         cfg = cfgmod.build_config(config, overrides)
+        _sigterm_as_interrupt()
         show_progress = not no_progress and sys.stderr.isatty()
         with _ProgressObserver(show_progress) as obs:
             try:
                 rs, out = execute_sweep(cfg, output=output, observer=obs)
             except SweepInterruptedAt as exc:
                 obs.progress.stop()
-                _stderr().print(
-                    f"loaderbench: interrupted: finished configs are saved in {exc.output}",
-                    highlight=False, markup=False,
-                )
+                _report_interrupted(exc.output, fmt)
                 raise typer.Exit(130) from None
         _render(rs, fmt, _stdout())
         _stderr().print(f"results saved to {out}", highlight=False, markup=False)
@@ -241,6 +240,41 @@ def sweep(
             _stderr().print(f"plot saved to {png}", highlight=False, markup=False)
 
     _guard(body)
+
+
+def _report_interrupted(output: Path, fmt: str) -> None:
+    """After Ctrl-C / SIGTERM: render what finished (marked partial) and say where it is."""
+    from loaderbench.errors import ResultsFormatError
+    from loaderbench.results import read_results
+    from loaderbench.stats import analyze
+
+    try:
+        rs = read_results(output)
+    except ResultsFormatError:
+        rs = None
+    if rs is None or not rs.results:
+        _stderr().print("loaderbench: interrupted before any config finished; nothing was measured",
+                        highlight=False, markup=False)
+        return
+    analyze(rs)
+    _render(rs, fmt, _stdout())
+    _stderr().print(
+        f"loaderbench: interrupted: the {len(rs.results)} finished configs are saved in {output}",
+        highlight=False, markup=False,
+    )
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM stops a sweep like Ctrl-C: workers reaped, finished configs saved (exit 130)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+
+        def handler(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, handler)
 
 
 @app.command()
@@ -356,12 +390,15 @@ def env(
                 **measure_h2d_bandwidth(),
                 "pcie": pcie_expected_gb_per_s(gpu.get("pcie_gen_current"), gpu.get("pcie_width_current")),
             }
+        warnings = preflight_warnings(facts)
         if format == "json":
-            sys.stdout.write(json.dumps(facts, indent=1) + "\n")
+            sys.stdout.write(json.dumps({**facts, "warnings": warnings}, indent=1) + "\n")
             return
         from loaderbench.render import render_env
 
-        render_env(facts, preflight_warnings(facts), _stdout())
+        render_env(facts, [], _stdout())
+        for w in warnings:
+            _stderr().print(f"loaderbench: warning: {w}", highlight=False, markup=False, soft_wrap=True)
 
     _guard(body)
 

@@ -297,6 +297,8 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: is a directory, expected a .toml config file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text (UTF-8) TOML file; pass a config such as configs/quick.toml") from None
 
 
 def parse_sections(raw: dict[str, Any], *, source: str) -> dict[str, dict[str, Any]]:
@@ -307,6 +309,8 @@ def parse_sections(raw: dict[str, Any], *, source: str) -> dict[str, dict[str, A
     """
     out: dict[str, dict[str, Any]] = {s: {} for s in SCHEMA}
     for key, value in raw.items():
+        if key in SCHEMA and key and not isinstance(value, dict):
+            raise ConfigError(f"{source}: '{key}' must be a table ([{key}] with keys {_describe(key)})")
         if isinstance(value, dict) and key in SCHEMA and key:
             section_items: list[tuple[str, Any]] = list(value.items())
             section = key
@@ -348,7 +352,7 @@ def build_config(
     without a data path, a data path for a dataset that takes none).
     """
     sections: dict[str, dict[str, Any]] = {s: {} for s in SCHEMA}
-    source = "defaults"
+    source = "command line"
     if config_path is not None:
         source = str(config_path)
         for s, kv in parse_sections(load_toml(config_path), source=source).items():
@@ -368,7 +372,7 @@ def build_config(
     if data and kind in ("synthetic", "tensor"):
         # A data path implies the folder dataset unless something else was asked for explicitly.
         if "kind" in sections["dataset"]:
-            raise ConfigError(f"{source}: --data is for --dataset folder, not '{kind}'")
+            raise ConfigError(f"{source}: --data (dataset.data) is for --dataset folder, not '{kind}'")
         kind = "folder"
     dataset = DatasetSpec(kind=kind, data_path=data, factory=factory, **ds)
 
@@ -382,7 +386,7 @@ def build_config(
     if "device" in measure_kv:
         dev = measure_kv["device"]
         if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
-            raise ConfigError(f"{source}: measure.device: expected auto, cpu, cuda or cuda:N, got {dev!r}")
+            raise ConfigError(f"{source}: --device (measure.device): expected auto, cpu, cuda or cuda:N, got {dev!r}")
     measure = MeasureSpec(**measure_kv)
     grid = sections["grid"]
     return SweepConfig(

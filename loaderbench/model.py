@@ -297,6 +297,7 @@ class ConfigResult:
     normalized_from: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     cache: str = "as-is"
+    detail: str | None = None  # the original traceback or stderr tail of a failed config
 
     def key(self) -> str:
         """Settings key, suffixed with the cache state when one was controlled (`-cold`)."""
@@ -310,6 +311,7 @@ class ConfigResult:
             "status": self.status,
             "error": self.error,
             "warnings": list(self.warnings),
+            "detail": self.detail,
             "summary": None if self.summary is None else self.summary.to_dict(),
             "trials": [t.to_dict() for t in self.trials],
             "normalized_from": list(self.normalized_from),
@@ -326,6 +328,7 @@ class ConfigResult:
             normalized_from=list(d.get("normalized_from", [])),
             warnings=list(d.get("warnings", [])),
             cache=d.get("cache", "as-is"),
+            detail=d.get("detail"),
         )
 
 

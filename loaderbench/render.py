@@ -68,13 +68,17 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
         "prefetch_factor": NA if s.num_workers == 0 else str(s.prefetch_factor),
         "persistent_workers": NA if s.num_workers == 0 else _onoff(s.persistent_workers),
         "batch_size": str(s.batch_size),
+        "mp_context": NA if s.num_workers == 0 else (s.mp_context or "default"),
         "worker_threads": NA if s.num_workers == 0 else str(s.worker_threads or 1),
         "main_threads": "default" if s.main_threads is None else str(s.main_threads),
     }
     m = r.summary
     if r.status != "ok" or m is None:
         cells.update({k: "" for k in METRIC_COLUMNS})
-        cells["verdict"] = f"{r.status.upper()}: {r.error or ''}".strip()
+        error = r.error or ""
+        if error.lower().startswith(r.status + ":"):
+            error = error[len(r.status) + 1:].strip()
+        cells["verdict"] = f"{r.status.upper()}: {error}".strip()
         return cells
     spread = ""
     if m.repeats > 1 and m.samples_per_s_min is not None:
@@ -110,6 +114,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("prefetch_factor", "pf"),
     ("persistent_workers", "persist"),
     ("batch_size", "batch"),
+    ("mp_context", "start method"),
     ("worker_threads", "worker threads"),
     ("main_threads", "main threads"),
     ("samples_per_s", "samples/s"),
@@ -125,7 +130,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("first_batch_s", "1st batch s"),
     ("verdict", "verdict"),
 ]
-METRIC_COLUMNS = [k for k, _ in COLUMNS[9:]]
+METRIC_COLUMNS = [k for k, _ in COLUMNS[10:]]
 
 
 def header_lines(rs: ResultSet) -> list[str]:
@@ -175,17 +180,19 @@ def header_lines(rs: ResultSet) -> list[str]:
 CUDA_ONLY_COLUMNS = ("pin_memory", "prefetch", "gpu_util_pct", "h2d")
 
 
-SETTING_COLUMNS = ("prefetch_factor", "persistent_workers", "batch_size", "worker_threads", "main_threads")
+SETTING_COLUMNS = (
+    "prefetch_factor", "persistent_workers", "batch_size", "mp_context", "worker_threads", "main_threads",
+)
 
 
 def constant_settings(rs: ResultSet) -> dict[str, str]:
     """Settings columns whose cell is the same in every row (shown once in the header)."""
     cuda = _cuda_used(rs)
     out: dict[str, str] = {}
-    if len(rs.results) < 2:
+    if not rs.results:
         return out
     for key in SETTING_COLUMNS:
-        if key in ("worker_threads", "main_threads") and all(
+        if key in ("worker_threads", "main_threads", "mp_context") and all(
             getattr(r.settings, key) is None for r in rs.results
         ):
             out[key] = "default"  # never asked for: hidden, and not worth a mention
@@ -233,6 +240,12 @@ def build_table(rs: ResultSet) -> Table:
 def footer_lines(rs: ResultSet) -> list[str]:
     """The recommendation, the ready-to-paste call and the caveats."""
     out: list[str] = []
+    planned = (rs.analysis or {}).get("configs_planned")
+    if (rs.analysis or {}).get("interrupted") or (planned and len(rs.results) < planned):
+        out.append(
+            f"PARTIAL: {len(rs.results)} of {planned} planned configs finished (interrupted); "
+            "the recommendation covers only these."
+        )
     first = next((r for r in rs.results if r.summary is not None), None)
     if first is not None:
         h = stats.headroom(first, ceiling_for(rs, first.settings.batch_size))

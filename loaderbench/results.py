@@ -81,6 +81,8 @@ def read_results(path: Path | str) -> ResultSet:
         text = path.read_text()
     except FileNotFoundError:
         raise ResultsFormatError(f"{path}: no such result file") from None
+    except UnicodeDecodeError:
+        raise ResultsFormatError(f"{path}: not a text file; pass a result JSON written by `loaderbench sweep`") from None
     except OSError as exc:
         raise ResultsFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:

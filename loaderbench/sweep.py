@@ -117,9 +117,12 @@ def config_hash(config: SweepConfig) -> str:
 
 
 def default_output_path(config: SweepConfig, now: _dt.datetime) -> Path:
-    """results/<label or 'sweep'>-<UTC time>.json"""
+    """results/<label or 'sweep'>-<UTC time>.json (the label made safe for a file name)."""
+    import re
+
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
-    return Path("results") / f"{config.label or 'sweep'}-{stamp}.json"
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", config.label or "sweep").strip("._") or "sweep"
+    return Path("results") / f"{name}-{stamp}.json"
 
 
 def run_sweep(
@@ -222,6 +225,7 @@ def run_sweep(
                     on_batch=obs.batch,
                 )
             except KeyboardInterrupt:
+                result_set.analysis["interrupted"] = True
                 snapshot()
                 raise
             if outcome.trial is not None:
@@ -332,6 +336,7 @@ def _apply(res: ConfigResult, outcome: Outcome) -> None:
         return
     res.status = outcome.status  # type: ignore[assignment]
     res.error = outcome.error
+    res.detail = outcome.detail
     res.summary = None  # a failed config never shows a throughput
     res.trials = []
 
@@ -370,8 +375,8 @@ def _build_with_deadline(config: SweepConfig, cache_dir: str | None) -> Any:
         signal.signal(signal.SIGALRM, previous)
 
 
-class _DeadlineExpired(Exception):
-    pass
+class _DeadlineExpired(BaseException):
+    """BaseException, so a factory's own `except Exception` cannot swallow the deadline."""
 
 
 def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str | None) -> WorkloadFacts:

@@ -91,3 +91,24 @@ class Stream(torch.utils.data.IterableDataset):
 
 def make_stream() -> torch.utils.data.IterableDataset:
     return Stream()
+
+
+def make_empty() -> Dataset:
+    return torch.utils.data.TensorDataset(torch.zeros(0, 3))
+
+
+def make_always_fails() -> Dataset:
+    return FailsEverywhere()
+
+
+class FailsEverywhere(Dataset):
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int):
+        raise OSError(f"cannot read sample {i}")
+
+
+def make_slow_factory():
+    time.sleep(30)
+    return Nested()

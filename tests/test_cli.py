@@ -279,3 +279,60 @@ def test_persistent_workers_pay_startup_once_across_epochs(tmp_path):
     assert min(gaps_off) > 0.3  # a spawn start-up per epoch
     assert max(gaps_on) < 0.5 * min(gaps_off)
     assert rows[True]["summary"]["samples_per_s"] > 1.5 * rows[False]["summary"]["samples_per_s"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--compute", "model:resnet5O"], "'resnet5O' is not a torchvision classification model"),
+        (["--dataset", "tests.fixture_datasets:make_empty", "--compute", "none"], "has 0 samples"),
+        (["--dataset", "tests.fixture_datasets:make_slow_factory", "--config-timeout", "2"],
+         "took over 2 s (--config-timeout)"),
+        (["--device", "tpu"], "--device (measure.device): expected auto, cpu, cuda or cuda:N"),
+    ],
+)
+def test_workload_errors_fail_before_the_sweep(tmp_path, args, message):
+    res, out = sweep(tmp_path, *args)
+    assert res.exit_code == 2, res.output
+    assert message in res.output and "Traceback" not in res.output
+    assert not out.exists()
+
+
+def test_binary_files_and_non_table_sections_are_one_line_errors(tmp_path):
+    blob = tmp_path / "x.bin"
+    blob.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01")
+    for cmd in (["sweep", str(blob)], ["show", str(blob)]):
+        res = runner.invoke(app, cmd)
+        assert res.exit_code == 2 and "not a text" in res.output and "Traceback" not in res.output
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("grid = 3\n")
+    res = runner.invoke(app, ["sweep", str(cfg)])
+    assert res.exit_code == 2 and "'grid' must be a table" in res.output
+
+
+def test_emoji_codes_are_printed_as_written(tmp_path):
+    res, _ = sweep(tmp_path, "--data", str(tmp_path / "a:fire:b"))
+    assert res.exit_code == 2 and "a:fire:b" in res.output
+
+
+@pytest.mark.slow
+def test_a_sweep_where_nothing_is_measured_exits_2_after_the_table(tmp_path):
+    res, out = sweep(tmp_path, "--dataset", "tests.fixture_datasets:make_always_fails", "--compute", "none",
+                     "--num-workers", "0", "--batch-size", "4")
+    assert res.exit_code == 2
+    assert "FAILED: OSError: cannot read" in res.output
+    assert "no config was measured successfully" in res.output
+    row = json.loads(out.read_text())["results"][0]
+    assert row["status"] == "failed" and "OSError: cannot read sample" in row["error"]
+    assert "Traceback" in row["detail"]
+
+
+def test_default_output_names_are_safe():
+    import datetime
+
+    from loaderbench.config import build_config
+    from loaderbench.sweep import default_output_path
+
+    cfg = build_config(None, {"": {"label": "my run/x"}})
+    path = default_output_path(cfg, datetime.datetime(2026, 11, 29, 12, 0, 0))
+    assert path == Path("results/my_run_x-20261129T120000Z.json")

@@ -88,7 +88,7 @@ def test_data_path_implies_folder_and_import_kind(tmp_path):
     assert cfg.dataset.kind == "folder" and cfg.dataset.data_path == "/some/where"
     cfg = build_config(None, {"dataset": {"kind": "mymod:make"}})
     assert cfg.dataset.kind == "import" and cfg.dataset.factory == "mymod:make"
-    with pytest.raises(ConfigError, match="--data is for --dataset folder"):
+    with pytest.raises(ConfigError, match=r"--data \(dataset.data\) is for --dataset folder"):
         build_config(None, {"dataset": {"kind": "tensor", "data": "/x"}})
 
 
