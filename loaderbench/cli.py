@@ -404,8 +404,11 @@ def env(
 
 
 def _register_extra_commands() -> None:
+    from loaderbench.compare_cli import check_command, compare_command
     from loaderbench.storage_cli import storage_command
 
+    app.command("compare")(compare_command)
+    app.command("check")(check_command)
     app.command("storage")(storage_command)
 
 

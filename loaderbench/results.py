@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from loaderbench.errors import OutputError, ResultsFormatError
-from loaderbench.model import SCHEMA_VERSION, ResultSet
+from loaderbench.model import ResultSet
+from loaderbench.schema import migrate
 
 
 def save_results(result_set: ResultSet, path: Path) -> None:
@@ -92,20 +93,7 @@ def read_results(path: Path | str) -> ResultSet:
             f"{path}: not JSON (line {exc.lineno}: {exc.msg}); pass a file written by "
             "`loaderbench sweep --output`"
         ) from None
-    if not isinstance(data, dict) or data.get("tool") != "loaderbench" or "schema_version" not in data:
-        raise ResultsFormatError(
-            f"{path}: not a loaderbench result file (no 'tool': 'loaderbench' / 'schema_version')"
-        )
-    version = data["schema_version"]
-    if not isinstance(version, int):
-        raise ResultsFormatError(f"{path}: schema_version must be an integer, got {version!r}")
-    if version > SCHEMA_VERSION:
-        raise ResultsFormatError(
-            f"{path}: schema_version {version} is newer than this loaderbench reads "
-            f"({SCHEMA_VERSION}); upgrade loaderbench to read it"
-        )
-    if version < 1:
-        raise ResultsFormatError(f"{path}: schema_version {version} is not supported")
+    data = migrate(data, path)
     try:
         return ResultSet.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:

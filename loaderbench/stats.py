@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 
 from loaderbench.model import ConfigResult, LoaderSettings, Recommendation, ResultSet, Summary, Trial
 

@@ -115,7 +115,7 @@ def test_multiple_epochs_and_early_break() -> None:
     pf = CUDAPrefetcher(_loader(10, 4), device="cpu")
     for _ in range(3):
         assert [b[1].tolist() for b in pf] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
-    for b in pf:  # break mid-epoch; the next epoch starts from the beginning
+    for _b in pf:  # break mid-epoch; the next epoch starts from the beginning
         break
     assert next(iter(pf))[1].tolist() == [0, 1, 2, 3]
 

@@ -1,0 +1,125 @@
+"""Result-file schema versions: recognise, migrate old ones step by step, refuse what cannot be read.
+
+`migrate(data, path)` takes the parsed JSON of a result file of any version and returns it in the
+current format (`model.SCHEMA_VERSION`), ready for `ResultSet.from_dict`; `results.read_results`
+calls it on every load. No torch, no I/O.
+
+The versions (example files of each live in tests/data/ for good):
+
+- **0** (loaderbench before the format was versioned as it is today): top-level
+  `"schema_version": 0` and `"loaderbench_version"` instead of `"tool": "loaderbench"` +
+  `"tool_version"`; per trial and in the summary, memory was the process tree's summed USS,
+  `memory_uss_bytes`, and there was no `memory_pss_bytes`. Migrated: `tool` and `tool_version`
+  are filled in; the trials keep `memory_uss_bytes` (the Trial field of the same meaning);
+  `memory_pss_bytes` stays empty, because USS undercounts forked workers that share pages and
+  must not be shown as PSS; `analysis["schema_migrated_from"] = 0` records the origin, so
+  `compare` does not compare it with runs measured today. Refused: a version-0 file without raw
+  per-batch timings (`trials[*].step_s`), which every statistic is derived from.
+- **1**: the current format (see README, "Result files").
+
+A newer version is refused with the version it needs; anything else that is not a loaderbench
+result is refused naming what is missing. Each refusal is a `ResultsFormatError` (exit code 2).
+
+To add version N+1: bump `model.SCHEMA_VERSION`, write `_vN_to_vN1(data, path)` and register it
+in `_MIGRATIONS`, and add `tests/data/results-vN1-*.json`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from loaderbench.errors import ResultsFormatError
+from loaderbench.model import SCHEMA_VERSION
+
+OLDEST_READABLE = 0
+
+
+def detect_version(data: Any, path: Path | str) -> int:
+    """The schema version of a parsed result file. Raises ResultsFormatError when it is not a
+    loaderbench result file or its version is not an integer."""
+    if not isinstance(data, dict):
+        raise ResultsFormatError(
+            f"{path}: not a loaderbench result file (the JSON is a {type(data).__name__}, not an object)"
+        )
+    is_ours = data.get("tool") == "loaderbench" or "loaderbench_version" in data
+    if not is_ours or "schema_version" not in data:
+        raise ResultsFormatError(
+            f"{path}: not a loaderbench result file (no 'tool': 'loaderbench' / 'schema_version'); "
+            "pass a file written by `loaderbench sweep --output`"
+        )
+    version = data["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ResultsFormatError(f"{path}: schema_version must be an integer, got {version!r}")
+    return version
+
+
+def _v0_to_v1(data: dict[str, Any], path: Path | str) -> dict[str, Any]:
+    results = data.get("results")
+    if not isinstance(results, list):
+        raise ResultsFormatError(f"{path}: schema_version 0 file without a 'results' list; re-run the sweep")
+    for i, r in enumerate(results):
+        if not isinstance(r, dict):
+            raise ResultsFormatError(f"{path}: results[{i}] is not an object; re-run the sweep")
+        for j, t in enumerate(r.get("trials") or []):
+            if not isinstance(t, dict) or not isinstance(t.get("step_s"), list):
+                raise ResultsFormatError(
+                    f"{path}: schema_version 0 file without raw per-batch timings "
+                    f"(results[{i}].trials[{j}].step_s) cannot be migrated; every statistic is derived "
+                    "from them: re-run the sweep with this loaderbench"
+                )
+            t.setdefault("memory_pss_bytes", None)
+        summary = r.get("summary")
+        if isinstance(summary, dict):
+            summary.pop("memory_uss_bytes", None)
+            summary.setdefault("memory_pss_bytes", None)
+    out = dict(data)
+    out["tool"] = "loaderbench"
+    out["tool_version"] = str(out.pop("loaderbench_version", "") or "")
+    analysis = dict(out.get("analysis") or {})
+    analysis.setdefault("schema_migrated_from", 0)
+    out["analysis"] = analysis
+    out["schema_version"] = 1
+    return out
+
+
+# version -> the function that turns a file of that version into the next version.
+_MIGRATIONS: dict[int, Callable[[dict[str, Any], Path | str], dict[str, Any]]] = {
+    0: _v0_to_v1,
+}
+
+
+def migrate(data: Any, path: Path | str) -> dict[str, Any]:
+    """`data` (a parsed result file of any version) in the current format.
+
+    Older versions are migrated one step at a time (the input is not modified); a newer version
+    or an unknown older one is refused with ResultsFormatError naming the file, its version and
+    what to do.
+    """
+    version = detect_version(data, path)
+    if version > SCHEMA_VERSION:
+        raise ResultsFormatError(
+            f"{path}: schema_version {version} is newer than this loaderbench reads "
+            f"(up to {SCHEMA_VERSION}); it needs a loaderbench that reads schema {version}: "
+            "upgrade loaderbench (pip install -U loaderbench)"
+        )
+    if version < OLDEST_READABLE:
+        raise ResultsFormatError(
+            f"{path}: schema_version {version} is not supported (this loaderbench reads "
+            f"{OLDEST_READABLE} to {SCHEMA_VERSION}); re-run the sweep"
+        )
+    out = copy.deepcopy(data)
+    while version < SCHEMA_VERSION:
+        step = _MIGRATIONS.get(version)
+        if step is None:  # pragma: no cover - a gap in _MIGRATIONS is a programming error
+            raise ResultsFormatError(f"{path}: no migration from schema_version {version}; re-run the sweep")
+        out = step(out, path)
+        version = detect_version(out, path)
+    if out.get("tool") != "loaderbench":
+        raise ResultsFormatError(
+            f"{path}: not a loaderbench result file (no 'tool': 'loaderbench'); "
+            "pass a file written by `loaderbench sweep --output`"
+        )
+    return out
