@@ -381,10 +381,27 @@ def plateau_reason(
     ceiling = ceilings.get(knee.settings.batch_size)
     if ks.verdict.startswith("compute-bound") or ks.verdict == RECEIVE_FLOOR:
         if ceiling:
-            out.append(
-                f"Past the knee the step itself binds: the knee runs at {ks.samples_per_s / ceiling:.0%} of "
-                f"the compute ceiling ({ceiling:,.0f} samples/s)."
-            )
+            share = ks.samples_per_s / ceiling
+            alone_s = knee.settings.batch_size / ceiling
+            if share < 0.95 and ks.compute_p50_s > 1.05 * alone_s:
+                text = (
+                    f"The knee reaches {share:.0%} of the compute ceiling ({ceiling:,.0f} samples/s) because the "
+                    f"step itself runs slower beside the loader: {ks.compute_p50_s * 1e3:.1f} ms per batch vs "
+                    f"{alone_s * 1e3:.1f} ms alone."
+                )
+                if usable_cpus and ks.cpu_util_pct is not None and ks.cpu_util_pct >= 85.0 * usable_cpus:
+                    text += (
+                        f" The process tree used {ks.cpu_util_pct / 100:.1f} of {usable_cpus} usable CPUs: the "
+                        "main process (kernel launches, the pin thread) competes with the workers for CPU, so "
+                        "the binding resource is the CPU; cheaper decoding (or GPU decoding) or more CPUs would "
+                        "lift it."
+                    )
+                out.append(text)
+            else:
+                out.append(
+                    f"Past the knee the step itself binds: the knee runs at {share:.0%} of "
+                    f"the compute ceiling ({ceiling:,.0f} samples/s)."
+                )
     elif usable_cpus and bs.cpu_util_pct is not None and bs.cpu_util_pct >= 85.0 * usable_cpus:
         pass  # said in the loader-bound sentence
     else:

@@ -202,3 +202,16 @@ def test_short_epochs_weigh_worker_startup_and_recommend_persistent_workers():
     # Long epochs: start-up is noise, nothing changes.
     long = stats.recommend([r0, r4], epoch_batches=100_000)
     assert long.settings.persistent_workers is False and "per epoch" not in long.reason
+
+
+def test_a_step_slowed_by_cpu_contention_names_the_cpu():
+    # Measured on an H200 host with 16 CPUs: 16 workers keep the step fed (stall 4%) but the
+    # process tree uses all 16 CPUs and the step takes 60.8 ms instead of 54.5 ms alone.
+    r = result(settings(16, pin=True, bs=256), trial(0.0027, 0.0608, bs=256))
+    r.summary.cpu_util_pct = 1600.0
+    rec = stats.recommend([r], usable_cpus=16, ceilings={256: 256 / 0.0545})
+    assert "60.8 ms per batch vs 54.5 ms alone" in rec.reason
+    assert "16.0 of 16 usable CPUs" in rec.reason and "binding resource is the CPU" in rec.reason
+    fed = result(settings(14, pin=True, bs=256), trial(0.0007, 0.0546, bs=256))
+    rec2 = stats.recommend([fed], usable_cpus=16, ceilings={256: 256 / 0.0545})
+    assert "Past the knee the step itself binds: the knee runs at 99%" in rec2.reason
