@@ -60,7 +60,7 @@ class SweepConfig:
     worker_threads: tuple[int | None, ...] = (None,)
     main_threads: tuple[int | None, ...] = (None,)
     measure: MeasureSpec = field(default_factory=MeasureSpec)
-    repeats: int = 1
+    repeats: int = 3
     config_timeout_s: float = 600.0
     tolerance: float = 0.05
     cache: str = "as-is"
@@ -378,7 +378,7 @@ def build_config(
 
     top = sections[""]
     measure_kv = dict(sections["measure"])
-    repeats = measure_kv.pop("repeats", 1)
+    repeats = measure_kv.pop("repeats", 3)
     timeout = measure_kv.pop("config_timeout_s", 600.0)
     tolerance = measure_kv.pop("tolerance", 0.05)
     cache = measure_kv.pop("cache", "as-is")

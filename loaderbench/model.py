@@ -171,9 +171,9 @@ class MeasureSpec:
     synthetic and tensor datasets, whose length is arbitrary.
     """
 
-    batches: int = 20
+    batches: int = 10
     warmup_batches: int = 3
-    min_time_s: float = 2.0
+    min_time_s: float = 1.0
     max_batches: int = 10_000
     timing: str = "auto"  # auto | events | sync | host
     device: str = "auto"  # auto | cpu | cuda | cuda:N

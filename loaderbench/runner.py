@@ -54,6 +54,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, Trial
@@ -620,7 +621,7 @@ def measure_config(
         torch.cuda.set_device(device)
 
     dataset = datasets.build_dataset(
-        dataset_spec, cache_dir=None if cache_dir is None else __import__("pathlib").Path(cache_dir)
+        dataset_spec, cache_dir=None if cache_dir is None else Path(cache_dir)
     )
     collate_fn = datasets.build_collate_fn(dataset_spec)
     warmup, max_warmup = warmup_for(settings, measure.warmup_batches)
@@ -822,7 +823,7 @@ def measure_compute_ceiling(
     if cuda:
         torch.cuda.set_device(device)
     dataset = datasets.build_dataset(
-        dataset_spec, cache_dir=None if cache_dir is None else __import__("pathlib").Path(cache_dir)
+        dataset_spec, cache_dir=None if cache_dir is None else Path(cache_dir)
     )
     collate = datasets.build_collate_fn(dataset_spec) or default_collate
     if isinstance(dataset, IterableDataset):

@@ -527,20 +527,24 @@ def analyze(result_set: ResultSet) -> None:
 def stall_period(data_wait_s: Sequence[float], step_s: Sequence[float]) -> int | None:
     """The period, in batches, of recurring stalls (case C04's sawtooth), or None.
 
-    A stall is a batch whose data-wait is at least half the median step. With at least three
-    stalls, the gaps between consecutive ones are compared: if at least 60% lie within one batch
-    of the most common gap, that gap is the period.
+    A stall is a batch whose data-wait is at least half the median step and three times the
+    lower-quartile wait (so the receive floor every batch pays is not a stall). The period is the
+    smallest lag L >= 2 at which at least 60% of stalls recur L batches later (an
+    autocorrelation of the stall indicator, robust to a second, smaller stall inside a round).
+    Needs at least three stalls, and stalls in at most 60% of the batches.
     """
-    if not data_wait_s or not step_s:
+    n = len(data_wait_s)
+    if not n or not step_s:
         return None
-    threshold = max(0.0005, 0.5 * percentile(step_s, 50))
-    spikes = [i for i, w in enumerate(data_wait_s) if w >= threshold]
-    if len(spikes) < 3 or len(spikes) > 0.8 * len(data_wait_s):
+    threshold = max(0.0005, 0.5 * percentile(step_s, 50), 3 * percentile(data_wait_s, 25))
+    stalls = {i for i, w in enumerate(data_wait_s) if w >= threshold}
+    if len(stalls) < 3 or len(stalls) > 0.6 * n:
         return None
-    gaps = [b - a for a, b in zip(spikes, spikes[1:])]
-    mode = max(set(gaps), key=gaps.count)
-    near = sum(1 for g in gaps if abs(g - mode) <= 1)
-    return mode if mode >= 2 and near >= 0.6 * len(gaps) else None
+    for lag in range(2, n // 3 + 1):
+        candidates = [i for i in stalls if i + lag < n]
+        if len(candidates) >= 2 and sum(1 for i in candidates if i + lag in stalls) >= 0.6 * len(candidates):
+            return lag
+    return None
 
 
 def workers_needed(result: ConfigResult) -> int | None:

@@ -24,7 +24,8 @@ def _at_repo_root(monkeypatch):
 
 def sweep(tmp_path: Path, *args: str):
     out = tmp_path / "r.json"
-    res = runner.invoke(app, ["sweep", *args, "--output", str(out), "--no-progress"])
+    extra = [] if "--repeats" in args else ["--repeats", "1"]  # keep the suite fast
+    res = runner.invoke(app, ["sweep", *args, *extra, "--output", str(out), "--no-progress"])
     return res, out
 
 
@@ -336,3 +337,38 @@ def test_default_output_names_are_safe():
     cfg = build_config(None, {"": {"label": "my run/x"}})
     path = default_output_path(cfg, datetime.datetime(2026, 11, 29, 12, 0, 0))
     assert path == Path("results/my_run_x-20261129T120000Z.json")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "io_ms, batch, step_ms, grid, expected",
+    [
+        # 8 samples x 1 ms = 8 ms per batch per worker, 5 ms step: 2 workers (one per 4 ms).
+        ("1", "8", "5", "0,1,2,4", 2),
+        # 8 x 3 ms = 24 ms per batch, 30 ms step: a single worker already keeps up.
+        ("3", "8", "30", "0,1,2", 1),
+        # 4 x 8 ms = 32 ms per batch, 5 ms step (+~1.3 ms to receive a batch on 2 cores): about 5
+        # workers needed, so 8 in a 0,2,4,8 grid (4 deliver one per 8 ms, 20% short).
+        ("8", "4", "5", "0,2,4,8", 8),
+    ],
+)
+def test_the_knee_is_the_analytic_worker_count(tmp_path, io_ms, batch, step_ms, grid, expected):
+    res, out = sweep(tmp_path, "--dataset", "tensor", "--io-ms", io_ms, "--batch-size", batch,
+                     "--compute", f"sleep:{step_ms}", "--num-workers", grid, "--min-time", "1")
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["recommendation"]["settings"]["num_workers"] == expected
+
+
+@pytest.mark.slow
+def test_periodic_stalls_are_detected_in_a_real_sweep(tmp_path):
+    # Case C04 scaled down: 16 samples x 2 ms = 32 ms per batch per worker, 2 ms step, 4 workers:
+    # the 4 workers' batches arrive together, then the loop waits ~24 ms for the next round.
+    res, out = sweep(tmp_path, "--dataset", "tensor", "--io-ms", "2", "--batch-size", "16",
+                     "--compute", "sleep:2", "--num-workers", "4", "--batches", "40", "--min-time", "1")
+    assert res.exit_code == 0, res.output
+    summary = json.loads(out.read_text())["results"][0]["summary"]
+    # The 4 workers' batches come in rounds of 4; on 2 shared cores the round sometimes splits
+    # into two pairs, which is a period of 2: either way the stall recurs within the round.
+    assert summary["stall_period_batches"] in (2, 4)
+    assert f"stall every {summary['stall_period_batches']} batches" in summary["verdict"]
+    assert 6 <= summary["workers_needed"] <= 20  # 32 ms build / 2 ms step = 16, rough on 2 cores

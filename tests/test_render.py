@@ -61,3 +61,15 @@ def test_markdown_and_csv():
     csv = render.to_csv(sample()).splitlines()
     assert csv[0].startswith("key,num_workers,pin_memory,prefetch,prefetch_factor")
     assert len(csv) == 6
+
+
+def test_a_noisy_config_is_flagged_with_advice():
+    rs = sample()
+    r = rs.results[1]
+    r.trials = [trial(0.004, 0.012 * f) for f in (1.0, 1.3, 0.8)]
+    analyze(rs)
+    console = Console(width=200, color_system=None, record=True, force_terminal=False)
+    render.render_table(rs, console)
+    text = console.export_text()
+    assert "(noisy)" in text
+    assert "noisy [w2-nopin-nopf-f2-once-b16]: throughput spread" in text and "--repeats" in text

@@ -182,7 +182,13 @@ def test_sawtooth_stalls_are_periodic_and_predict_the_workers_needed():
 
 def test_no_period_in_steady_or_random_waits():
     assert stats.stall_period([0.001] * 50, [0.01] * 50) is None
-    assert stats.stall_period([0.02, 0, 0, 0.02, 0, 0, 0, 0, 0, 0.02, 0.02, 0, 0.02] * 3, [0.01] * 39) is None
+    import random
+
+    rng = random.Random(1)
+    waits = [0.02 if rng.random() < 0.2 else 0.0 for _ in range(80)]  # stalls at random
+    assert stats.stall_period(waits, [0.01] * 80) is None
+    # A round of 4 with a second, smaller stall right after the first (seen on 2 cores).
+    assert stats.stall_period(([0.025, 0.006, 0.0, 0.0]) * 20, [0.004] * 80) == 4
 
 
 def test_short_epochs_weigh_worker_startup_and_recommend_persistent_workers():
