@@ -236,6 +236,7 @@ class Trial:
     served_from: str | None = None
     cache_state: dict[str, Any] | None = None
     epoch_gap_s: list[float] = field(default_factory=list)
+    loader_alone_samples_per_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -267,6 +268,7 @@ class Summary:
     h2d_gb_per_s: float | None = None
     h2d_hidden_fraction: float | None = None
     batch_bytes: int | None = None
+    loader_ceiling_samples_per_s: float | None = None
     storage_mb_per_s: float | None = None
     storage_fraction: float | None = None
     stall_period_batches: int | None = None

@@ -87,6 +87,7 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
         {
             "samples_per_s": f"{m.samples_per_s:,.0f}{spread}",
             "ceiling_pct": NA if not ceiling else f"{100 * m.samples_per_s / ceiling:.0f}%",
+            "loader_ceiling": _fmt(m.loader_ceiling_samples_per_s, ",.0f"),
             "stall": f"{m.stall_fraction:.0%}" if m.stall_fraction >= 0.01 else f"{m.stall_fraction:.1%}",
             "wait_ms": f"{m.data_wait_p50_s * 1e3:.1f} / {m.data_wait_p95_s * 1e3:.1f}",
             "compute_ms": _fmt(m.compute_p50_s, ".1f", 1e3),
@@ -119,6 +120,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("main_threads", "main threads"),
     ("samples_per_s", "samples/s"),
     ("ceiling_pct", "% of ceiling"),
+    ("loader_ceiling", "loader alone /s"),
     ("stall", "stall"),
     ("wait_ms", "wait ms p50 / p95"),
     ("compute_ms", "compute ms"),
@@ -258,6 +260,16 @@ def footer_lines(rs: ResultSet) -> list[str]:
                 text += f"; the compute ceiling is {h['max_speedup_to_ceiling']:.2f}x its throughput"
             text += f" ({h['binds']} binds)."
             out.append(text)
+    with_loader = [r for r in rs.results if r.summary is not None and r.summary.loader_ceiling_samples_per_s]
+    if with_loader:
+        top = max(with_loader, key=lambda r: r.summary.loader_ceiling_samples_per_s or 0.0)  # type: ignore[union-attr]
+        lc = top.summary.loader_ceiling_samples_per_s or 0.0  # type: ignore[union-attr]
+        cc = ceiling_for(rs, top.settings.batch_size)
+        text = f"Loader ceiling (the loader alone, H2D included): {lc:,.0f} samples/s at best ({top.settings.key()})"
+        if cc:
+            binds = "the loader" if lc < cc else "the compute step"
+            text += f"; compute ceiling {cc:,.0f} samples/s: {binds} binds."
+        out.append(text)
     rec = rs.recommendation
     if rec is None or rec.settings is None:
         out.append("Recommendation: none (no config was measured successfully).")

@@ -352,6 +352,49 @@ def probe_receive(
     return out
 
 
+def loader_alone(
+    it: Iterator[Any],
+    prepare: Callable[[Any], Any],
+    count: Callable[[Any], int],
+    *,
+    skip: int,
+    min_batches: int = 5,
+    max_batches: int = 200,
+    max_time_s: float = 1.0,
+    sync: Callable[[], None] | None = None,
+    clock: Clock = time.perf_counter,
+) -> dict[str, Any]:
+    """The loader ceiling of this config: samples/s of the live loader with no step, the H2D copy
+    included (`prepare`), measured after the window.
+
+    NOTE [loader ceiling]
+        Run on the same DataLoader right after the measured window (and the receive probe, which
+        leaves up to W*P batches ready): the first `skip` batches are taken untimed so the ready
+        backlog does not flatter it, then batches are drawn as fast as the loader delivers them
+        for about `max_time_s`. This is what the loader alone can feed; set against the compute
+        ceiling it says which of the two binds. Returns {} when the loader ends first.
+    """
+    try:
+        for _ in range(skip):
+            b = next(it)
+            del b
+        if sync is not None:
+            sync()
+        t0 = clock()
+        samples = batches = 0
+        while batches < max_batches and (batches < min_batches or clock() - t0 < max_time_s):
+            b = prepare(next(it))
+            samples += count(b)
+            batches += 1
+            del b
+        if sync is not None:
+            sync()
+        elapsed = clock() - t0
+    except StopIteration:
+        return {}
+    return {"samples_per_s": samples / elapsed if elapsed > 0 else None, "batches": batches}
+
+
 # ---------------------------------------------------------------------------------------------
 # The whole measurement of one config (inside the isolated process).
 
@@ -711,6 +754,22 @@ def measure_config(
         state["memory"] = _tree_memory(state["procs_end"])
         state["io1"] = storage.io_counters_tree(me)
 
+    alone: dict[str, Any] = {}
+
+    def after_window(it: Iterator[Any], period: float) -> list[float]:
+        received = probe_receive(
+            it, num_workers=settings.num_workers, prefetch_factor=settings.prefetch_factor or 0,
+            period_s=period,
+        )
+        sync = torch.cuda.synchronize if cuda else None
+        alone.update(
+            loader_alone(
+                it, prepare, batch_mod.count_samples,
+                skip=settings.num_workers * (settings.prefetch_factor or 0), sync=sync,
+            )
+        )
+        return received
+
     try:
         loop = timed_loop(
             source,
@@ -729,12 +788,7 @@ def measure_config(
             restart_epochs=epochs,
             ready_count=lambda: ready_batches(loader),
             full_queue=max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2),
-            after_window=lambda it, period: probe_receive(
-                it,
-                num_workers=settings.num_workers,
-                prefetch_factor=settings.prefetch_factor or 0,
-                period_s=period,
-            ),
+            after_window=after_window,
         )
     except RuntimeError as exc:
         dead = describe_dead_workers(loader)
@@ -781,6 +835,7 @@ def measure_config(
         torch_threads_worker=(settings.worker_threads or 1) if settings.num_workers else None,
         receive_s=loop.receive_s,
         epoch_gap_s=loop.epoch_gap_s,
+        loader_alone_samples_per_s=alone.get("samples_per_s"),
         h2d_s=h2d_s,
         h2d_hidden_fraction=hidden,
         **reads,

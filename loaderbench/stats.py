@@ -113,6 +113,7 @@ def summarize(trials: Sequence[Trial]) -> Summary:
         ),
         h2d_hidden_fraction=_median_or_none([t.h2d_hidden_fraction for t in trials]),
         batch_bytes=trials[0].batch_bytes,
+        loader_ceiling_samples_per_s=_median_or_none([t.loader_alone_samples_per_s for t in trials]),
         storage_mb_per_s=_median_or_none([t.storage_mb_per_s for t in trials]),
         storage_fraction=_median_or_none(
             [t.storage_read_bytes / t.needed_bytes if t.storage_read_bytes is not None and t.needed_bytes else None

@@ -273,3 +273,19 @@ def test_epochs_restart_the_loader_and_count_the_restart_as_wait():
     assert sorted(t.data_wait_s)[-2:] == pytest.approx([0.51, 0.51])
     assert t.epoch_gap_s == pytest.approx([0.51, 0.51])
     assert t.notes == []
+
+
+def test_loader_alone_skips_the_ready_backlog_and_times_the_rest():
+    from loaderbench.runner import loader_alone
+
+    clock = FakeClock()
+
+    def batches():
+        for k in range(1000):
+            clock.advance(0.0 if k < 8 else 0.01)  # 8 ready batches, then 10 ms each
+            yield [0] * 4
+
+    out = loader_alone(batches(), lambda b: b, len, skip=8, max_time_s=0.5, clock=clock)
+    assert out["samples_per_s"] == pytest.approx(4 / 0.01)
+    assert out["batches"] == 50
+    assert loader_alone(iter([[0]] * 3), lambda b: b, len, skip=8) == {}
