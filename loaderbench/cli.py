@@ -259,7 +259,7 @@ def _report_interrupted(output: Path, fmt: str) -> None:
     analyze(rs)
     _render(rs, fmt, _stdout())
     _stderr().print(
-        f"loaderbench: interrupted: the {len(rs.results)} finished configs are saved in {output}",
+        f"loaderbench: interrupted: finished configs are saved in {output} ({len(rs.results)})",
         highlight=False, markup=False,
     )
 

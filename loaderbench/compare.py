@@ -264,6 +264,13 @@ def cache_state(config: dict[str, Any]) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
+def _achieved_cache_state(rs: ResultSet, requested: str) -> str:
+    """The requested cache state, unless some config could not reach it (`not cold`, e.g. on
+    tmpfs): then "<state> (not achieved)", which is never comparable with a real <state> run."""
+    missed = sorted({r.cache for r in rs.results if getattr(r, "cache", "").startswith("not ")})
+    return f"{requested} (not achieved: {', '.join(missed)})" if missed else requested
+
+
 def config_key(r: ConfigResult) -> str:
     """What matches a config across runs: `ConfigResult.key()` where the model has it (the
     settings key plus a controlled cache state, e.g. `-cold`), else the settings key."""
@@ -307,7 +314,7 @@ def run_info(rs: ResultSet, name: str | None = None, *, files: int = 1) -> RunIn
         schema_version=written_schema_version(rs),
         machine_fingerprint=fp if isinstance(fp, str) and fp else None,
         workload_fingerprint=workload_fingerprint(cfg),
-        cache_state=cache_state(cfg),
+        cache_state=_achieved_cache_state(rs, cache_state(cfg)),
         workload=describe_workload(cfg),
         files=files,
     )

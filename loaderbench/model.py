@@ -303,7 +303,7 @@ class ConfigResult:
 
     def key(self) -> str:
         """Settings key, suffixed with the cache state when one was controlled (`-cold`)."""
-        return self.settings.key() + ("" if self.cache == "as-is" else f"-{self.cache}")
+        return self.settings.key() + ("" if self.cache == "as-is" else "-" + self.cache.replace(" ", ""))
 
     def to_dict(self) -> dict[str, Any]:
         return {

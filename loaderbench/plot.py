@@ -61,11 +61,15 @@ def plot_results(result_set: ResultSet, output: Path, *, width_in: float = 10.0,
                          markersize=18, color="crimson", linestyle="none", label="knee (recommended)")
             ax_stall.plot([knee.settings.num_workers], [100 * knee.summary.stall_fraction], marker="*",
                           markersize=18, color="crimson", linestyle="none")
-    ax_stall.axhspan(0, 5, color="green", alpha=0.08)
-    ax_stall.axhspan(5, 20, color="orange", alpha=0.08)
+    ax_stall.axhspan(0, 5, color="green", alpha=0.08, label="not input-bound (<5%)")
+    ax_stall.axhspan(5, 20, color="orange", alpha=0.08, label="moderately input-bound (5-20%)")
+    ax_stall.legend(fontsize=7, loc="upper right")
     ax_rate.set_ylabel("throughput (samples/s)")
     ax_stall.set_ylabel("stall fraction (%)")
     ax_stall.set_xlabel("num_workers")
+    from matplotlib.ticker import MaxNLocator
+
+    ax_stall.xaxis.set_major_locator(MaxNLocator(integer=True))
     tops = [r.summary.samples_per_s for r in ok if r.summary is not None] + [
         c["samples_per_s"] for c in ((result_set.ceilings or {}).get("compute") or {}).values()
     ]
@@ -73,7 +77,8 @@ def plot_results(result_set: ResultSet, output: Path, *, width_in: float = 10.0,
     ax_stall.set_ylim(0, 100)
     ax_rate.grid(alpha=0.3)
     ax_stall.grid(alpha=0.3)
-    ax_rate.legend(fontsize=8, loc="lower right")
+    if series:
+        ax_rate.legend(fontsize=8, loc="lower right")
     title = "loaderbench sweep" + (f" — {result_set.label}" if result_set.label else "")
     gpu = ((result_set.environment or {}).get("gpu") or {}).get("name") if cuda else "no GPU"
     fig.suptitle(f"{title} ({gpu})")

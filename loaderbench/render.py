@@ -94,6 +94,7 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
             "h2d": _h2d_cell(m),
             "storage": NA if m.storage_fraction is None else (
                 f"{m.storage_mb_per_s or 0:,.1f} · {m.storage_fraction:.0%}"
+                + (" (part cached)" if 0.1 <= m.storage_fraction < 0.9 else "")
             ),
             "gpu_util_pct": _fmt(m.gpu_util_pct, ".0f"),
             "cpu_cores": _fmt(m.cpu_util_pct, ".1f", 0.01),
@@ -279,11 +280,14 @@ def footer_lines(rs: ResultSet) -> list[str]:
         if rec.use_prefetcher:
             out.append("    loader = loaderbench.CUDAPrefetcher(loader)  # copy batch N+1 on a side stream")
     for key, fp in sorted(((rs.analysis or {}).get("fetch_prep") or {}).items()):
-        out.append(
-            f"fetch/prep [{key}]: cold wait {fp['cold_wait_s'] * 1e3:.1f} ms = fetch (storage) "
-            f"{fp['fetch_s'] * 1e3:.1f} ms + prep (decode, augment) {fp['prep_s'] * 1e3:.1f} ms per batch: "
-            f"bound by {fp['bound']}."
+        text = (
+            f"fetch/prep [{key}]: mean wait per batch cold {fp['cold_wait_s'] * 1e3:.1f} ms, warm "
+            f"{fp['warm_wait_s'] * 1e3:.1f} ms: fetch (storage, cold - warm) {fp['fetch_s'] * 1e3:.1f} ms, "
+            f"prep (decode, augment; warm) {fp['prep_s'] * 1e3:.1f} ms: bound by {fp['bound']}."
         )
+        if fp.get("note"):
+            text += f" ({fp['note']})"
+        out.append(text)
     if any(r.cache == "cold" for r in rs.results) and any(r.cache == "warm" for r in rs.results):
         out.append("The recommendation ranks the cold runs (a first epoch, or a dataset larger than RAM).")
     if _cuda_used(rs):
@@ -335,7 +339,7 @@ def summary_rows(rs: ResultSet) -> list[dict[str, Any]]:
     rows = []
     knee = _knee_key(rs)
     for r in rs.results:
-        row: dict[str, Any] = {"key": r.settings.key(), **r.settings.to_dict(), "status": r.status}
+        row: dict[str, Any] = {"key": r.key(), **r.settings.to_dict(), "cache": r.cache, "status": r.status}
         row["error"] = r.error or ""
         if r.summary is not None:
             row.update(r.summary.to_dict())

@@ -37,6 +37,9 @@ def write_json_atomic(data: dict[str, Any], path: Path) -> None:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a result file is for sharing
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -93,6 +96,11 @@ def read_results(path: Path | str) -> ResultSet:
             f"{path}: not JSON (line {exc.lineno}: {exc.msg}); pass a file written by "
             "`loaderbench sweep --output`"
         ) from None
+    if isinstance(data, dict) and data.get("kind") == "storage":
+        raise ResultsFormatError(
+            f"{path}: a `loaderbench storage` probe, not a sweep result; pass a file written by "
+            "`loaderbench sweep`"
+        )
     data = migrate(data, path)
     try:
         return ResultSet.from_dict(data)
@@ -116,7 +124,13 @@ def to_frame(result_set: ResultSet) -> Any:
 
     rows: list[dict[str, Any]] = []
     for r in result_set.results:
-        base = {"key": r.settings.key(), **r.settings.to_dict(), "status": r.status, "error": r.error}
+        base = {
+            "key": r.key(), **r.settings.to_dict(), "cache": r.cache, "status": r.status,
+            "error": r.error, "verdict": None if r.summary is None else r.summary.verdict,
+        }
+        if r.status == "ok" and r.trials and r.summary is None:
+            stats.analyze(result_set)
+            base["verdict"] = None if r.summary is None else r.summary.verdict
         if not r.trials:
             rows.append({**base, "repeat": None})
             continue

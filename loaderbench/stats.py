@@ -349,6 +349,22 @@ def recommend(
     if not loader_only:
         lines.extend(plateau_reason(ok, knee, best, usable_cpus, ceilings or {}))
     lines.extend(startup_lines)
+    if settings.worker_threads is not None or settings.main_threads is not None:
+        lines.append(
+            "Threads: "
+            + ", ".join(
+                part for part in (
+                    f"torch.set_num_threads({settings.worker_threads}) in each worker (worker_init_fn)"
+                    if settings.worker_threads is not None else "",
+                    f"torch.set_num_threads({settings.main_threads}) in the main process"
+                    if settings.main_threads is not None else "",
+                ) if part
+            )
+            + "."
+        )
+    for w in knee.warnings:
+        if w.startswith("oversubscribed"):
+            lines.append(f"Note: {w}.")
     return Recommendation(
         settings=settings,
         reason=" ".join(lines),
@@ -459,7 +475,10 @@ def startup_advice(
         )
     by_epoch = max(ok, key=lambda r: epoch_samples_per_s(r, epoch_batches))
     best_epoch = epoch_samples_per_s(by_epoch, epoch_batches)
-    if by_epoch is not knee and epoch_samples_per_s(knee, epoch_batches) < best_epoch * (1 - tolerance):
+    # With persistent_workers recommended, the knee pays start-up once: its epochs run at the
+    # steady-state rate.
+    knee_epoch = ks.samples_per_s if out else epoch_samples_per_s(knee, epoch_batches)
+    if by_epoch is not knee and knee_epoch < best_epoch * (1 - tolerance):
         out.append(
             f"Counting start-up in every epoch of {epoch_batches} batches, {by_epoch.settings.key()} is "
             f"faster per epoch ({best_epoch:,.0f} samples/s) than the steady-state knee."

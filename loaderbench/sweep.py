@@ -213,6 +213,7 @@ def run_sweep(
                     if note not in res.warnings:
                         res.warnings.append(note)
                         obs.warning(f"{res.key()}: {note}")
+                    res.cache = f"not {state}"  # never labelled with a state it was not in
             try:
                 outcome = runner(
                     point.settings,

@@ -257,6 +257,7 @@ def test_cache_cold_on_tmpfs_is_never_labelled_cold(tmp_path):
         assert r["trials"][0]["cache_state"]["achieved"] != "cold"
         assert r["trials"][0]["cache_state"]["evictable"] is False
         assert any("--cache cold: achieved" in w for w in r["warnings"])
+        assert r["cache"] == "not cold" and r["key"].endswith("-notcold")
     finally:
         import shutil
 

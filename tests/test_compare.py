@@ -667,3 +667,29 @@ def test_check_on_another_machine_reports_and_passes_unless_strict(in_tmp, monke
     assert "NOT COMPARABLE current vs baseline: different machine fingerprint" in res.stdout
     assert "make a baseline here with --update-baseline" in res.stderr
     assert check("--baseline", str(in_tmp), "--strict").exit_code == 1
+
+
+def test_a_run_that_could_not_reach_its_cache_state_is_not_comparable():
+    from loaderbench.compare import run_info
+    from loaderbench.model import ResultSet
+
+    from tests.helpers import result, settings, trial
+
+    r = result(settings(0), trial(0.01, 0.01))
+    r.cache = "not cold"
+    rs = ResultSet(config={"measure": {"cache": "cold"}}, environment={}, results=[r])
+    assert run_info(rs).cache_state == "cold (not achieved: not cold)"
+
+
+def test_storage_probe_files_are_refused_as_results(tmp_path):
+    import json
+
+    import pytest
+
+    from loaderbench.errors import ResultsFormatError
+    from loaderbench.results import read_results
+
+    p = tmp_path / "storage.json"
+    p.write_text(json.dumps({"schema_version": 1, "tool": "loaderbench", "kind": "storage", "probe": {}}))
+    with pytest.raises(ResultsFormatError, match="a `loaderbench storage` probe, not a sweep result"):
+        read_results(p)
