@@ -160,6 +160,7 @@ def sweep(
     timing: Annotated[str | None, typer.Option(help="auto | events | sync | host.")] = None,
     device: Annotated[str | None, typer.Option(help="auto | cpu | cuda | cuda:N.")] = None,
     seed: Annotated[str | None, typer.Option(help="Seed for data and sampling.")] = None,
+    baseline_settings: Annotated[str | None, typer.Option(help="Your current settings for the headroom line, e.g. num_workers=4,pin_memory=off (default: the first row).")] = None,
     label: Annotated[str | None, typer.Option(help="Name of this run (shown by show/compare).")] = None,
     output: Annotated[Path | None, typer.Option(help="Result JSON (default results/<label>-<time>.json).")] = None,
     format: Annotated[str, typer.Option("--format", help="What goes to stdout: table | json | csv | markdown.")] = "table",
@@ -206,6 +207,7 @@ def sweep(
         ("measure", "device", device, "--device"),
         ("", "seed", seed, "--seed"),
         ("", "label", label, "--label"),
+        ("", "baseline_settings", baseline_settings, "--baseline-settings"),
     ]
 
     def body() -> None:

@@ -3,6 +3,7 @@
 A TOML file has a few top-level keys and four tables (every key optional):
 
     label = "quick"            # names the run in tables and compare
+    baseline_settings = "num_workers=4,pin_memory=off"   # your current settings (headroom line)
     output = "results/quick.json"
     seed = 0
     [dataset]   kind, data, num_samples, image_size, jpeg_quality, sample_shape, cpu_ms, io_ms,
@@ -68,6 +69,7 @@ class SweepConfig:
     label: str = ""
     output: str | None = None
     seed: int = 0
+    baseline_settings: dict[str, Any] = field(default_factory=dict)
     source: str = "defaults"
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,6 +77,7 @@ class SweepConfig:
         return {
             "label": self.label,
             "seed": self.seed,
+            "baseline_settings": dict(self.baseline_settings),
             "dataset": self.dataset.to_dict(),
             "compute": None if self.compute is None else self.compute.to_dict(),
             "grid": {
@@ -234,8 +237,31 @@ def _dataset_kind(v: Any) -> str:
 
 # --- the schema: section -> key -> parser ----------------------------------------------------
 
+def _baseline_settings(v: Any) -> dict[str, Any]:
+    """`num_workers=4,pin_memory=off` (or a TOML table) -> {"num_workers": 4, "pin_memory": False}."""
+    if isinstance(v, dict):
+        items = list(v.items())
+    else:
+        items = []
+        for part in str(v).split(","):
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"expected key=value pairs such as num_workers=4,pin_memory=off, got {v!r}")
+            items.append((key.strip(), value.strip()))
+    parsers: dict[str, Callable[[Any], Any]] = {
+        "num_workers": _int(0, MAX_WORKERS), "pin_memory": _bool, "prefetch": _bool,
+        "prefetch_factor": _int(1, 1024), "persistent_workers": _bool, "batch_size": _int(1, MAX_BATCH),
+    }
+    out: dict[str, Any] = {}
+    for key, value in items:
+        if key not in parsers:
+            raise ValueError(f"unknown setting {key!r}; use {', '.join(parsers)}")
+        out[key] = parsers[key](value)
+    return out
+
+
 SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {
-    "": {"label": _str, "output": _str, "seed": _int(0, 2**31 - 1)},
+    "": {"label": _str, "output": _str, "seed": _int(0, 2**31 - 1), "baseline_settings": _baseline_settings},
     "dataset": {
         "kind": _dataset_kind,
         "data": _str,
@@ -410,6 +436,7 @@ def build_config(
         label=top.get("label", Path(config_path).stem if config_path else ""),
         output=top.get("output"),
         seed=top.get("seed", 0),
+        baseline_settings=top.get("baseline_settings", {}),
         source=source,
     )
 

@@ -249,12 +249,12 @@ def footer_lines(rs: ResultSet) -> list[str]:
             f"PARTIAL: {len(rs.results)} of {planned} planned configs finished (interrupted); "
             "the recommendation covers only these."
         )
-    first = next((r for r in rs.results if r.summary is not None), None)
+    first, which = baseline_row(rs)
     if first is not None:
         h = stats.headroom(first, ceiling_for(rs, first.settings.batch_size))
         if h is not None:
             text = (
-                f"Headroom from the first config ({h['key']}): stall {first.summary.stall_fraction:.0%}, "  # type: ignore[union-attr]
+                f"Headroom from {which} ({h['key']}): stall {first.summary.stall_fraction:.0%}, "  # type: ignore[union-attr]
                 f"so removing all data-wait makes it at most {h['max_speedup_from_stall']:.2f}x faster"
             )
             if h["max_speedup_to_ceiling"] is not None:
@@ -302,6 +302,18 @@ def footer_lines(rs: ResultSet) -> list[str]:
                 "or more often (--repeats) before trusting small differences."
             )
     return out
+
+
+def baseline_row(rs: ResultSet) -> tuple[ConfigResult | None, str]:
+    """The row the headroom line starts from: the first measured config matching
+    `--baseline-settings` (the user's current settings), else the first measured row."""
+    wanted = (rs.config or {}).get("baseline_settings") or {}
+    measured = [r for r in rs.results if r.summary is not None]
+    if wanted:
+        for r in measured:
+            if all(getattr(r.settings, k, None) == v for k, v in wanted.items()):
+                return r, "your current settings"
+    return (measured[0] if measured else None), "the first config"
 
 
 def render_table(rs: ResultSet, console: Console) -> None:

@@ -112,3 +112,17 @@ class FailsEverywhere(Dataset):
 def make_slow_factory():
     time.sleep(30)
     return Nested()
+
+
+class SplitStream(torch.utils.data.IterableDataset):
+    """The same stream, split across workers with get_worker_info() (case C22, variant 2)."""
+
+    def __iter__(self):
+        info = get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        for i in range(start, 4000, step):
+            yield torch.tensor([i])
+
+
+def make_split_stream() -> torch.utils.data.IterableDataset:
+    return SplitStream()

@@ -98,3 +98,10 @@ def test_shipped_configs_parse():
     assert {"quick.toml", "imagenet-resnet50.toml"} <= {f.name for f in files}
     for f in files:
         build_config(f)
+
+
+def test_baseline_settings_flag():
+    assert parse_flag("", "baseline_settings", "num_workers=4,pin_memory=off", "--baseline-settings") == {
+        "num_workers": 4, "pin_memory": False}
+    with pytest.raises(UsageError, match="--baseline-settings: unknown setting 'workers'"):
+        parse_flag("", "baseline_settings", "workers=4", "--baseline-settings")

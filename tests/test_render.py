@@ -73,3 +73,13 @@ def test_a_noisy_config_is_flagged_with_advice():
     text = console.export_text()
     assert "(noisy)" in text
     assert "noisy [w2-nopin-nopf-f2-once-b16]: throughput spread" in text and "--repeats" in text
+
+
+def test_headroom_starts_from_the_baseline_settings():
+    rs = sample()
+    rs.config["baseline_settings"] = {"num_workers": 2}
+    lines = render.footer_lines(rs)
+    head = [ln for ln in lines if ln.startswith("Headroom")][0]
+    # w2: stall 4 / 16 = 25% -> at most 1 / 0.75 = 1.33x faster
+    assert head.startswith("Headroom from your current settings (w2-nopin-nopf-f2-once-b16): stall 25%")
+    assert "at most 1.33x faster" in head

@@ -112,3 +112,15 @@ def test_shm_and_oversubscription_rules_are_hand_computed():
     assert "4 workers on 2 usable CPUs" in oversubscription(s4, 2, 1)
     assert oversubscription(settings(2), 2, 1) is None
     assert "intra-op threads" in oversubscription(settings(8), 8, 16)
+
+
+@pytest.mark.slow
+def test_an_iterable_dataset_replayed_by_every_worker_is_detected():
+    # Case C22 with a real 2-worker DataLoader: the unsplit stream gives worker 0 and worker 1
+    # the same first sample; the split one does not.
+    from loaderbench.preflight import workload_facts
+    from tests.fixture_datasets import make_split_stream, make_stream
+
+    assert workload_facts(make_stream(), check_replication=True).replicated_across_workers is True
+    assert workload_facts(make_split_stream(), check_replication=True).replicated_across_workers is False
+    assert workload_facts(make_stream(), check_replication=False).replicated_across_workers is None
