@@ -360,7 +360,7 @@ def loader_alone(
     skip: int,
     min_batches: int = 5,
     max_batches: int = 200,
-    max_time_s: float = 1.0,
+    max_time_s: float = 0.5,
     sync: Callable[[], None] | None = None,
     clock: Clock = time.perf_counter,
 ) -> dict[str, Any]:
@@ -371,7 +371,7 @@ def loader_alone(
         Run on the same DataLoader right after the measured window (and the receive probe, which
         leaves up to W*P batches ready): the first `skip` batches are taken untimed so the ready
         backlog does not flatter it, then batches are drawn as fast as the loader delivers them
-        for about `max_time_s`. This is what the loader alone can feed; set against the compute
+        for about `max_time_s` (half a second). This is what the loader alone can feed; set against the compute
         ceiling it says which of the two binds. Returns {} when the loader ends first.
     """
     try:
