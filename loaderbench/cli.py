@@ -20,7 +20,6 @@ app = typer.Typer(
     name="loaderbench",
     help="Measure why the GPU waits for data, and which DataLoader settings remove the wait.",
     add_completion=False,
-    no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -417,6 +416,40 @@ def _register_extra_commands() -> None:
 _register_extra_commands()
 
 
+@app.callback(invoke_without_command=True)
+def _root(
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    """Measure why the GPU waits for data, and which DataLoader settings remove the wait."""
+    if version:
+        from loaderbench import __version__
+
+        sys.stdout.write(f"loaderbench {__version__}\n")
+        raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        sys.stdout.write(ctx.get_help() + "\n")
+        raise typer.Exit(0)
+
+
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: click's own usage errors (an unknown option or command, a
+    missing argument) become one line and exit code 2, like loaderbench's."""
+    try:
+        code = app(standalone_mode=False)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - typer vendors click: match its classes by name
+        names = {c.__name__ for c in type(exc).__mro__}
+        if "UsageError" in names:
+            ctx = getattr(exc, "ctx", None)
+            cmd = ctx.command_path if ctx is not None else "loaderbench"
+            _stderr().print(
+                f"loaderbench: error: {exc.format_message()} (see `{cmd} --help`)",  # type: ignore[attr-defined]
+                highlight=False, markup=False, soft_wrap=True,
+            )
+            sys.exit(2)
+        if "Abort" in names:
+            sys.exit(130)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)

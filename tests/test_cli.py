@@ -373,3 +373,15 @@ def test_periodic_stalls_are_detected_in_a_real_sweep(tmp_path):
     assert summary["stall_period_batches"] in (2, 4)
     assert f"stall every {summary['stall_period_batches']} batches" in summary["verdict"]
     assert 6 <= summary["workers_needed"] <= 20  # 32 ms build / 2 ms step = 16, rough on 2 cores
+
+
+def test_click_usage_errors_are_one_line_too():
+    import subprocess
+    import sys
+
+    for args in (["sweep", "--bogus"], ["nocmd"], ["show"]):
+        p = subprocess.run([sys.executable, "-m", "loaderbench", *args], cwd=ROOT, capture_output=True, text=True)
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.startswith("loaderbench: error: ") and len(p.stderr.strip().splitlines()) == 1
+    v = subprocess.run([sys.executable, "-m", "loaderbench", "--version"], cwd=ROOT, capture_output=True, text=True)
+    assert v.returncode == 0 and v.stdout.startswith("loaderbench ")

@@ -672,7 +672,6 @@ def test_check_on_another_machine_reports_and_passes_unless_strict(in_tmp, monke
 def test_a_run_that_could_not_reach_its_cache_state_is_not_comparable():
     from loaderbench.compare import run_info
     from loaderbench.model import ResultSet
-
     from tests.helpers import result, settings, trial
 
     r = result(settings(0), trial(0.01, 0.01))
