@@ -36,6 +36,14 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str]) -> int:
+    import faulthandler
+    import signal
+
+    # The watchdog sends SIGUSR1 to the whole tree before killing a hung config: every process
+    # (this one and its forked DataLoader workers, which inherit the handler) dumps its Python
+    # stacks to stderr, which the parent keeps as the row's detail.
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     job_path, result_path = Path(argv[0]), Path(argv[1])
     job = json.loads(job_path.read_text())
 

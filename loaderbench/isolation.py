@@ -86,6 +86,29 @@ def classify_failure(message: str, returncode: int | None = None) -> str:
     return lines[-1] if lines else (f"exit code {returncode}" if returncode else "unknown failure")
 
 
+def dump_stacks(pid: int, wait_s: float = 1.0) -> None:
+    """Ask every process of the tree for its Python stacks (SIGUSR1, registered with
+    faulthandler by the measuring process and inherited by forked workers), then give them
+    `wait_s` to write them to the shared stderr file. Best effort."""
+    import time
+
+    import psutil
+
+    if not hasattr(signal, "SIGUSR1"):
+        return
+    try:
+        parent = psutil.Process(pid)
+        procs = [parent] + parent.children(recursive=True)
+    except psutil.Error:
+        return
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGUSR1)
+        except psutil.Error:
+            pass
+    time.sleep(wait_s)
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL a process, its process group and every descendant (even ones that left the group)."""
     import psutil
@@ -172,6 +195,7 @@ def run_isolated(
             try:
                 rc = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
+                dump_stacks(proc.pid)
                 kill_tree(proc.pid)
                 proc.wait()
                 reader.join(timeout=2)
@@ -180,9 +204,10 @@ def run_isolated(
                 )
                 return Outcome(
                     status="hung",
-                    error=f"hung: no end within --config-timeout {timeout_s:g}s ({where}); "
-                    "process tree killed",
+                    error=f"no end within --config-timeout {timeout_s:g}s ({where}); "
+                    "process tree killed (stacks in the result file's detail)",
                     last_batch=last["batch"],
+                    detail=err_path.read_text(errors="replace")[-16000:] or None,
                 )
             except KeyboardInterrupt:
                 kill_tree(proc.pid)
