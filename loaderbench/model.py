@@ -220,6 +220,7 @@ class Trial:
     gpu_util_pct: float | None = None
     gpu_util_window_s: float | None = None
     gpu_util_note: str | None = None
+    gpu_sm_active_pct: float | None = None
     gpu_mem_peak_bytes: int | None = None
     h2d_bytes_per_batch: int | None = None
     batch_bytes: int | None = None
@@ -261,6 +262,7 @@ class Summary:
     first_batch_s: float
     data_wait_mean_s: float = 0.0
     gpu_util_pct: float | None = None
+    gpu_sm_active_pct: float | None = None
     cpu_util_pct: float | None = None
     memory_pss_bytes: int | None = None
     receive_p50_s: float | None = None

@@ -17,7 +17,10 @@ from loaderbench import stats
 from loaderbench.model import ConfigResult, ResultSet
 
 NA = "n/a"
-GPU_UTIL_LABEL = "GPU util % = share of NVML sample windows in which any kernel ran (a cross-check)"
+GPU_UTIL_LABEL = (
+    "GPU util % = share of NVML sample windows in which any kernel ran (a cross-check, not capacity "
+    "used; SM = share of SMs busy, from NVML GPM where the GPU supports it)"
+)
 
 
 def _cuda_used(rs: ResultSet) -> bool:
@@ -96,7 +99,8 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
                 f"{m.storage_mb_per_s or 0:,.1f} · {m.storage_fraction:.0%}"
                 + (" (part cached)" if 0.1 <= m.storage_fraction < 0.9 else "")
             ),
-            "gpu_util_pct": _fmt(m.gpu_util_pct, ".0f"),
+            "gpu_util_pct": _fmt(m.gpu_util_pct, ".0f")
+            + ("" if m.gpu_sm_active_pct is None else f" (SM {m.gpu_sm_active_pct:.0f})"),
             "cpu_cores": _fmt(m.cpu_util_pct, ".1f", 0.01),
             "memory_mib": _fmt(None if m.memory_pss_bytes is None else float(m.memory_pss_bytes), ".0f", 2**-20),
             "first_batch_s": _fmt(m.first_batch_s, ".2f"),

@@ -826,6 +826,7 @@ def measure_config(
         gpu_util_pct=util.util_pct,
         gpu_util_window_s=util.window_s,
         gpu_util_note=util.note or None,
+        gpu_sm_active_pct=getattr(util, "sm_active_pct", None),
         gpu_mem_peak_bytes=int(torch.cuda.max_memory_reserved(device)) if cuda else None,
         batch_bytes=None if info is None else info.nbytes,
         h2d_bytes_per_batch=None if (info is None or not cuda) else info.nbytes,

@@ -93,6 +93,7 @@ def summarize(trials: Sequence[Trial]) -> Summary:
         step_p50_s=float(statistics.median(percentile(t.step_s, 50) for t in trials)),
         first_batch_s=float(statistics.median(t.first_batch_s for t in trials)),
         gpu_util_pct=_median_or_none([t.gpu_util_pct for t in trials]),
+        gpu_sm_active_pct=_median_or_none([t.gpu_sm_active_pct for t in trials]),
         cpu_util_pct=_median_or_none([t.cpu_util_pct for t in trials]),
         memory_pss_bytes=(
             None
