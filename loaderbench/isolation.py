@@ -207,7 +207,7 @@ def run_isolated(
                     error=f"no end within --config-timeout {timeout_s:g}s ({where}); "
                     "process tree killed (stacks in the result file's detail)",
                     last_batch=last["batch"],
-                    detail=err_path.read_text(errors="replace")[-16000:] or None,
+                    detail=err_path.read_text(errors="replace")[-64000:] or None,
                 )
             except KeyboardInterrupt:
                 kill_tree(proc.pid)
