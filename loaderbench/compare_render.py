@@ -109,8 +109,9 @@ def gate_line(c: Comparison, *, strict: bool) -> str:
 def _run_line(role: str, info: RunInfo) -> str:
     files = f", {info.files} files pooled" if info.files > 1 else ""
     when = f", {info.created_utc}" if info.created_utc else ""
+    name = "" if info.name == role else f" {info.name}"
     return (
-        f"{role} {info.name}: label {info.label or '-'}{when}{files}, loaderbench {info.tool_version or '?'} "
+        f"{role}{name}: label {info.label or '-'}{when}{files}, loaderbench {info.tool_version or '?'} "
         f"(schema {info.schema_version}), machine {info.machine_fingerprint or '?'}, "
         f"workload {info.workload} ({info.workload_fingerprint}), cache {info.cache_state}"
     )

@@ -414,6 +414,11 @@ def build_config(
         if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
             raise ConfigError(f"{source}: --device (measure.device): expected auto, cpu, cuda or cuda:N, got {dev!r}")
     measure = MeasureSpec(**measure_kv)
+    if measure.max_batches < measure.batches:
+        raise ConfigError(
+            f"{source}: --max-batches {measure.max_batches} is below --batches {measure.batches}: "
+            "the window could never reach --batches; raise --max-batches or lower --batches"
+        )
     grid = sections["grid"]
     return SweepConfig(
         dataset=dataset,

@@ -91,7 +91,7 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
             "samples_per_s": f"{m.samples_per_s:,.0f}{spread}",
             "ceiling_pct": NA if not ceiling else f"{100 * m.samples_per_s / ceiling:.0f}%",
             "loader_ceiling": _fmt(m.loader_ceiling_samples_per_s, ",.0f"),
-            "stall": f"{m.stall_fraction:.0%}" if m.stall_fraction >= 0.01 else f"{m.stall_fraction:.1%}",
+            "stall": f"{m.stall_fraction:.0%}" if m.stall_fraction >= 0.10 else f"{m.stall_fraction:.1%}",
             "wait_ms": f"{m.data_wait_p50_s * 1e3:.1f} / {m.data_wait_p95_s * 1e3:.1f}",
             "compute_ms": _fmt(m.compute_p50_s, ".1f", 1e3),
             "h2d": _h2d_cell(m),

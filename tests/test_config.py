@@ -105,3 +105,8 @@ def test_baseline_settings_flag():
         "num_workers": 4, "pin_memory": False}
     with pytest.raises(UsageError, match="--baseline-settings: unknown setting 'workers'"):
         parse_flag("", "baseline_settings", "workers=4", "--baseline-settings")
+
+
+def test_max_batches_below_batches_is_refused():
+    with pytest.raises(ConfigError, match="--max-batches 2 is below --batches 20"):
+        build_config(None, {"measure": {"max_batches": 2, "batches": 20}})

@@ -47,7 +47,7 @@ def test_table_golden():
     assert [ln.split("│")[1].strip() for ln in rows] == ["0", "2", "4", "8", "16"]
     knee = [ln for ln in rows if "◀ knee" in ln]
     assert len(knee) == 1 and knee[0].split("│")[1].strip() == "4"
-    assert "│     1,280 │          96% │             n/a │    4% │" in knee[0]
+    assert "│     1,280 │          96% │             n/a │  4.0% │" in knee[0]
     failed = rows[-1]
     assert "FAILED: a DataLoader worker was killed by SIGKILL" in failed
     assert "1,280" not in failed and "%" not in failed.split("FAILED")[0]
