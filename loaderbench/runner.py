@@ -413,7 +413,9 @@ def resolve_device(measure: MeasureSpec) -> str:
 
 
 def resolve_timing(measure: MeasureSpec, compute: ComputeSpec, device: str) -> str:
-    """'host' on CPU; on CUDA 'events' for GPU steps (spin/model/none) and 'sync' for sleep."""
+    """'host' on CPU (whatever was asked: there is no GPU timeline to read; the trial's `timing`
+    records it); on CUDA 'events' for GPU steps (spin/model/none) and 'sync' for sleep, unless
+    `--timing` chose one."""
     if not device.startswith("cuda"):
         return "host"
     if measure.timing != "auto":
