@@ -86,6 +86,28 @@ def classify_failure(message: str, returncode: int | None = None) -> str:
     return lines[-1] if lines else (f"exit code {returncode}" if returncode else "unknown failure")
 
 
+def _read_result(path: Path) -> dict[str, Any] | None:
+    """The measuring process's result JSON, if it wrote a complete one (status ok or failed)."""
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return payload if isinstance(payload, dict) and payload.get("status") in ("ok", "failed") else None
+
+
+def _outcome_from(payload: dict[str, Any], last_batch: int | None) -> Outcome:
+    if payload["status"] == "ok":
+        if "ceiling" in payload:
+            return Outcome(status="ok", ceiling=payload["ceiling"])
+        return Outcome(status="ok", trial=Trial.from_dict(payload["trial"]), last_batch=last_batch)
+    return Outcome(
+        status="failed",
+        error=payload.get("error") or "failed",
+        last_batch=last_batch,
+        detail=payload.get("traceback"),
+    )
+
+
 def dump_stacks(pid: int, wait_s: float = 1.0) -> None:
     """Ask every process of the tree for its Python stacks (SIGUSR1, registered with
     faulthandler by the measuring process and inherited by forked workers), then give them
@@ -195,6 +217,13 @@ def run_isolated(
             try:
                 rc = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
+                finished = _read_result(result_path)
+                if finished is not None:
+                    # The config ended and wrote its result; only the process's exit hung.
+                    kill_tree(proc.pid)
+                    proc.wait()
+                    reader.join(timeout=2)
+                    return _outcome_from(finished, last["batch"])
                 dump_stacks(proc.pid)
                 kill_tree(proc.pid)
                 proc.wait()
@@ -219,23 +248,9 @@ def run_isolated(
             reader.join(timeout=2)
 
         stderr_tail = err_path.read_text(errors="replace")[-4000:]
-        if result_path.exists():
-            try:
-                payload: dict[str, Any] = json.loads(result_path.read_text())
-            except json.JSONDecodeError:
-                payload = {}
-            if payload.get("status") == "ok":
-                if "ceiling" in payload:
-                    return Outcome(status="ok", ceiling=payload["ceiling"])
-                return Outcome(status="ok", trial=Trial.from_dict(payload["trial"]),
-                               last_batch=last["batch"])
-            if payload.get("status") == "failed":
-                return Outcome(
-                    status="failed",
-                    error=payload.get("error") or "failed",
-                    last_batch=last["batch"],
-                    detail=payload.get("traceback"),
-                )
+        finished = _read_result(result_path)
+        if finished is not None:
+            return _outcome_from(finished, last["batch"])
         return Outcome(
             status="failed",
             error=classify_failure(stderr_tail, rc),
