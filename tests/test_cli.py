@@ -360,8 +360,10 @@ def test_default_output_names_are_safe():
     ],
 )
 def test_the_knee_is_the_analytic_worker_count(tmp_path, io_ms, batch, step_ms, grid, expected):
+    # A 10% knee tolerance: a shared 2-core CI runner jitters by a few percent between configs.
     res, out = sweep(tmp_path, "--dataset", "tensor", "--io-ms", io_ms, "--batch-size", batch,
-                     "--compute", f"sleep:{step_ms}", "--num-workers", grid, "--min-time", "1")
+                     "--compute", f"sleep:{step_ms}", "--num-workers", grid, "--min-time", "1",
+                     "--tolerance", "10%")
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text())["recommendation"]["settings"]["num_workers"] == expected
 
