@@ -37,9 +37,3 @@ class OutputError(LoaderbenchError):
 class NothingMeasured(LoaderbenchError):
     """A sweep ran but no config finished (all failed, hung or were skipped): exit 2 after the
     table, so scripts and CI notice."""
-
-
-class SweepInterrupted(LoaderbenchError):
-    """Ctrl-C: the sweep stopped; finished configs are saved."""
-
-    exit_code = 130

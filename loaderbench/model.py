@@ -212,7 +212,7 @@ class Trial:
     timing: str
     host_wait_s: list[float] = field(default_factory=list)
     cpu_time_s: float | None = None
-    cpu_count: int | None = None
+    processes: int | None = None  # main process + workers alive at the end of the window
     cpu_util_pct: float | None = None
     main_cpu_util_pct: float | None = None
     memory_uss_bytes: int | None = None

@@ -122,15 +122,14 @@ def to_frame(result_set: ResultSet) -> Any:
 
     from loaderbench import stats
 
+    if any(r.status == "ok" and r.trials and r.summary is None for r in result_set.results):
+        stats.analyze(result_set)  # summaries are derived from the raw trials
     rows: list[dict[str, Any]] = []
     for r in result_set.results:
         base = {
             "key": r.key(), **r.settings.to_dict(), "cache": r.cache, "status": r.status,
             "error": r.error, "verdict": None if r.summary is None else r.summary.verdict,
         }
-        if r.status == "ok" and r.trials and r.summary is None:
-            stats.analyze(result_set)
-            base["verdict"] = None if r.summary is None else r.summary.verdict
         if not r.trials:
             rows.append({**base, "repeat": None})
             continue

@@ -139,9 +139,6 @@ class LoopTimes:
     step_s: list[float]
     host_wait_s: list[float]
     samples: int
-    window_wall_s: float
-    window_start: float = 0.0
-    window_end: float = 0.0
     notes: list[str] = field(default_factory=list)
     receive_s: list[float] = field(default_factory=list)
     epoch_gap_s: list[float] = field(default_factory=list)
@@ -276,7 +273,6 @@ def timed_loop(
         if measured >= max_batches or (measured >= min_batches and elapsed >= min_time_s):
             break
     ready, end = marker.times()
-    window_end = clock()
     if on_window_end is not None:
         on_window_end()
     receive: list[float] = []
@@ -305,9 +301,6 @@ def timed_loop(
         step_s=step_s,
         host_wait_s=host_wait,
         samples=samples,
-        window_wall_s=window_end - (window_start or window_end),
-        window_start=window_start or 0.0,
-        window_end=window_end,
         notes=notes,
         receive_s=receive,
         epoch_gap_s=epoch_gaps,
@@ -820,7 +813,7 @@ def measure_config(
         timing=timing,
         host_wait_s=loop.host_wait_s,
         cpu_time_s=cpu_s,
-        cpu_count=len(procs_now),
+        processes=len(procs_now),
         cpu_util_pct=100.0 * cpu_s / wall if wall > 0 else None,
         main_cpu_util_pct=100.0 * main_cpu_s / wall if wall > 0 else None,
         memory_uss_bytes=uss,
