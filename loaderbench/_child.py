@@ -62,6 +62,7 @@ def main(argv: list[str]) -> int:
                 MeasureSpec.from_dict(job["measure"]),
                 int(job["settings"]["batch_size"]),
                 cache_dir=job.get("cache_dir"),
+                distributed=job.get("distributed"),
             )
             _write(result_path, {"status": "ok", "ceiling": ceiling})
             return 0
@@ -73,6 +74,7 @@ def main(argv: list[str]) -> int:
             cache_dir=job.get("cache_dir"),
             seed=int(job.get("seed", 0)),
             on_batch=on_batch,
+            distributed=job.get("distributed"),
         )
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a row, never a crash
         _write(

@@ -167,11 +167,12 @@ def sweep(
     plot: Annotated[bool, typer.Option("--plot", help="Also write a PNG plot beside the result file.")] = False,
     cache: Annotated[str | None, typer.Option(help="Page-cache state of a folder dataset before each config: as-is | cold | warm | both.")] = None,
     drop_caches: Annotated[bool, typer.Option("--drop-caches", help="With --cache cold, as root: drop all caches instead of per-file eviction.")] = False,
+    nproc_per_node: Annotated[str | None, typer.Option("--nproc-per-node", help="Distributed sweep: run every config on N ranks of this node at once, one GPU and one DataLoader each (launches what `torchrun --nproc-per-node N -m loaderbench sweep ...` runs).")] = None,
 ) -> None:
     """Sweep num_workers x pin_memory x prefetch x prefetch_factor x persistent_workers and say
     where the loader stops being the bottleneck."""
     from loaderbench import config as cfgmod
-    from loaderbench.sweep import SweepInterruptedAt, execute_sweep
+    from loaderbench.sweep import SweepInterruptedAt
 
     flags: list[tuple[str, str, Any, str]] = [
         ("dataset", "kind", dataset, "--dataset"),
@@ -210,17 +211,32 @@ def sweep(
     ]
 
     def body() -> None:
+        from loaderbench import distributed as dist
+
+        info = dist.RankInfo.from_environ()
+        if info is not None and not info.leader:
+            # A follower rank of a distributed sweep: runs what rank 0 posts, prints nothing.
+            # SIGTERM (the launcher ending the job) must end its measuring process too, which
+            # runs in its own session: run_isolated kills that tree on KeyboardInterrupt.
+            _sigterm_as_interrupt()
+            try:
+                dist.follow(dist.open_store(info, timeout_s=600), info)
+            except KeyboardInterrupt:
+                raise typer.Exit(130) from None
+            return
         fmt = _check_format(format)
         overrides: dict[str, dict[str, Any]] = {}
         for section, key, value, flag in flags:
             if value is not None:
                 overrides.setdefault(section, {})[key] = cfgmod.parse_flag(section, key, value, flag)
         cfg = cfgmod.build_config(config, overrides)
+        if nproc_per_node is not None:
+            raise typer.Exit(_launch_ranks(nproc_per_node, info, cfg, output))
         _sigterm_as_interrupt()
         show_progress = not no_progress and sys.stderr.isatty()
         with _ProgressObserver(show_progress) as obs:
             try:
-                rs, out = execute_sweep(cfg, output=output, observer=obs)
+                rs, out = _execute(cfg, output, obs, info)
             except SweepInterruptedAt as exc:
                 obs.progress.stop()
                 _report_interrupted(exc.output, fmt)
@@ -241,6 +257,70 @@ def sweep(
             _stderr().print(f"plot saved to {png}", highlight=False, markup=False)
 
     _guard(body)
+
+
+def _launch_ranks(value: str, info: Any, cfg: Any, output: Path | None) -> int:
+    """`--nproc-per-node N`: check N and the output location here (one-line errors before any
+    rank starts), then start the ranks; rank 0 prints and writes. Returns rank 0's exit code."""
+    from loaderbench import distributed as dist
+    from loaderbench.results import check_writable
+
+    if info is not None:
+        raise UsageError(
+            "--nproc-per-node: this process already runs under a launcher (RANK is set); "
+            "drop --nproc-per-node when you start loaderbench with torchrun"
+        )
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(f"--nproc-per-node: expected a whole number >= 1 (ranks on this node), got {value!r}")
+    if output is not None:
+        check_writable(output)
+    if _ARGV is None:
+        raise UsageError("--nproc-per-node needs the loaderbench command line (run `loaderbench sweep ...`)")
+    return dist.launch(n, _strip_option(_ARGV, "--nproc-per-node"))
+
+
+def _strip_option(argv: list[str], name: str) -> list[str]:
+    """`argv` without `name VALUE` / `name=VALUE`.
+
+    >>> _strip_option(["sweep", "--nproc-per-node", "2", "--batches", "5"], "--nproc-per-node")
+    ['sweep', '--batches', '5']
+    """
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = True
+        elif not arg.startswith(name + "="):
+            out.append(arg)
+    return out
+
+
+def _execute(cfg: Any, output: Path | None, obs: Any, info: Any) -> Any:
+    """execute_sweep, as the leader (rank 0) of a distributed sweep when `info` says so."""
+    from loaderbench import distributed as dist
+    from loaderbench.sweep import detect_machine, execute_sweep
+
+    if info is None:
+        return execute_sweep(cfg, output=output, observer=obs)
+    runner = dist.DistributedRunner(dist.open_store(info, timeout_s=600), info)
+    layout = {
+        "world_size": info.world_size,
+        "local_world_size": info.local_world_size,
+        "launcher": "torchrun" if info.agent_store else "env",
+    }
+    try:
+        return execute_sweep(
+            cfg, output=output, observer=obs, runner=runner, distributed=layout,
+            machine=detect_machine(ranks_per_node=info.local_world_size, world_size=info.world_size),
+        )
+    finally:
+        runner.finish()
 
 
 def _report_interrupted(output: Path, fmt: str) -> None:
@@ -432,9 +512,14 @@ def _root(
         raise typer.Exit(0)
 
 
+_ARGV: list[str] | None = None  # the command line main() was given (for --nproc-per-node)
+
+
 def main() -> None:
     """Console-script entry point: click's own usage errors (an unknown option or command, a
     missing argument) become one line and exit code 2, like loaderbench's."""
+    global _ARGV
+    _ARGV = list(sys.argv[1:])
     try:
         code = app(standalone_mode=False)
     except KeyboardInterrupt:

@@ -65,7 +65,7 @@ from typing import Any
 
 from loaderbench import stats
 from loaderbench.errors import UsageError
-from loaderbench.model import ComputeSpec, ConfigResult, DatasetSpec, LoaderSettings, ResultSet
+from loaderbench.model import ComputeSpec, ConfigResult, DatasetSpec, LoaderSettings, ResultSet, Trial
 
 METRICS = ("samples_per_s", "stall_fraction")
 VERDICTS = (
@@ -409,18 +409,32 @@ def side_value(r: ConfigResult, metric: str) -> float | None:
     return float(statistics.median(fn(t) for t in trials))
 
 
+def _job_scale(t: Trial) -> float:
+    """1 for a single-process trial. For a distributed one (a copy of the slowest rank's trial
+    with every rank's in `rank_trials`), the job's samples/s over that rank's own: its per-batch
+    rates are scaled by this to stand for the whole job (the ranks step in lockstep)."""
+    if not t.rank_trials:
+        return 1.0
+    own = t.samples / sum(t.step_s) if sum(t.step_s) > 0 else 0.0
+    return stats.trial_samples_per_s(t) / own if own > 0 else 1.0
+
+
 def trial_samples(r: ConfigResult, metric: str) -> list[float]:
-    """One value per usable trial (the unit with >= MIN_REPEATS repeats)."""
+    """One value per usable trial (the unit with >= MIN_REPEATS repeats); a distributed trial's
+    samples/s is the whole job's (`stats.trial_samples_per_s`)."""
+    if metric == "samples_per_s":
+        return [stats.trial_samples_per_s(t) for t in _usable_trials(r)]
     return [_trial_value(metric, t.samples, t.step_s, t.data_wait_s) for t in _usable_trials(r)]
 
 
 def batch_samples(r: ConfigResult, metric: str) -> list[float]:
     """One value per measured batch of every trial: batch_size / step_s (batches of zero
-    duration are skipped) or data_wait_s / step_s clipped to [0, 1]."""
+    duration are skipped; scaled to the whole job for a distributed trial, `_job_scale`) or
+    data_wait_s / step_s clipped to [0, 1]."""
     out: list[float] = []
     for t in _usable_trials(r):
         waits = t.data_wait_s if len(t.data_wait_s) == len(t.step_s) else [0.0] * len(t.step_s)
-        per_batch = t.samples / len(t.step_s)
+        per_batch = t.samples / len(t.step_s) * _job_scale(t)
         for step, wait in zip(t.step_s, waits):
             if step <= 0:
                 continue
@@ -457,7 +471,7 @@ def _bootstrap_side(r: ConfigResult, metric: str, unit: str, rng: Any, resamples
         step = np.asarray(t.step_s, dtype=float)
         wait = np.asarray(t.data_wait_s if len(t.data_wait_s) == len(t.step_s) else [0.0] * len(step))
         n = len(step)
-        per_batch = t.samples / n
+        per_batch = t.samples / n * _job_scale(t)
         reps = np.empty(resamples)
         chunk = max(1, 2_000_000 // n)
         for start in range(0, resamples, chunk):

@@ -46,8 +46,13 @@ class ComputeStep(Protocol):
     def __call__(self, batch: Any) -> None: ...
 
 
-def build_compute(spec: ComputeSpec, device: torch.device) -> ComputeStep:
+def build_compute(spec: ComputeSpec, device: torch.device, *, distributed: bool = False) -> ComputeStep:
     """Build the step that `spec` describes, for batches on `device`.
+
+    `distributed` (a default process group is initialised, see distributed.RankGroup): the step
+    ends with the gradient all-reduce, as in synchronous data-parallel training: a model is
+    wrapped in DistributedDataParallel; `none`, `sleep:` and `spin:` are followed by an
+    all-reduce of one element (`AllReduceStep`), which stands for it.
 
     - `none`: does nothing.
     - `sleep:MS`: `time.sleep(MS / 1000)` on the host, on any device (on a CPU-only machine it
@@ -63,6 +68,13 @@ def build_compute(spec: ComputeSpec, device: torch.device) -> ComputeStep:
             device when CUDA is not available.
     """
     device = torch.device(device)
+    step = _build(spec, device, distributed)
+    if distributed and not isinstance(step, ModelStep):
+        return AllReduceStep(step, device)
+    return step
+
+
+def _build(spec: ComputeSpec, device: torch.device, distributed: bool) -> ComputeStep:
     name = spec.label()
     if spec.kind in ("sleep", "spin") and not spec.ms >= 0:
         raise UsageError(f"--compute {name}: the duration must be >= 0 ms")
@@ -86,10 +98,27 @@ def build_compute(spec: ComputeSpec, device: torch.device) -> ComputeStep:
                 f"--compute {name} was asked to train on {device} but CUDA is not available; "
                 "measure on --device cpu"
             )
-        return ModelStep(name, spec.model or "", device)
+        return ModelStep(name, spec.model or "", device, distributed=distributed)
     raise UsageError(
         f"--compute: unknown kind {spec.kind!r}; use none, sleep:MS, spin:MS or model:NAME"
     )
+
+
+class AllReduceStep:
+    """Another step followed by an all-reduce (sum) of one element on `device` over the default
+    process group: what couples the ranks of synchronous data-parallel training, without a model.
+    Asynchronous on a GPU (NCCL enqueues it on the current stream); blocking on CPU (gloo)."""
+
+    def __init__(self, inner: ComputeStep, device: torch.device) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._token = torch.zeros(1, device=device)
+
+    def __call__(self, batch: Any) -> None:
+        import torch.distributed as dist
+
+        self.inner(batch)
+        dist.all_reduce(self._token)
 
 
 class NoStep:
@@ -270,6 +299,8 @@ class ModelStep:
     - labels: the first 1-D integer tensor leaf of length N, taken `% 1000`; without one,
       zeros(N).
     - CUDA: bf16 autocast, model and images in channels_last. CPU: float32, channels_last.
+    - `distributed`: the model is wrapped in DistributedDataParallel (NCCL on CUDA, gloo on CPU;
+      the default process group must exist), so backward includes the gradient all-reduce.
 
     Tensors not yet on the device are copied there (non_blocking). The step enqueues forward,
     backward and the optimizer update and returns: no `.item()`, no synchronize.
@@ -279,7 +310,7 @@ class ModelStep:
     error on other sizes.
     """
 
-    def __init__(self, name: str, model_name: str, device: torch.device) -> None:
+    def __init__(self, name: str, model_name: str, device: torch.device, *, distributed: bool = False) -> None:
         if not model_name:
             raise UsageError(f"--compute {name}: name a model, e.g. model:resnet50")
         try:
@@ -295,6 +326,13 @@ class ModelStep:
         self.cuda = self.device.type == "cuda"
         model = getattr(torchvision.models, model_name)(weights=None, num_classes=NUM_CLASSES)
         self.model = model.to(self.device, memory_format=torch.channels_last).train()
+        if distributed:
+            # Gradients all-reduced in buckets during backward, as in real data-parallel training.
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.model = DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.cuda else None
+            )
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.loss_fn = torch.nn.CrossEntropyLoss()
         if self.cuda:

@@ -165,6 +165,9 @@ def run_isolated(
     python: str = sys.executable,
     env: dict[str, str] | None = None,
     kind: str = "config",
+    distributed: dict[str, Any] | None = None,
+    stop_reason: Callable[[], str | None] | None = None,
+    poll_s: float = 0.2,
 ) -> Outcome:
     """Measure one trial of `settings` in a fresh process; never raises for the config's faults.
 
@@ -172,7 +175,13 @@ def run_isolated(
     last batch index reached). KeyboardInterrupt kills the tree and is re-raised.
     `kind="ceiling"` measures the compute ceiling for `settings.batch_size` instead
     (`runner.measure_compute_ceiling`; the result is in `Outcome.ceiling`).
+    `distributed`: this rank's place in a distributed trial (see distributed.RankGroup), passed to
+    the measuring process. `stop_reason()` is polled every `poll_s` seconds while the process
+    runs; when it returns a reason the tree is killed and the trial fails with that reason (a
+    distributed trial stops when another rank failed).
     """
+    import time
+
     job = {
         "kind": kind,
         "settings": settings.to_dict(),
@@ -181,6 +190,7 @@ def run_isolated(
         "measure": measure.to_dict(),
         "cache_dir": cache_dir,
         "seed": seed,
+        "distributed": distributed,
     }
     with tempfile.TemporaryDirectory(prefix="loaderbench-") as tmp:
         job_path = Path(tmp, "job.json")
@@ -215,7 +225,20 @@ def run_isolated(
             reader = threading.Thread(target=read_progress, daemon=True)
             reader.start()
             try:
-                rc = proc.wait(timeout=timeout_s)
+                deadline = time.monotonic() + timeout_s
+                while True:
+                    try:
+                        rc = proc.wait(timeout=poll_s if stop_reason is not None else timeout_s)
+                        break
+                    except subprocess.TimeoutExpired:
+                        if time.monotonic() >= deadline:
+                            raise
+                        reason = stop_reason() if stop_reason is not None else None
+                        if reason is not None:
+                            kill_tree(proc.pid)
+                            proc.wait()
+                            reader.join(timeout=2)
+                            return Outcome(status="failed", error=reason, last_batch=last["batch"])
             except subprocess.TimeoutExpired:
                 finished = _read_result(result_path)
                 if finished is not None:

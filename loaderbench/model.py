@@ -239,6 +239,12 @@ class Trial:
     epoch_gap_s: list[float] = field(default_factory=list)
     loader_alone_samples_per_s: float | None = None
     notes: list[str] = field(default_factory=list)
+    # Distributed sweeps (torchrun): the rank that measured this trial, the job's world size and,
+    # on the trial the leader keeps per repeat (a copy of the slowest rank's), every rank's own
+    # trial (as dicts); see distributed.merge_trials.
+    rank: int | None = None
+    world_size: int | None = None
+    rank_trials: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -279,6 +285,13 @@ class Summary:
     samples_per_s_max: float | None = None
     repeats: int = 1
     verdict: str = ""
+    # Distributed sweeps: per rank (index = rank), the median over repeats of that rank's own
+    # samples/s and stall fraction; `slowest_rank` is the rank whose loader held the job back
+    # (highest stall fraction) in most repeats. None / [] for a single-process sweep.
+    world_size: int | None = None
+    rank_samples_per_s: list[float] = field(default_factory=list)
+    rank_stall_fraction: list[float] = field(default_factory=list)
+    slowest_rank: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

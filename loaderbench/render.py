@@ -107,9 +107,30 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
             "verdict": m.verdict,
         }
     )
+    cells.update(rank_cells(m))
     if stats.relative_spread(m) > stats.NOISY_SPREAD:
         cells["verdict"] += " (noisy)"
     return cells
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}" if x >= 0.10 else f"{x:.1%}"
+
+
+def rank_cells(m: Any) -> dict[str, str]:
+    """Distributed sweeps: each rank's own samples/s (min-max over ranks) and stall fraction
+    (every rank up to 4 ranks, else min-max and the slowest rank), the slowest rank marked *."""
+    if not m.rank_samples_per_s:
+        return {"rank_rate": NA, "rank_stall": NA}
+    rates, stalls = m.rank_samples_per_s, m.rank_stall_fraction
+    rate = f"{min(rates):,.0f}–{max(rates):,.0f}"
+    if len(stalls) <= 4:
+        stall = " · ".join(
+            f"r{r} {_pct(x)}" + ("*" if r == m.slowest_rank else "") for r, x in enumerate(stalls)
+        )
+    else:
+        stall = f"{_pct(min(stalls))}–{_pct(max(stalls))}, slowest r{m.slowest_rank}"
+    return {"rank_rate": rate, "rank_stall": stall}
 
 
 COLUMNS: list[tuple[str, str]] = [
@@ -127,6 +148,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("ceiling_pct", "% of ceiling"),
     ("loader_ceiling", "loader alone /s"),
     ("stall", "stall"),
+    ("rank_rate", "per rank /s"),
+    ("rank_stall", "stall by rank"),
     ("wait_ms", "wait ms p50 / p95"),
     ("compute_ms", "compute ms"),
     ("h2d", "H2D ms · GB/s · hidden"),
@@ -165,6 +188,14 @@ def header_lines(rs: ResultSet) -> list[str]:
         f"dataset: {dataset} | step: {step} | device: {gpu} | "
         f"CPUs usable: {env.get('usable_cpus', '?')}"
     ]
+    dist = env.get("distributed") or {}
+    if dist:
+        lines.append(
+            f"distributed: {dist.get('world_size')} ranks ({dist.get('local_world_size')} on this node), "
+            "each with its own DataLoader over its shard and its own device; samples/s and the "
+            "ceilings are summed over ranks; stall, waits and the verdict are the slowest rank's "
+            "(marked *); num_workers is per rank"
+        )
     same = {k: v for k, v in constant_settings(rs).items() if v != "default"}
     if same:
         lines.append("in every row: " + ", ".join(f"{k}={v}" for k, v in same.items()))
@@ -220,6 +251,8 @@ def visible_columns(rs: ResultSet) -> list[tuple[str, str]]:
         hidden.add("cache")
     if all(r.summary is None or r.summary.storage_fraction is None for r in rs.results):
         hidden.add("storage")
+    if all(r.summary is None or not r.summary.rank_samples_per_s for r in rs.results):
+        hidden |= {"rank_rate", "rank_stall"}
     return [(k, h) for k, h in COLUMNS if k not in hidden]
 
 
@@ -240,7 +273,8 @@ def build_table(rs: ResultSet) -> Table:
             cells["verdict"] = cells["verdict"] + "  ◀ knee"
         elif r.status != "ok":
             style = "red"
-        table.add_row(*[cells[k] for k, _ in columns], style=style)
+        # Text, not markup: an error such as "[/path/pair.cc:545] Read error" must print as written.
+        table.add_row(*[Text(cells[k]) for k, _ in columns], style=style)
     return table
 
 
@@ -280,6 +314,9 @@ def footer_lines(rs: ResultSet) -> list[str]:
         out.append("Recommendation: none (no config was measured successfully).")
     else:
         out.append(f"Recommendation: {rec.reason}")
+        per_gpu = per_rank_line(rs)
+        if per_gpu:
+            out.append(per_gpu)
         out.append(f"    loader = {rec.dataloader_call}")
         if rec.use_prefetcher:
             out.append("    loader = loaderbench.CUDAPrefetcher(loader)  # copy batch N+1 on a side stream")
@@ -323,7 +360,7 @@ def baseline_row(rs: ResultSet) -> tuple[ConfigResult | None, str]:
 def render_table(rs: ResultSet, console: Console) -> None:
     """Print header, table and recommendation to `console` (stdout in the CLI)."""
     for line in header_lines(rs):
-        console.print(line, highlight=False)
+        console.print(Text(line))
     console.print(build_table(rs))
     for line in footer_lines(rs):
         console.print(Text(line))
@@ -348,6 +385,28 @@ def to_markdown(rs: ResultSet) -> str:
     lines.append("")
     lines.extend(footer_lines(rs))
     return "\n".join(lines) + "\n"
+
+
+def per_rank_line(rs: ResultSet) -> str:
+    """Distributed sweeps: how close each rank of the recommended config comes to its own
+    compute ceiling ('' when not distributed or unknown)."""
+    rec = rs.recommendation
+    if rec is None or rec.settings is None:
+        return ""
+    row = next((r for r in rs.results if r.settings.key() == rec.settings.key() and r.summary), None)
+    if row is None or not row.summary or not row.summary.rank_samples_per_s:
+        return ""
+    ceiling = ((rs.ceilings or {}).get("compute") or {}).get(str(row.settings.batch_size)) or {}
+    shares = stats.rank_ceiling_shares(row.summary.rank_samples_per_s, ceiling.get("rank_samples_per_s"))
+    rates = ", ".join(f"r{r} {x:,.0f}" for r, x in enumerate(row.summary.rank_samples_per_s))
+    text = f"Per rank (samples/s): {rates}"
+    if shares:
+        worst = min(range(len(shares)), key=shares.__getitem__)
+        text += (
+            f"; every rank at least {shares[worst]:.1%} of its own compute ceiling "
+            f"(lowest: rank {worst})"
+        )
+    return text + "."
 
 
 def summary_rows(rs: ResultSet) -> list[dict[str, Any]]:

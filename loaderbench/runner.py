@@ -177,6 +177,7 @@ def timed_loop(
     ready_count: Callable[[], int | None] | None = None,
     full_queue: int | None = None,
     restart_epochs: bool = False,
+    agree: Callable[[bool], bool] | None = None,
 ) -> LoopTimes:
     """Run `step` over `batches` and time it per the NOTE [timing model].
 
@@ -192,7 +193,10 @@ def timed_loop(
     reference to a batch beyond its step (case C07). `on_batch(i)` is called after each step with
     the 0-based batch index (progress/heartbeat). `after_window(iterator, period_s)` runs once
     after the window with the live iterator and the median host time per step; the seconds it
-    returns are kept as `receive_s` (see `probe_receive`). Raises ValueError if the loader yields nothing.
+    returns are kept as `receive_s` (see `probe_receive`). `agree(flag)` (distributed sweeps:
+    True only when every rank's flag is true) makes the two decisions, where the warm-up ends
+    and where the window ends, for all ranks at once; it is called at the same batch indices on
+    every rank. Raises ValueError if the loader yields nothing.
     Returns per-batch lists for the measured batches only, in seconds.
     """
     t_start = clock()
@@ -260,7 +264,10 @@ def timed_loop(
                 n_ready = ready_count() if ready_count is not None else None
                 if n_ready is not None and full_queue is not None and n_ready >= full_queue:
                     blocked = True  # not a drain: the loader keeps up, nothing to flatter
-            if index >= warmup_batches and (blocked or index >= most):
+            start = index >= warmup_batches and (blocked or index >= most)
+            if agree is not None and index >= warmup_batches:
+                start = agree(start)
+            if start:
                 warm = index
                 window_start = clock()
                 if on_window_start is not None:
@@ -270,7 +277,10 @@ def timed_loop(
         samples += n
         host_wait.append(t1 - t0)
         elapsed = clock() - window_start
-        if measured >= max_batches or (measured >= min_batches and elapsed >= min_time_s):
+        done = measured >= max_batches or (measured >= min_batches and elapsed >= min_time_s)
+        if agree is not None:
+            done = agree(done)
+        if done:
             break
     ready, end = marker.times()
     if on_window_end is not None:
@@ -392,10 +402,13 @@ def loader_alone(
 # The whole measurement of one config (inside the isolated process).
 
 
-def resolve_device(measure: MeasureSpec) -> str:
-    """'cuda:N' or 'cpu' for `measure.device` ('auto' picks cuda:0 when CUDA is available)."""
+def resolve_device(measure: MeasureSpec, local_rank: int | None = None) -> str:
+    """'cuda:N' or 'cpu' for `measure.device` ('auto' picks cuda:0 when CUDA is available; in a
+    distributed sweep 'auto' and 'cuda' pick cuda:LOCAL_RANK, one GPU per rank)."""
     import torch
 
+    if local_rank is not None and measure.device in ("auto", "cuda") and torch.cuda.is_available():
+        return f"cuda:{local_rank}"
     if measure.device == "auto":
         return "cuda:0" if torch.cuda.is_available() else "cpu"
     if measure.device.startswith("cuda") and not torch.cuda.is_available():
@@ -485,6 +498,32 @@ def _storage_reads(
         needed_bytes=needed, storage_mb_per_s=summary.storage_mb_per_s, served_from=summary.served_from
     )
     return out
+
+
+def _sampler(
+    dataset: Any, per_rank: int, generator: Any, seed: int, group: Any, *, own_length: bool
+) -> Any:
+    """The index sampler of one trial: seeded random order, `per_rank` samples per epoch.
+
+    Single process: RandomSampler. Distributed (`group`): over a real dataset's own length
+    (`own_length`), torch's DistributedSampler (a seeded permutation cut into one shard per
+    rank, as in training); otherwise (arbitrary length) `RankShard` of a RandomSampler drawing
+    `per_rank x world_size` indices, the same on every rank.
+    """
+    from torch.utils.data import DistributedSampler, RandomSampler
+
+    if group is None:
+        return RandomSampler(dataset, replacement=False, num_samples=per_rank, generator=generator)
+    if own_length:
+        return DistributedSampler(
+            dataset, num_replicas=group.world_size, rank=group.rank, shuffle=True, seed=seed
+        )
+    from loaderbench.distributed import RankShard
+
+    base = RandomSampler(
+        dataset, replacement=False, num_samples=per_rank * group.world_size, generator=generator
+    )
+    return RankShard(base, group.rank, group.world_size)
 
 
 def _set_worker_threads(threads: int, worker_id: int) -> None:
@@ -636,27 +675,39 @@ def measure_config(
     cache_dir: str | None = None,
     seed: int = 0,
     on_batch: Callable[[int], None] | None = None,
+    distributed: dict[str, Any] | None = None,
 ) -> Trial:
     """Build a fresh DataLoader for `settings` and measure it (one trial).
+
+    `distributed`: this process is one rank of a distributed trial (distributed.RankGroup's
+    spec): it joins the trial's process group, loads its own shard of the samples on its own
+    device, ends each step with the gradient all-reduce, and agrees with the other ranks on the
+    window (NOTE [distributed sweep] in distributed.py).
 
     Raises whatever the dataset, the DataLoader or the step raises (the isolated process turns it
     into a failed row), and ValueError when nothing could be measured.
     """
     import psutil
     import torch
-    from torch.utils.data import IterableDataset, RandomSampler
+    from torch.utils.data import IterableDataset
 
     from loaderbench import batch as batch_mod
     from loaderbench import compute as compute_mod
     from loaderbench import datasets, gpu, storage
     from loaderbench.prefetch import CUDAPrefetcher
 
-    device_name = resolve_device(measure)
+    local_rank = None if distributed is None else int(distributed.get("local_rank", 0))
+    device_name = resolve_device(measure, local_rank)
     device = torch.device(device_name)
     timing = resolve_timing(measure, compute_spec, device_name)
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.set_device(device)
+    group = None
+    if distributed is not None:
+        from loaderbench.distributed import RankGroup
+
+        group = RankGroup(distributed, device)
 
     dataset = datasets.build_dataset(
         dataset_spec, cache_dir=None if cache_dir is None else Path(cache_dir)
@@ -681,16 +732,12 @@ def measure_config(
             per_epoch = len(dataset)  # type: ignore[arg-type]
         else:  # one long epoch: the dataset's length is arbitrary (synthetic, tensor)
             per_epoch = total_batches * settings.batch_size
-        recording = _RecordingSampler(
-            RandomSampler(
-                dataset,  # type: ignore[arg-type]  # map-style datasets have __len__
-                replacement=False, num_samples=per_epoch, generator=generator,
-            )
+        kwargs["sampler"] = _RecordingSampler(
+            _sampler(dataset, per_epoch, generator, seed, group, own_length=epochs and not measure.epoch_batches)
         )
-        kwargs["sampler"] = recording
     loader = _tracking_loader_class()(dataset, **kwargs)
 
-    step = compute_mod.build_compute(compute_spec, device)
+    step = compute_mod.build_compute(compute_spec, device, distributed=group is not None)
     first_raw: dict[str, Any] = {}
     inspected = _InspectFirst(loader, lambda b: first_raw.setdefault("info", batch_mod.inspect_batch(b)))
     # The H2D copy: done by the prefetcher on its side stream, or here on the compute stream
@@ -765,6 +812,8 @@ def measure_config(
         )
         return received
 
+    if group is not None:
+        group.barrier()  # every rank has its loader and step built: the trial starts together
     try:
         loop = timed_loop(
             source,
@@ -784,6 +833,7 @@ def measure_config(
             ready_count=lambda: ready_batches(loader),
             full_queue=max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2),
             after_window=after_window,
+            agree=None if group is None else group.agree,
         )
     except RuntimeError as exc:
         dead = describe_dead_workers(loader)
@@ -836,7 +886,11 @@ def measure_config(
         h2d_hidden_fraction=hidden,
         **reads,
         notes=list(loop.notes),
+        rank=None if group is None else group.rank,
+        world_size=None if group is None else group.world_size,
     )
+    if group is not None:
+        group.barrier()  # ... and ends together (the probes after the window are per rank)
     if cuda and settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
         trial.notes.append("pinning ineffective: pin_memory=True but no tensor leaf of the batch is pinned")
     return trial
@@ -851,8 +905,12 @@ def measure_compute_ceiling(
     *,
     cache_dir: str | None = None,
     clock: Clock = time.perf_counter,
+    distributed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The compute ceiling: the step fed one batch, already on the device, over and over.
+
+    `distributed`: measured on every rank at once with the gradient all-reduce in the step
+    (DDP), the ranks agreeing on when to stop; the result is this rank's.
 
     No loader, no copy: the most samples/s the step can take. One batch of `batch_size` samples
     (indices 0..batch_size-1, wrapping around, collated with the dataset's collate function) is
@@ -868,11 +926,17 @@ def measure_compute_ceiling(
     from loaderbench import compute as compute_mod
     from loaderbench import datasets
 
-    device_name = resolve_device(measure)
+    local_rank = None if distributed is None else int(distributed.get("local_rank", 0))
+    device_name = resolve_device(measure, local_rank)
     device = torch.device(device_name)
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.set_device(device)
+    group = None
+    if distributed is not None:
+        from loaderbench.distributed import RankGroup
+
+        group = RankGroup(distributed, device)
     dataset = datasets.build_dataset(
         dataset_spec, cache_dir=None if cache_dir is None else Path(cache_dir)
     )
@@ -887,11 +951,13 @@ def measure_compute_ceiling(
         n = len(dataset)  # type: ignore[arg-type]
         samples = [dataset[i % n] for i in range(batch_size)]
     one = batch_mod.move_to_device(collate(samples), device) if cuda else collate(samples)
-    step = compute_mod.build_compute(compute_spec, device)
+    step = compute_mod.build_compute(compute_spec, device, distributed=group is not None)
     for _ in range(max(3, measure.warmup_batches)):
         step(one)
     if cuda:
         torch.cuda.synchronize()
+    if group is not None:
+        group.barrier()
     count = 0
     t0 = clock()
     if cuda:
@@ -900,7 +966,10 @@ def measure_compute_ceiling(
     while True:
         step(one)
         count += 1
-        if count >= measure.batches and clock() - t0 >= min(measure.min_time_s, 10.0):
+        done = count >= measure.batches and clock() - t0 >= min(measure.min_time_s, 10.0)
+        if group is not None:
+            done = group.agree(done)
+        if done:
             break
     if cuda:
         end.record()

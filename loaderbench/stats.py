@@ -44,7 +44,13 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def trial_samples_per_s(trial: Trial) -> float:
-    """Measured samples / measured time (sum of step times), in samples/s; 0 for no time."""
+    """Measured samples / measured time (sum of step times), in samples/s; 0 for no time.
+
+    A distributed trial (with `rank_trials`, see distributed.merge_trials) is the whole job's:
+    the sum over ranks of each rank's own samples/s (every rank moves its own samples).
+    """
+    if trial.rank_trials:
+        return sum(trial_samples_per_s(Trial.from_dict(t)) for t in trial.rank_trials)
     total_s = sum(trial.step_s)
     return trial.samples / total_s if total_s > 0 else 0.0
 
@@ -53,6 +59,22 @@ def trial_stall_fraction(trial: Trial) -> float:
     """Total data-wait / total step time (0..1): the share of the step the consumer was starved."""
     total_s = sum(trial.step_s)
     return min(1.0, max(0.0, sum(trial.data_wait_s) / total_s)) if total_s > 0 else 0.0
+
+
+def rank_ceiling_shares(
+    rank_samples_per_s: Sequence[float], rank_ceiling_samples_per_s: Sequence[float] | None
+) -> list[float] | None:
+    """Each rank's throughput as a fraction of its own compute ceiling (index = rank), or None
+    when the ceilings are unknown or do not match the ranks.
+
+    >>> rank_ceiling_shares([90.0, 95.0], [100.0, 100.0])
+    [0.9, 0.95]
+    """
+    if not rank_ceiling_samples_per_s or len(rank_ceiling_samples_per_s) != len(rank_samples_per_s):
+        return None
+    if any(c <= 0 for c in rank_ceiling_samples_per_s):
+        return None
+    return [x / c for x, c in zip(rank_samples_per_s, rank_ceiling_samples_per_s)]
 
 
 def input_bound_band(stall_fraction: float) -> str:
@@ -124,8 +146,28 @@ def summarize(trials: Sequence[Trial]) -> Summary:
         samples_per_s_max=float(max(rates)),
         repeats=len(trials),
     )
+    _rank_statistics(summary, trials)
     summary.verdict = verdict(summary)
     return summary
+
+
+def _rank_statistics(summary: Summary, trials: Sequence[Trial]) -> None:
+    """Per-rank medians over repeats (distributed trials only): each rank's own samples/s and
+    stall fraction, and the rank that was slowest (highest stall) in most repeats (ties: the
+    lower rank)."""
+    per_rank = [[Trial.from_dict(d) for d in t.rank_trials] for t in trials if t.rank_trials]
+    if not per_rank:
+        return
+    world = min(len(ranks) for ranks in per_rank)
+    summary.world_size = world
+    summary.rank_samples_per_s = [
+        float(statistics.median(trial_samples_per_s(ranks[r]) for ranks in per_rank)) for r in range(world)
+    ]
+    summary.rank_stall_fraction = [
+        float(statistics.median(trial_stall_fraction(ranks[r]) for ranks in per_rank)) for r in range(world)
+    ]
+    votes = [t.rank for t in trials if t.rank is not None]
+    summary.slowest_rank = max(sorted(set(votes)), key=votes.count) if votes else None
 
 
 def has_tail_stalls(summary: Summary) -> bool:
@@ -400,12 +442,17 @@ def plateau_reason(
     if ks.verdict.startswith("compute-bound") or ks.verdict == RECEIVE_FLOOR:
         if ceiling:
             share = ks.samples_per_s / ceiling
-            alone_s = knee.settings.batch_size / ceiling
-            if share < 0.95 and ks.compute_p50_s > 1.05 * alone_s:
+            # The ceiling is the whole job's in a distributed sweep: one rank's step moves a batch.
+            per_step = knee.settings.batch_size * (ks.world_size or 1)
+            alone_s = per_step / ceiling
+            # Mean, not median, compute time: a tail of slow steps (launches delayed by CPU
+            # contention, an all-reduce waiting for a late rank) costs throughput too.
+            compute_mean_s = per_step / ks.samples_per_s * (1.0 - ks.stall_fraction)
+            if share < 0.95 and compute_mean_s > 1.05 * alone_s:
                 text = (
                     f"The knee reaches {share:.0%} of the compute ceiling ({ceiling:,.0f} samples/s) because the "
-                    f"step itself runs slower beside the loader: {ks.compute_p50_s * 1e3:.1f} ms per batch vs "
-                    f"{alone_s * 1e3:.1f} ms alone."
+                    f"step itself runs slower beside the loader: {compute_mean_s * 1e3:.1f} ms per batch on "
+                    f"average (median {ks.compute_p50_s * 1e3:.1f} ms) vs {alone_s * 1e3:.1f} ms alone."
                 )
                 if usable_cpus and ks.cpu_util_pct is not None and ks.cpu_util_pct >= 85.0 * usable_cpus:
                     text += (

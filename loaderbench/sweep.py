@@ -59,20 +59,33 @@ class Machine:
     """What the defaults depend on (injectable for tests)."""
 
     cuda: bool
-    usable_cpus: int
+    usable_cpus: int  # on this node
+    ranks_per_node: int = 1  # distributed sweeps: ranks (each with its own loader) on this node
+    world_size: int = 1  # distributed sweeps: ranks in the whole job
+
+    @property
+    def cpus_per_rank(self) -> int:
+        """The CPUs one rank's loader may use (all of them for a single-process sweep)."""
+        from loaderbench.distributed import cpus_per_rank
+
+        return cpus_per_rank(self.usable_cpus, self.ranks_per_node)
 
 
-def detect_machine() -> Machine:
+def detect_machine(ranks_per_node: int = 1, world_size: int = 1) -> Machine:
     """CUDA availability (without creating a CUDA context) and the CPUs this process may use."""
     import torch
 
     from loaderbench.env import usable_cpus
 
-    return Machine(cuda=bool(torch.cuda.is_available()), usable_cpus=usable_cpus())
+    return Machine(
+        cuda=bool(torch.cuda.is_available()), usable_cpus=usable_cpus(), ranks_per_node=ranks_per_node,
+        world_size=world_size,
+    )
 
 
 def resolve_defaults(config: SweepConfig, machine: Machine) -> SweepConfig:
-    """Fill the machine-dependent defaults: num_workers grid, batch size, compute step.
+    """Fill the machine-dependent defaults: num_workers grid (from the CPUs per rank: the usable
+    CPUs divided by the ranks on this node in a distributed sweep), batch size, compute step.
 
     Without CUDA, a `spin:` or `model:` step on device auto is a usage error raised later by the
     child; `sleep:` stands for the accelerator step there.
@@ -87,7 +100,7 @@ def resolve_defaults(config: SweepConfig, machine: Machine) -> SweepConfig:
     return replace(
         config,
         compute=compute,
-        num_workers=config.num_workers or tuple(default_num_workers(machine.usable_cpus)),
+        num_workers=config.num_workers or tuple(default_num_workers(machine.cpus_per_rank)),
         batch_size=config.batch_size
         or ((DEFAULT_BATCH_GPU,) if machine.cuda else (DEFAULT_BATCH_CPU,)),
     )
@@ -189,7 +202,9 @@ def run_sweep(
         # Only a real dataset has a meaningful epoch; synthetic and tensor lengths are arbitrary.
         bs = min(p.settings.batch_size for p in points)
         result_set.analysis["epoch_batches"] = max(1, facts.num_samples // bs)
-    result_set.ceilings = {"compute": measure_ceilings(config, compute, points, runner, cache_dir, obs)}
+    result_set.ceilings = {
+        "compute": measure_ceilings(config, compute, points, runner, cache_dir, obs, world_size=machine.world_size)
+    }
     obs.sweep_started(len(entries) * config.repeats)
     trial_index = 0
     for repeat in range(config.repeats):
@@ -264,13 +279,17 @@ def preflight(
     obs: SweepObserver,
 ) -> None:
     """Mark configs before they run: skip those that cannot fit in /dev/shm, warn about ones
-    close to it and about oversubscription, flag an IterableDataset replayed by every worker."""
+    close to it and about oversubscription, flag an IterableDataset replayed by every worker.
+    In a distributed sweep every rank on the node has its own workers: /dev/shm must hold all
+    of theirs, and each rank's workers share the CPUs per rank."""
     free = (environment.get("shm") or {}).get("free_bytes")
     main_threads = environment.get("torch_num_threads")
     for res in results:
         s = res.settings
         if facts is not None:
-            verdict = shm_verdict(shm_need_bytes(s, facts.sample_bytes), free)
+            need = shm_need_bytes(s, facts.sample_bytes)
+            need = None if need is None else need * machine.ranks_per_node
+            verdict = shm_verdict(need, free)
             if verdict is not None:
                 kind, message = verdict
                 if kind == "skip":
@@ -281,7 +300,9 @@ def preflight(
                     res.warnings.append(message)
             if facts.replicated_across_workers and s.num_workers >= 2:
                 res.warnings.append(REPLICATED)
-        over = oversubscription(s, machine.usable_cpus, s.main_threads or main_threads)
+        over = oversubscription(s, machine.cpus_per_rank, s.main_threads or main_threads)
+        if over and machine.ranks_per_node > 1:
+            over += f" (per rank: {machine.usable_cpus} CPUs / {machine.ranks_per_node} ranks on this node)"
         if over:
             res.warnings.append(over)
 
@@ -293,8 +314,13 @@ def measure_ceilings(
     runner: Callable[..., Outcome],
     cache_dir: str | None,
     obs: SweepObserver,
+    *,
+    world_size: int = 1,
 ) -> dict[str, dict[str, Any]]:
     """The compute ceiling per batch size: {"256": {"samples_per_s": ..., "step_s": ...}}.
+
+    In a distributed sweep the ceiling is the whole job's (summed over its `world_size` ranks,
+    each rank's own in `rank_samples_per_s`), like the throughput it is compared with.
 
     A `sleep:MS` step's ceiling is analytic (batch / MS); `none` has none; a GPU or model step
     is measured in a fresh process fed one batch already on the device
@@ -307,7 +333,10 @@ def measure_ceilings(
         if compute.kind == "sleep":
             step_s = compute.ms / 1000.0
             if step_s > 0:
-                out[str(bs)] = {"samples_per_s": bs / step_s, "step_s": step_s, "method": "analytic"}
+                out[str(bs)] = {"samples_per_s": world_size * bs / step_s, "step_s": step_s, "method": "analytic"}
+                if world_size > 1:
+                    out[str(bs)]["rank_samples_per_s"] = [bs / step_s] * world_size
+                    out[str(bs)]["world_size"] = world_size
             continue
         outcome = runner(
             LoaderSettings(0, False, False, None, False, bs),
@@ -420,12 +449,16 @@ def execute_sweep(
     observer: SweepObserver | None = None,
     cache_dir: str | None = None,
     machine: Machine | None = None,
+    runner: Callable[..., Outcome] = run_isolated,
+    distributed: dict[str, Any] | None = None,
 ) -> tuple[ResultSet, Path]:
     """The whole `loaderbench sweep`: resolve defaults for this machine, check the output
     location and the workload, capture the environment, run the sweep.
 
     Raises LoaderbenchError subclasses for bad input before anything is measured, and
-    KeyboardInterrupt (after saving what was measured) on Ctrl-C.
+    KeyboardInterrupt (after saving what was measured) on Ctrl-C. A distributed sweep's leader
+    passes `runner` (distributed.DistributedRunner), the machine with its ranks per node and
+    `distributed` (the job's layout, kept in the environment record).
     """
     from loaderbench.env import capture_environment, preflight_warnings
     from loaderbench.results import check_writable
@@ -438,13 +471,15 @@ def execute_sweep(
     facts = validate_workload(config, machine, cache_dir=cache_dir)
     cuda_in_use = machine.cuda and config.measure.device != "cpu"
     environment = capture_environment(device_index=0 if cuda_in_use else None)
+    if distributed is not None:
+        environment["distributed"] = distributed
     obs = observer or NullObserver()
     for w in preflight_warnings(environment):
         obs.warning(w)
     try:
         rs = run_sweep(
             config, output=out, environment=environment, machine=machine, observer=obs,
-            cache_dir=cache_dir, facts=facts,
+            cache_dir=cache_dir, facts=facts, runner=runner,
         )
     except KeyboardInterrupt as exc:
         raise SweepInterruptedAt(out) from exc

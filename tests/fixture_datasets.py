@@ -126,3 +126,45 @@ class SplitStream(torch.utils.data.IterableDataset):
 
 def make_split_stream() -> torch.utils.data.IterableDataset:
     return SplitStream()
+
+
+class RankSkewed(Dataset):
+    """Small tensors; on rank 1 (env RANK, inherited by the DataLoader's workers) each sample
+    sleeps `slow_ms`: rank 1's loader is the slow one of a distributed sweep."""
+
+    def __init__(self, n: int = 4096, slow_ms: float = 2.0) -> None:
+        self.n = n
+        self.slow_s = slow_ms / 1000.0 if os.environ.get("RANK") == "1" else 0.0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if self.slow_s:
+            time.sleep(self.slow_s)
+        return torch.zeros(3, 8, 8), i % 10
+
+
+def make_rank_skewed() -> Dataset:
+    return RankSkewed()
+
+
+class RankFaulty(Dataset):
+    """Fine on rank 0 and in the main process; in rank 1's DataLoader workers, raises when the
+    loader has 1 worker and hangs when it has 2."""
+
+    def __len__(self) -> int:
+        return 4096
+
+    def __getitem__(self, i: int):
+        info = get_worker_info()
+        if info is not None and os.environ.get("RANK") == "1":
+            if info.num_workers == 1:
+                raise ValueError(f"corrupt sample {i} on rank 1")
+            if info.num_workers == 2:
+                time.sleep(3600)
+        return torch.zeros(3, 8, 8), i % 10
+
+
+def make_rank_faulty() -> Dataset:
+    return RankFaulty()

@@ -217,7 +217,7 @@ def test_a_step_slowed_by_cpu_contention_names_the_cpu():
     r = result(settings(16, pin=True, bs=256), trial(0.0027, 0.0608, bs=256))
     r.summary.cpu_util_pct = 1600.0
     rec = stats.recommend([r], usable_cpus=16, ceilings={256: 256 / 0.0545})
-    assert "60.8 ms per batch vs 54.5 ms alone" in rec.reason
+    assert "60.8 ms per batch on average (median 60.8 ms) vs 54.5 ms alone" in rec.reason
     assert "16.0 of 16 usable CPUs" in rec.reason and "binding resource is the CPU" in rec.reason
     fed = result(settings(14, pin=True, bs=256), trial(0.0007, 0.0546, bs=256))
     rec2 = stats.recommend([fed], usable_cpus=16, ceilings={256: 256 / 0.0545})

@@ -1,0 +1,544 @@
+"""Distributed sweeps: every config runs on all ranks at once, as in data-parallel training.
+
+NOTE [distributed sweep]
+    `torchrun --nproc-per-node N -m loaderbench sweep ...` starts N copies of the sweep, one per
+    rank (`loaderbench sweep --nproc-per-node N` starts the same through torch's elastic launcher,
+    the library behind torchrun). Rank 0 is the *leader*: it alone plans, validates, writes the
+    result file and prints. Every other rank is a *follower* that runs what the leader asks.
+    Per trial (one config, one repeat):
+      1. the leader posts the job in the job's key-value store (torchrun's own TCPStore, or one
+         that rank 0 hosts at MASTER_ADDR:MASTER_PORT under other launchers);
+      2. every rank measures it in a fresh process of its own (isolation.run_isolated, so the
+         watchdog and crash handling are the single-process ones). Those measuring processes
+         form one process group for the trial (NCCL on GPUs, gloo on CPU; a gloo group beside
+         NCCL carries the loop's control decisions), each over its own shard of the samples
+         (`RankShard` / torch's DistributedSampler) and its own GPU (cuda:LOCAL_RANK);
+      3. a barrier before and after the loop, and a collective decision (all ranks agree) where
+         the warm-up ends and where the window ends, so every rank measures the same window of
+         the same batch indices. The step ends with the gradient all-reduce (DDP for a model
+         step; a one-element all-reduce for sleep/spin/none, standing for it), so a rank whose
+         loader is late holds every rank back, as in synchronous training;
+      4. each rank posts its outcome; when one rank fails or hangs it says so in the store, and
+         the others stop their measuring processes at once (within 0.2 s) instead of waiting in
+         a collective until the watchdog;
+      5. the leader merges the ranks' trials (`merge_trials`): throughput is the sum over ranks;
+         every other statistic, and so the stall fraction and the verdict, is the slowest rank's
+         (the highest stall fraction: in synchronous data-parallel training the slowest loader
+         holds every GPU back). Each rank's own trial is kept in the result file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from loaderbench.isolation import Outcome, run_isolated
+from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, Trial
+
+STOPPED = "stopped because another rank failed"
+_STORE_PREFIX = "loaderbench/"
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """Where this process sits in the job, from the variables torchrun sets for every rank."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str
+    master_port: int
+    agent_store: bool  # torchrun's agent hosts the store at MASTER_ADDR:MASTER_PORT
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str] = os.environ) -> RankInfo | None:
+        """The job's layout, or None outside a launcher (no RANK and WORLD_SIZE).
+
+        Raises UsageError when the variables are present but incomplete or inconsistent.
+        """
+        from loaderbench.errors import UsageError
+
+        if "RANK" not in env or "WORLD_SIZE" not in env:
+            return None
+        try:
+            rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
+            local_rank = int(env.get("LOCAL_RANK", env["RANK"]))
+            local_world = int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
+            port = int(env.get("MASTER_PORT", ""))
+        except ValueError:
+            raise UsageError(
+                "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and MASTER_PORT must be integers "
+                "(start the distributed sweep with torchrun or --nproc-per-node)"
+            ) from None
+        if not (0 <= rank < world and 0 <= local_rank < local_world <= world):
+            raise UsageError(
+                f"inconsistent launcher variables: RANK={rank} WORLD_SIZE={world} "
+                f"LOCAL_RANK={local_rank} LOCAL_WORLD_SIZE={local_world}"
+            )
+        return cls(
+            rank=rank,
+            world_size=world,
+            local_rank=local_rank,
+            local_world_size=local_world,
+            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+            master_port=port,
+            agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+        )
+
+
+def cpus_per_rank(usable_cpus: int, ranks_per_node: int) -> int:
+    """The CPUs one rank's loader may use: the node's usable CPUs shared by its ranks (at least 1).
+
+    >>> cpus_per_rank(32, 2), cpus_per_rank(2, 2), cpus_per_rank(3, 4)
+    (16, 1, 1)
+    """
+    return max(1, usable_cpus // max(1, ranks_per_node))
+
+
+# ---------------------------------------------------------------------------------------------
+# Merging the ranks' results (pure).
+
+
+def _rank_rate(t: Trial) -> float:
+    total = sum(t.step_s)
+    return t.samples / total if total > 0 else 0.0
+
+
+def _rank_stall(t: Trial) -> float:
+    total = sum(t.step_s)
+    return sum(t.data_wait_s) / total if total > 0 else 0.0
+
+
+def slowest(trials: list[Trial]) -> int:
+    """Index of the rank that held the job back: the highest stall fraction (data-wait share of
+    its step time); ties go to the lower throughput, then the lower rank."""
+    return max(range(len(trials)), key=lambda i: (_rank_stall(trials[i]), -_rank_rate(trials[i]), -i))
+
+
+def _sum_or_none(values: list[float | int | None]) -> Any:
+    return None if any(v is None for v in values) else sum(values)  # type: ignore[misc]
+
+
+def merge_trials(trials: list[Trial]) -> Trial:
+    """One trial for the whole job from each rank's trial of one repeat (index = rank).
+
+    Per NOTE [distributed sweep]: a copy of the slowest rank's trial (`slowest`), so its
+    per-batch data-wait, compute and step times decide the stall fraction and the verdict, with
+    the node-wide sums of `cpu_time_s`, `cpu_util_pct`, `processes`, memory and the loader
+    ceiling (`loader_alone_samples_per_s`) over ranks, `rank`/`world_size` set, and every rank's
+    own trial in `rank_trials`. Throughput is summed by `stats.trial_samples_per_s`, which reads
+    `rank_trials`. Raises ValueError for no trials.
+    """
+    if not trials:
+        raise ValueError("merge_trials needs at least one rank's trial")
+    k = slowest(trials)
+    notes: list[str] = []
+    for r, t in enumerate(trials):
+        for note in t.notes:
+            tagged = note if len(trials) == 1 else f"rank {r}: {note}"
+            if tagged not in notes:
+                notes.append(tagged)
+    own = [replace(t, rank=r, world_size=len(trials), rank_trials=[]).to_dict() for r, t in enumerate(trials)]
+    return replace(
+        trials[k],
+        rank=k,
+        world_size=len(trials),
+        rank_trials=own,
+        cpu_time_s=_sum_or_none([t.cpu_time_s for t in trials]),
+        cpu_util_pct=_sum_or_none([t.cpu_util_pct for t in trials]),
+        main_cpu_util_pct=trials[k].main_cpu_util_pct,
+        processes=_sum_or_none([t.processes for t in trials]),
+        memory_uss_bytes=_sum_or_none([t.memory_uss_bytes for t in trials]),
+        memory_pss_bytes=_sum_or_none([t.memory_pss_bytes for t in trials]),
+        loader_alone_samples_per_s=_sum_or_none([t.loader_alone_samples_per_s for t in trials]),
+        notes=notes,
+    )
+
+
+def merge_ceilings(ceilings: list[dict[str, Any]]) -> dict[str, Any]:
+    """The job's compute ceiling from each rank's (index = rank): samples/s summed over ranks,
+    the slowest rank's step time, and each rank's own samples/s in `rank_samples_per_s`."""
+    out = dict(max(ceilings, key=lambda c: c["step_s"]))
+    out["samples_per_s"] = sum(c["samples_per_s"] for c in ceilings)
+    out["rank_samples_per_s"] = [c["samples_per_s"] for c in ceilings]
+    out["world_size"] = len(ceilings)
+    return out
+
+
+_PEER_ERRORS = (
+    "connection reset by peer",
+    "connection closed by peer",
+    "remote worker",
+    "remote process",
+    "distbackenderror",
+    "communicator was aborted",
+    "broken pipe",
+)
+
+
+def peer_failure(error: str | None) -> bool:
+    """Whether a rank's error is the echo of another rank's end (its process group lost a
+    peer: gloo's "Connection reset by peer", NCCL's aborted communicator, ...), not a cause."""
+    low = (error or "").lower()
+    return low == STOPPED or any(p in low for p in _PEER_ERRORS)
+
+
+def waits_for_peer(stacks: str | None) -> bool:
+    """Whether a hung rank's Python stacks (faulthandler's dump, see isolation.dump_stacks) show
+    it blocked in a torch.distributed call, i.e. waiting for another rank rather than hung itself."""
+    return bool(stacks) and "distributed_c10d.py" in stacks  # type: ignore[operator]
+
+
+def merge_outcomes(outcomes: list[Outcome]) -> Outcome:
+    """The job's outcome from each rank's (index = rank).
+
+    All ok: the merged trial (`merge_trials`) or ceiling (`merge_ceilings`). Otherwise the
+    cause is the first rank that failed on its own (not stopped because another failed, nor
+    failing because a peer of its process group went away: `peer_failure`),
+    preferring a failure over a hang; among hangs, a rank whose stacks show it was not waiting
+    in a collective (`waits_for_peer`), then the rank that reached the fewest batches. The
+    error names that rank.
+    """
+    if all(o.status == "ok" for o in outcomes):
+        if all(o.ceiling is not None for o in outcomes):
+            return Outcome(status="ok", ceiling=merge_ceilings([o.ceiling for o in outcomes]))  # type: ignore[misc]
+        if all(o.trial is not None for o in outcomes):
+            last = [o.last_batch for o in outcomes if o.last_batch is not None]
+            return Outcome(
+                status="ok",
+                trial=merge_trials([o.trial for o in outcomes]),  # type: ignore[misc]
+                last_batch=min(last) if last else None,
+            )
+    if any(o.status == "interrupted" for o in outcomes):
+        return next(o for o in outcomes if o.status == "interrupted")
+    bad = [(r, o) for r, o in enumerate(outcomes) if o.status != "ok" and not peer_failure(o.error)]
+    if not bad:
+        bad = [(r, o) for r, o in enumerate(outcomes) if o.status != "ok"]
+    failed = [(r, o) for r, o in bad if o.status == "failed"]
+    if failed:
+        r, o = failed[0]
+    else:
+        r, o = min(
+            bad,
+            key=lambda ro: (
+                waits_for_peer(ro[1].detail),
+                -1 if ro[1].last_batch is None else ro[1].last_batch,
+                ro[0],
+            ),
+        )
+    others = len(outcomes) - 1
+    tail = f" (the other {others} rank{'s' if others != 1 else ''} stopped)" if others else ""
+    return Outcome(
+        status=o.status,
+        error=f"rank {r}: {o.error}{tail}",
+        last_batch=o.last_batch,
+        detail=o.detail,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep-level protocol between the leader (rank 0) and the followers, over the job's store.
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def open_store(info: RankInfo, *, timeout_s: float) -> Any:
+    """The job's key-value store, under the prefix `loaderbench/`: a client of torchrun's agent
+    store, or (other launchers) a TCPStore that rank 0 hosts at MASTER_ADDR:MASTER_PORT."""
+    from torch.distributed import PrefixStore, TCPStore
+
+    host_it = info.leader and not info.agent_store
+    store = TCPStore(
+        info.master_addr,
+        info.master_port,
+        world_size=None if not host_it else info.world_size,
+        is_master=host_it,
+        timeout=_dt.timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+    )
+    return PrefixStore(_STORE_PREFIX, store)
+
+
+def _outcome_to_dict(o: Outcome) -> dict[str, Any]:
+    return {
+        "status": o.status,
+        "trial": None if o.trial is None else o.trial.to_dict(),
+        "ceiling": o.ceiling,
+        "error": o.error,
+        "last_batch": o.last_batch,
+        "detail": o.detail,
+    }
+
+
+def _outcome_from_dict(d: dict[str, Any]) -> Outcome:
+    return Outcome(
+        status=d["status"],
+        trial=None if d.get("trial") is None else Trial.from_dict(d["trial"]),
+        ceiling=d.get("ceiling"),
+        error=d.get("error"),
+        last_batch=d.get("last_batch"),
+        detail=d.get("detail"),
+    )
+
+
+def _wait_key(store: Any, key: str, timeout_s: float | None, poll_s: float = 0.05) -> bool:
+    """Poll the store for `key` every `poll_s` seconds up to `timeout_s` (None: for ever); True
+    once it exists. (Polling `check` rather than a timed `wait`: a timed-out wait makes c10d
+    print socket warnings.)"""
+    import time
+
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while not store.check([key]):
+        if deadline is not None and time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
+def _measure_rank(
+    store: Any, info: RankInfo, trial_id: int, job: dict[str, Any], on_batch: Callable[[int], None] | None
+) -> Outcome:
+    """Run this rank's measuring process for one trial; stop it early when another rank failed."""
+    abort_key = f"abort/{trial_id}"
+
+    def stop_reason() -> str | None:
+        try:
+            return STOPPED if store.check([abort_key]) else None
+        except Exception:  # noqa: BLE001 - a store that went away: let the watchdog decide
+            return None
+
+    outcome = run_isolated(
+        LoaderSettings.from_dict(job["settings"]),
+        DatasetSpec.from_dict(job["dataset"]),
+        ComputeSpec.from_dict(job["compute"]),
+        MeasureSpec.from_dict(job["measure"]),
+        timeout_s=float(job["timeout_s"]),
+        cache_dir=job.get("cache_dir"),
+        seed=int(job.get("seed", 0)),
+        on_batch=on_batch,
+        kind=job.get("kind", "config"),
+        distributed={
+            "rank": info.rank,
+            "world_size": info.world_size,
+            "local_rank": info.local_rank,
+            "store_host": info.master_addr,
+            "store_port": info.master_port,
+            "prefix": f"{_STORE_PREFIX}trial/{trial_id}/",
+            "timeout_s": float(job["timeout_s"]),
+        },
+        stop_reason=stop_reason,
+    )
+    if outcome.status != "ok" and outcome.error != STOPPED:
+        store.set(abort_key, f"rank {info.rank}: {outcome.error}")
+    store.set(f"outcome/{trial_id}/{info.rank}", json.dumps(_outcome_to_dict(outcome)))
+    return outcome
+
+
+class DistributedRunner:
+    """The leader's stand-in for `isolation.run_isolated` (same call): posts each trial to the
+    followers, measures rank 0's share, gathers every rank's outcome and merges them
+    (`merge_outcomes`). A follower that never reports within the config's timeout + 60 s is
+    a failed trial naming that rank."""
+
+    def __init__(self, store: Any, info: RankInfo) -> None:
+        self.store = store
+        self.info = info
+        self.trial_id = 0
+
+    def __call__(
+        self,
+        settings: LoaderSettings,
+        dataset: DatasetSpec,
+        compute: ComputeSpec,
+        measure: MeasureSpec,
+        *,
+        timeout_s: float,
+        cache_dir: str | None = None,
+        seed: int = 0,
+        on_batch: Callable[[int], None] | None = None,
+        kind: str = "config",
+    ) -> Outcome:
+        n = self.trial_id
+        self.trial_id += 1
+        job = {
+            "kind": kind,
+            "settings": settings.to_dict(),
+            "dataset": dataset.to_dict(),
+            "compute": compute.to_dict(),
+            "measure": measure.to_dict(),
+            "timeout_s": timeout_s,
+            "cache_dir": cache_dir,
+            "seed": seed,
+        }
+        self.store.set(f"job/{n}", json.dumps(job))
+        try:
+            mine = _measure_rank(self.store, self.info, n, job, on_batch)
+        except KeyboardInterrupt:
+            self.store.set(f"abort/{n}", "interrupted on rank 0")
+            raise
+        outcomes = [mine]
+        for r in range(1, self.info.world_size):
+            key = f"outcome/{n}/{r}"
+            if _wait_key(self.store, key, timeout_s + 60.0):
+                outcomes.append(_outcome_from_dict(json.loads(self.store.get(key))))
+            else:
+                self.store.set(f"abort/{n}", f"rank {r} did not report")
+                outcomes.append(
+                    Outcome(status="failed", error=f"rank {r} reported no result within {timeout_s + 60:g} s")
+                )
+        return merge_outcomes(outcomes)
+
+    def finish(self) -> None:
+        """Tell the followers there is nothing more to run."""
+        self.store.set(f"job/{self.trial_id}", json.dumps({"kind": "stop"}))
+
+
+def follow(store: Any, info: RankInfo) -> int:
+    """A follower's whole sweep: run each job the leader posts until it posts `stop`. Returns 0.
+    Waits for the next job for as long as it takes (the leader's launcher ends the job if the
+    leader dies)."""
+    n = 0
+    while True:
+        key = f"job/{n}"
+        _wait_key(store, key, None)
+        job = json.loads(store.get(key))
+        if job.get("kind") == "stop":
+            return 0
+        _measure_rank(store, info, n, job, None)
+        n += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Inside one measuring process (one rank of one trial).
+
+
+class RankShard:
+    """Every `world_size`-th index of `sampler`, starting at `rank`: the same seeded stream on
+    every rank, cut into disjoint shards, as torch's DistributedSampler cuts a permutation.
+
+    Used where the dataset's length is arbitrary (synthetic, tensor, --epoch-batches): the
+    base sampler draws `per_rank x world_size` indices, so each rank gets `per_rank`.
+    """
+
+    def __init__(self, sampler: Any, rank: int, world_size: int) -> None:
+        self.sampler = sampler
+        self.rank = rank
+        self.world_size = world_size
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.world_size + (1 if self.rank < n % self.world_size else 0)
+
+    def __iter__(self) -> Iterator[int]:
+        for i, index in enumerate(self.sampler):
+            if i % self.world_size == self.rank:
+                yield index
+
+
+class RankGroup:
+    """The process group of one trial's measuring processes (one per rank).
+
+    `spec` comes from the job (`rank`, `world_size`, `local_rank`, `store_host`, `store_port`,
+    `prefix`, `timeout_s`). Backend NCCL when `device` is CUDA, else gloo; loop decisions
+    (`agree`, `barrier`) always go over gloo on the host, so they never wait for the GPU.
+    """
+
+    def __init__(self, spec: dict[str, Any], device: Any) -> None:
+        import torch.distributed as dist
+        from torch.distributed import PrefixStore, TCPStore
+
+        self.dist = dist
+        self.rank = int(spec["rank"])
+        self.world_size = int(spec["world_size"])
+        self.local_rank = int(spec.get("local_rank", self.rank))
+        timeout = _dt.timedelta(seconds=float(spec.get("timeout_s", 300)) + 60)
+        store = TCPStore(
+            spec["store_host"], int(spec["store_port"]), is_master=False, timeout=timeout,
+        )
+        self.cuda = getattr(device, "type", "cpu") == "cuda"
+        backend = "nccl" if self.cuda else "gloo"
+        kwargs: dict[str, Any] = {}
+        if self.cuda:
+            kwargs["device_id"] = device
+        dist.init_process_group(
+            backend, store=PrefixStore(spec["prefix"], store), rank=self.rank,
+            world_size=self.world_size, timeout=timeout, **kwargs,
+        )
+        self.control = dist.new_group(backend="gloo") if self.cuda else None
+
+    def agree(self, flag: bool) -> bool:
+        """True when `flag` is true on every rank (a MIN all-reduce over gloo; blocks until every
+        rank asks)."""
+        import torch
+
+        t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=self.control)
+        return bool(t.item())
+
+    def barrier(self) -> None:
+        self.dist.barrier(group=self.control)
+
+    def close(self) -> None:
+        try:
+            self.dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - teardown after the result is written
+            pass
+
+
+def launch(nproc_per_node: int, argv: list[str]) -> int:
+    """`loaderbench sweep --nproc-per-node N`: start `python -m loaderbench ARGV` as N ranks on
+    this node with torch's elastic launcher (what `torchrun --standalone --nproc-per-node N`
+    runs), as torchrun does setting OMP_NUM_THREADS=1 when unset and N > 1. Returns rank 0's exit
+    code (or the first failing rank's)."""
+    import logging
+    import uuid
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    if nproc_per_node > 1:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nproc_per_node,
+        run_id=f"loaderbench-{uuid.uuid4().hex[:8]}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="localhost:0",
+        max_restarts=0,
+        monitor_interval=0.1,
+    )
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    try:
+        elastic_launch(config, sys.executable)("-m", "loaderbench", *argv)
+    except (SignalException, KeyboardInterrupt):
+        # SIGTERM/SIGINT: the agent has stopped the ranks, and each rank its measuring
+        # process; rank 0 has said where the finished configs are.
+        return 130
+    except ChildFailedError as exc:
+        codes = {rank: f.exitcode for rank, f in exc.failures.items()}
+        code = codes.get(0, next(iter(codes.values()), 1))
+        return code if isinstance(code, int) and code > 0 else 1
+    return 0
+
+
+def free_port() -> int:
+    """A TCP port free on this host now (for tests and other launchers)."""
+    return _free_port()
