@@ -223,6 +223,14 @@ def sweep(
                 dist.follow(dist.open_store(info, timeout_s=600), info)
             except KeyboardInterrupt:
                 raise typer.Exit(130) from None
+            except RuntimeError as exc:  # c10d's store errors (DistStoreError, ...) are RuntimeErrors
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                _stderr().print(
+                    f"loaderbench: error: rank {info.rank} lost the job's store at "
+                    f"{info.master_addr}:{info.master_port} (did rank 0 end?): {first}",
+                    highlight=False, markup=False, soft_wrap=True,
+                )
+                raise typer.Exit(1) from None
             return
         fmt = _check_format(format)
         overrides: dict[str, dict[str, Any]] = {}

@@ -61,6 +61,11 @@ class RankInfo:
     def leader(self) -> bool:
         return self.rank == 0
 
+    @property
+    def hosts_store(self) -> bool:
+        """Rank 0 hosts the job's store unless torchrun's agent does."""
+        return self.leader and not self.agent_store
+
     @classmethod
     def from_environ(cls, env: Mapping[str, str] = os.environ) -> RankInfo | None:
         """The job's layout, or None outside a launcher (no RANK and WORLD_SIZE).
@@ -262,7 +267,7 @@ def open_store(info: RankInfo, *, timeout_s: float) -> Any:
     store, or (other launchers) a TCPStore that rank 0 hosts at MASTER_ADDR:MASTER_PORT."""
     from torch.distributed import PrefixStore, TCPStore
 
-    host_it = info.leader and not info.agent_store
+    host_it = info.hosts_store
     store = TCPStore(
         info.master_addr,
         info.master_port,
@@ -403,9 +408,18 @@ class DistributedRunner:
                 )
         return merge_outcomes(outcomes)
 
-    def finish(self) -> None:
-        """Tell the followers there is nothing more to run."""
+    def finish(self, wait_s: float = 30.0) -> None:
+        """Tell the followers there is nothing more to run. When this process hosts the store
+        (launchers other than torchrun), wait up to `wait_s` for every follower to have read
+        that, so none loses the store mid-read."""
+        import time
+
         self.store.set(f"job/{self.trial_id}", json.dumps({"kind": "stop"}))
+        if not self.info.hosts_store:
+            return
+        deadline = time.monotonic() + wait_s
+        while self.store.add("followers_done", 0) < self.info.world_size - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def follow(store: Any, info: RankInfo) -> int:
@@ -418,6 +432,7 @@ def follow(store: Any, info: RankInfo) -> int:
         _wait_key(store, key, None)
         job = json.loads(store.get(key))
         if job.get("kind") == "stop":
+            store.add("followers_done", 1)
             return 0
         _measure_rank(store, info, n, job, None)
         n += 1

@@ -168,3 +168,8 @@ class RankFaulty(Dataset):
 
 def make_rank_faulty() -> Dataset:
     return RankFaulty()
+
+
+def make_rank_stuck() -> Dataset:
+    """Rank 1 takes 30 s per sample: its measuring process sits in a load, not in a collective."""
+    return RankSkewed(slow_ms=30_000.0)

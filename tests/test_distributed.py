@@ -177,3 +177,89 @@ def test_one_rank_matches_the_single_process_sweep(tmp_path):
     a = json.loads(out1.read_text())["results"][0]["summary"]["samples_per_s"]
     b = json.loads((tmp_path / "one.json").read_text())["results"][0]["summary"]["samples_per_s"]
     assert b == pytest.approx(a, rel=0.05)
+
+
+SMALL = ["--dataset", "tensor", "--compute", "sleep:10", "--num-workers", "0", "--batches", "5",
+         "--min-time", "0.2", "--repeats", "1", "--no-progress"]
+
+
+@pytest.mark.slow
+def test_torchrun_runs_the_same_sweep(tmp_path):
+    out = tmp_path / "r.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "loaderbench", "sweep", *SMALL, "--output", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )
+    assert p.returncode == 0, p.stderr
+    data = json.loads(out.read_text())
+    assert data["environment"]["distributed"] == {"world_size": 2, "local_world_size": 2, "launcher": "torchrun"}
+    (row,) = data["results"]
+    assert len(row["trials"][0]["rank_trials"]) == 2
+    assert p.stdout.count("results saved") == 0 and p.stderr.count("results saved") == 1  # rank 0 alone
+
+
+@pytest.mark.slow
+def test_other_launchers_rank_0_hosts_the_store_and_waits_for_the_followers(tmp_path):
+    # A launcher that only sets RANK/WORLD_SIZE/MASTER_* (no torchrun agent store): rank 0
+    # hosts the store and does not leave before the follower has read "stop".
+    import os
+
+    from loaderbench.distributed import free_port
+
+    out = tmp_path / "r.json"
+    port = str(free_port())
+    procs = []
+    for rank in (0, 1):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "loaderbench", "sweep", *SMALL, "--output", str(out)],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ))
+    results = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    assert results[1] == ("", "")  # the follower prints nothing
+    data = json.loads(out.read_text())
+    assert data["environment"]["distributed"]["launcher"] == "env"
+    assert len(data["results"][0]["trials"][0]["rank_trials"]) == 2
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_rank_and_its_measuring_process(tmp_path):
+    # A launcher stopped from outside (a CI timeout, a scheduler) must leave no measuring process
+    # behind: each runs in its own session, so every rank has to kill its own (found on 2 H200s).
+    import signal
+    import time
+
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        # Rank 1's measuring process is stuck loading (not in a collective, where gloo would
+        # notice a dead peer at once; NCCL does not).
+        [sys.executable, "-m", "loaderbench", "sweep", "--nproc-per-node", "2",
+         "--dataset", "tests.fixture_datasets:make_rank_stuck", "--batch-size", "4",
+         "--compute", "sleep:20", "--num-workers", "0", "--batches", "5", "--min-time", "60",
+         "--repeats", "1", "--no-progress", "--output", str(out)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+    def children() -> list[psutil.Process]:
+        return [p for p in psutil.Process(proc.pid).children(recursive=True)
+                if "loaderbench._child" in " ".join(p.cmdline())]
+
+    deadline = time.monotonic() + 90
+    measuring: list[psutil.Process] = []
+    while time.monotonic() < deadline and len(measuring) < 2:
+        try:
+            measuring = children()
+        except psutil.Error:
+            pass
+        time.sleep(0.5)
+    assert len(measuring) >= 2, "both ranks' measuring processes should be running"
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    _, alive = psutil.wait_procs(measuring, timeout=10)
+    assert not alive
