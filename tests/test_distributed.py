@@ -18,11 +18,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _sweep(tmp_path: Path, *args: str, timeout: float = 240) -> tuple[subprocess.CompletedProcess, dict]:
+    import os
+
     out = tmp_path / "r.json"
+    # TMPDIR: the measuring processes' job files live under tmp_path, so their command lines
+    # name it (how the leftover check below tells this test's processes from any other's).
     proc = subprocess.run(
         [sys.executable, "-m", "loaderbench", "sweep", "--nproc-per-node", "2", "--output", str(out),
          "--no-progress", "--repeats", "1", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, TMPDIR=str(tmp_path)),
     )
     data = json.loads(out.read_text()) if out.exists() else {}
     return proc, data
@@ -78,7 +82,6 @@ def test_two_ranks_gather_sum_and_slowest_rank_decides(tmp_path):
 
 @pytest.mark.slow
 def test_failure_or_hang_on_one_rank_ends_that_config_and_the_sweep_goes_on(tmp_path):
-    before = {p.pid for p in psutil.process_iter()}
     proc, data = _sweep(
         tmp_path, "--dataset", "tests.fixture_datasets:make_rank_faulty", "--compute", "sleep:5",
         "--batch-size", "8", "--num-workers", "0,1,2", "--batches", "5", "--min-time", "0.2",
@@ -98,7 +101,7 @@ def test_failure_or_hang_on_one_rank_ends_that_config_and_the_sweep_goes_on(tmp_
     # No measuring process or worker outlives the sweep.
     leftovers = [
         p for p in psutil.process_iter(["cmdline"])
-        if p.pid not in before and "loaderbench._child" in " ".join(p.info["cmdline"] or [])
+        if "loaderbench._child" in " ".join(p.info["cmdline"] or []) and str(tmp_path) in " ".join(p.info["cmdline"] or [])
     ]
     assert not leftovers
 
