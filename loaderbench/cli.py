@@ -284,11 +284,25 @@ def _launch_ranks(value: str, info: Any, cfg: Any, output: Path | None) -> int:
         n = 0
     if n < 1:
         raise UsageError(f"--nproc-per-node: expected a whole number >= 1 (ranks on this node), got {value!r}")
+    _check_layout(n, cfg, "--nproc-per-node")
     if output is not None:
         check_writable(output)
     if _ARGV is None:
         raise UsageError("--nproc-per-node needs the loaderbench command line (run `loaderbench sweep ...`)")
     return dist.launch(n, _strip_option(_ARGV, "--nproc-per-node"))
+
+
+def _check_layout(ranks_per_node: int, cfg: Any, flag: str) -> None:
+    """One GPU and at least one CPU per rank on this node (distributed.check_ranks)."""
+    import torch
+
+    from loaderbench import distributed as dist
+    from loaderbench.env import usable_cpus
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    dist.check_ranks(
+        ranks_per_node, gpus=gpus, usable_cpus=usable_cpus(), device=cfg.measure.device, flag=flag
+    )
 
 
 def _strip_option(argv: list[str], name: str) -> list[str]:
@@ -317,6 +331,11 @@ def _execute(cfg: Any, output: Path | None, obs: Any, info: Any) -> Any:
     if info is None:
         return execute_sweep(cfg, output=output, observer=obs)
     runner = dist.DistributedRunner(dist.open_store(info, timeout_s=600), info)
+    try:
+        _check_layout(info.local_world_size, cfg, "torchrun --nproc-per-node")
+    except BaseException:
+        runner.finish(wait_s=0)
+        raise
     layout = {
         "world_size": info.world_size,
         "local_world_size": info.local_world_size,

@@ -111,6 +111,25 @@ def cpus_per_rank(usable_cpus: int, ranks_per_node: int) -> int:
     return max(1, usable_cpus // max(1, ranks_per_node))
 
 
+def check_ranks(ranks_per_node: int, *, gpus: int, usable_cpus: int, device: str, flag: str) -> None:
+    """Refuse a layout that cannot be measured: more ranks on this node than its GPUs when the
+    step runs on CUDA (one GPU per rank, cuda:LOCAL_RANK), or than its usable CPUs (each rank's
+    main process needs one). Raises UsageError naming `flag`."""
+    from loaderbench.errors import UsageError
+
+    on_gpu = gpus > 0 and device != "cpu"
+    if on_gpu and ranks_per_node > gpus:
+        raise UsageError(
+            f"{flag} {ranks_per_node}: {gpus} CUDA GPU{'s' if gpus != 1 else ''} visible on this node and "
+            f"each rank needs its own; use {flag} {gpus}, or --device cpu to run the ranks on the CPU"
+        )
+    if ranks_per_node > usable_cpus:
+        raise UsageError(
+            f"{flag} {ranks_per_node}: more ranks than the {usable_cpus} usable CPUs of this node "
+            f"(each rank's main process needs one); use at most {flag} {usable_cpus}"
+        )
+
+
 # ---------------------------------------------------------------------------------------------
 # Merging the ranks' results (pure).
 

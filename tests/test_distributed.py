@@ -266,3 +266,16 @@ def test_sigterm_stops_every_rank_and_its_measuring_process(tmp_path):
     assert "Traceback" not in err
     _, alive = psutil.wait_procs(measuring, timeout=10)
     assert not alive
+
+
+def test_more_ranks_than_cpus_is_refused_before_any_rank_starts(tmp_path):
+    import os
+
+    too_many = str((len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) + 1)
+    p = subprocess.run(
+        [sys.executable, "-m", "loaderbench", "sweep", "--nproc-per-node", too_many, "--dataset", "tensor",
+         "--device", "cpu", "--output", str(tmp_path / "r.json")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert p.returncode == 2 and "usable CPUs" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r.json").exists()

@@ -672,3 +672,13 @@ def test_a_distributed_knee_short_of_its_ceiling_names_the_cpu_per_rank_step():
     assert "65.2 ms" not in rec.reason  # the step, not step + wait
     assert "63.3 ms per batch on average (median 58.0 ms) vs 56.5 ms alone" in rec.reason
     assert "30.9 of 32 usable CPUs" in rec.reason and "binding resource is the CPU" in rec.reason
+
+
+def test_check_ranks_needs_a_gpu_and_a_cpu_per_rank():
+    dist.check_ranks(2, gpus=2, usable_cpus=32, device="auto", flag="--nproc-per-node")
+    dist.check_ranks(4, gpus=2, usable_cpus=32, device="cpu", flag="--nproc-per-node")  # CPU ranks
+    dist.check_ranks(2, gpus=0, usable_cpus=2, device="auto", flag="--nproc-per-node")
+    with pytest.raises(UsageError, match=r"--nproc-per-node 4: 2 CUDA GPUs visible .* use --nproc-per-node 2"):
+        dist.check_ranks(4, gpus=2, usable_cpus=32, device="auto", flag="--nproc-per-node")
+    with pytest.raises(UsageError, match=r"more ranks than the 2 usable CPUs .* at most --nproc-per-node 2"):
+        dist.check_ranks(3, gpus=0, usable_cpus=2, device="auto", flag="--nproc-per-node")
