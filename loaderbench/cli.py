@@ -220,7 +220,7 @@ def sweep(
             # runs in its own session: run_isolated kills that tree on KeyboardInterrupt.
             _sigterm_as_interrupt()
             try:
-                dist.follow(dist.open_store(info, timeout_s=600), info)
+                dist.follow(dist.open_store(info, timeout_s=120), info)
             except KeyboardInterrupt:
                 raise typer.Exit(130) from None
             except RuntimeError as exc:  # c10d's store errors (DistStoreError, ...) are RuntimeErrors
@@ -289,7 +289,10 @@ def _launch_ranks(value: str, info: Any, cfg: Any, output: Path | None) -> int:
         check_writable(output)
     if _ARGV is None:
         raise UsageError("--nproc-per-node needs the loaderbench command line (run `loaderbench sweep ...`)")
-    return dist.launch(n, _strip_option(_ARGV, "--nproc-per-node"))
+    code, message = dist.launch(n, _strip_option(_ARGV, "--nproc-per-node"))
+    if message:
+        _stderr().print(f"loaderbench: error: {message}", highlight=False, markup=False, soft_wrap=True)
+    return code
 
 
 def _check_layout(ranks_per_node: int, cfg: Any, flag: str) -> None:
@@ -333,6 +336,7 @@ def _execute(cfg: Any, output: Path | None, obs: Any, info: Any) -> Any:
     runner = dist.DistributedRunner(dist.open_store(info, timeout_s=600), info)
     try:
         _check_layout(info.local_world_size, cfg, "torchrun --nproc-per-node")
+        runner.wait_for_followers()
     except BaseException:
         runner.finish(wait_s=0)
         raise
@@ -367,8 +371,9 @@ def _report_interrupted(output: Path, fmt: str) -> None:
     analyze(rs)
     _render(rs, fmt, _stdout())
     _stderr().print(
-        f"loaderbench: interrupted: finished configs are saved in {output} ({len(rs.results)})",
-        highlight=False, markup=False,
+        f"loaderbench: interrupted: finished configs are saved in {output} "
+        f"({len(rs.results)} config{'s' if len(rs.results) != 1 else ''})",
+        highlight=False, markup=False, soft_wrap=True,
     )
 
 

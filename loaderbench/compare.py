@@ -48,7 +48,9 @@ Two result sets are compared only when all of these match (else every matched co
   (`...-cold`, `...-warm`), so a cold row is never compared with a warm one;
 - the schema version the file was written with (a migrated file keeps its original version in
   `analysis["schema_migrated_from"]`): numbers measured by a different timing model are not
-  compared with today's.
+  compared with today's;
+- the number of ranks (`environment["distributed"]["world_size"]`, 1 for a single-process
+  sweep): a distributed sweep's samples/s is the sum over its ranks.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ class RunInfo:
     cache_state: str
     workload: str
     files: int = 1
+    ranks: int = 1  # a distributed sweep's world size (samples/s is summed over its ranks)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -317,6 +320,7 @@ def run_info(rs: ResultSet, name: str | None = None, *, files: int = 1) -> RunIn
         cache_state=_achieved_cache_state(rs, cache_state(cfg)),
         workload=describe_workload(cfg),
         files=files,
+        ranks=int(((rs.environment or {}).get("distributed") or {}).get("world_size") or 1),
     )
 
 
@@ -336,6 +340,11 @@ def comparability(baseline: RunInfo, current: RunInfo) -> list[str]:
         )
     if baseline.cache_state != current.cache_state:
         reasons.append(f"different cache state ({baseline.cache_state} vs {current.cache_state})")
+    if baseline.ranks != current.ranks:
+        reasons.append(
+            f"different number of ranks ({baseline.ranks} vs {current.ranks}: samples/s is summed "
+            "over a distributed sweep's ranks)"
+        )
     if baseline.schema_version != current.schema_version:
         reasons.append(
             f"different loaderbench schema (version {baseline.schema_version} vs {current.schema_version})"

@@ -194,6 +194,13 @@ def check_command(
         base_rs = None
         if baseline.exists():
             base_rs = read_results(baseline)
+            ranks = ((base_rs.environment or {}).get("distributed") or {}).get("world_size") or 1
+            if ranks > 1:
+                raise UsageError(
+                    f"--baseline {baseline} was measured on {ranks} ranks and check runs one process: "
+                    f"run `loaderbench sweep CONFIG --nproc-per-node {ranks} --output NEW.json`, then "
+                    f"`loaderbench compare {baseline} NEW.json`"
+                )
             overrides = check_overrides(base_rs, with_workload=config is None)
         elif update_baseline and config is not None:
             overrides = {}  # first baseline: the whole sweep of CONFIG

@@ -80,7 +80,12 @@ class RankInfo:
             rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
             local_rank = int(env.get("LOCAL_RANK", env["RANK"]))
             local_world = int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
-            port = int(env.get("MASTER_PORT", ""))
+            if "MASTER_PORT" not in env:
+                raise UsageError(
+                    "RANK and WORLD_SIZE are set but MASTER_PORT is not: the launcher must set "
+                    "MASTER_ADDR and MASTER_PORT (torchrun does)"
+                )
+            port = int(env["MASTER_PORT"])
         except ValueError:
             raise UsageError(
                 "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and MASTER_PORT must be integers "
@@ -384,6 +389,23 @@ class DistributedRunner:
         self.info = info
         self.trial_id = 0
 
+    def wait_for_followers(self, timeout_s: float = 120.0, poll_s: float = 0.1) -> None:
+        """Block until every follower has joined (each adds itself to `followers_ready` when it
+        starts following). Raises UsageError after `timeout_s` naming how many joined."""
+        import time
+
+        from loaderbench.errors import UsageError
+
+        want = self.info.world_size - 1
+        deadline = time.monotonic() + timeout_s
+        while (got := self.store.add("followers_ready", 0)) < want:
+            if time.monotonic() > deadline:
+                raise UsageError(
+                    f"only {got + 1} of WORLD_SIZE={self.info.world_size} ranks joined within "
+                    f"{timeout_s:g} s: start every rank (torchrun and --nproc-per-node do)"
+                )
+            time.sleep(poll_s)
+
     def __call__(
         self,
         settings: LoaderSettings,
@@ -445,6 +467,7 @@ def follow(store: Any, info: RankInfo) -> int:
     """A follower's whole sweep: run each job the leader posts until it posts `stop`. Returns 0.
     Waits for the next job for as long as it takes (the leader's launcher ends the job if the
     leader dies)."""
+    store.add("followers_ready", 1)
     n = 0
     while True:
         key = f"job/{n}"
@@ -534,18 +557,63 @@ class RankGroup:
             pass
 
 
-def launch(nproc_per_node: int, argv: list[str]) -> int:
+def first_failure(failures: Mapping[int, tuple[int, float]]) -> tuple[int, str] | None:
+    """(exit code, message) when the job ended because a rank other than 0 failed on its own;
+    None when rank 0 failed itself (it said why) or every rank was only stopped.
+
+    `failures`: {rank: (exit code, timestamp)} as the elastic launcher reports them. A rank that
+    exited 130 or died of SIGTERM/SIGINT was stopped (by the launcher, after another rank failed,
+    or by the user); among the others, the earliest (then lowest) rank is the cause.
+
+    >>> first_failure({0: (130, 2.0), 1: (-9, 2.0)})
+    (1, 'rank 1 ended first, killed by SIGKILL (out of memory?), and the launcher stopped the other ranks')
+    >>> first_failure({0: (130, 2.0), 1: (-15, 2.0)}) is None
+    True
+    """
+    import signal
+
+    stopped = {130, -int(signal.SIGTERM), -int(signal.SIGINT)}
+    causes = {r: f for r, f in failures.items() if f[0] not in stopped}
+    if not causes or 0 in causes:
+        return None
+    rank, (code, _) = min(causes.items(), key=lambda kv: (kv[1][1], kv[0]))
+    if code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+        if -code == signal.SIGKILL:
+            how += " (out of memory?)"
+    else:
+        how = f"with exit code {code}"
+    return 1, f"rank {rank} ended first, {how}, and the launcher stopped the other ranks"
+
+
+def _quiet_elastic_logs() -> None:
+    """torch's elastic launcher logs a warning per signal and failure through one logger per
+    module, each with its own level; loaderbench reports those itself."""
+    import logging
+
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("torch.distributed.elastic"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def launch(nproc_per_node: int, argv: list[str]) -> tuple[int, str | None]:
     """`loaderbench sweep --nproc-per-node N`: start `python -m loaderbench ARGV` as N ranks on
     this node with torch's elastic launcher (what `torchrun --standalone --nproc-per-node N`
-    runs), as torchrun does setting OMP_NUM_THREADS=1 when unset and N > 1. Returns rank 0's exit
-    code (or the first failing rank's)."""
-    import logging
+    runs), as torchrun does setting OMP_NUM_THREADS=1 when unset and N > 1.
+
+    Returns (exit code, message): rank 0's exit code and no message (rank 0 printed its own), or
+    (1, why) when another rank ended first (`first_failure`), or (130, None) when the launcher
+    itself was interrupted (SIGINT/SIGTERM: the ranks stop their measuring processes).
+    """
     import uuid
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    _quiet_elastic_logs()
     if nproc_per_node > 1:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
     config = LaunchConfig(
@@ -565,12 +633,15 @@ def launch(nproc_per_node: int, argv: list[str]) -> int:
     except (SignalException, KeyboardInterrupt):
         # SIGTERM/SIGINT: the agent has stopped the ranks, and each rank its measuring
         # process; rank 0 has said where the finished configs are.
-        return 130
+        return 130, None
     except ChildFailedError as exc:
-        codes = {rank: f.exitcode for rank, f in exc.failures.items()}
-        code = codes.get(0, next(iter(codes.values()), 1))
-        return code if isinstance(code, int) and code > 0 else 1
-    return 0
+        failures = {rank: (int(f.exitcode), float(f.timestamp)) for rank, f in exc.failures.items()}
+        first = first_failure(failures)
+        if first is not None:
+            return first
+        code = failures.get(0, (1, 0.0))[0]
+        return (code if code > 0 else 1), None
+    return 0, None
 
 
 def free_port() -> int:

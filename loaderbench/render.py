@@ -190,8 +190,9 @@ def header_lines(rs: ResultSet) -> list[str]:
     ]
     dist = env.get("distributed") or {}
     if dist:
+        world = dist.get("world_size")
         lines.append(
-            f"distributed: {dist.get('world_size')} ranks ({dist.get('local_world_size')} on this node), "
+            f"distributed: {world} rank{'s' if world != 1 else ''} ({dist.get('local_world_size')} on this node), "
             "each with its own DataLoader over its shard and its own device; samples/s and the "
             "ceilings are summed over ranks; stall, waits and the verdict are the slowest rank's "
             "(marked *); num_workers is per rank"
@@ -201,6 +202,8 @@ def header_lines(rs: ResultSet) -> list[str]:
         lines.append("in every row: " + ", ".join(f"{k}={v}" for k, v in same.items()))
     for bs, c in sorted(((rs.ceilings or {}).get("compute") or {}).items(), key=lambda kv: int(kv[0])):
         how = "batch / step time" if c.get("method") == "analytic" else "the step fed one batch already on the device"
+        if (c.get("world_size") or 1) > 1:
+            how += f", x {c['world_size']} ranks"
         lines.append(
             f"compute ceiling at batch {bs}: {c['samples_per_s']:,.0f} samples/s "
             f"(step {c['step_s'] * 1e3:.1f} ms; {how})"
@@ -251,7 +254,7 @@ def visible_columns(rs: ResultSet) -> list[tuple[str, str]]:
         hidden.add("cache")
     if all(r.summary is None or r.summary.storage_fraction is None for r in rs.results):
         hidden.add("storage")
-    if all(r.summary is None or not r.summary.rank_samples_per_s for r in rs.results):
+    if all(r.summary is None or len(r.summary.rank_samples_per_s) < 2 for r in rs.results):
         hidden |= {"rank_rate", "rank_stall"}
     return [(k, h) for k, h in COLUMNS if k not in hidden]
 

@@ -300,6 +300,12 @@ def preflight(
                     res.warnings.append(message)
             if facts.replicated_across_workers and s.num_workers >= 2:
                 res.warnings.append(REPLICATED)
+        if facts is not None and facts.iterable and machine.world_size > 1:
+            res.warnings.append(
+                f"IterableDataset on {machine.world_size} ranks: each rank iterates its own copy; unless "
+                "the dataset splits its stream by torch.distributed.get_rank(), the ranks load the same "
+                f"samples and samples/s counts each of them {machine.world_size} times"
+            )
         over = oversubscription(s, machine.cpus_per_rank, s.main_threads or main_threads)
         if over and machine.ranks_per_node > 1:
             over += f" (per rank: {machine.usable_cpus} CPUs / {machine.ranks_per_node} ranks on this node)"

@@ -682,3 +682,51 @@ def test_check_ranks_needs_a_gpu_and_a_cpu_per_rank():
         dist.check_ranks(4, gpus=2, usable_cpus=32, device="auto", flag="--nproc-per-node")
     with pytest.raises(UsageError, match=r"more ranks than the 2 usable CPUs .* at most --nproc-per-node 2"):
         dist.check_ranks(3, gpus=0, usable_cpus=2, device="auto", flag="--nproc-per-node")
+
+
+def test_the_leader_waits_for_every_follower_and_names_a_missing_one():
+    class Store:
+        def __init__(self, ready: int) -> None:
+            self.ready = ready
+
+        def add(self, key: str, n: int) -> int:
+            assert key == "followers_ready"
+            self.ready += n
+            return self.ready
+
+    info = dist.RankInfo(0, 3, 0, 3, "127.0.0.1", 1, agent_store=False)
+    dist.DistributedRunner(Store(2), info).wait_for_followers(timeout_s=0.5)  # both joined
+    with pytest.raises(UsageError, match=r"only 2 of WORLD_SIZE=3 ranks joined within 0.2 s"):
+        dist.DistributedRunner(Store(1), info).wait_for_followers(timeout_s=0.2, poll_s=0.05)
+
+
+def test_compare_calls_a_different_number_of_ranks_not_comparable():
+    from loaderbench import compare
+
+    def rs(world: int | None) -> ResultSet:
+        env = {"fingerprint": "m"}
+        if world:
+            env["distributed"] = {"world_size": world, "local_world_size": world, "launcher": "torchrun"}
+        r = result(settings(0), trial(0.001, 0.010), trial(0.001, 0.010), trial(0.001, 0.010))
+        return ResultSet(config={"dataset": {"kind": "tensor"}, "compute": {"kind": "sleep", "ms": 10}},
+                         environment=env, results=[r])
+
+    assert compare.run_info(rs(None)).ranks == 1 and compare.run_info(rs(2)).ranks == 2
+    reasons = compare.comparability(compare.run_info(rs(2)), compare.run_info(rs(None)))
+    assert reasons == ["different number of ranks (2 vs 1: samples/s is summed over a distributed sweep's ranks)"]
+    assert compare.comparability(compare.run_info(rs(2)), compare.run_info(rs(2))) == []
+    cmp = compare.compare_results(rs(2), [rs(None)])
+    assert cmp.has_not_comparable() and cmp.exit_code(strict=False) == 0
+
+
+def test_an_iterable_dataset_on_several_ranks_is_flagged():
+    def warnings_for(world: int) -> list[str]:
+        res = ConfigResult(settings=settings(0), status="ok")
+        machine = Machine(cuda=False, usable_cpus=64, ranks_per_node=world, world_size=world)
+        facts = WorkloadFacts(sample_bytes=1, iterable=True)
+        preflight([res], facts, {"shm": {"free_bytes": 10**12}}, machine, Warnings())
+        return res.warnings
+
+    assert warnings_for(1) == []
+    (w,) = warnings_for(2)
+    assert w.startswith("IterableDataset on 2 ranks") and "counts each of them 2 times" in w
