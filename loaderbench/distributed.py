@@ -280,12 +280,6 @@ def merge_outcomes(outcomes: list[Outcome]) -> Outcome:
 # The sweep-level protocol between the leader (rank 0) and the followers, over the job's store.
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
-
-
 def open_store(info: RankInfo, *, timeout_s: float) -> Any:
     """The job's key-value store, under the prefix `loaderbench/`: a client of torchrun's agent
     store, or (other launchers) a TCPStore that rank 0 hosts at MASTER_ADDR:MASTER_PORT."""
@@ -646,4 +640,6 @@ def launch(nproc_per_node: int, argv: list[str]) -> tuple[int, str | None]:
 
 def free_port() -> int:
     """A TCP port free on this host now (for tests and other launchers)."""
-    return _free_port()
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
