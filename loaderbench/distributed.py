@@ -139,20 +139,15 @@ def check_ranks(ranks_per_node: int, *, gpus: int, usable_cpus: int, device: str
 # Merging the ranks' results (pure).
 
 
-def _rank_rate(t: Trial) -> float:
-    total = sum(t.step_s)
-    return t.samples / total if total > 0 else 0.0
-
-
-def _rank_stall(t: Trial) -> float:
-    total = sum(t.step_s)
-    return sum(t.data_wait_s) / total if total > 0 else 0.0
-
-
 def slowest(trials: list[Trial]) -> int:
     """Index of the rank that held the job back: the highest stall fraction (data-wait share of
     its step time); ties go to the lower throughput, then the lower rank."""
-    return max(range(len(trials)), key=lambda i: (_rank_stall(trials[i]), -_rank_rate(trials[i]), -i))
+    from loaderbench.stats import trial_samples_per_s, trial_stall_fraction
+
+    return max(
+        range(len(trials)),
+        key=lambda i: (trial_stall_fraction(trials[i]), -trial_samples_per_s(trials[i]), -i),
+    )
 
 
 def _sum_or_none(values: list[float | int | None]) -> Any:
@@ -543,12 +538,6 @@ class RankGroup:
 
     def barrier(self) -> None:
         self.dist.barrier(group=self.control)
-
-    def close(self) -> None:
-        try:
-            self.dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - teardown after the result is written
-            pass
 
 
 def first_failure(failures: Mapping[int, tuple[int, float]]) -> tuple[int, str] | None:

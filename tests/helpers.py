@@ -32,3 +32,19 @@ def result(s: LoaderSettings, *trials: Trial, status: str = "ok", error: str | N
         r.trials = list(trials)
         r.summary = stats.summarize(r.trials)
     return r
+
+
+class FakeClock:
+    """A clock that moves only when told (seconds): timing logic with hand-computed answers."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        self.t += dt
+
+    def until(self, t: float) -> None:
+        self.t = max(self.t, t)

@@ -19,7 +19,7 @@ from loaderbench.model import ComputeSpec, ConfigResult, ResultSet, Trial
 from loaderbench.preflight import WorkloadFacts, shm_need_bytes
 from loaderbench.runner import HostMarker, timed_loop
 from loaderbench.sweep import Machine, NullObserver, measure_ceilings, preflight, resolve_defaults
-from tests.helpers import result, settings, trial
+from tests.helpers import FakeClock, result, settings, trial
 
 MIB = 2**20
 
@@ -404,17 +404,6 @@ def test_sleep_ceiling_is_summed_over_the_ranks():
 
 # ---------------------------------------------------------------------------------------------
 # 8. timed_loop: the ranks agree where the window starts and ends
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, dt: float) -> None:
-        self.t += dt
 
 
 def serial_loader(clock: FakeClock, load_s: float, n: int, batch_size: int = 16):

@@ -6,20 +6,7 @@ import pytest
 
 from loaderbench.model import LoaderSettings
 from loaderbench.runner import HostMarker, probe_receive, timed_loop, warmup_for
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, dt: float) -> None:
-        self.t += dt
-
-    def until(self, t: float) -> None:
-        self.t = max(self.t, t)
+from tests.helpers import FakeClock
 
 
 def producer(clock: FakeClock, ready_at: list[float], batch_size: int = 16):
