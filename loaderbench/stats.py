@@ -376,7 +376,8 @@ def recommend(
             cause = " The fastest config has the most workers in the grid: try more workers."
             if bs.workers_needed:
                 cause += (
-                    f" Estimate: about {bs.workers_needed} workers (batch build time / step time), "
+                    f" Estimate: about {bs.workers_needed} worker{'s' if bs.workers_needed != 1 else ''}"
+                    f"{' per rank' if (bs.world_size or 1) > 1 else ''} (batch build time / step time), "
                     "if the CPUs can run them."
                 )
         lines.append(
@@ -447,7 +448,7 @@ def plateau_reason(
             alone_s = per_step / ceiling
             # Mean, not median, compute time: a tail of slow steps (launches delayed by CPU
             # contention, an all-reduce waiting for a late rank) costs throughput too.
-            compute_mean_s = per_step / ks.samples_per_s * (1.0 - ks.stall_fraction)
+            compute_mean_s = mean_step_s(knee) * (1.0 - ks.stall_fraction)
             if share < 0.95 and compute_mean_s > 1.05 * alone_s:
                 text = (
                     f"The knee reaches {share:.0%} of the compute ceiling ({ceiling:,.0f} samples/s) because the "
@@ -495,14 +496,25 @@ def plateau_reason(
     return out
 
 
+def mean_step_s(result: ConfigResult) -> float:
+    """The mean time of one step, in s: batch_size / samples/s, times the ranks of a distributed
+    sweep (they step in lockstep, each moving its own batch, and samples/s is their sum);
+    0 without throughput."""
+    s = result.summary
+    if s is None or s.samples_per_s <= 0:
+        return 0.0
+    return result.settings.batch_size * (s.world_size or 1) / s.samples_per_s
+
+
 def epoch_samples_per_s(result: ConfigResult, epoch_batches: int) -> float:
     """Samples per epoch / (first-batch time + epoch_batches x mean step time): the throughput of
-    a whole epoch when the workers start again every epoch (persistent_workers=False)."""
+    a whole epoch when the workers start again every epoch (persistent_workers=False).
+    `epoch_batches` is per rank in a distributed sweep; the result is summed over ranks."""
     s = result.summary
     assert s is not None
-    mean_step = result.settings.batch_size / s.samples_per_s if s.samples_per_s > 0 else 0.0
-    epoch_s = s.first_batch_s + epoch_batches * mean_step
-    return epoch_batches * result.settings.batch_size / epoch_s if epoch_s > 0 else 0.0
+    epoch_s = s.first_batch_s + epoch_batches * mean_step_s(result)
+    samples = epoch_batches * result.settings.batch_size * (s.world_size or 1)
+    return samples / epoch_s if epoch_s > 0 else 0.0
 
 
 def startup_advice(
@@ -513,8 +525,7 @@ def startup_advice(
     out: list[str] = []
     ks = knee.summary
     assert ks is not None
-    mean_step = knee.settings.batch_size / ks.samples_per_s if ks.samples_per_s > 0 else 0.0
-    epoch_s = ks.first_batch_s + epoch_batches * mean_step
+    epoch_s = ks.first_batch_s + epoch_batches * mean_step_s(knee)
     share = ks.first_batch_s / epoch_s if epoch_s > 0 else 0.0
     if knee.settings.num_workers > 0 and not knee.settings.persistent_workers and share > 0.05:
         out.append(
@@ -625,7 +636,7 @@ def workers_needed(result: ConfigResult) -> int | None:
     s = result.summary
     if s is None or not s.verdict.startswith("loader-bound") or s.compute_p50_s <= 0 or s.samples_per_s <= 0:
         return None
-    mean_step = result.settings.batch_size / s.samples_per_s
+    mean_step = mean_step_s(result)
     w = result.settings.num_workers
     build = s.data_wait_mean_s if w == 0 else w * mean_step
     return max(1, math.ceil(build / s.compute_p50_s - 1e-9))

@@ -200,8 +200,9 @@ def run_sweep(
         result_set.analysis["epoch_batches"] = config.measure.epoch_batches
     elif facts is not None and facts.num_samples and config.dataset.kind in ("folder", "import"):
         # Only a real dataset has a meaningful epoch; synthetic and tensor lengths are arbitrary.
+        # Per rank: DistributedSampler gives each of the world_size ranks its share of an epoch.
         bs = min(p.settings.batch_size for p in points)
-        result_set.analysis["epoch_batches"] = max(1, facts.num_samples // bs)
+        result_set.analysis["epoch_batches"] = max(1, facts.num_samples // (bs * machine.world_size))
     result_set.ceilings = {
         "compute": measure_ceilings(config, compute, points, runner, cache_dir, obs, world_size=machine.world_size)
     }

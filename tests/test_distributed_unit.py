@@ -719,3 +719,64 @@ def test_an_iterable_dataset_on_several_ranks_is_flagged():
     assert warnings_for(1) == []
     (w,) = warnings_for(2)
     assert w.startswith("IterableDataset on 2 ranks") and "counts each of them 2 times" in w
+
+
+def loader_bound_on_two_ranks(nw: int, wait_s: float, compute_s: float, first_s: float = 0.5) -> ConfigResult:
+    """Two ranks with the same loader: each steps every wait + compute seconds, batch 16."""
+    ranks = [
+        Trial(
+            first_batch_s=first_s, warmup_batches=3, data_wait_s=[wait_s] * 20, compute_s=[compute_s] * 20,
+            step_s=[wait_s + compute_s] * 20, samples=320, wall_s=20 * (wait_s + compute_s), timing="host",
+        )
+        for _ in range(2)
+    ]
+    r = ConfigResult(settings=settings(nw, bs=16), status="ok")
+    r.trials = [dist.merge_trials(ranks)]
+    r.summary = stats.summarize(r.trials)
+    return r
+
+
+def test_workers_needed_and_epoch_throughput_use_each_ranks_own_step():
+    # 1 worker per rank, 30 ms wait + 10 ms compute: each rank steps every 40 ms (400 samples/s,
+    # the job 800). One worker builds a batch in 1 x 40 ms, so 40 / 10 = 4 workers per rank keep
+    # the step fed (the job's 800 samples/s must not halve the step to 20 ms: that gave 2).
+    r = loader_bound_on_two_ranks(1, 0.030, 0.010)
+    assert r.summary.samples_per_s == pytest.approx(800.0)
+    assert stats.mean_step_s(r) == pytest.approx(0.040)
+    rs = ResultSet(config={}, environment={}, results=[r])
+    stats.analyze(rs)
+    assert r.summary.workers_needed == 4
+    assert "Estimate: about 4 workers per rank" in rs.recommendation.reason
+    # An epoch of 20 batches per rank: 0.5 s start-up + 20 x 40 ms = 1.3 s for 2 x 320 samples.
+    assert stats.epoch_samples_per_s(r, 20) == pytest.approx(640 / 1.3)
+
+
+def test_a_single_worker_estimate_is_singular():
+    # 0 workers, 5 ms wait + 10 ms compute: building a batch takes the 5 ms mean wait -> 1 worker.
+    r = loader_bound_on_two_ranks(0, 0.005, 0.010)
+    rs = ResultSet(config={}, environment={}, results=[r])
+    stats.analyze(rs)
+    assert r.summary.workers_needed == 1
+    assert "Estimate: about 1 worker per rank (" in rs.recommendation.reason
+
+
+def test_a_real_datasets_epoch_is_counted_per_rank(tmp_path):
+    # 1,000 samples at batch 16: 62 batches per epoch on one process, 1,000 / (16 x 2) = 31 on
+    # each of 2 ranks (DistributedSampler gives each rank half of every epoch).
+    from loaderbench.sweep import run_sweep
+
+    def epoch_batches(machine: Machine) -> int:
+        cfg = build_config(None, {
+            "dataset": {"kind": "tests.fixture_datasets:make_nested"},
+            "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
+            "grid": {"num_workers": (0,), "batch_size": (16,)},
+        })
+        rs = run_sweep(
+            resolve_defaults(cfg, machine), output=tmp_path / "r.json", environment={}, machine=machine,
+            runner=lambda *a, **kw: Outcome(status="ok", trial=trial(0.001, 0.012)),
+            save=lambda r, p: None, facts=WorkloadFacts(sample_bytes=16, iterable=False, num_samples=1000),
+        )
+        return rs.analysis["epoch_batches"]
+
+    assert epoch_batches(Machine(cuda=False, usable_cpus=2)) == 62
+    assert epoch_batches(Machine(cuda=False, usable_cpus=2, ranks_per_node=2, world_size=2)) == 31
