@@ -281,6 +281,8 @@ def open_store(info: RankInfo, *, timeout_s: float) -> Any:
     from torch.distributed import PrefixStore, TCPStore
 
     host_it = info.hosts_store
+    if not host_it:
+        wait_for_listener(info, timeout_s)
     store = TCPStore(
         info.master_addr,
         info.master_port,
@@ -290,6 +292,31 @@ def open_store(info: RankInfo, *, timeout_s: float) -> Any:
         wait_for_workers=False,
     )
     return PrefixStore(_STORE_PREFIX, store)
+
+
+def wait_for_listener(info: RankInfo, timeout_s: float, poll_s: float = 0.5) -> None:
+    """Block until something accepts TCP connections at MASTER_ADDR:MASTER_PORT (the job's store).
+
+    Checked with a plain socket first: c10d's own client retries for minutes past its timeout
+    and prints C++ stack dumps. Raises UsageError after `timeout_s`, naming the address.
+    """
+    import time
+
+    from loaderbench.errors import UsageError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((info.master_addr, info.master_port), timeout=poll_s).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise UsageError(
+                    f"rank {info.rank}: nothing answered at MASTER_ADDR:MASTER_PORT = "
+                    f"{info.master_addr}:{info.master_port} within {timeout_s:g} s: start rank 0 "
+                    "(torchrun and --nproc-per-node start every rank)"
+                ) from None
+            time.sleep(poll_s)
 
 
 def _outcome_to_dict(o: Outcome) -> dict[str, Any]:

@@ -286,8 +286,11 @@ def footer_lines(rs: ResultSet) -> list[str]:
     out: list[str] = []
     planned = (rs.analysis or {}).get("configs_planned")
     if (rs.analysis or {}).get("interrupted") or (planned and len(rs.results) < planned):
+        repeats = int(((rs.config or {}).get("measure") or {}).get("repeats") or 1)
+        short = sum(1 for r in rs.results if r.status == "ok" and 0 < len(r.trials) < repeats)
+        fewer = f", {short} of them with fewer than {repeats} repeats" if short else ""
         out.append(
-            f"PARTIAL: {len(rs.results)} of {planned} planned configs finished (interrupted); "
+            f"PARTIAL: {len(rs.results)} of {planned} planned configs finished (interrupted){fewer}; "
             "the recommendation covers only these."
         )
     first, which = baseline_row(rs)

@@ -780,3 +780,19 @@ def test_a_real_datasets_epoch_is_counted_per_rank(tmp_path):
 
     assert epoch_batches(Machine(cuda=False, usable_cpus=2)) == 62
     assert epoch_batches(Machine(cuda=False, usable_cpus=2, ranks_per_node=2, world_size=2)) == 31
+
+
+def test_a_rank_waits_for_the_store_and_names_the_address_when_nothing_answers():
+    import socket
+    import time
+
+    port = dist.free_port()
+    info = dist.RankInfo(1, 2, 1, 2, "127.0.0.1", port, agent_store=False)
+    t0 = time.monotonic()
+    with pytest.raises(UsageError, match=rf"rank 1: nothing answered at .* = 127\.0\.0\.1:{port} within 0\.3 s: start rank 0"):
+        dist.wait_for_listener(info, 0.3, poll_s=0.05)
+    assert time.monotonic() - t0 < 2.0  # not c10d's minutes of retries
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        dist.wait_for_listener(replace(info, master_port=listener.getsockname()[1]), 0.3)  # returns at once

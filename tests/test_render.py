@@ -83,3 +83,24 @@ def test_headroom_starts_from_the_baseline_settings():
     # w2: stall 4 / 16 = 25% -> at most 1 / 0.75 = 1.33x faster
     assert head.startswith("Headroom from your current settings (w2-nopin-nopf-f2-once-b16): stall 25%")
     assert "at most 1.33x faster" in head
+
+
+def test_partial_line_counts_configs_short_of_their_repeats():
+    # Interrupted in the third repeat: 3 of 4 configs finished, two of them with 2 of 3 trials.
+    rs = ResultSet(
+        config={"dataset": {"kind": "tensor"}, "compute": {"kind": "sleep", "ms": 12}, "measure": {"repeats": 3}},
+        environment={"cuda_available": False, "usable_cpus": 2},
+        results=[
+            result(settings(0), trial(0.032, 0.012), trial(0.032, 0.012), trial(0.032, 0.012)),
+            result(settings(2), trial(0.004, 0.012), trial(0.004, 0.012)),
+            result(settings(4), trial(0.0005, 0.012), trial(0.0005, 0.012)),
+        ],
+        analysis={"configs_planned": 4, "interrupted": True},
+    )
+    analyze(rs)
+    assert render.footer_lines(rs)[0] == (
+        "PARTIAL: 3 of 4 planned configs finished (interrupted), 2 of them with fewer than 3 repeats; "
+        "the recommendation covers only these."
+    )
+    rs.results = rs.results[:1]
+    assert render.footer_lines(rs)[0].startswith("PARTIAL: 1 of 4 planned configs finished (interrupted);")
