@@ -247,7 +247,10 @@ def sweep(
                 rs, out = _execute(cfg, output, obs, info)
             except SweepInterruptedAt as exc:
                 obs.progress.stop()
-                _report_interrupted(exc.output, fmt)
+                how = "interrupted"
+                if _SIGTERM_SEEN:
+                    how = "stopped by the launcher (SIGTERM)" if info is not None else "stopped (SIGTERM)"
+                _report_interrupted(exc.output, fmt, how)
                 raise typer.Exit(130) from None
         _render(rs, fmt, _stdout())
         _stderr().print(f"results saved to {out}", highlight=False, markup=False)
@@ -354,8 +357,9 @@ def _execute(cfg: Any, output: Path | None, obs: Any, info: Any) -> Any:
         runner.finish()
 
 
-def _report_interrupted(output: Path, fmt: str) -> None:
-    """After Ctrl-C / SIGTERM: render what finished (marked partial) and say where it is."""
+def _report_interrupted(output: Path, fmt: str, how: str = "interrupted") -> None:
+    """After Ctrl-C / SIGTERM: render what finished (marked partial) and say where it is; `how`
+    starts the message ("interrupted", "stopped (SIGTERM)", ...)."""
     from loaderbench.errors import ResultsFormatError
     from loaderbench.results import read_results
     from loaderbench.stats import analyze
@@ -365,16 +369,19 @@ def _report_interrupted(output: Path, fmt: str) -> None:
     except ResultsFormatError:
         rs = None
     if rs is None or not rs.results:
-        _stderr().print("loaderbench: interrupted before any config finished; nothing was measured",
+        _stderr().print(f"loaderbench: {how} before any config finished; nothing was measured",
                         highlight=False, markup=False)
         return
     analyze(rs)
     _render(rs, fmt, _stdout())
     _stderr().print(
-        f"loaderbench: interrupted: finished configs are saved in {output} "
+        f"loaderbench: {how}: finished configs are saved in {output} "
         f"({len(rs.results)} config{'s' if len(rs.results) != 1 else ''})",
         highlight=False, markup=False, soft_wrap=True,
     )
+
+
+_SIGTERM_SEEN = False  # set by _sigterm_as_interrupt's handler: say "stopped", not "interrupted"
 
 
 def _sigterm_as_interrupt() -> None:
@@ -385,6 +392,8 @@ def _sigterm_as_interrupt() -> None:
     if threading.current_thread() is threading.main_thread():
 
         def handler(signum: int, frame: Any) -> None:
+            global _SIGTERM_SEEN
+            _SIGTERM_SEEN = True
             raise KeyboardInterrupt
 
         signal.signal(signal.SIGTERM, handler)

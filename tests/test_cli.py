@@ -195,7 +195,11 @@ def test_unwritable_output_is_refused_before_measuring(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_exits_130_keeps_finished_configs_and_reaps_workers(tmp_path):
+@pytest.mark.parametrize("sig, says", [
+    ("SIGINT", b"loaderbench: interrupted: finished configs are saved in"),
+    ("SIGTERM", b"loaderbench: stopped (SIGTERM): finished configs are saved in"),
+])
+def test_ctrl_c_exits_130_keeps_finished_configs_and_reaps_workers(tmp_path, sig, says):
     import signal
     import subprocess
     import sys
@@ -215,10 +219,10 @@ def test_ctrl_c_exits_130_keeps_finished_configs_and_reaps_workers(tmp_path):
         time.sleep(0.2)
     time.sleep(1.0)
     children = psutil.Process(proc.pid).children(recursive=True)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, sig))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()
-    assert b"finished configs are saved" in err
+    assert says in err
     assert b"Traceback" not in err
     data = json.loads(out.read_text())
     assert 1 <= len(data["results"]) < 4

@@ -264,6 +264,7 @@ def test_sigterm_stops_every_rank_and_its_measuring_process(tmp_path):
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
+    assert "loaderbench: stopped by the launcher (SIGTERM) before any config finished" in err
     _, alive = psutil.wait_procs(measuring, timeout=10)
     assert not alive
 
