@@ -108,7 +108,9 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
         }
     )
     cells.update(rank_cells(m))
-    if stats.relative_spread(m) > stats.NOISY_SPREAD:
+    if stats.REPLICATED in r.warnings:
+        cells["verdict"] = "duplicates samples: not ranked"
+    elif stats.relative_spread(m) > stats.NOISY_SPREAD:
         cells["verdict"] += " (noisy)"
     return cells
 
@@ -311,7 +313,12 @@ def footer_lines(rs: ResultSet) -> list[str]:
         lc = top.summary.loader_ceiling_samples_per_s or 0.0  # type: ignore[union-attr]
         cc = ceiling_for(rs, top.settings.batch_size)
         text = f"Loader ceiling (the loader alone, H2D included): {lc:,.0f} samples/s at best ({top.settings.key()})"
-        if cc:
+        ranked = stats.rankable(rs.results)
+        if len(with_loader) < len(ranked) and lc < max(r.summary.samples_per_s for r in ranked):  # type: ignore[union-attr]
+            # The configs without the probe (their loader ended first: a short IterableDataset) ran
+            # faster than the best probe: no conclusion from an incomplete ceiling.
+            text += f", probed on {len(with_loader)} of {len(ranked)} configs (the others' loaders ended first)."
+        elif cc:
             binds = "the loader" if lc < cc else "the compute step"
             text += f"; compute ceiling {cc:,.0f} samples/s: {binds} binds."
         out.append(text)

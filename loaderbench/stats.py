@@ -346,6 +346,11 @@ def recommend(
             f"The best config ({best.settings.key()}) reaches {_fmt_rate(bs.samples_per_s)}, "
             f"within {max(tolerance, 0):.0%} or noise of it: more workers or buffers buy nothing."
         )
+    elif len(ok) < sum(1 for r in results if r.status == "ok" and r.summary is not None):
+        lines.append(
+            "It is also the fastest config ranked (configs that replay the IterableDataset in every "
+            "worker count duplicate samples and are not ranked)."
+        )
     else:
         lines.append("It is also the fastest config measured.")
     if loader_only:
@@ -371,6 +376,11 @@ def recommend(
             cause = (
                 f" The process tree used {bs.cpu_util_pct / 100:.1f} of {usable_cpus} usable CPUs: "
                 "CPU (decode/augment) saturation binds."
+            )
+        elif any(REPLICATED in r.warnings for r in results):
+            cause = (
+                " Configs with more workers replay the IterableDataset in every worker and are not "
+                "ranked: split its stream with torch.utils.data.get_worker_info(), then sweep again."
             )
         elif best.settings.num_workers == max(r.settings.num_workers for r in ok):
             cause = " The fastest config has the most workers in the grid: try more workers."

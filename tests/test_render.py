@@ -104,3 +104,27 @@ def test_partial_line_counts_configs_short_of_their_repeats():
     )
     rs.results = rs.results[:1]
     assert render.footer_lines(rs)[0].startswith("PARTIAL: 1 of 4 planned configs finished (interrupted);")
+
+
+def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
+    # A short IterableDataset (case C22, splitting variant): 0 workers' loader could be probed
+    # after the window (882 samples/s); 2 and 4 workers' loaders ended first, and ran faster.
+    rows = [trial(0.0141, 0.004), trial(0.001, 0.004), trial(0.0, 0.004)]  # 16 / step: 883, 3,200, 4,000
+    rows[0].loader_alone_samples_per_s = 882.0
+    rs = ResultSet(
+        config={"dataset": {"kind": "tensor"}, "compute": {"kind": "sleep", "ms": 4}, "measure": {}},
+        environment={"cuda_available": False, "usable_cpus": 2},
+        results=[result(settings(0), rows[0]), result(settings(2), rows[1]), result(settings(4), rows[2])],
+        ceilings={"compute": {"16": {"samples_per_s": 4000.0, "step_s": 0.004, "method": "analytic"}}},
+    )
+    analyze(rs)
+    line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
+    assert line == (
+        "Loader ceiling (the loader alone, H2D included): 882 samples/s at best (w0-nopin-nopf-f--once-b16), "
+        "probed on 1 of 3 configs (the others' loaders ended first)."
+    )
+    # Probed everywhere: the usual conclusion.
+    rows[1].loader_alone_samples_per_s, rows[2].loader_alone_samples_per_s = 3300.0, 4100.0
+    analyze(rs)
+    line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
+    assert line.endswith("compute ceiling 4,000 samples/s: the compute step binds.")

@@ -100,6 +100,16 @@ def test_replicated_iterable_configs_are_flagged_and_not_ranked(tmp_path):
     assert REPLICATED in by[2].warnings and REPLICATED in by[4].warnings
     assert REPLICATED not in by[0].warnings
     assert rs.recommendation.settings.num_workers == 0
+    # Case C22: the advice must not call the only ranked config "the fastest measured" nor ask
+    # for more workers (the faster rows count duplicates); the table says why those rows lose.
+    reason = rs.recommendation.reason
+    assert "It is also the fastest config ranked" in reason and "fastest config measured" not in reason
+    assert "split its stream with torch.utils.data.get_worker_info(), then sweep again" in reason
+    assert "try more workers" not in reason and "Estimate" not in reason
+    from loaderbench.render import row_cells
+
+    assert row_cells(by[2], cuda=False)["verdict"] == "duplicates samples: not ranked"
+    assert row_cells(by[0], cuda=False)["verdict"].startswith("loader-bound")
 
 
 def test_shm_and_oversubscription_rules_are_hand_computed():
