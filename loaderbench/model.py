@@ -267,6 +267,10 @@ class Summary:
     step_p50_s: float
     first_batch_s: float
     data_wait_mean_s: float = 0.0
+    # The tail of the data-wait distribution (case C04: a spike every num_workers batches).
+    data_wait_p90_s: float | None = None
+    data_wait_p99_s: float | None = None
+    data_wait_max_s: float | None = None
     gpu_util_pct: float | None = None
     gpu_sm_active_pct: float | None = None
     cpu_util_pct: float | None = None

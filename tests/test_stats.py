@@ -172,6 +172,11 @@ def test_sawtooth_stalls_are_periodic_and_predict_the_workers_needed():
     r = result(settings(10, bs=32), trial(0, 0.005, waits=waits, bs=32))
     assert stats.stall_period(r.trials[0].data_wait_s, r.trials[0].step_s) == 10
     assert r.summary.data_wait_p50_s == 0.0
+    # The tail: 6 spikes in 60 batches. p90 interpolates at position 0.9 x 59 = 53.1, between the
+    # last zero (53) and the first spike (54): 0.1 x 110 ms; p99 and max are the spike.
+    assert r.summary.data_wait_p90_s == pytest.approx(0.011)
+    assert r.summary.data_wait_p99_s == pytest.approx(0.110)
+    assert r.summary.data_wait_max_s == pytest.approx(0.110)
     from loaderbench.model import ResultSet
 
     rs = ResultSet(config={}, environment={}, results=[r])
