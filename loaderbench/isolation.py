@@ -75,7 +75,14 @@ def classify_failure(message: str, returncode: int | None = None) -> str:
     if "killed by signal" in low:
         for line in text.splitlines():
             if "killed by signal" in line.lower():
-                return "a DataLoader worker was " + line.strip().split("is ", 1)[-1].rstrip(".")
+                # torch says "killed by signal: Segmentation fault."; name it as the rest of
+                # loaderbench does: "killed by SIGSEGV (Segmentation fault)".
+                desc = line.strip().split("killed by signal", 1)[-1].strip(" :.")
+                names = {signal.strsignal(s): s.name for s in signal.Signals if signal.strsignal(s)}
+                name = names.get(desc)
+                return f"a DataLoader worker was killed by {name} ({desc})" if name else (
+                    f"a DataLoader worker was killed by signal: {desc}"
+                )
     if returncode is not None and returncode < 0:
         name = _signal_name(-returncode)
         if name == "SIGBUS":
@@ -108,10 +115,12 @@ def _outcome_from(payload: dict[str, Any], last_batch: int | None) -> Outcome:
     )
 
 
-def dump_stacks(pid: int, wait_s: float = 1.0) -> None:
+def dump_stacks(pid: int, wait_s: float = 1.0, log: Any = None, gap_s: float = 0.1) -> None:
     """Ask every process of the tree for its Python stacks (SIGUSR1, registered with
-    faulthandler by the measuring process and inherited by forked workers), then give them
-    `wait_s` to write them to the shared stderr file. Best effort."""
+    faulthandler by the measuring process and inherited by forked workers), one process at a
+    time, `gap_s` apart, so their dumps do not interleave in the shared stderr file; `log` (that
+    file, opened in binary) gets a header line naming each process before its dump. Then waits
+    `wait_s` for the last one. Best effort."""
     import time
 
     import psutil
@@ -123,11 +132,16 @@ def dump_stacks(pid: int, wait_s: float = 1.0) -> None:
         procs = [parent] + parent.children(recursive=True)
     except psutil.Error:
         return
-    for p in procs:
+    for i, p in enumerate(procs):
         try:
+            if log is not None:
+                role = "measuring process" if i == 0 else "child (DataLoader worker or other)"
+                log.write(f"\n--- Python stacks of pid {p.pid}, {role} ---\n".encode())
+                log.flush()
             p.send_signal(signal.SIGUSR1)
-        except psutil.Error:
+        except (psutil.Error, OSError):
             pass
+        time.sleep(gap_s)
     time.sleep(wait_s)
 
 
@@ -247,7 +261,7 @@ def run_isolated(
                     proc.wait()
                     reader.join(timeout=2)
                     return _outcome_from(finished, last["batch"])
-                dump_stacks(proc.pid)
+                dump_stacks(proc.pid, log=err)
                 kill_tree(proc.pid)
                 proc.wait()
                 reader.join(timeout=2)

@@ -120,6 +120,12 @@ def test_crash_hang_and_raise_are_rows_the_rest_is_measured_and_nothing_survives
     assert rows[1]["status"] == "hung" and "before the first batch" in rows[1]["error"]
     # Python stacks of the hung tree were dumped before the kill (faulthandler on SIGUSR1).
     assert "most recent call first" in rows[1]["detail"]
+    # One process at a time, each under its own header: the measuring process, then its worker.
+    sections = rows[1]["detail"].split("--- Python stacks of pid ")[1:]
+    assert [s.split("\n")[0].split(", ")[1] for s in sections][:2] == [
+        "measuring process ---", "child (DataLoader worker or other) ---"
+    ]
+    assert all("most recent call first" in s for s in sections[:2])
     assert rows[2]["status"] == "failed" and "SIGKILL" in rows[2]["error"]
     assert rows[3]["status"] == "failed" and "ValueError: corrupt sample at index" in rows[3]["error"]
     assert rows[4]["status"] == "failed" and "shared memory (/dev/shm) too small" in rows[4]["error"]
