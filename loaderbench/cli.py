@@ -570,8 +570,11 @@ def main() -> None:
         if "UsageError" in names:
             ctx = getattr(exc, "ctx", None)
             cmd = ctx.command_path if ctx is not None else "loaderbench"
+            message = exc.format_message()  # type: ignore[attr-defined]
+            if message.startswith("No such option: --config") and not message.startswith("No such option: --config-"):
+                message += "; the config file is the first argument: `loaderbench sweep CONFIG.toml`"
             _stderr().print(
-                f"loaderbench: error: {exc.format_message()} (see `{cmd} --help`)",  # type: ignore[attr-defined]
+                f"loaderbench: error: {message} (see `{cmd} --help`)",
                 highlight=False, markup=False, soft_wrap=True,
             )
             sys.exit(2)

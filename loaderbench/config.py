@@ -232,7 +232,8 @@ def _dataset_kind(v: Any) -> str:
     s = str(v).strip()
     if s in DATASET_KINDS or (":" in s and all(s.partition(":")[::2])):
         return s
-    raise ValueError(f"expected synthetic, folder, tensor or MODULE:FACTORY, got {v!r}")
+    hint = " (a folder of images: --data PATH)" if "/" in s or "\\" in s else ""
+    raise ValueError(f"expected synthetic, folder, tensor or MODULE:FACTORY, got {v!r}{hint}")
 
 
 # --- the schema: section -> key -> parser ----------------------------------------------------

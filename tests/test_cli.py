@@ -161,6 +161,7 @@ def test_make_data_then_folder_sweep(tmp_path):
         (["--compute", "spin:5"], "needs a CUDA GPU"),
         (["--compute", "warp:9"], "--compute: expected none, sleep:MS, spin:MS or model:NAME"),
         (["--dataset", "no_such_module_xyz:make"], "no_such_module_xyz"),
+        (["--dataset", "/data/imagenet"], "got '/data/imagenet' (a folder of images: --data PATH)"),
         (["--batch-size", "0"], "--batch-size: expected an integer from 1"),
         (["--pin-memory", "maybe"], "--pin-memory: expected on/off"),
     ],
@@ -401,5 +402,10 @@ def test_click_usage_errors_are_one_line_too():
         p = subprocess.run([sys.executable, "-m", "loaderbench", *args], cwd=ROOT, capture_output=True, text=True)
         assert p.returncode == 2, p.stderr
         assert p.stderr.startswith("loaderbench: error: ") and len(p.stderr.strip().splitlines()) == 1
+    # A config file is the first argument, not --config (a common guess): the line says so.
+    p = subprocess.run([sys.executable, "-m", "loaderbench", "sweep", "--config", "my.toml"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "the config file is the first argument: `loaderbench sweep CONFIG.toml`" in p.stderr
     v = subprocess.run([sys.executable, "-m", "loaderbench", "--version"], cwd=ROOT, capture_output=True, text=True)
     assert v.returncode == 0 and v.stdout.startswith("loaderbench ")
