@@ -113,10 +113,9 @@ def to_frame(result_set: ResultSet) -> Any:
 
     Columns: the settings (`num_workers`, `pin_memory`, `prefetch`, `prefetch_factor`,
     `persistent_workers`, `batch_size`, `mp_context`), `key`, `status`, `error`, `repeat`, and
-    per-trial statistics (`samples_per_s`, `stall_fraction`, `data_wait_p50_s`, `data_wait_p95_s`,
-    `data_wait_p99_s`, `data_wait_max_s`,
-    `compute_p50_s`, `first_batch_s`, `cpu_util_pct`, `gpu_util_pct`, `memory_pss_bytes`,
-    `receive_p50_s`).
+    per-trial statistics (`samples_per_s`, `stall_fraction`, `data_wait_p50_s`, `data_wait_p90_s`,
+    `data_wait_p95_s`, `data_wait_p99_s`, `data_wait_max_s`, `compute_p50_s`, `first_batch_s`,
+    `cpu_util_pct`, `gpu_util_pct`, `memory_pss_bytes`, `receive_p50_s`).
     A config with no trial (failed) gives one row with NaN statistics.
     """
     import pandas as pd
@@ -143,6 +142,7 @@ def to_frame(result_set: ResultSet) -> Any:
                     "stall_fraction": stats.trial_stall_fraction(t),
                     "data_wait_p50_s": stats.percentile(t.data_wait_s, 50),
                     "data_wait_p95_s": stats.percentile(t.data_wait_s, 95),
+                    "data_wait_p90_s": stats.percentile(t.data_wait_s, 90),
                     "data_wait_p99_s": stats.percentile(t.data_wait_s, 99),
                     "data_wait_max_s": max(t.data_wait_s),
                     "compute_p50_s": stats.percentile(t.compute_s, 50),

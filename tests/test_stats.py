@@ -227,3 +227,21 @@ def test_a_step_slowed_by_cpu_contention_names_the_cpu():
     fed = result(settings(14, pin=True, bs=256), trial(0.0007, 0.0546, bs=256))
     rec2 = stats.recommend([fed], usable_cpus=16, ceilings={256: 256 / 0.0545})
     assert "Past the knee the step itself binds: the knee runs at 99%" in rec2.reason
+
+
+def test_load_results_frame_has_one_row_per_trial_with_the_wait_tail():
+    from loaderbench.model import ResultSet
+    from loaderbench.results import to_frame
+
+    waits = ([0.110] + [0.0] * 9) * 6  # as in the sawtooth above
+    rs = ResultSet(config={}, environment={}, results=[
+        result(settings(10, bs=32), trial(0, 0.005, waits=waits, bs=32), trial(0, 0.005, waits=waits, bs=32)),
+        result(settings(2), status="failed", error="boom"),
+    ])
+    frame = to_frame(rs)
+    assert list(frame["repeat"].fillna(-1)) == [0, 1, -1]
+    row = frame.iloc[0]
+    assert row["data_wait_p50_s"] == 0.0
+    assert row["data_wait_p90_s"] == pytest.approx(0.011)
+    assert row["data_wait_p99_s"] == pytest.approx(0.110) and row["data_wait_max_s"] == pytest.approx(0.110)
+    assert row["samples_per_s"] == pytest.approx(32 * 60 / (60 * 0.005 + 6 * 0.110))
