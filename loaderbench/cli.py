@@ -370,7 +370,7 @@ def _report_interrupted(output: Path, fmt: str, how: str = "interrupted") -> Non
         rs = None
     if rs is None or not rs.results:
         _stderr().print(f"loaderbench: {how} before any config finished; nothing was measured",
-                        highlight=False, markup=False)
+                        highlight=False, markup=False, soft_wrap=True)
         return
     analyze(rs)
     _render(rs, fmt, _stdout())

@@ -283,6 +283,35 @@ def build_table(rs: ResultSet) -> Table:
     return table
 
 
+def loader_ceiling_line(rs: ResultSet) -> str:
+    """The loader ceiling (NOTE [loader ceiling] in runner.py) over the ranked configs, set against
+    the compute ceiling; '' when no ranked config was probed.
+
+    The loader alone delivers at least what the loop measured with the step, so when the best
+    probe (half a second after the window) reads lower than the best measured throughput, that
+    throughput is the ceiling's lower bound. When some configs could not be probed (their loader
+    ended first: a short IterableDataset) and ran faster than every probe, nothing is concluded.
+    """
+    ranked = stats.rankable(rs.results)
+    probed = [r for r in ranked if r.summary.loader_ceiling_samples_per_s]  # type: ignore[union-attr]
+    if not probed:
+        return ""
+    top = max(probed, key=lambda r: r.summary.loader_ceiling_samples_per_s or 0.0)  # type: ignore[union-attr]
+    lc = top.summary.loader_ceiling_samples_per_s or 0.0  # type: ignore[union-attr]
+    best = max(ranked, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
+    measured = best.summary.samples_per_s  # type: ignore[union-attr]
+    text = f"Loader ceiling (the loader alone, H2D included): {lc:,.0f} samples/s at best ({top.settings.key()})"
+    if lc < measured:
+        if len(probed) < len(ranked):
+            return text + f", probed on {len(probed)} of {len(ranked)} configs (the others' loaders ended first)."
+        text += f", at least {measured:,.0f} measured with the step ({best.settings.key()})"
+        lc = measured
+    cc = ceiling_for(rs, top.settings.batch_size)
+    if cc:
+        text += f"; compute ceiling {cc:,.0f} samples/s: {'the loader' if lc < cc else 'the compute step'} binds."
+    return text + ("" if cc else ".")
+
+
 def footer_lines(rs: ResultSet) -> list[str]:
     """The recommendation, the ready-to-paste call and the caveats."""
     out: list[str] = []
@@ -292,7 +321,7 @@ def footer_lines(rs: ResultSet) -> list[str]:
         short = sum(1 for r in rs.results if r.status == "ok" and 0 < len(r.trials) < repeats)
         fewer = f", {short} of them with fewer than {repeats} repeats" if short else ""
         out.append(
-            f"PARTIAL: {len(rs.results)} of {planned} planned configs finished (interrupted){fewer}; "
+            f"PARTIAL: {len(rs.results)} of {planned} planned configs finished (the sweep was stopped){fewer}; "
             "the recommendation covers only these."
         )
     first, which = baseline_row(rs)
@@ -307,21 +336,9 @@ def footer_lines(rs: ResultSet) -> list[str]:
                 text += f"; the compute ceiling is {h['max_speedup_to_ceiling']:.2f}x its throughput"
             text += f" ({h['binds']} binds)."
             out.append(text)
-    with_loader = [r for r in rs.results if r.summary is not None and r.summary.loader_ceiling_samples_per_s]
-    if with_loader:
-        top = max(with_loader, key=lambda r: r.summary.loader_ceiling_samples_per_s or 0.0)  # type: ignore[union-attr]
-        lc = top.summary.loader_ceiling_samples_per_s or 0.0  # type: ignore[union-attr]
-        cc = ceiling_for(rs, top.settings.batch_size)
-        text = f"Loader ceiling (the loader alone, H2D included): {lc:,.0f} samples/s at best ({top.settings.key()})"
-        ranked = stats.rankable(rs.results)
-        if len(with_loader) < len(ranked) and lc < max(r.summary.samples_per_s for r in ranked):  # type: ignore[union-attr]
-            # The configs without the probe (their loader ended first: a short IterableDataset) ran
-            # faster than the best probe: no conclusion from an incomplete ceiling.
-            text += f", probed on {len(with_loader)} of {len(ranked)} configs (the others' loaders ended first)."
-        elif cc:
-            binds = "the loader" if lc < cc else "the compute step"
-            text += f"; compute ceiling {cc:,.0f} samples/s: {binds} binds."
-        out.append(text)
+    line = loader_ceiling_line(rs)
+    if line:
+        out.append(line)
     rec = rs.recommendation
     if rec is None or rec.settings is None:
         out.append("Recommendation: none (no config was measured successfully).")

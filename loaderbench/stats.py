@@ -347,7 +347,12 @@ def recommend(
     if best is not knee:
         lines.append(
             f"The best config ({best.settings.key()}) reaches {_fmt_rate(bs.samples_per_s)}, "
-            f"within {max(tolerance, 0):.0%} or noise of it: more workers or buffers buy nothing."
+            f"within {max(tolerance, 0):.0%} or noise of it: "
+            + (
+                "the workers and buffers of this grid buy nothing more, but the loader still binds."
+                if bs.verdict.startswith("loader-bound")
+                else "more workers or buffers buy nothing."
+            )
         )
     elif len(ok) < sum(1 for r in results if r.status == "ok" and r.summary is not None):
         lines.append(
@@ -386,7 +391,7 @@ def recommend(
                 "ranked: split its stream with torch.utils.data.get_worker_info(), then sweep again."
             )
         elif best.settings.num_workers == max(r.settings.num_workers for r in ok):
-            cause = " The fastest config has the most workers in the grid: try more workers."
+            cause = " The fastest config has the most workers of those measured: try more workers."
             if bs.workers_needed:
                 cause += (
                     f" Estimate: about {bs.workers_needed} worker{'s' if bs.workers_needed != 1 else ''}"

@@ -99,11 +99,11 @@ def test_partial_line_counts_configs_short_of_their_repeats():
     )
     analyze(rs)
     assert render.footer_lines(rs)[0] == (
-        "PARTIAL: 3 of 4 planned configs finished (interrupted), 2 of them with fewer than 3 repeats; "
+        "PARTIAL: 3 of 4 planned configs finished (the sweep was stopped), 2 of them with fewer than 3 repeats; "
         "the recommendation covers only these."
     )
     rs.results = rs.results[:1]
-    assert render.footer_lines(rs)[0].startswith("PARTIAL: 1 of 4 planned configs finished (interrupted);")
+    assert render.footer_lines(rs)[0].startswith("PARTIAL: 1 of 4 planned configs finished (the sweep was stopped);")
 
 
 def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
@@ -128,3 +128,31 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
     analyze(rs)
     line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
     assert line.endswith("compute ceiling 4,000 samples/s: the compute step binds.")
+
+
+def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked_rows():
+    from loaderbench.stats import REPLICATED
+
+    # Every config probed, but the best probe (3,439) reads below the best measured 3,612 (the
+    # probe is half a second after the window): the measured rate is the ceiling's lower bound.
+    rows = [trial(0.0, 0.0044297), trial(0.001, 0.004)]  # 16 / step: 3,612, 3,200
+    rows[0].loader_alone_samples_per_s, rows[1].loader_alone_samples_per_s = 3439.0, 3100.0
+    rs = ResultSet(
+        config={"dataset": {"kind": "tensor"}, "compute": {"kind": "sleep", "ms": 2.5}, "measure": {}},
+        environment={"cuda_available": False, "usable_cpus": 2},
+        results=[result(settings(4), rows[0]), result(settings(2), rows[1])],
+        ceilings={"compute": {"16": {"samples_per_s": 6400.0, "step_s": 0.0025, "method": "analytic"}}},
+    )
+    analyze(rs)
+    assert render.loader_ceiling_line(rs) == (
+        "Loader ceiling (the loader alone, H2D included): 3,439 samples/s at best (w4-nopin-nopf-f2-once-b16), "
+        "at least 3,612 measured with the step (w4-nopin-nopf-f2-once-b16); "
+        "compute ceiling 6,400 samples/s: the loader binds."
+    )
+    # A row counting duplicate samples (case C22) is not ranked, and neither is its probe.
+    dup = result(settings(8), trial(0.0, 0.001))
+    dup.trials[0].loader_alone_samples_per_s = 20000.0
+    dup.warnings.append(REPLICATED)
+    rs.results.append(dup)
+    analyze(rs)
+    assert "20,000" not in render.loader_ceiling_line(rs) and "3,439" in render.loader_ceiling_line(rs)

@@ -245,3 +245,19 @@ def test_load_results_frame_has_one_row_per_trial_with_the_wait_tail():
     assert row["data_wait_p90_s"] == pytest.approx(0.011)
     assert row["data_wait_p99_s"] == pytest.approx(0.110) and row["data_wait_max_s"] == pytest.approx(0.110)
     assert row["samples_per_s"] == pytest.approx(32 * 60 / (60 * 0.005 + 6 * 0.110))
+
+
+def test_a_grid_that_ends_while_the_loader_binds_does_not_say_more_workers_buy_nothing():
+    # Ctrl-C after 0 and 1 workers of a loader needing ~30: 429 vs 435 samples/s, stall 97%.
+    from loaderbench.model import ResultSet
+
+    rs = ResultSet(config={}, environment={}, results=[
+        result(settings(0), trial(0.0363, 0.001)),   # 16 / 37.3 ms = 429 samples/s
+        result(settings(1), trial(0.0358, 0.001)),   # 16 / 36.8 ms = 435 samples/s
+    ])
+    stats.analyze(rs)
+    reason = rs.recommendation.reason
+    assert rs.recommendation.settings.num_workers == 0  # within 5% of the best
+    assert "the workers and buffers of this grid buy nothing more, but the loader still binds." in reason
+    assert "more workers or buffers buy nothing." not in reason
+    assert "The fastest config has the most workers of those measured: try more workers." in reason
