@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from loaderbench.isolation import Outcome, run_isolated
+from loaderbench.isolation import Outcome, job_spec, run_isolated
 from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, Trial
 
 STOPPED = "stopped because another rank failed"
@@ -437,16 +437,8 @@ class DistributedRunner:
     ) -> Outcome:
         n = self.trial_id
         self.trial_id += 1
-        job = {
-            "kind": kind,
-            "settings": settings.to_dict(),
-            "dataset": dataset.to_dict(),
-            "compute": compute.to_dict(),
-            "measure": measure.to_dict(),
-            "timeout_s": timeout_s,
-            "cache_dir": cache_dir,
-            "seed": seed,
-        }
+        job = job_spec(settings, dataset, compute, measure, cache_dir=cache_dir, seed=seed, kind=kind)
+        job["timeout_s"] = timeout_s
         self.store.set(f"job/{n}", json.dumps(job))
         try:
             mine = _measure_rank(self.store, self.info, n, job, on_batch)

@@ -166,6 +166,29 @@ def kill_tree(pid: int) -> None:
     psutil.wait_procs(procs, timeout=5)
 
 
+def job_spec(
+    settings: LoaderSettings,
+    dataset: DatasetSpec,
+    compute: ComputeSpec,
+    measure: MeasureSpec,
+    *,
+    cache_dir: str | None,
+    seed: int,
+    kind: str,
+) -> dict[str, Any]:
+    """One trial as JSON-ready data: what the measuring process reads (`_child.py`), and what a
+    distributed sweep's leader posts to the other ranks."""
+    return {
+        "kind": kind,
+        "settings": settings.to_dict(),
+        "dataset": dataset.to_dict(),
+        "compute": compute.to_dict(),
+        "measure": measure.to_dict(),
+        "cache_dir": cache_dir,
+        "seed": seed,
+    }
+
+
 def run_isolated(
     settings: LoaderSettings,
     dataset: DatasetSpec,
@@ -196,16 +219,8 @@ def run_isolated(
     """
     import time
 
-    job = {
-        "kind": kind,
-        "settings": settings.to_dict(),
-        "dataset": dataset.to_dict(),
-        "compute": compute.to_dict(),
-        "measure": measure.to_dict(),
-        "cache_dir": cache_dir,
-        "seed": seed,
-        "distributed": distributed,
-    }
+    job = job_spec(settings, dataset, compute, measure, cache_dir=cache_dir, seed=seed, kind=kind)
+    job["distributed"] = distributed
     with tempfile.TemporaryDirectory(prefix="loaderbench-") as tmp:
         job_path = Path(tmp, "job.json")
         result_path = Path(tmp, "result.json")
