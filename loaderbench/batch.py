@@ -4,7 +4,7 @@ A batch is whatever a DataLoader's `collate_fn` returns: a tensor, or any nestin
 lists, dicts (and dict subclasses), namedtuples, dataclass instances and plain objects that hold
 tensors as attributes, with strings, numbers and None mixed in. These helpers find every tensor
 in it (`iter_tensors`), rebuild it with each tensor replaced (`map_tensors`, `move_to_device`),
-and describe it (`inspect_batch`, `count_samples`).
+and describe it (`inspect_batch`, `leading_sizes`).
 
 What counts as a container, in the order it is checked:
 
@@ -15,7 +15,8 @@ What counts as a container, in the order it is checked:
 - any other object with instance attributes (`__dict__`, or `__slots__` as in
   `@dataclass(slots=True)`): those attributes. Classes, modules and functions are not objects
   of a batch and are skipped.
-- everything else (ints, floats, None, numpy arrays, deques, ...): skipped, returned as is.
+- everything else (ints, floats, None, numpy arrays, deques, ...): skipped, returned as is
+  (numpy arrays are array leaves for `inspect_batch` and `leading_sizes`, never moved).
 
 A container is entered once per call even when the batch refers to it twice or holds a cycle,
 and a tensor referred to twice is reported (and moved) once, so the rebuilt batch keeps the
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import sys
 import types
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
@@ -35,9 +37,9 @@ import torch
 
 __all__ = [
     "BatchInfo",
-    "count_samples",
     "inspect_batch",
     "iter_tensors",
+    "leading_sizes",
     "map_tensors",
     "move_to_device",
 ]
@@ -59,11 +61,16 @@ def iter_tensors(batch: Any) -> Iterator[torch.Tensor]:
     Each distinct tensor object is yielded once, however often the batch refers to it. Nothing is
     copied and no device is touched.
     """
+    yield from _iter_leaves(batch, arrays=False)
+
+
+def _iter_leaves(batch: Any, *, arrays: bool) -> Iterator[Any]:
+    """Tensor leaves (and, with `arrays`, numpy arrays too) of `batch`, each once, depth first."""
     seen: dict[int, Any] = {}  # id -> object, kept alive so that no id is reused meanwhile
     stack: list[Any] = [batch]
     while stack:
         obj = stack.pop()
-        if isinstance(obj, torch.Tensor):
+        if isinstance(obj, torch.Tensor) or (arrays and _is_array(obj)):
             if id(obj) not in seen:
                 seen[id(obj)] = obj
                 yield obj
@@ -112,49 +119,91 @@ class BatchInfo:
 
     tensor_leaves: distinct tensors in the batch.
     pinned_leaves: how many of them are CPU tensors in page-locked (pinned) memory.
-    nbytes: sum of `numel * element_size` over the tensor leaves, in bytes (what a copy moves).
+    nbytes: bytes of every array leaf (tensors: `numel * element_size`; numpy arrays:
+        `ndarray.nbytes`), in bytes: what a worker hands to the main process.
     types: the class name of the top-level batch, e.g. `tuple`, `dict`, `MyBatch`.
+    numpy_leaves / numpy_nbytes: the numpy arrays among the leaves and their bytes. A worker
+        sends them through the pickler and its pipe, not through shared memory as it does
+        torch tensors, and an H2D copy does not move them (`tensor_nbytes` is what it moves).
     """
 
     tensor_leaves: int
     pinned_leaves: int
     nbytes: int
     types: str
+    numpy_leaves: int = 0
+    numpy_nbytes: int = 0
+
+    @property
+    def tensor_nbytes(self) -> int:
+        """Bytes of the tensor leaves: what `move_to_device` copies, in bytes."""
+        return self.nbytes - self.numpy_nbytes
 
 
 def inspect_batch(batch: Any) -> BatchInfo:
-    """Count the tensor leaves of `batch`, how many are pinned, and their size in bytes.
+    """Count the array leaves of `batch` (tensors and numpy arrays), how many tensors are
+    pinned, and their size in bytes.
 
     A CUDA (or other non-CPU) tensor is never counted as pinned. `Tensor.is_pinned()` can raise
     on a machine without a CUDA driver; that counts as not pinned.
     """
-    leaves = pinned = nbytes = 0
-    for t in iter_tensors(batch):
-        leaves += 1
-        nbytes += t.numel() * t.element_size()
-        if t.device.type == "cpu" and _is_pinned(t):
-            pinned += 1
+    leaves = pinned = nbytes = np_leaves = np_bytes = 0
+    for leaf in _iter_leaves(batch, arrays=True):
+        if isinstance(leaf, torch.Tensor):
+            leaves += 1
+            nbytes += leaf.numel() * leaf.element_size()
+            if leaf.device.type == "cpu" and _is_pinned(leaf):
+                pinned += 1
+        else:
+            np_leaves += 1
+            np_bytes += int(leaf.nbytes)
     return BatchInfo(
-        tensor_leaves=leaves, pinned_leaves=pinned, nbytes=nbytes, types=type(batch).__name__
+        tensor_leaves=leaves, pinned_leaves=pinned, nbytes=nbytes + np_bytes, types=type(batch).__name__,
+        numpy_leaves=np_leaves, numpy_nbytes=np_bytes,
     )
 
 
-def count_samples(batch: Any) -> int:
-    """The number of samples in `batch`.
+def leading_sizes(batch: Any) -> list[int]:
+    """Every size along which a batch could hold its samples: the first dimension of each array
+    leaf (tensor or numpy array with at least one dimension) and the length of every list and
+    tuple in it (the top level included), depth first.
 
-    The size of the first dimension of the first tensor leaf that has one (0-d tensors are
-    skipped); without such a leaf, `len(batch)` for a list or tuple; otherwise 0 (unknown).
+    Used to check a sample count against the batch (a collate keeps a batch of B samples as
+    arrays of B rows, or as a sequence of B per-sample parts), never to guess it: a batch of
+    images of shape (3, H, W) says 3 at its first leaf whatever B is.
+
+    >>> leading_sizes((torch.zeros(8, 3), [torch.zeros(2), torch.zeros(2)]))
+    [2, 8, 2, 2, 2]
     """
-    for t in iter_tensors(batch):
-        if t.dim() > 0:
-            return int(t.shape[0])
-    if isinstance(batch, (list, tuple)):
-        return len(batch)
-    return 0
+    out: list[int] = []
+    seen: set[int] = set()
+    stack: list[Any] = [batch]
+    while stack:
+        obj = stack.pop()
+        if _is_array(obj):
+            if obj.ndim > 0:
+                out.append(int(obj.shape[0]))
+            continue
+        children = _children(obj)
+        if children is None or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (list, tuple)):
+            out.append(len(obj))
+        stack.extend(reversed(children))
+    return out
 
 
 # --------------------------------------------------------------------------------------------
 # internals
+
+
+def _is_array(obj: Any) -> bool:
+    """A torch tensor or a numpy array (numpy is imported only when one can be in the batch)."""
+    if isinstance(obj, torch.Tensor):
+        return True
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, np.ndarray)
 
 
 def _is_pinned(t: torch.Tensor) -> bool:

@@ -11,9 +11,9 @@ import torch
 
 from loaderbench.batch import (
     BatchInfo,
-    count_samples,
     inspect_batch,
     iter_tensors,
+    leading_sizes,
     map_tensors,
     move_to_device,
 )
@@ -234,7 +234,7 @@ def test_move_the_imgs_img_patch2_theta_meta_tuple() -> None:
     cloned = map_tensors(batch, _Clone())
     assert type(cloned) is tuple and cloned[4] == meta
     assert [t.shape for t in iter_tensors(batch)] == [t.shape for t in iter_tensors(cloned)]
-    assert count_samples(batch) == 4
+    assert leading_sizes(batch) == [5, 4, 4, 4, 4, 4]
 
 
 def test_move_uses_the_objects_own_to_and_passes_non_blocking_when_accepted() -> None:
@@ -275,7 +275,7 @@ def test_uncopyable_object_holding_tensors_gives_an_actionable_error() -> None:
         map_tensors(NoCopy(), _Clone())
 
 
-# ---- inspect_batch / count_samples ---------------------------------------------------------
+# ---- inspect_batch / leading_sizes ---------------------------------------------------------
 
 
 def test_inspect_batch_counts_leaves_and_bytes_exactly() -> None:
@@ -321,20 +321,43 @@ def test_inspect_batch_counts_pinned_leaves(monkeypatch: pytest.MonkeyPatch) -> 
     assert (info.tensor_leaves, info.pinned_leaves) == (2, 1)
 
 
+def test_inspect_batch_counts_numpy_arrays_as_leaves_with_their_bytes() -> None:
+    import numpy as np
+
+    # The collate JAX users copy: [x (B, 3, 8, 8) float32, y (B,) int64] as numpy arrays.
+    batch = [np.zeros((4, 3, 8, 8), dtype=np.float32), np.zeros(4, dtype=np.int64), torch.zeros(4)]
+    info = inspect_batch(batch)
+    assert (info.tensor_leaves, info.numpy_leaves) == (1, 2)
+    assert info.numpy_nbytes == 4 * 3 * 8 * 8 * 4 + 4 * 8  # 3,072 + 32
+    assert info.nbytes == 3104 + 16 and info.tensor_nbytes == 16
+
+
 @pytest.mark.parametrize(
     ("batch", "expected"),
     [
-        ((torch.zeros(8, 3), torch.zeros(5)), 8),
-        ({"scalar": torch.tensor(3.0), "x": torch.zeros(6, 2)}, 6),
-        (["a", "b", "c"], 3),
-        (("a", "b"), 2),
-        ({"a": 1}, 0),
-        (None, 0),
-        (torch.zeros(7), 7),
+        # a stacked batch of 8 plus a 5-vector
+        ((torch.zeros(8, 3), torch.zeros(5)), [2, 8, 5]),
+        # numpy collate: the outer list has 2 parts, every leaf has 64 rows
+        (["X", [torch.zeros(64, 3)]], [2, 1, 64]),
+        # detection collate tuple(zip(*batch)): 2 parts of 3 per-image entries; each image's
+        # first dimension is its 3 channels, each box tensor has k rows
+        (
+            ((torch.zeros(3, 5, 5), torch.zeros(3, 7, 6), torch.zeros(3, 4, 4)),
+             ({"boxes": torch.zeros(2, 4)}, {"boxes": torch.zeros(1, 4)}, {"boxes": torch.zeros(5, 4)})),
+            [2, 3, 3, 3, 3, 3, 2, 1, 5],
+        ),
+        ({"scalar": torch.tensor(3.0), "a": 1}, []),
+        (None, []),
     ],
 )
-def test_count_samples(batch: Any, expected: int) -> None:
-    assert count_samples(batch) == expected
+def test_leading_sizes(batch: Any, expected: list[int]) -> None:
+    assert leading_sizes(batch) == expected
+
+
+def test_leading_sizes_reads_numpy_rows() -> None:
+    import numpy as np
+
+    assert leading_sizes([np.zeros((64, 3)), np.zeros(64), np.float32(1.0)]) == [3, 64, 64]
 
 
 @pytest.mark.gpu
