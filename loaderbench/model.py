@@ -9,10 +9,79 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Literal
 
 Status = Literal["ok", "failed", "hung", "skipped", "interrupted"]
 MP_CONTEXTS = ("fork", "spawn", "forkserver")
+
+
+class Verdict(str, Enum):
+    """What binds one measured config (analysis/wait.py decides it from the wait breakdown).
+
+    The values are what the table prints; `Summary.verdict` holds the value.
+    """
+
+    COMPUTE_BOUND = "compute-bound"  # the step (almost) never waited
+    LOADER_BOUND = "loader-bound"  # workers (or, with 0 workers, the main process) late building batches
+    RECEIVE_FLOOR = "receive floor"  # the main process taking finished batches from workers
+    H2D_PAGEABLE = "H2D-bound (pageable copy)"  # the host-to-device copy, from pageable memory
+    H2D_NOT_HIDDEN = "H2D-bound (copy not hidden)"  # a pinned copy on the step's stream
+    STARTUP_BOUND = "start-up-bound"  # the gaps at epoch starts (worker start-up, refill)
+    SAMPLER_BOUND = "sampler-bound"  # the sampler drawing indices in the main process
+    LOADER_ALONE = "loader alone"  # --compute none: no step to starve
+
+
+class WaitPart(str, Enum):
+    """The measured parts a config's data-wait is split into (NOTE [what the wait is made of] in
+    analysis/wait.py)."""
+
+    H2D = "h2d"  # the host-to-device copy on the step's path
+    SAMPLER = "sampler"  # drawing indices in the main process
+    STARTUP = "start-up"  # an epoch's start: workers starting (or refilling)
+    RECEIVE = "receive"  # taking a finished batch from a worker (the receive floor)
+    LOADER = "loader"  # the rest: batches not built in time (fetch + prep)
+
+
+class FindingKind(str, Enum):
+    """The kinds of `Finding` the analysis draws (analysis/advice.py makes them, render/ writes
+    their sentences)."""
+
+    KNEE = "knee"  # the recommended config's throughput, stall and input-bound band
+    ALSO_FASTEST = "also-fastest"  # the knee is the fastest config ranked
+    BEST_WITHIN_TOLERANCE = "best-within-tolerance"  # a faster config exists, within tolerance
+    LOADER_ALONE = "loader-alone"  # --compute none: the loader's own ceiling
+    REMAINING_WAIT = "remaining-wait"  # what the knee's wait is made of, and what acts on it
+    NOT_CLEARED = "not-cleared"  # even the best config is loader-bound, and why
+    LOWEST_STALL = "lowest-stall"  # the floor of stall every config pays
+    STEP_SLOWER = "step-slower-beside-loader"  # the knee's step runs slower than alone
+    STEP_BINDS = "step-binds"  # past the knee the step itself binds
+    TRANSFER = "transfer"  # the worker->main hand-off is a large part of the wait
+    MORE_NOT_BETTER = "more-not-better"  # configs past the knee cost CPU for little
+    STARTUP = "start-up"  # worker start-up against the epoch length
+    EPOCH_FASTER = "epoch-faster"  # counting start-up per epoch, another config is faster (predicted)
+    THREADS = "threads"  # the knee's thread settings, as code
+    OVERSUBSCRIBED = "oversubscribed"  # the knee has more workers (or threads) than CPUs
+    MEMORY_PER_WORKER = "memory-per-worker"  # a setting multiplies memory per worker
+    NONE_MEASURED = "none-measured"  # nothing could be ranked
+
+
+@dataclass
+class Finding:
+    """One conclusion of the analysis, as data: `kind` names it (analysis/advice.py lists the
+    kinds), `config` the settings key it concerns (if any), `data` the figures a sentence needs.
+    Sentences are written from findings in render/ only."""
+
+    kind: str
+    config: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "config": self.config, "data": dict(self.data)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        return cls(kind=str(d["kind"]), config=d.get("config"), data=dict(d.get("data") or {}))
 
 
 @dataclass(frozen=True)
@@ -103,6 +172,13 @@ class DatasetSpec:
     - folder: a torchvision ImageFolder at `data_path`.
     - tensor: `num_samples` tensors of `sample_shape` costing `cpu_ms` busy CPU + `io_ms` sleep.
     - import: `factory` = "module:callable", called with `kwargs`; optional `collate_fn`.
+
+    `sampler`: "module:callable" making the user's own sampler or batch sampler from the dataset
+    (map-style datasets; see sampling.call_factory); `sampler_kind` ("sampler" or
+    "batch_sampler") is what it turned out to be, filled in before the sweep.
+    `samples_per_batch`: the number of samples in every batch, when the DataLoader's own count
+    (indices per batch, or items collated for an IterableDataset) is not it (items that are
+    themselves several samples).
     """
 
     kind: str = "synthetic"
@@ -117,6 +193,9 @@ class DatasetSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
     collate_fn: str | None = None
     seed: int = 0
+    sampler: str | None = None
+    sampler_kind: str | None = None
+    samples_per_batch: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -237,7 +316,17 @@ class Trial:
     served_from: str | None = None
     cache_state: dict[str, Any] | None = None
     epoch_gap_s: list[float] = field(default_factory=list)
+    # Per measured batch, the main-process seconds the sampler spent drawing indices inside that
+    # batch's next() (sampling.TimedBatchSampler); [] when not measured (IterableDataset).
+    sampler_s: list[float] = field(default_factory=list)
+    # Window positions (indices into the per-batch lists) of batches that started an epoch.
+    epoch_start_batches: list[int] = field(default_factory=list)
+    # How `samples` was counted: 'indices' (map-style: indices per batch), 'items' (an
+    # IterableDataset's items collated per batch) or 'given' (--samples-per-batch).
+    samples_rule: str | None = None
+    numpy_leaves: int | None = None
     loader_alone_samples_per_s: float | None = None
+    loader_alone_note: str | None = None  # why the loader ceiling was not probed
     notes: list[str] = field(default_factory=list)
     # Distributed sweeps (torchrun): the rank that measured this trial, the job's world size and,
     # on the trial the leader keeps per repeat (a copy of the slowest rank's), every rank's own
@@ -285,6 +374,11 @@ class Summary:
     storage_fraction: float | None = None
     stall_period_batches: int | None = None
     workers_needed: int | None = None
+    # Mean seconds per measured batch of each part of the data-wait (WaitPart values as keys,
+    # median over repeats), and whether the verdict rests on the tail alone (stall under 5% but
+    # p95 wait at least half a step).
+    wait_parts_s: dict[str, float] = field(default_factory=dict)
+    tail_only: bool = False
     samples_per_s_min: float | None = None
     samples_per_s_max: float | None = None
     repeats: int = 1
@@ -355,10 +449,11 @@ class ConfigResult:
 
 @dataclass
 class Recommendation:
-    """The knee: the cheapest config that keeps the step fed, and why."""
+    """The knee: the cheapest measured config that keeps the step fed, and why (`findings`,
+    written as sentences by render/)."""
 
     settings: LoaderSettings | None
-    reason: str
+    findings: list[Finding] = field(default_factory=list)
     input_bound: str = ""  # "not input-bound" | "moderately input-bound" | "highly input-bound"
     dataloader_call: str = ""
     use_prefetcher: bool = False
@@ -366,7 +461,7 @@ class Recommendation:
     def to_dict(self) -> dict[str, Any]:
         return {
             "settings": None if self.settings is None else self.settings.to_dict(),
-            "reason": self.reason,
+            "findings": [f.to_dict() for f in self.findings],
             "input_bound": self.input_bound,
             "dataloader_call": self.dataloader_call,
             "use_prefetcher": self.use_prefetcher,
@@ -377,7 +472,7 @@ class Recommendation:
         s = d.get("settings")
         return cls(
             settings=None if s is None else LoaderSettings.from_dict(s),
-            reason=d.get("reason", ""),
+            findings=[Finding.from_dict(f) for f in d.get("findings") or []],
             input_bound=d.get("input_bound", ""),
             dataloader_call=d.get("dataloader_call", ""),
             use_prefetcher=bool(d.get("use_prefetcher", False)),

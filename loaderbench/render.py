@@ -14,7 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from loaderbench import stats
-from loaderbench.model import ConfigResult, ResultSet
+from loaderbench.analysis.knee import REPLICATED
+from loaderbench.model import ConfigResult, Finding, FindingKind, ResultSet, WaitPart
 
 NA = "n/a"
 GPU_UTIL_LABEL = (
@@ -104,11 +105,11 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
             "cpu_cores": _fmt(m.cpu_util_pct, ".1f", 0.01),
             "memory_mib": _fmt(None if m.memory_pss_bytes is None else float(m.memory_pss_bytes), ".0f", 2**-20),
             "first_batch_s": _fmt(m.first_batch_s, ".2f"),
-            "verdict": m.verdict,
+            "verdict": verdict_text(m),
         }
     )
     cells.update(rank_cells(m))
-    if stats.REPLICATED in r.warnings:
+    if REPLICATED in r.warnings:
         cells["verdict"] = "duplicates samples: not ranked"
     elif stats.relative_spread(m) > stats.NOISY_SPREAD:
         cells["verdict"] += " (noisy)"
@@ -117,6 +118,17 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
 
 def _pct(x: float) -> str:
     return f"{x:.0%}" if x >= 0.10 else f"{x:.1%}"
+
+
+def verdict_text(m: Any) -> str:
+    """A summary's verdict as the table prints it: the verdict, then `(stall every N batches)`
+    for a periodic loader-bound wait, `(tail)` when only the tail of the waits says so."""
+    text = m.verdict
+    if m.stall_period_batches:
+        text += f" (stall every {m.stall_period_batches} batches)"
+    elif m.tail_only:
+        text += " (tail)"
+    return text
 
 
 def rank_cells(m: Any) -> dict[str, str]:
@@ -261,15 +273,24 @@ def visible_columns(rs: ResultSet) -> list[tuple[str, str]]:
     return [(k, h) for k, h in COLUMNS if k not in hidden]
 
 
-def build_table(rs: ResultSet) -> Table:
-    """The rich table: one row per config, the knee highlighted."""
+# NOTE [table width]
+#     The full table needs 150-200 columns. At a normal terminal width the verdict, the stall
+#     and the knee mark must stay readable, so columns are left out, least useful first
+#     (DROP_ORDER), until the table fits; a line under the table names what was left out, and
+#     `--wide` (or `--format csv/json`) shows everything. Settings that vary, samples/s, stall
+#     and the verdict are never left out. A column's width is its widest cell plus 3 (padding
+#     and border); the verdict column may wrap, so it counts min(widest verdict, 30).
+DROP_ORDER = (
+    "storage", "first_batch_s", "memory_mib", "compute_ms", "gpu_util_pct", "loader_ceiling", "cpu_cores",
+    "h2d", "rank_rate", "wait_ms", "ceiling_pct", "rank_stall",
+)
+VERDICT_MIN = 30
+
+
+def _table_rows(rs: ResultSet) -> list[tuple[ConfigResult, dict[str, str], str | None]]:
     cuda = _cuda_used(rs)
     knee = _knee_key(rs)
-    columns = visible_columns(rs)
-    title = f"loaderbench sweep{(' — ' + rs.label) if rs.label else ''}"
-    table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
-    for key, head in columns:
-        table.add_column(head, justify="left" if key == "verdict" else "right", no_wrap=key != "verdict")
+    rows = []
     for r in rs.results:
         cells = row_cells(r, cuda=cuda, ceiling=ceiling_for(rs, r.settings.batch_size))
         style = None
@@ -278,38 +299,262 @@ def build_table(rs: ResultSet) -> Table:
             cells["verdict"] = cells["verdict"] + "  ◀ knee"
         elif r.status != "ok":
             style = "red"
+        rows.append((r, cells, style))
+    return rows
+
+
+def fit_columns(columns: list[tuple[str, str]], rows: list[dict[str, str]], width: int | None) -> tuple[
+        list[tuple[str, str]], list[str]]:
+    """The columns that fit in `width` characters (all with None) and the headers left out, per
+    NOTE [table width]."""
+    if width is None:
+        return columns, []
+
+    def need(cols: list[tuple[str, str]]) -> int:
+        total = 1
+        for key, head in cols:
+            widest = max([len(head)] + [len(c[key]) for c in rows])
+            total += (min(widest, VERDICT_MIN) if key == "verdict" else widest) + 3
+        return total
+
+    kept = list(columns)
+    dropped: list[str] = []
+    for key in DROP_ORDER:
+        if need(kept) <= width:
+            break
+        for col in kept:
+            if col[0] == key:
+                kept.remove(col)
+                dropped.append(col[1])
+    return kept, dropped
+
+
+def build_table(rs: ResultSet, width: int | None = None) -> tuple[Table, list[str]]:
+    """The rich table, one row per config, the knee highlighted, fitted to `width` characters
+    (None: every column); returns it with the headers of the columns left out."""
+    rows = _table_rows(rs)
+    columns, dropped = fit_columns(visible_columns(rs), [c for _, c, _ in rows], width)
+    title = f"loaderbench sweep{(' — ' + rs.label) if rs.label else ''}"
+    table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
+    for key, head in columns:
+        table.add_column(head, justify="left" if key == "verdict" else "right", no_wrap=key != "verdict",
+                         min_width=min(VERDICT_MIN, max(len(c[key]) for _, c, _ in rows) if rows else 7)
+                         if key == "verdict" else None)
+    for _, cells, style in rows:
         # Text, not markup: an error such as "[/path/pair.cc:545] Read error" must print as written.
         table.add_row(*[Text(cells[k]) for k, _ in columns], style=style)
-    return table
+    return table, dropped
 
 
 def loader_ceiling_line(rs: ResultSet) -> str:
-    """The loader ceiling (NOTE [loader ceiling] in runner.py) over the ranked configs, set against
-    the compute ceiling; '' when no ranked config was probed.
-
-    The loader alone delivers at least what the loop measured with the step, so when the best
-    probe (half a second after the window) reads lower than the best measured throughput, that
-    throughput is the ceiling's lower bound. When some configs could not be probed (their loader
-    ended first: a short IterableDataset) and ran faster than every probe, nothing is concluded.
-    """
-    ranked = stats.rankable(rs.results)
-    probed = [r for r in ranked if r.summary.loader_ceiling_samples_per_s]  # type: ignore[union-attr]
-    if not probed:
+    """The loader ceiling against the compute ceiling (analysis["loader_ceiling"], see
+    analysis.advice.loader_ceiling); '' when no ranked config was probed."""
+    lc = (rs.analysis or {}).get("loader_ceiling")
+    if not lc:
         return ""
-    top = max(probed, key=lambda r: r.summary.loader_ceiling_samples_per_s or 0.0)  # type: ignore[union-attr]
-    lc = top.summary.loader_ceiling_samples_per_s or 0.0  # type: ignore[union-attr]
-    best = max(ranked, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
-    measured = best.summary.samples_per_s  # type: ignore[union-attr]
-    text = f"Loader ceiling (the loader alone, H2D included): {lc:,.0f} samples/s at best ({top.settings.key()})"
-    if lc < measured:
-        if len(probed) < len(ranked):
-            return text + f", probed on {len(probed)} of {len(ranked)} configs (the others' loaders ended first)."
-        text += f", at least {measured:,.0f} measured with the step ({best.settings.key()})"
-        lc = measured
-    cc = ceiling_for(rs, top.settings.batch_size)
-    if cc:
-        text += f"; compute ceiling {cc:,.0f} samples/s: {'the loader' if lc < cc else 'the compute step'} binds."
-    return text + ("" if cc else ".")
+    text = f"Loader ceiling (the loader alone, H2D included): {lc['samples_per_s']:,.0f} samples/s at best ({lc['config']})"
+    lower = lc.get("lower_bound_from")
+    if lower is None and lc["binds"] is None and lc["probed"] < lc["ranked"]:
+        return text + f", probed on {lc['probed']} of {lc['ranked']} configs (the others' loaders ended first)."
+    if lower is not None:
+        text += f", at least {lower['samples_per_s']:,.0f} measured with the step ({lower['config']})"
+    if lc.get("compute_ceiling"):
+        text += (
+            f"; compute ceiling {lc['compute_ceiling']:,.0f} samples/s: "
+            f"{'the loader' if lc['binds'] == 'loader' else 'the compute step'} binds."
+        )
+        return text
+    return text + "."
+
+
+def _rate(x: float) -> str:
+    return f"{x:,.0f} samples/s"
+
+
+def _ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 1e3:.1f} ms"
+
+
+_REMEDY_WORDS = {
+    "prefetch": "the CUDA-stream prefetcher hides the copy behind the step",
+    "pin_memory": "pin_memory=True (a pinned copy is asynchronous, and the pin thread takes batches "
+                  "from the workers off the step's thread)",
+    "persistent_workers": "persistent_workers=True starts the workers once, not every epoch",
+    "more_workers": "more workers",
+    "larger_batch": "a larger batch pays the per-batch cost over more samples",
+    "pack_tensors": "pack the batch's many small tensors into a few (concatenate each field across "
+                    "the batch, with offsets): each tensor crosses from the worker on its own",
+    "numpy_to_tensors": "return torch tensors from the collate (torch.from_numpy): numpy arrays cross "
+                        "from the worker through the pickler and a pipe, tensors through shared memory",
+    "lazy_sampler": "draw indices lazily, in O(indices used) (a full permutation of a huge dataset "
+                    "costs seconds every epoch)",
+}
+
+
+def _remedy_text(r: dict[str, Any]) -> str:
+    """One remedy of a REMAINING_WAIT finding (see NOTE [advice the measurements support])."""
+    what = _REMEDY_WORDS[r["remedy"]]
+    if not r.get("measured"):
+        return what + (f" (not measured: add {r['flag']})" if r.get("flag") else "")
+    share = ""
+    if r.get("ceiling_share") is not None and r.get("knee_ceiling_share") is not None:
+        share = f", {r['ceiling_share']:.0%} of the compute ceiling vs {r['knee_ceiling_share']:.0%}"
+    return f"{what}: measured {r['config']} {_rate(r['samples_per_s'])} ({r['gain']:+.1%}{share})"
+
+
+_PART_WORDS = {
+    WaitPart.H2D.value: "the host-to-device copy on the step's path",
+    WaitPart.SAMPLER.value: "the sampler drawing indices in the main process",
+    WaitPart.STARTUP.value: "worker start-up at each epoch start",
+    WaitPart.RECEIVE.value: "the main process taking each finished batch from a worker",
+    WaitPart.LOADER.value: "batches not built in time (fetch and prep)",
+}
+
+
+def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> list[str]:
+    """The recommendation's findings as sentences (the only place they are worded)."""
+    out: list[str] = []
+    for f in findings:
+        d = f.data
+        k = f.kind
+        if k == FindingKind.NONE_MEASURED.value:
+            out.append("none (no config was measured successfully).")
+        elif k == FindingKind.KNEE.value:
+            out.append(
+                f"num_workers={d['num_workers']}, pin_memory={d['pin_memory']}, "
+                f"prefetch={'on' if d['prefetch'] else 'off'}: {_rate(d['samples_per_s'])}, "
+                f"stall {d['stall_fraction']:.1%} ({d['band']})."
+            )
+        elif k == FindingKind.BEST_WITHIN_TOLERANCE.value:
+            out.append(
+                f"The best config ({f.config}) reaches {_rate(d['samples_per_s'])}, within "
+                f"{max(d['tolerance'], 0):.0%} or noise of it: "
+                + ("the workers and buffers of this grid buy nothing more, but the loader still binds."
+                   if d["loader_still_binds"] else "more workers or buffers buy nothing.")
+            )
+        elif k == FindingKind.ALSO_FASTEST.value:
+            out.append(
+                "It is also the fastest config ranked (configs that replay the IterableDataset in every "
+                "worker count duplicate samples and are not ranked)." if d.get("replicated_excluded")
+                else "It is also the fastest config measured."
+            )
+        elif k == FindingKind.LOADER_ALONE.value:
+            out.append(
+                f"With --compute none this is the loader alone: its ceiling here is {_rate(d['samples_per_s'])}. "
+                f"Any step slower than {d['step_s'] * 1e3:.1f} ms per batch of this size will not wait for this loader."
+            )
+        elif k == FindingKind.REMAINING_WAIT.value:
+            out.append(_remaining_wait_text(d, f.config))
+        elif k == FindingKind.NOT_CLEARED.value:
+            cause = ""
+            if d["cause"] == "cpu":
+                cause = (f" The process tree used {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs: "
+                         "CPU (decode/augment) saturation binds.")
+            elif d["cause"] == "replicated":
+                cause = (" Configs with more workers replay the IterableDataset in every worker and are not "
+                         "ranked: split its stream with torch.utils.data.get_worker_info(), then sweep again.")
+            elif d["cause"] == "grid_edge":
+                cause = " The fastest config has the most workers of those measured: try more workers."
+                n = d.get("workers_needed")
+                if n:
+                    cause += (f" Estimate (a prediction): about {n} worker{'s' if n != 1 else ''}"
+                              f"{' per rank' if d.get('per_rank') else ''} (batch build time / step time), "
+                              "if the CPUs can run them.")
+            out.append(f"Even the best config is {d['band']} (stall {d['stall_fraction']:.1%}): no setting in "
+                       "this grid clears the loader bottleneck." + cause)
+        elif k == FindingKind.LOWEST_STALL.value:
+            out.append(f"Lowest stall measured: {d['stall_fraction']:.1%} (receiving a batch always costs a "
+                       "little; this floor is not worth chasing).")
+        elif k == FindingKind.STEP_SLOWER.value:
+            text = (f"The knee reaches {d['share']:.0%} of the compute ceiling ({d['ceiling']:,.0f} samples/s) "
+                    f"because the step itself runs slower beside the loader: {d['compute_mean_s'] * 1e3:.1f} ms per "
+                    f"batch on average (median {d['compute_p50_s'] * 1e3:.1f} ms) vs {d['alone_s'] * 1e3:.1f} ms alone.")
+            if d.get("cpu_saturated"):
+                text += (f" The process tree used {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs: the "
+                         "main process (kernel launches, the pin thread) competes with the workers for CPU, so "
+                         "the binding resource is the CPU; cheaper decoding (or GPU decoding) or more CPUs would "
+                         "lift it.")
+            out.append(text)
+        elif k == FindingKind.STEP_BINDS.value:
+            out.append(f"Past the knee the step itself binds: the knee runs at {d['share']:.0%} of the compute "
+                       f"ceiling ({d['ceiling']:,.0f} samples/s).")
+        elif k == FindingKind.TRANSFER.value:
+            text = (f"The worker->main transfer is a large part of the wait: {d['mb_per_s']:,.0f} MB/s of "
+                    f"batches ({(d['batch_bytes'] or 0) / 1e6:,.1f} MB each), {d['receive_s'] * 1e3:.1f} ms to "
+                    "receive one.")
+            if d.get("numpy_leaves"):
+                text += (f" {d['numpy_leaves']} numpy array{'s' if d['numpy_leaves'] != 1 else ''} per batch "
+                         "cross from the worker through the pickler and a pipe, not shared memory: "
+                         + _REMEDY_WORDS["numpy_to_tensors"].split(": ")[0] + ".")
+            elif (d.get("tensor_leaves") or 0) >= 16:
+                text += f" The batch crosses as {d['tensor_leaves']} tensors, each on its own: pack them into a few."
+            out.append(text)
+        elif k == FindingKind.MORE_NOT_BETTER.value:
+            out.append(f"More is not better: {f.config} uses {d['extra_cores']:+.1f} CPU cores over the knee "
+                       f"for {d['gain']:+.1%} throughput.")
+        elif k == FindingKind.STARTUP.value:
+            text = (f"Start-up (first batch {d['first_batch_s']:.2f} s) is {d['share']:.0%} of an epoch of "
+                    f"{d['epoch_batches']} batches (predicted from the first batch; the measured window did not "
+                    "span an epoch)")
+            if d.get("measured"):
+                gaps = ""
+                if d.get("gap_s") is not None and d.get("persistent_gap_s") is not None:
+                    gaps = (f"; epoch-start gaps measured {d['gap_s']:.2f} s without and "
+                            f"{d['persistent_gap_s']:.2f} s with persistent workers")
+                if d.get("advised"):
+                    text += (f": use persistent_workers=True to pay it once (measured {d['config']}: "
+                             f"{_rate(d['samples_per_s'])}{gaps}).")
+                else:
+                    text += (f"; persistent_workers=True does not remove it here ({d['config']}{gaps}): "
+                             "the gap is not worker start-up.")
+            else:
+                text += ": persistent_workers=True would pay it once (not measured: add --persistent-workers off,on)."
+            out.append(text)
+        elif k == FindingKind.EPOCH_FASTER.value:
+            out.append(f"Counting start-up in every epoch of {d['epoch_batches']} batches, {f.config} is predicted "
+                       f"faster per epoch ({d['epoch_samples_per_s']:,.0f} samples/s) than the steady-state knee.")
+        elif k == FindingKind.THREADS.value:
+            parts = [
+                f"torch.set_num_threads({d['worker_threads']}) in each worker (worker_init_fn)"
+                if d.get("worker_threads") is not None else "",
+                f"torch.set_num_threads({d['main_threads']}) in the main process"
+                if d.get("main_threads") is not None else "",
+            ]
+            out.append("Threads: " + ", ".join(p for p in parts if p) + ".")
+        elif k == FindingKind.OVERSUBSCRIBED.value:
+            out.append(f"Note: {d['message']}.")
+    return out
+
+
+def _remaining_wait_text(d: dict[str, Any], config: str | None) -> str:
+    part = d["part"]
+    who = "Its remaining stall" if d.get("subject", "knee") == "knee" else f"With workers ({config}) the stall"
+    text = (f"{who} ({d['stall_fraction']:.1%}, {d['wait_p50_s'] * 1e3:.1f} ms median wait per batch) "
+            f"is mostly {_PART_WORDS[part]}: {d['part_s'] * 1e3:.1f} ms per batch")
+    if part == WaitPart.RECEIVE.value and d.get("receive_s") is not None:
+        what = []
+        if d.get("tensor_leaves"):
+            what.append(f"{d['tensor_leaves']} tensors")
+        if d.get("numpy_leaves"):
+            what.append(f"{d['numpy_leaves']} numpy arrays")
+        if d.get("batch_bytes"):
+            what.append(f"{d['batch_bytes'] / 1e6:,.1f} MB")
+        text += (f" (taking a batch that was already built costs {d['receive_s'] * 1e3:.1f} ms, measured after "
+                 f"the window{'; the batch is ' + ', '.join(what) if what else ''}); more workers cannot remove it")
+    elif part == WaitPart.H2D.value:
+        hidden = d.get("h2d_hidden_fraction")
+        text += f" (copy {_ms(d.get('h2d_s'))}{'' if hidden is None else f', {hidden:.0%} hidden'})"
+    others = {p: v for p, v in (d.get("parts_share") or {}).items() if p != part}
+    if others:
+        text += "; also " + ", ".join(f"{p} {v:.0%} of the step" for p, v in others.items())
+    text += "."
+    remedies = d.get("remedies") or []
+    if remedies:
+        text += " What acts on it: " + "; ".join(_remedy_text(r) for r in remedies) + "."
+    for r in d.get("measured_no_gain") or []:
+        text += (f" Measured without gain: {r['config']} ({r['remedy'].replace('_', ' ')}) "
+                 f"{_rate(r['samples_per_s'])} ({r['gain']:+.1%}).")
+    return text
 
 
 def footer_lines(rs: ResultSet) -> list[str]:
@@ -324,18 +569,17 @@ def footer_lines(rs: ResultSet) -> list[str]:
             f"PARTIAL: {len(rs.results)} of {planned} planned configs finished (the sweep was stopped){fewer}; "
             "the recommendation covers only these."
         )
-    first, which = baseline_row(rs)
-    if first is not None:
-        h = stats.headroom(first, ceiling_for(rs, first.settings.batch_size))
-        if h is not None:
-            text = (
-                f"Headroom from {which} ({h['key']}): stall {first.summary.stall_fraction:.0%}, "  # type: ignore[union-attr]
-                f"so removing all data-wait makes it at most {h['max_speedup_from_stall']:.2f}x faster"
-            )
-            if h["max_speedup_to_ceiling"] is not None:
-                text += f"; the compute ceiling is {h['max_speedup_to_ceiling']:.2f}x its throughput"
-            text += f" ({h['binds']} binds)."
-            out.append(text)
+    h = (rs.analysis or {}).get("headroom")
+    if h:
+        which = "your current settings" if h.get("which") == "current" else "the first config"
+        text = (
+            f"Headroom from {which} ({h['key']}): stall {h['stall_fraction']:.0%}, "
+            f"so removing all data-wait makes it at most {h['max_speedup_from_stall']:.2f}x faster"
+        )
+        if h["max_speedup_to_ceiling"] is not None:
+            text += f"; the compute ceiling is {h['max_speedup_to_ceiling']:.2f}x its throughput"
+        text += f" ({h['binds']} binds)."
+        out.append(text)
     line = loader_ceiling_line(rs)
     if line:
         out.append(line)
@@ -343,7 +587,7 @@ def footer_lines(rs: ResultSet) -> list[str]:
     if rec is None or rec.settings is None:
         out.append("Recommendation: none (no config was measured successfully).")
     else:
-        out.append(f"Recommendation: {rec.reason}")
+        out.append("Recommendation: " + " ".join(finding_sentences(rec.findings, rs)))
         per_gpu = per_rank_line(rs)
         if per_gpu:
             out.append(per_gpu)
@@ -363,6 +607,20 @@ def footer_lines(rs: ResultSet) -> list[str]:
         out.append("The recommendation ranks the cold runs (a first epoch, or a dataset larger than RAM).")
     if _cuda_used(rs):
         out.append(GPU_UTIL_LABEL + ".")
+    unprobed = sorted({t.loader_alone_note for r in rs.results if r.summary is not None
+                       and r.summary.loader_ceiling_samples_per_s is None for t in r.trials if t.loader_alone_note})
+    for note in unprobed:
+        out.append(f"loader alone /s n/a: {note}.")
+    for fd in (rs.analysis or {}).get("config_findings") or []:
+        f = Finding.from_dict(fd)
+        if f.kind == FindingKind.MEMORY_PER_WORKER.value:
+            d = f.data
+            differs = ", ".join(f"{k} {a} vs {b}" for k, (a, b) in d.get("differs", {}).items())
+            out.append(
+                f"memory [{f.config}]: {d['mib_per_worker']:,.0f} MiB per worker (PSS) vs "
+                f"{d['ref_mib_per_worker']:,.0f} MiB with {d['ref_config']} ({differs}): this setting "
+                "multiplies memory per worker (a start method that copies the dataset into every worker does)."
+            )
     for r in rs.results:
         for w in r.warnings:
             out.append(f"warning [{r.settings.key()}]: {w}")
@@ -375,23 +633,18 @@ def footer_lines(rs: ResultSet) -> list[str]:
     return out
 
 
-def baseline_row(rs: ResultSet) -> tuple[ConfigResult | None, str]:
-    """The row the headroom line starts from: the first measured config matching
-    `--baseline-settings` (the user's current settings), else the first measured row."""
-    wanted = (rs.config or {}).get("baseline_settings") or {}
-    measured = [r for r in rs.results if r.summary is not None]
-    if wanted:
-        for r in measured:
-            if all(getattr(r.settings, k, None) == v for k, v in wanted.items()):
-                return r, "your current settings"
-    return (measured[0] if measured else None), "the first config"
-
-
-def render_table(rs: ResultSet, console: Console) -> None:
-    """Print header, table and recommendation to `console` (stdout in the CLI)."""
+def render_table(rs: ResultSet, console: Console, *, wide: bool = False) -> None:
+    """Print header, table and recommendation to `console` (stdout in the CLI), the table fitted
+    to the console's width unless `wide` (NOTE [table width])."""
     for line in header_lines(rs):
         console.print(Text(line))
-    console.print(build_table(rs))
+    table, dropped = build_table(rs, None if wide else console.width)
+    console.print(table)
+    if dropped:
+        console.print(Text(
+            f"Left out at {console.width} columns: {', '.join(dropped)} (--wide shows every column; "
+            "--format csv or json has every figure)."
+        ))
     for line in footer_lines(rs):
         console.print(Text(line))
 

@@ -66,6 +66,20 @@ def check_writable(path: Path) -> None:
         ) from None
 
 
+def check_result_path(path: Path) -> None:
+    """A sweep's `--output`: a *.json file name (the result file is JSON whatever `--format`
+    prints: UsageError otherwise) in a folder that can take it (OutputError)."""
+    from loaderbench.errors import UsageError
+
+    path = Path(path)
+    if path.suffix.lower() != ".json" and not path.is_dir():
+        raise UsageError(
+            f"--output {path}: the result file is JSON, whatever --format prints; name it *.json "
+            f"(for CSV on stdout: --format csv > {path.with_suffix('.csv').name})"
+        )
+    check_writable(path)
+
+
 def _json_default(obj: Any) -> Any:
     if isinstance(obj, (set, tuple)):
         return list(obj)
@@ -121,9 +135,10 @@ def to_frame(result_set: ResultSet) -> Any:
     import pandas as pd
 
     from loaderbench import stats
+    from loaderbench.analysis import analyze
 
     if any(r.status == "ok" and r.trials and r.summary is None for r in result_set.results):
-        stats.analyze(result_set)  # summaries are derived from the raw trials
+        analyze(result_set)  # summaries are derived from the raw trials
     rows: list[dict[str, Any]] = []
     for r in result_set.results:
         base = {

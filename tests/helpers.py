@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loaderbench import stats
+from loaderbench.analysis import summarize_config
 from loaderbench.model import ConfigResult, LoaderSettings, Trial
 
 
@@ -30,7 +30,7 @@ def result(s: LoaderSettings, *trials: Trial, status: str = "ok", error: str | N
     r = ConfigResult(settings=s, status=status, error=error)  # type: ignore[arg-type]
     if status == "ok":
         r.trials = list(trials)
-        r.summary = stats.summarize(r.trials)
+        summarize_config(r)
     return r
 
 
@@ -48,3 +48,10 @@ class FakeClock:
 
     def until(self, t: float) -> None:
         self.t = max(self.t, t)
+
+
+def reason(rec) -> str:
+    """The recommendation's findings as the table words them."""
+    from loaderbench.render import finding_sentences
+
+    return " ".join(finding_sentences(rec.findings))

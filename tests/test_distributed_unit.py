@@ -11,6 +11,9 @@ import pytest
 
 from loaderbench import distributed as dist
 from loaderbench import render, stats
+from loaderbench.analysis import analyze, summarize_config
+from loaderbench.analysis.advice import epoch_samples_per_s, recommend
+from loaderbench.analysis.wait import mean_step_s
 from loaderbench.config import build_config
 from loaderbench.errors import UsageError
 from loaderbench.grid import GridPoint
@@ -19,7 +22,7 @@ from loaderbench.model import ComputeSpec, ConfigResult, ResultSet, Trial
 from loaderbench.preflight import WorkloadFacts, shm_need_bytes
 from loaderbench.runner import HostMarker, timed_loop
 from loaderbench.sweep import Machine, NullObserver, measure_ceilings, preflight, resolve_defaults
-from tests.helpers import FakeClock, result, settings, trial
+from tests.helpers import FakeClock, reason, result, settings, trial
 
 MIB = 2**20
 
@@ -554,7 +557,7 @@ def distributed_result_set() -> ResultSet:
         # Each rank's own ceiling: r0 1,000/s, r1 800/s (sum 1,800; slowest step 20 ms).
         ceilings={"compute": {"16": {"samples_per_s": 1800.0, "step_s": 0.020, "rank_samples_per_s": [1000.0, 800.0]}}},
     )
-    stats.analyze(rs)
+    analyze(rs)
     return rs
 
 
@@ -612,7 +615,7 @@ def test_rank_columns_and_header_only_for_a_distributed_result_set():
         results=[result(settings(2), trial(0.001, 0.019)), result(settings(4), trial(0.0, 0.019))],
         ceilings={"compute": {"16": {"samples_per_s": 1000.0, "step_s": 0.016}}},
     )
-    stats.analyze(single)
+    analyze(single)
     keys = [k for k, _ in render.visible_columns(single)]
     assert "rank_rate" not in keys and "rank_stall" not in keys
     assert not any(ln.startswith("distributed:") for ln in render.header_lines(single))
@@ -653,14 +656,14 @@ def test_a_distributed_knee_short_of_its_ceiling_names_the_cpu_per_rank_step():
         ))
     r = ConfigResult(settings=settings(16, pin=True, pf=True, bs=256), status="ok")
     r.trials = [dist.merge_trials(ranks)]
-    r.summary = stats.summarize(r.trials)
+    summarize_config(r)
     ceiling = 2 * 256 / 0.0565
-    rec = stats.recommend([r], usable_cpus=32, ceilings={256: ceiling})
+    rec = recommend([r], usable_cpus=32, ceilings={256: ceiling})
     # per rank: 256 / 0.06517 = 3,928 samples/s; job 7,856 = 87% of 9,062
-    assert "The knee reaches 87% of the compute ceiling" in rec.reason
-    assert "65.2 ms" not in rec.reason  # the step, not step + wait
-    assert "63.3 ms per batch on average (median 58.0 ms) vs 56.5 ms alone" in rec.reason
-    assert "30.9 of 32 usable CPUs" in rec.reason and "binding resource is the CPU" in rec.reason
+    assert "The knee reaches 87% of the compute ceiling" in reason(rec)
+    assert "65.2 ms" not in reason(rec)  # the step, not step + wait
+    assert "63.3 ms per batch on average (median 58.0 ms) vs 56.5 ms alone" in reason(rec)
+    assert "30.9 of 32 usable CPUs" in reason(rec) and "binding resource is the CPU" in reason(rec)
 
 
 def test_check_ranks_needs_a_gpu_and_a_cpu_per_rank():
@@ -732,7 +735,7 @@ def loader_bound_on_two_ranks(nw: int, wait_s: float, compute_s: float, first_s:
     ]
     r = ConfigResult(settings=settings(nw, bs=16), status="ok")
     r.trials = [dist.merge_trials(ranks)]
-    r.summary = stats.summarize(r.trials)
+    summarize_config(r)
     return r
 
 
@@ -742,22 +745,22 @@ def test_workers_needed_and_epoch_throughput_use_each_ranks_own_step():
     # the step fed (the job's 800 samples/s must not halve the step to 20 ms: that gave 2).
     r = loader_bound_on_two_ranks(1, 0.030, 0.010)
     assert r.summary.samples_per_s == pytest.approx(800.0)
-    assert stats.mean_step_s(r) == pytest.approx(0.040)
+    assert mean_step_s(r) == pytest.approx(0.040)
     rs = ResultSet(config={}, environment={}, results=[r])
-    stats.analyze(rs)
+    analyze(rs)
     assert r.summary.workers_needed == 4
-    assert "Estimate: about 4 workers per rank" in rs.recommendation.reason
+    assert "about 4 workers per rank" in reason(rs.recommendation)
     # An epoch of 20 batches per rank: 0.5 s start-up + 20 x 40 ms = 1.3 s for 2 x 320 samples.
-    assert stats.epoch_samples_per_s(r, 20) == pytest.approx(640 / 1.3)
+    assert epoch_samples_per_s(r, 20) == pytest.approx(640 / 1.3)
 
 
 def test_a_single_worker_estimate_is_singular():
     # 0 workers, 5 ms wait + 10 ms compute: building a batch takes the 5 ms mean wait -> 1 worker.
     r = loader_bound_on_two_ranks(0, 0.005, 0.010)
     rs = ResultSet(config={}, environment={}, results=[r])
-    stats.analyze(rs)
+    analyze(rs)
     assert r.summary.workers_needed == 1
-    assert "Estimate: about 1 worker per rank (" in rs.recommendation.reason
+    assert "about 1 worker per rank (" in reason(rs.recommendation)
 
 
 def test_a_real_datasets_epoch_is_counted_per_rank(tmp_path):

@@ -4,11 +4,11 @@ import struct
 
 from typer.testing import CliRunner
 
+from loaderbench.analysis import analyze
 from loaderbench.cli import app
 from loaderbench.model import ResultSet
 from loaderbench.plot import plot_results
 from loaderbench.results import save_results
-from loaderbench.stats import analyze
 from tests.helpers import result, settings, trial
 
 

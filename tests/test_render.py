@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from loaderbench import render
+from loaderbench.analysis import analyze
 from loaderbench.model import ResultSet
-from loaderbench.stats import analyze
 from tests.helpers import result, settings, trial
 
 GOLDEN = """\
@@ -78,6 +78,7 @@ def test_a_noisy_config_is_flagged_with_advice():
 def test_headroom_starts_from_the_baseline_settings():
     rs = sample()
     rs.config["baseline_settings"] = {"num_workers": 2}
+    analyze(rs)
     lines = render.footer_lines(rs)
     head = [ln for ln in lines if ln.startswith("Headroom")][0]
     # w2: stall 4 / 16 = 25% -> at most 1 / 0.75 = 1.33x faster
@@ -131,7 +132,7 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
 
 
 def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked_rows():
-    from loaderbench.stats import REPLICATED
+    from loaderbench.analysis.knee import REPLICATED
 
     # Every config probed, but the best probe (3,439) reads below the best measured 3,612 (the
     # probe is half a second after the window): the measured rate is the ceiling's lower bound.

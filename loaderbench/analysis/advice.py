@@ -1,0 +1,475 @@
+"""The recommendation: the knee, and what the measurements say about it, as typed findings.
+
+Pure: no torch, no I/O. Sentences are written from the findings in render/.
+
+NOTE [advice the measurements support]
+    Advice must never contradict a measured row. Every remedy offered for the knee's remaining
+    wait (the CUDA-stream prefetcher for an H2D copy on the step's path, pin_memory for a
+    pageable copy or a slow hand-off, persistent_workers for epoch start-up, more workers for a
+    late loader, a larger batch for a per-batch receive cost) is looked up in the grid: the
+    knee's settings with that one change. When it was measured, the finding quotes its measured
+    samples/s and share of the compute ceiling, and offers it only when it measured faster;
+    when it measured no faster, the finding says so; when it was not measured, the finding says
+    "not measured" and names the flag that would measure it. A remedy that is not a setting
+    (pack many small tensors, numpy arrays to tensors) is named from what the batch is made of.
+    The `DataLoader(...)` call is always the knee's own measured settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from loaderbench.analysis.knee import DEFAULT_TOLERANCE, REPLICATED, best_of, find_knee, rankable
+from loaderbench.analysis.wait import mean_step_s, samples_per_batch
+from loaderbench.model import (
+    ConfigResult,
+    Finding,
+    FindingKind,
+    LoaderSettings,
+    Recommendation,
+    Verdict,
+    WaitPart,
+)
+from loaderbench.stats import input_bound_band
+
+CPU_SATURATED = 0.85  # share of the usable CPUs the process tree used: CPU saturation
+SMALL_TENSORS = 16  # tensors per batch from which packing them is worth naming
+PART_REPORTED = 0.05  # a wait part is reported when it is at least this share of the step
+TRANSFER_MIN_MB_PER_S = 10.0  # below this, what the hand-off costs is not its bytes
+
+
+def dataloader_call(settings: LoaderSettings) -> str:
+    """A ready-to-paste `DataLoader(...)` call for these settings (only keywords that apply)."""
+    kw = settings.dataloader_kwargs()
+    parts = ["dataset"] + [f"{k}={v!r}" for k, v in kw.items()]
+    return "DataLoader(" + ", ".join(parts) + ")"
+
+
+def recommend(
+    results: Sequence[ConfigResult],
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    usable_cpus: int | None = None,
+    loader_only: bool = False,
+    epoch_batches: int | None = None,
+    ceilings: dict[int, float] | None = None,
+) -> Recommendation:
+    """The knee (analysis/knee.py) as a recommendation, with the findings that explain it.
+
+    Findings, in order: KNEE; ALSO_FASTEST or BEST_WITHIN_TOLERANCE; LOADER_ALONE (with
+    `loader_only`, `--compute none`); REMAINING_WAIT (the knee still waits: what the wait is made
+    of and the remedies, per NOTE [advice the measurements support]); NOT_CLEARED (even the best
+    config is loader-bound: CPU saturation at 85% of `usable_cpus`, a replicated IterableDataset,
+    or the grid's edge with the workers-needed estimate); LOWEST_STALL; STEP_SLOWER / STEP_BINDS /
+    TRANSFER (why the curve flattens past the knee, against `ceilings`, samples/s per batch
+    size); MORE_NOT_BETTER; STARTUP and EPOCH_FASTER (with `epoch_batches`, batches per epoch per
+    rank: worker start-up against the epoch, predicted where the window did not span an epoch);
+    THREADS; OVERSUBSCRIBED.
+    """
+    ceilings = ceilings or {}
+    knee = find_knee(results, tolerance=tolerance)
+    best = best_of(results)
+    if knee is None or best is None:
+        return Recommendation(settings=None, findings=[Finding(FindingKind.NONE_MEASURED.value)])
+    ok = rankable(results)
+    ks, bs = knee.summary, best.summary
+    assert ks is not None and bs is not None
+    band = Verdict.LOADER_ALONE.value if loader_only else input_bound_band(ks.stall_fraction)
+    out = [
+        Finding(FindingKind.KNEE.value, knee.settings.key(), {
+            "num_workers": knee.settings.num_workers, "pin_memory": knee.settings.pin_memory,
+            "prefetch": knee.settings.prefetch, "samples_per_s": ks.samples_per_s,
+            "stall_fraction": ks.stall_fraction, "band": band,
+            "ceiling_share": _share(knee, ceilings),
+        })
+    ]
+    if best is not knee:
+        out.append(Finding(FindingKind.BEST_WITHIN_TOLERANCE.value, best.settings.key(), {
+            "samples_per_s": bs.samples_per_s, "tolerance": tolerance,
+            "loader_still_binds": bs.verdict == Verdict.LOADER_BOUND.value,
+        }))
+    else:
+        replicated = any(REPLICATED in r.warnings for r in results if r.status == "ok")
+        out.append(Finding(FindingKind.ALSO_FASTEST.value, knee.settings.key(), {"replicated_excluded": replicated}))
+    if loader_only:
+        out.append(Finding(FindingKind.LOADER_ALONE.value, best.settings.key(), {
+            "samples_per_s": bs.samples_per_s, "step_s": bs.step_p50_s,
+        }))
+    else:
+        out.extend(remaining_wait(knee, ok, ceilings))
+        # Workers that bought nothing because the hand-off binds: when the knee has no workers,
+        # say why (a batch of many tiny tensors, or numpy arrays, makes every worker config
+        # wait on the main process).
+        handoff = [r for r in ok if r.settings.num_workers > 0
+                   and r.summary.verdict == Verdict.RECEIVE_FLOOR.value]  # type: ignore[union-attr]
+        if handoff and knee.settings.num_workers == 0:
+            top = max(handoff, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
+            out.extend(remaining_wait(top, ok, ceilings, subject="workers"))
+    out.extend(not_cleared(best, ok, results, usable_cpus))
+    if not any(f.kind in (FindingKind.NOT_CLEARED.value, FindingKind.REMAINING_WAIT.value) for f in out):
+        low = min(r.summary.stall_fraction for r in ok)  # type: ignore[union-attr]
+        if low > 0:
+            out.append(Finding(FindingKind.LOWEST_STALL.value, None, {"stall_fraction": low}))
+    if not loader_only:
+        out.extend(plateau(ok, knee, best, usable_cpus, ceilings))
+    if epoch_batches:
+        out.extend(startup(ok, knee, epoch_batches, tolerance))
+    if knee.settings.worker_threads is not None or knee.settings.main_threads is not None:
+        out.append(Finding(FindingKind.THREADS.value, knee.settings.key(), {
+            "worker_threads": knee.settings.worker_threads, "main_threads": knee.settings.main_threads,
+        }))
+    for w in knee.warnings:
+        if w.startswith("oversubscribed"):
+            out.append(Finding(FindingKind.OVERSUBSCRIBED.value, knee.settings.key(), {"message": w}))
+    return Recommendation(
+        settings=knee.settings,
+        findings=out,
+        input_bound=band,
+        dataloader_call=dataloader_call(knee.settings),
+        use_prefetcher=knee.settings.prefetch,
+    )
+
+
+def _share(r: ConfigResult, ceilings: dict[int, float]) -> float | None:
+    c = ceilings.get(r.settings.batch_size)
+    return None if not c or r.summary is None else r.summary.samples_per_s / c
+
+
+def _variant(knee: ConfigResult, ok: Sequence[ConfigResult], **change: Any) -> ConfigResult | None:
+    """The measured config with the knee's settings and `change` applied (same cache state)."""
+    want = replace(knee.settings, **change)
+    return next((r for r in ok if r.settings == want and r.cache == knee.cache), None)
+
+
+def _remedy(name: str, knee: ConfigResult, alt: ConfigResult | None, ceilings: dict[int, float],
+            flag: str | None = None) -> dict[str, Any]:
+    """A remedy as data: measured (with its figures and gain over the knee) or not (with the
+    flag that would measure it)."""
+    ks = knee.summary
+    assert ks is not None
+    if alt is None or alt.summary is None:
+        return {"remedy": name, "measured": False, "flag": flag}
+    return {
+        "remedy": name, "measured": True, "config": alt.settings.key(),
+        "samples_per_s": alt.summary.samples_per_s, "ceiling_share": _share(alt, ceilings),
+        "knee_ceiling_share": _share(knee, ceilings),
+        "gain": alt.summary.samples_per_s / ks.samples_per_s - 1.0 if ks.samples_per_s > 0 else 0.0,
+    }
+
+
+def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], ceilings: dict[int, float],
+                   subject: str = "knee") -> list[Finding]:
+    """REMAINING_WAIT for a config that still waits (stall at least 5%, or a tail): the largest
+    part of its wait, every part of at least 5% of the step, what the batch is made of, and the
+    remedies that act on the largest part (NOTE [advice the measurements support]). `subject`
+    is "knee" (the recommended config) or "workers" (a config with workers bound by the hand-off
+    when the knee is another). A wait of batches not built in time with no measured remedy is
+    left to NOT_CLEARED."""
+    ks = knee.summary
+    assert ks is not None
+    if ks.verdict in (Verdict.COMPUTE_BOUND.value, Verdict.LOADER_ALONE.value):
+        return []
+    parts = ks.wait_parts_s
+    step = mean_step_s(knee) or ks.step_p50_s
+    main = max(WaitPart, key=lambda p: parts.get(p.value, 0.0))
+    s = knee.settings
+    trial = knee.trials[0] if knee.trials else None
+    remedies: list[dict[str, Any]] = []
+    if main is WaitPart.H2D:
+        if s.pin_memory:
+            remedies.append(_remedy("prefetch", knee, _variant(knee, ok, prefetch=True), ceilings, "--prefetch off,on"))
+        else:
+            remedies.append(_remedy("pin_memory", knee, _variant(knee, ok, pin_memory=True), ceilings, "--pin-memory off,on"))
+    elif main is WaitPart.RECEIVE:
+        if trial is not None and (trial.tensor_leaves or 0) >= SMALL_TENSORS:
+            remedies.append({"remedy": "pack_tensors", "measured": False, "flag": None})
+        if trial is not None and trial.numpy_leaves:
+            remedies.append({"remedy": "numpy_to_tensors", "measured": False, "flag": None})
+        bigger = [r for r in ok if r.settings.batch_size > s.batch_size
+                  and replace(r.settings, batch_size=s.batch_size) == s and r.cache == knee.cache]
+        if bigger:
+            remedies.append(_remedy("larger_batch", knee, max(bigger, key=lambda r: r.settings.batch_size), ceilings))
+        if trial is not None and trial.h2d_bytes_per_batch is not None and not s.pin_memory:
+            # With CUDA: the pin-memory thread takes batches from the workers, off the step's thread.
+            remedies.append(_remedy("pin_memory", knee, _variant(knee, ok, pin_memory=True), ceilings, "--pin-memory off,on"))
+    elif main is WaitPart.STARTUP:
+        if s.num_workers > 0 and not s.persistent_workers:
+            remedies.append(_remedy("persistent_workers", knee, _variant(knee, ok, persistent_workers=True),
+                                    ceilings, "--persistent-workers off,on"))
+    elif main is WaitPart.LOADER:
+        more = [r for r in ok if r.settings.num_workers > s.num_workers
+                and replace(r.settings, num_workers=s.num_workers) == s and r.cache == knee.cache]
+        if more:
+            top = max(more, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
+            remedies.append(_remedy("more_workers", knee, top, ceilings))
+    elif main is WaitPart.SAMPLER:
+        remedies.append({"remedy": "lazy_sampler", "measured": False, "flag": None})
+    if main is WaitPart.LOADER and not remedies:
+        return []
+    batch_bytes = ks.batch_bytes
+    return [Finding(FindingKind.REMAINING_WAIT.value, s.key(), {
+        "subject": subject,
+        "part": main.value,
+        "verdict": ks.verdict,
+        "stall_fraction": ks.stall_fraction,
+        "wait_p50_s": ks.data_wait_p50_s,
+        "part_s": parts.get(main.value, 0.0),
+        "parts_share": {p: v / step for p, v in parts.items() if step > 0 and v / step >= PART_REPORTED},
+        "receive_s": ks.receive_p50_s,
+        "h2d_s": ks.h2d_p50_s,
+        "h2d_hidden_fraction": ks.h2d_hidden_fraction,
+        "tensor_leaves": None if trial is None else trial.tensor_leaves,
+        "numpy_leaves": None if trial is None else trial.numpy_leaves,
+        "batch_bytes": batch_bytes,
+        "remedies": [r for r in remedies if not r["measured"] or r["gain"] > 0],
+        "measured_no_gain": [r for r in remedies if r["measured"] and r["gain"] <= 0],
+    })]
+
+
+def not_cleared(best: ConfigResult, ok: Sequence[ConfigResult], results: Sequence[ConfigResult],
+                usable_cpus: int | None) -> list[Finding]:
+    """NOT_CLEARED when even the best ranked config is loader-bound, with the cause: CPU
+    saturation (the process tree used at least 85% of the usable CPUs), an IterableDataset that
+    configs with more workers replay (not ranked), or the grid's edge (the best has the most
+    workers measured: more may help, with the workers-needed estimate, a prediction)."""
+    bs = best.summary
+    assert bs is not None
+    if bs.verdict != Verdict.LOADER_BOUND.value:
+        return []
+    data: dict[str, Any] = {"stall_fraction": bs.stall_fraction, "band": input_bound_band(bs.stall_fraction),
+                            "cause": None}
+    if usable_cpus and bs.cpu_util_pct is not None and bs.cpu_util_pct >= 100.0 * CPU_SATURATED * usable_cpus:
+        data.update(cause="cpu", cpu_cores=bs.cpu_util_pct / 100.0, usable_cpus=usable_cpus)
+    elif any(REPLICATED in r.warnings for r in results):
+        data["cause"] = "replicated"
+    elif best.settings.num_workers == max(r.settings.num_workers for r in ok):
+        data.update(cause="grid_edge", workers_needed=bs.workers_needed, per_rank=(bs.world_size or 1) > 1)
+    return [Finding(FindingKind.NOT_CLEARED.value, best.settings.key(), data)]
+
+
+def transfer_mb_per_s(result: ConfigResult) -> float | None:
+    """Bytes of batches moved from workers to the main process per second, in MB/s."""
+    s = result.summary
+    if s is None or not s.batch_bytes or result.settings.num_workers == 0:
+        return None
+    return s.batch_bytes * s.samples_per_s / samples_per_batch(result) / 1e6
+
+
+def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, usable_cpus: int | None,
+            ceilings: dict[int, float]) -> list[Finding]:
+    """Why the curve flattens past the knee, with the evidence: the step itself (STEP_BINDS, its
+    share of the compute ceiling), the step slowed beside the loader (STEP_SLOWER: mean compute
+    vs the step alone, CPU saturation), the worker->main transfer (TRANSFER, MB/s), and what
+    configs past the knee cost in CPU for what they gain (MORE_NOT_BETTER)."""
+    out: list[Finding] = []
+    ks, bs = knee.summary, best.summary
+    assert ks is not None and bs is not None
+    ceiling = ceilings.get(knee.settings.batch_size)
+    fed = ks.verdict in (Verdict.COMPUTE_BOUND.value, Verdict.RECEIVE_FLOOR.value)
+    if fed and ceiling:
+        share = ks.samples_per_s / ceiling
+        # The ceiling is the whole job's in a distributed sweep: one rank's step moves a batch.
+        alone_s = samples_per_batch(knee) * (ks.world_size or 1) / ceiling
+        # Mean, not median, compute time: a tail of slow steps (launches delayed by CPU
+        # contention, an all-reduce waiting for a late rank) costs throughput too.
+        compute_mean_s = mean_step_s(knee) * (1.0 - ks.stall_fraction)
+        if share < 0.95 and compute_mean_s > 1.05 * alone_s:
+            saturated = bool(usable_cpus and ks.cpu_util_pct is not None
+                             and ks.cpu_util_pct >= 100.0 * CPU_SATURATED * usable_cpus)
+            out.append(Finding(FindingKind.STEP_SLOWER.value, knee.settings.key(), {
+                "share": share, "ceiling": ceiling, "compute_mean_s": compute_mean_s,
+                "compute_p50_s": ks.compute_p50_s, "alone_s": alone_s,
+                "cpu_saturated": saturated,
+                "cpu_cores": None if ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0,
+                "usable_cpus": usable_cpus,
+            }))
+        else:
+            out.append(Finding(FindingKind.STEP_BINDS.value, knee.settings.key(), {"share": share, "ceiling": ceiling}))
+    elif not fed and not (usable_cpus and bs.cpu_util_pct is not None
+                          and bs.cpu_util_pct >= 100.0 * CPU_SATURATED * usable_cpus):
+        mbps = transfer_mb_per_s(best)
+        if (mbps is not None and mbps >= TRANSFER_MIN_MB_PER_S and bs.receive_p50_s
+                and bs.receive_p50_s >= max(0.001, 0.25 * bs.data_wait_mean_s)):
+            trial = best.trials[0] if best.trials else None
+            out.append(Finding(FindingKind.TRANSFER.value, best.settings.key(), {
+                "mb_per_s": mbps, "batch_bytes": bs.batch_bytes, "receive_s": bs.receive_p50_s,
+                "tensor_leaves": None if trial is None else trial.tensor_leaves,
+                "numpy_leaves": None if trial is None else trial.numpy_leaves,
+            }))
+    costly = [
+        r for r in ok
+        if r is not knee and r.settings.num_workers > knee.settings.num_workers
+        and r.summary is not None and r.summary.cpu_util_pct is not None and ks.cpu_util_pct is not None
+    ]
+    if costly:
+        top = max(costly, key=lambda r: r.summary.cpu_util_pct or 0.0)  # type: ignore[union-attr]
+        ts = top.summary
+        assert ts is not None and ks.cpu_util_pct is not None and ts.cpu_util_pct is not None
+        extra = (ts.cpu_util_pct - ks.cpu_util_pct) / 100.0
+        if extra > 0.5:
+            out.append(Finding(FindingKind.MORE_NOT_BETTER.value, top.settings.key(), {
+                "extra_cores": extra, "gain": ts.samples_per_s / ks.samples_per_s - 1.0,
+            }))
+    return out
+
+
+def epoch_samples_per_s(result: ConfigResult, epoch_batches: int) -> float:
+    """Predicted samples/s over a whole epoch when the workers start again every epoch
+    (persistent_workers=False): samples per epoch / (first-batch time + epoch_batches x mean
+    step). `epoch_batches` is per rank in a distributed sweep; the result is summed over ranks."""
+    s = result.summary
+    assert s is not None
+    epoch_s = s.first_batch_s + epoch_batches * mean_step_s(result)
+    samples = epoch_batches * samples_per_batch(result) * (s.world_size or 1)
+    return samples / epoch_s if epoch_s > 0 else 0.0
+
+
+def _window_spans_epochs(r: ConfigResult) -> bool:
+    return any(t.epoch_start_batches for t in r.trials)
+
+
+def startup(ok: Sequence[ConfigResult], knee: ConfigResult, epoch_batches: int, tolerance: float) -> list[Finding]:
+    """Worker start-up against epochs of `epoch_batches` batches.
+
+    STARTUP when the knee (workers, not persistent) would spend over 5% of an epoch starting
+    its workers and its measured window did not already span epochs (then the start-up is in
+    its measured throughput and in REMAINING_WAIT): the share is a prediction from the first
+    batch; the persistent variant is quoted when measured, with its own first batch and epoch
+    gaps, and advised only when its gaps measured shorter. EPOCH_FASTER when, counting start-up
+    in every epoch, another config is predicted faster per epoch than the knee by more than the
+    tolerance.
+    """
+    out: list[Finding] = []
+    ks = knee.summary
+    assert ks is not None
+    epoch_s = ks.first_batch_s + epoch_batches * mean_step_s(knee)
+    share = ks.first_batch_s / epoch_s if epoch_s > 0 else 0.0
+    advised = False
+    if (knee.settings.num_workers > 0 and not knee.settings.persistent_workers and share > 0.05
+            and not _window_spans_epochs(knee)):
+        alt = _variant(knee, ok, persistent_workers=True)
+        data: dict[str, Any] = {"first_batch_s": ks.first_batch_s, "share": share, "epoch_batches": epoch_batches,
+                                "predicted": True, "measured": alt is not None}
+        gaps = [g for t in knee.trials for g in t.epoch_gap_s]
+        if alt is not None and alt.summary is not None:
+            alt_gaps = [g for t in alt.trials for g in t.epoch_gap_s]
+            data.update(config=alt.settings.key(), samples_per_s=alt.summary.samples_per_s,
+                        gap_s=_mean(gaps), persistent_gap_s=_mean(alt_gaps))
+            advised = bool(gaps and alt_gaps and _mean(alt_gaps) < 0.5 * _mean(gaps))  # type: ignore[operator]
+            data["advised"] = advised or not (gaps and alt_gaps)
+        else:
+            data["advised"] = True
+            advised = True
+        out.append(Finding(FindingKind.STARTUP.value, knee.settings.key(), data))
+    if _window_spans_epochs(knee):
+        return out
+    by_epoch = max(ok, key=lambda r: epoch_samples_per_s(r, epoch_batches))
+    best_epoch = epoch_samples_per_s(by_epoch, epoch_batches)
+    # With persistent workers advised, the knee pays start-up once: its epochs run at the
+    # steady-state rate.
+    knee_epoch = ks.samples_per_s if advised else epoch_samples_per_s(knee, epoch_batches)
+    if by_epoch is not knee and knee_epoch < best_epoch * (1 - tolerance):
+        out.append(Finding(FindingKind.EPOCH_FASTER.value, by_epoch.settings.key(), {
+            "epoch_samples_per_s": best_epoch, "epoch_batches": epoch_batches, "predicted": True,
+        }))
+    return out
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def memory_per_worker(results: Sequence[ConfigResult]) -> list[Finding]:
+    """MEMORY_PER_WORKER for a config whose PSS per worker is at least twice (and 64 MiB more
+    than) that of another measured config with the same workers and batch size: a setting (a
+    start method that copies the dataset into every worker, a worker-side cache) multiplies
+    memory per worker. Per worker = (PSS - PSS of the 0-worker config, when measured) / workers."""
+    ok = [r for r in results if r.status == "ok" and r.summary is not None and r.summary.memory_pss_bytes]
+    base = {r.settings.batch_size: r.summary.memory_pss_bytes for r in ok if r.settings.num_workers == 0}  # type: ignore[union-attr]
+    out = []
+
+    def per_worker(r: ConfigResult) -> float:
+        pss = float(r.summary.memory_pss_bytes or 0)  # type: ignore[union-attr]
+        return max(0.0, pss - float(base.get(r.settings.batch_size) or 0)) / r.settings.num_workers
+
+    for r in ok:
+        if r.settings.num_workers == 0:
+            continue
+        peers = [p for p in ok if p is not r and p.settings.num_workers == r.settings.num_workers
+                 and p.settings.batch_size == r.settings.batch_size]
+        if not peers:
+            continue
+        low = min(peers, key=per_worker)
+        mine, theirs = per_worker(r), per_worker(low)
+        if mine >= 2 * theirs and mine - theirs >= 64 * 2**20:
+            out.append(Finding(FindingKind.MEMORY_PER_WORKER.value, r.settings.key(), {
+                "mib_per_worker": mine / 2**20, "ref_config": low.settings.key(),
+                "ref_mib_per_worker": theirs / 2**20,
+                "differs": _differs(r.settings, low.settings),
+            }))
+    return out
+
+
+def _differs(a: LoaderSettings, b: LoaderSettings) -> dict[str, list[Any]]:
+    da, db = a.to_dict(), b.to_dict()
+    return {k: [da[k], db[k]] for k in da if da[k] != db[k]}
+
+
+def headroom(result: ConfigResult, ceiling_samples_per_s: float | None) -> dict[str, Any] | None:
+    """How much faster the loop could run from `result`'s settings (the user's current ones).
+
+    Two bounds: removing all data-wait gives at most 1 / (1 - stall fraction); the compute
+    ceiling (the step fed a batch already on the device) gives ceiling / throughput. The smaller
+    one binds. Returns None for a config without a summary.
+    Keys: key, samples_per_s, stall_fraction, max_speedup_from_stall, max_speedup_to_ceiling
+    (None without a ceiling), binds ("stall" or "compute ceiling").
+    """
+    s = result.summary
+    if s is None or s.samples_per_s <= 0:
+        return None
+    from_stall = 1.0 / max(1e-9, 1.0 - s.stall_fraction)
+    to_ceiling = None if not ceiling_samples_per_s else ceiling_samples_per_s / s.samples_per_s
+    binds = "stall" if to_ceiling is None or from_stall <= to_ceiling else "compute ceiling"
+    return {
+        "key": result.settings.key(),
+        "samples_per_s": s.samples_per_s,
+        "stall_fraction": s.stall_fraction,
+        "max_speedup_from_stall": from_stall,
+        "max_speedup_to_ceiling": to_ceiling,
+        "binds": binds,
+    }
+
+
+def loader_ceiling(results: Sequence[ConfigResult], ceilings: dict[int, float]) -> dict[str, Any] | None:
+    """The loader ceiling (NOTE [loader ceiling] in the measuring loop) over the ranked configs,
+    set against the compute ceiling; None when no ranked config was probed.
+
+    The loader alone delivers at least what the loop measured with the step, so when the best
+    probe reads lower than the best measured throughput, that throughput is the ceiling's lower
+    bound (`lower_bound_from`). When some configs could not be probed (their loader ended
+    first) and ran faster than every probe, nothing is concluded (`binds` None, `probed` <
+    `ranked`). Keys: samples_per_s, config, probed, ranked, lower_bound_from, compute_ceiling,
+    binds ("loader" | "compute" | None).
+    """
+    ranked = rankable(results)
+    probed = [r for r in ranked if r.summary.loader_ceiling_samples_per_s]  # type: ignore[union-attr]
+    if not probed:
+        return None
+    top = max(probed, key=lambda r: r.summary.loader_ceiling_samples_per_s or 0.0)  # type: ignore[union-attr]
+    lc = top.summary.loader_ceiling_samples_per_s or 0.0  # type: ignore[union-attr]
+    best = max(ranked, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
+    measured = best.summary.samples_per_s  # type: ignore[union-attr]
+    out: dict[str, Any] = {"samples_per_s": lc, "config": top.settings.key(), "probed": len(probed),
+                           "ranked": len(ranked), "lower_bound_from": None, "compute_ceiling": None, "binds": None}
+    if lc < measured:
+        if len(probed) < len(ranked):
+            return out
+        out["lower_bound_from"] = {"config": best.settings.key(), "samples_per_s": measured}
+        lc = measured
+    cc = ceilings.get(top.settings.batch_size)
+    if cc:
+        out.update(compute_ceiling=cc, binds="loader" if lc < cc else "compute")
+    return out
+

@@ -1,0 +1,132 @@
+"""The knee: the cheapest measured config whose throughput is within tolerance (or noise) of the
+best, where "cheapest" is what each config was measured to cost.
+
+Pure: no torch, no I/O.
+
+NOTE [cost order]
+    Configs within the tolerance of the best are equal for the step; the knee is the one that
+    costs least. The costs are measured, for every grid axis alike (workers, pin_memory, the
+    prefetcher, prefetch_factor, persistent_workers, the start method, thread settings):
+      1. memory: the process tree's PSS (a start method that copies the dataset into every
+         worker shows here);
+      2. start-up: the first batch plus the mean gap at an epoch start;
+      3. CPU: the process tree's CPU time over the window, in cores.
+    Each is a filter, in that order: configs more than 10% (plus a small absolute margin: 32
+    MiB, 50 ms, 0.1 core) above the cheapest on it drop out; a cost not measured for every
+    candidate is skipped. What is left is ordered by a fixed structural key (fewer workers, pin
+    and prefetcher off before on, fewer prefetched batches, non-persistent, fork before
+    forkserver before spawn, fewer threads, smaller batch), never by the order in which a flag
+    listed its values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from loaderbench.model import ConfigResult, LoaderSettings
+
+DEFAULT_TOLERANCE = 0.05
+NOISE_CAP = 2.0  # a config within noise is at most NOISE_CAP x tolerance below the best's median
+REPLICATED = (
+    "IterableDataset duplicated across workers: every worker replays the whole stream (split it "
+    "with torch.utils.data.get_worker_info()); this config's samples/s counts duplicates and it is "
+    "not ranked"
+)
+_MP_ORDER = {None: 0, "fork": 0, "forkserver": 1, "spawn": 2}
+_COSTS: tuple[tuple[str, float, float], ...] = (("memory", 0.10, 32 * 2**20), ("startup", 0.10, 0.05), ("cpu", 0.10, 10.0))
+
+
+def rankable(results: Sequence[ConfigResult]) -> list[ConfigResult]:
+    """Measured configs that may be ranked: status ok, a summary, and not flagged as counting
+    duplicate samples (REPLICATED)."""
+    return [
+        r for r in results
+        if r.status == "ok" and r.summary is not None and REPLICATED not in r.warnings
+    ]
+
+
+def best_of(results: Sequence[ConfigResult]) -> ConfigResult | None:
+    """The rankable config with the highest median throughput (ties: the structural order)."""
+    ok = rankable(results)
+    if not ok:
+        return None
+    return max(ok, key=lambda r: (r.summary.samples_per_s, [-x for x in structural_key(r.settings)]))  # type: ignore[union-attr]
+
+
+def qualifies(r: ConfigResult, best: ConfigResult, tolerance: float) -> bool:
+    """Within `tolerance` (fraction) of the best's median throughput, or within noise of it: with
+    repeats on both, its fastest repeat reaches the best's median and its median is at most
+    NOISE_CAP x tolerance below (a config clearly slower never counts as equal, however
+    spread out the best's repeats are)."""
+    s, b = r.summary, best.summary
+    assert s is not None and b is not None
+    if s.samples_per_s >= b.samples_per_s * (1.0 - tolerance):
+        return True
+    if s.repeats > 1 and b.repeats > 1:
+        return (s.samples_per_s_max or 0.0) >= b.samples_per_s and s.samples_per_s >= b.samples_per_s * (
+            1.0 - NOISE_CAP * tolerance
+        )
+    return False
+
+
+def structural_key(s: LoaderSettings) -> tuple[int, ...]:
+    """The fixed order among configs of equal measured cost (NOTE [cost order])."""
+    return (
+        s.num_workers,
+        int(s.pin_memory) + int(s.prefetch),
+        int(s.prefetch),
+        s.prefetch_factor or 0,
+        int(s.persistent_workers),
+        _MP_ORDER.get(s.mp_context, 3),
+        s.worker_threads or 1,
+        s.main_threads or 0,
+        s.batch_size,
+    )
+
+
+def startup_s(r: ConfigResult) -> float | None:
+    """First batch plus the mean gap at an epoch start (median over repeats), in seconds."""
+    s = r.summary
+    if s is None:
+        return None
+    gaps = [g for t in r.trials for g in t.epoch_gap_s]
+    return s.first_batch_s + (sum(gaps) / len(gaps) if gaps else 0.0)
+
+
+def _cost(r: ConfigResult, name: str) -> float | None:
+    s = r.summary
+    if s is None:
+        return None
+    if name == "memory":
+        return None if s.memory_pss_bytes is None else float(s.memory_pss_bytes)
+    if name == "startup":
+        return startup_s(r)
+    return s.cpu_util_pct  # cpu: percent of one core (margin 10 = 0.1 core)
+
+
+def cheapest(candidates: Sequence[ConfigResult]) -> ConfigResult:
+    """The config that costs least as measured (NOTE [cost order]). Raises ValueError when
+    `candidates` is empty."""
+    if not candidates:
+        raise ValueError("cheapest of no configs")
+    pool = list(candidates)
+    for name, rel, margin in _COSTS:
+        values = [_cost(r, name) for r in pool]
+        if any(v is None for v in values):
+            continue
+        low = min(v for v in values if v is not None)
+        pool = [r for r, v in zip(pool, values) if v is not None and v <= low * (1.0 + rel) + margin]
+    return min(pool, key=lambda r: structural_key(r.settings))
+
+
+def find_knee(
+    results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE,
+    among: Callable[[ConfigResult], bool] | None = None,
+) -> ConfigResult | None:
+    """The cheapest measured config (NOTE [cost order]) that `qualifies` against the best, or
+    None when no config was measured. `among` limits the candidates (not the best)."""
+    best = best_of(results)
+    if best is None:
+        return None
+    candidates = [r for r in rankable(results) if qualifies(r, best, tolerance) and (among is None or among(r))]
+    return cheapest(candidates or [best])

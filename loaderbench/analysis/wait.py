@@ -1,0 +1,234 @@
+"""What one config's data-wait is made of, and the verdict that follows from it.
+
+Pure: no torch, no I/O. Everything is derived from the raw per-batch samples of `Trial`.
+
+NOTE [what the wait is made of]
+    A verdict must rest on the whole wait, not on its median: a loop that waits 3 s at every
+    epoch start and never in between has a median wait near zero and a large stall. So every
+    measured batch's data-wait is split into parts whose cost was measured for that batch or for
+    every batch, taken in this order, each at most what is left of the wait:
+      1. H2D: the batch's host-to-device copy when it is on the step's path (no prefetcher, or
+         the prefetcher copying from pageable memory, which blocks the host): CUDA events, per
+         batch;
+      2. sampler: seconds the main process spent drawing indices inside that `next()`
+         (sampling.TimedBatchSampler), per batch;
+      3. start-up: what is left of the wait of a batch that started an epoch (workers starting,
+         or persistent workers refilling their queues);
+      4. receive: the receive floor, `next()` on batches already built (probed after the
+         window), per batch;
+      5. loader: the rest: the batch was not built in time (fetch and prep in the workers, or
+         in the main process with 0 workers).
+    The parts are summed over the window; the largest one names the verdict when the stall is
+    at least 5% (or the tail alone reaches half a step). Periodic stalls (a sawtooth, every N
+    batches) are a property of the loader part.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from loaderbench.model import ConfigResult, LoaderSettings, Summary, Trial, Verdict, WaitPart
+from loaderbench.stats import percentile
+
+# Input-bound bands of the stall fraction, as commonly used in data-stall analyses
+# (e.g. Mohan et al., "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021):
+# under 5% not input-bound, 5-20% moderately, over 20% highly.
+LOADER_BOUND_STALL = 0.05
+TAIL_WAIT_OF_STEP = 0.5
+TAIL_MIN_STALL = 0.02
+
+
+def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, float]:
+    """Seconds of the trial's measured data-wait in each part, summed over its batches (NOTE
+    [what the wait is made of]). The parts add up to the total data-wait (negative waits, which
+    event timing can give by a few microseconds, count as 0)."""
+    parts = dict.fromkeys(WaitPart, 0.0)
+    h2d_on_path = bool(trial.h2d_s) and not (settings.prefetch and settings.pin_memory)
+    receive = (
+        percentile(trial.receive_s, 50) if trial.receive_s and settings.num_workers > 0 else 0.0
+    )
+    starts = set(trial.epoch_start_batches)
+    for i, wait in enumerate(trial.data_wait_s):
+        rest = max(0.0, wait)
+
+        def take(part: WaitPart, amount: float) -> None:
+            nonlocal rest
+            x = min(rest, max(0.0, amount))
+            parts[part] += x
+            rest -= x
+
+        if h2d_on_path and i < len(trial.h2d_s):
+            take(WaitPart.H2D, trial.h2d_s[i])
+        if i < len(trial.sampler_s):
+            take(WaitPart.SAMPLER, trial.sampler_s[i])
+        if i in starts:
+            take(WaitPart.STARTUP, rest)
+        take(WaitPart.RECEIVE, receive)
+        parts[WaitPart.LOADER] += rest
+    return parts
+
+
+def wait_parts_per_batch(result: ConfigResult) -> dict[str, float]:
+    """Mean seconds per measured batch of each wait part, median over the config's repeats,
+    keyed by WaitPart value."""
+    per_trial = []
+    for t in result.trials:
+        if t.data_wait_s:
+            parts = trial_wait_parts(t, result.settings)
+            per_trial.append({p.value: v / len(t.data_wait_s) for p, v in parts.items()})
+    if not per_trial:
+        return {}
+    return {p.value: float(statistics.median(d[p.value] for d in per_trial)) for p in WaitPart}
+
+
+def dominant_part(parts_s: dict[str, float]) -> WaitPart | None:
+    """The part with the most wait (ties: the order of WaitPart), None when nothing waited."""
+    best = max(WaitPart, key=lambda p: parts_s.get(p.value, 0.0))
+    return best if parts_s.get(best.value, 0.0) > 0 else None
+
+
+def has_tail_stalls(summary: Summary) -> bool:
+    """True when the p95 data-wait is at least half a median step: periodic starvation even if
+    the median wait is near zero."""
+    return summary.step_p50_s > 0 and summary.data_wait_p95_s >= TAIL_WAIT_OF_STEP * summary.step_p50_s
+
+
+_PART_VERDICT = {
+    WaitPart.LOADER: Verdict.LOADER_BOUND,
+    WaitPart.RECEIVE: Verdict.RECEIVE_FLOOR,
+    WaitPart.SAMPLER: Verdict.SAMPLER_BOUND,
+    WaitPart.STARTUP: Verdict.STARTUP_BOUND,
+}
+
+
+def verdict_for(result: ConfigResult, *, loader_only: bool = False) -> tuple[Verdict, bool]:
+    """(verdict, tail_only) of a measured config from its summary and wait parts.
+
+    Compute-bound under 5% stall unless the tail alone (p95 wait at least half a step, with at
+    least 2% stall) says the step starves now and then. Otherwise the largest wait part names
+    it; an H2D part is `H2D_PAGEABLE` without pin_memory, else `H2D_NOT_HIDDEN`. `loader_only`
+    (`--compute none`) gives LOADER_ALONE. Raises ValueError without a summary.
+    """
+    s = result.summary
+    if s is None:
+        raise ValueError("verdict_for needs a summarised config")
+    if loader_only:
+        return Verdict.LOADER_ALONE, False
+    tail_only = False
+    if s.stall_fraction < LOADER_BOUND_STALL:
+        if not (has_tail_stalls(s) and s.stall_fraction >= TAIL_MIN_STALL):
+            return Verdict.COMPUTE_BOUND, False
+        tail_only = True
+    part = dominant_part(s.wait_parts_s) or WaitPart.LOADER
+    if part is WaitPart.H2D:
+        return (Verdict.H2D_NOT_HIDDEN if result.settings.pin_memory else Verdict.H2D_PAGEABLE), tail_only
+    return _PART_VERDICT[part], tail_only
+
+
+def split_threshold(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """Otsu's threshold of a 1-D sample (N. Otsu, "A threshold selection method from gray-level
+    histograms", IEEE Trans. SMC 9(1), 1979): the split maximising the between-class variance.
+    Returns (threshold, mean below, mean above), or None for fewer than two distinct values."""
+    v = sorted(values)
+    n, total = len(v), sum(v)
+    best: tuple[float, float, float] | None = None
+    best_var = -1.0
+    below = 0.0
+    for k in range(1, n):
+        below += v[k - 1]
+        if v[k] <= v[k - 1]:
+            continue
+        m0, m1 = below / k, (total - below) / (n - k)
+        var = (k / n) * (1 - k / n) * (m1 - m0) ** 2
+        if var > best_var:
+            best_var, best = var, ((v[k - 1] + v[k]) / 2, m0, m1)
+    return best
+
+
+def autocorrelation(values: Sequence[float], lag: int) -> float:
+    """The lag-`lag` autocorrelation of a series (Pearson's r of x[i] and x[i + lag]); 0 when
+    either part is constant or the series is too short."""
+    a, b = values[:-lag], values[lag:]
+    if len(a) < 2:
+        return 0.0
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    va = sum((x - ma) ** 2 for x in a)
+    vb = sum((y - mb) ** 2 for y in b)
+    if va <= 0 or vb <= 0:
+        return 0.0
+    return sum((x - ma) * (y - mb) for x, y in zip(a, b)) / math.sqrt(va * vb)
+
+
+def stall_period(data_wait_s: Sequence[float], step_s: Sequence[float]) -> int | None:
+    """The period, in batches, of recurring stalls (a sawtooth: W workers' batches arrive
+    together, then the loop waits for the next round), or None.
+
+    The period is the lag L >= 2 (up to a third of the window) at which the autocorrelation of
+    the waits first reaches 0.5, unless a later lag that is not a multiple of it (a multiple of
+    the period correlates as well) beats it by 0.1 (the waits themselves, not a
+    thresholded stall indicator: a stall that splits over two batches, or a phase that slips by
+    one batch now and then, still correlates). It must be a stall that lasts: the longest wait is
+    at least a quarter of the median step, and the stalls (the upper class of the waits split by
+    `split_threshold`) number at least half of the n / L a period of L over the whole window
+    makes and span at least two periods (a pattern that stops, as when one of two unevenly loaded
+    workers runs dry, is not a period). Needs 12 batches or more.
+    """
+    n = len(data_wait_s)
+    if n < 12 or not step_s or max(data_wait_s) < max(0.0005, 0.25 * percentile(step_s, 50)):
+        return None
+    best: tuple[int, float] | None = None
+    for lag in range(2, n // 3 + 1):
+        r = autocorrelation(data_wait_s, lag)
+        if r >= 0.5 and (best is None or (r > best[1] + 0.1 and lag % best[0] != 0)):
+            best = (lag, r)
+    if best is None:
+        return None
+    lag = best[0]
+    split = split_threshold(data_wait_s)
+    if split is None:
+        return None
+    stalls = [i for i, w in enumerate(data_wait_s) if w >= split[0]]
+    lasting = len(stalls) >= 0.5 * n / lag and stalls[-1] - stalls[0] >= 2 * lag
+    return lag if lasting else None
+
+
+def workers_needed(result: ConfigResult) -> int | None:
+    """Estimated workers to keep the step fed, for a loader-bound config: batch build time /
+    (compute + the per-batch wait parts that more workers cannot remove).
+
+    In a loader-bound steady state W workers deliver one batch per mean step, so one worker
+    builds a batch in about W x mean step; with 0 workers the main process builds it in the
+    loader part of the wait. The cycle a worker must beat is the median compute plus the
+    receive, H2D and sampler parts per batch (paid on the main thread whatever W is). Returns
+    None for a config that is not loader-bound.
+    """
+    s = result.summary
+    if s is None or s.verdict != Verdict.LOADER_BOUND.value or s.compute_p50_s <= 0 or s.samples_per_s <= 0:
+        return None
+    parts = s.wait_parts_s
+    w = result.settings.num_workers
+    build = parts.get(WaitPart.LOADER.value, s.data_wait_mean_s) if w == 0 else w * mean_step_s(result)
+    fixed = sum(parts.get(p.value, 0.0) for p in (WaitPart.RECEIVE, WaitPart.H2D, WaitPart.SAMPLER))
+    return max(1, math.ceil(build / (s.compute_p50_s + fixed) - 1e-9))
+
+
+def mean_step_s(result: ConfigResult) -> float:
+    """The mean time of one step, in s: batch_size / samples/s, times the ranks of a distributed
+    sweep (they step in lockstep, each moving its own batch, and samples/s is their sum);
+    0 without throughput."""
+    s = result.summary
+    if s is None or s.samples_per_s <= 0:
+        return 0.0
+    per_batch = samples_per_batch(result)
+    return per_batch * (s.world_size or 1) / s.samples_per_s
+
+
+def samples_per_batch(result: ConfigResult) -> float:
+    """Mean samples per measured batch of a config (the counted samples over the batches; the
+    batch size when no trial says). In a distributed sweep a trial holds one rank's batches."""
+    counted = [(t.samples, len(t.step_s)) for t in result.trials if t.step_s]
+    if counted and sum(n for _, n in counted):
+        return sum(s for s, _ in counted) / sum(n for _, n in counted)
+    return float(result.settings.batch_size)

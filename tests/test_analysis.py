@@ -1,0 +1,426 @@
+"""Verdicts, the knee and the recommendation's findings on hand-made trials with analytic answers."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from loaderbench.analysis import analyze, summarize_config
+from loaderbench.analysis.advice import epoch_samples_per_s, recommend
+from loaderbench.analysis.knee import find_knee
+from loaderbench.analysis.wait import stall_period, trial_wait_parts
+from loaderbench.model import ConfigResult, FindingKind, ResultSet, Verdict, WaitPart
+from tests.helpers import reason, result, settings, trial
+
+
+def pipelined(nw: int, build_s: float, step_s: float, floor_s: float = 0.0005):
+    """Steady-state wait for `nw` workers each building a batch in `build_s`, `step_s` compute:
+    one batch per build_s/nw; wait = max(floor, build_s/nw - step_s); nw=0: serial build."""
+    if nw == 0:
+        return trial(build_s, step_s)
+    return trial(max(floor_s, build_s / nw - step_s), step_s)
+
+
+def with_(r: ConfigResult, **fields) -> ConfigResult:
+    """Set raw trial fields on every trial of `r` (lists are per measured batch) and re-derive."""
+    for t in r.trials:
+        for k, v in fields.items():
+            setattr(t, k, list(v) if isinstance(v, list) else v)
+    summarize_config(r)
+    return r
+
+
+def finding(rec, kind: FindingKind):
+    return next((f for f in rec.findings if f.kind == kind.value), None)
+
+
+# ---- verdicts ------------------------------------------------------------------------------
+
+
+def test_summary_of_the_ground_truth():
+    # io 2 ms x 16 samples = 32 ms per batch, 12 ms step: 0 workers -> 44 ms steps.
+    r0 = result(settings(0), pipelined(0, 0.032, 0.012))
+    assert r0.summary.samples_per_s == pytest.approx(16 / 0.044)  # ~364
+    assert r0.summary.stall_fraction == pytest.approx(0.032 / 0.044)  # ~0.73
+    assert r0.summary.verdict == Verdict.LOADER_BOUND.value
+    r4 = result(settings(4), pipelined(4, 0.032, 0.012))
+    assert r4.summary.samples_per_s == pytest.approx(16 / 0.0125, rel=0.01)
+    assert r4.summary.verdict == Verdict.COMPUTE_BOUND.value
+
+
+def test_the_wait_is_split_into_measured_parts_in_order():
+    # 4 batches of a 2-worker, no-prefetch, pinned config: per batch an H2D copy on the step's
+    # path, the sampler's time, a receive floor of 1 ms; batch 2 started an epoch.
+    t = trial(0, 0.010, waits=[0.004, 0.0015, 0.050, 0.0008])
+    t.h2d_s = [0.002, 0.0005, 0.002, 0.002]
+    t.sampler_s = [0.0005, 0.0, 0.010, 0.0]
+    t.receive_s = [0.001, 0.001, 0.001]
+    t.epoch_start_batches = [2]
+    parts = trial_wait_parts(t, settings(2, pin=True))
+    # batch 0: h2d 2, sampler 0.5, receive 1, loader 0.5; batch 1: h2d 0.5, receive 1;
+    # batch 2: h2d 2, sampler 10, start-up 38 (the rest); batch 3: h2d takes all 0.8.
+    assert parts[WaitPart.H2D] == pytest.approx(0.002 + 0.0005 + 0.002 + 0.0008)
+    assert parts[WaitPart.SAMPLER] == pytest.approx(0.0005 + 0.010)
+    assert parts[WaitPart.STARTUP] == pytest.approx(0.038)
+    assert parts[WaitPart.RECEIVE] == pytest.approx(0.002)
+    assert parts[WaitPart.LOADER] == pytest.approx(0.0005)
+    assert sum(parts.values()) == pytest.approx(sum(t.data_wait_s))
+    # With the prefetcher and pinned memory the copy is hidden: no H2D part.
+    assert trial_wait_parts(t, settings(2, pin=True, pf=True))[WaitPart.H2D] == 0.0
+
+
+def test_tail_stalls_count_as_loader_bound_with_zero_median_wait():
+    # Every 10th batch waits 100 ms, the others 0, 5 ms step.
+    r = result(settings(4), trial(0, 0.005, waits=([0.0] * 9 + [0.1]) * 4))
+    assert r.summary.data_wait_p50_s == 0.0
+    assert r.summary.verdict == Verdict.LOADER_BOUND.value
+
+
+def test_a_stall_made_of_the_measured_receive_floor_is_not_loader_bound():
+    # Measured on a 2-core machine: 4 and 8 workers wait ~1.5 ms per batch before a 12 ms
+    # step (stall 11%), and receiving an already-built batch costs ~1.4 ms: not a late loader.
+    rs = [
+        result(settings(0), trial(0.032, 0.012)),
+        with_(result(settings(2), trial(0.006, 0.012)), receive_s=[0.0014] * 4),
+        with_(result(settings(4), trial(0.0016, 0.012)), receive_s=[0.0014] * 4),
+        with_(result(settings(8), trial(0.0015, 0.012)), receive_s=[0.0014] * 4),
+    ]
+    rec = recommend(rs)
+    assert rec.settings.num_workers == 4
+    assert [r.summary.verdict for r in rs] == ["loader-bound", "loader-bound", "receive floor", "receive floor"]
+    text = reason(rec)
+    assert "taking a batch that was already built costs 1.4 ms" in text and "1.6 ms median wait" in text
+    assert "more workers cannot remove it" in text and "no setting in this grid clears" not in text
+    assert rs[2].summary.workers_needed is None  # the receive floor is nothing more workers fix
+
+
+def test_a_long_wait_with_a_small_receive_floor_stays_loader_bound():
+    # Decode-bound on 2 CPUs: 28 ms of waiting per 100 ms step, of which 1.5 ms is receiving.
+    r = with_(result(settings(2), trial(0.028, 0.100)), receive_s=[0.0015] * 4)
+    assert r.summary.wait_parts_s["receive"] == pytest.approx(0.0015)
+    assert r.summary.wait_parts_s["loader"] == pytest.approx(0.0265)
+    assert r.summary.verdict == Verdict.LOADER_BOUND.value
+    # 2 workers x 128 ms mean step per batch / (100 ms compute + 1.5 ms receive) -> 3 workers.
+    assert r.summary.workers_needed == 3
+
+
+def test_many_small_tensors_are_a_receive_floor_whatever_the_tail_says():
+    # Detection batches of 16 images + 16 target dicts of 7 tensors cross as 113 tensors:
+    # receiving one costs 33 ms; the 20 ms step then waits ~33 ms per batch, with a few longer
+    # waits (workers and the unpickling main process share 2 cores). More workers cannot help.
+    waits = [0.033] * 18 + [0.045, 0.060]
+    r = with_(result(settings(4), trial(0, 0.020, waits=waits)), receive_s=[0.033] * 8,
+              tensor_leaves=113, batch_bytes=16 * 3 * 96 * 96 * 4 + 2000)
+    assert r.summary.verdict == Verdict.RECEIVE_FLOOR.value
+    assert r.summary.workers_needed is None
+    rec = recommend([with_(result(settings(2), trial(0, 0.020, waits=waits)), receive_s=[0.033] * 8,
+                           tensor_leaves=113), r])
+    text = reason(rec)
+    assert "113 tensors" in text and "pack the batch's many small tensors into a few" in text
+    assert "try more workers" not in text and "Estimate" not in text
+
+
+def test_a_pinned_copy_on_the_steps_stream_is_named_with_the_prefetchers_measured_gain():
+    # Batches of 128 x 3x224x224 float32 (77 MB), 6 workers, pinned, no prefetcher, a 30 ms step:
+    # the median wait (1.4 ms) is the H2D copy (0% hidden); the receive probe reads 0.2 ms. The
+    # prefetcher variant hid it and reached 95% of the compute ceiling against 91%.
+    # The wait: 1.4 ms (the copy) in 16 of 20 batches, 8 ms in 4 (workers late): stall 8.3%.
+    ceiling = 128 / 0.030
+    waits = ([0.0014] * 4 + [0.008]) * 4
+    knee = with_(result(settings(6, pin=True, bs=128), trial(0, 0.030, waits=waits, bs=128)),
+                 h2d_s=[0.0014] * 20, receive_s=[0.0002] * 8, h2d_hidden_fraction=0.0)
+    assert knee.summary.wait_parts_s["h2d"] == pytest.approx(0.0014)
+    assert knee.summary.wait_parts_s["loader"] == pytest.approx(4 * (0.008 - 0.0016) / 20)
+    pf = result(settings(6, pin=True, pf=True, bs=128), trial(0.0, 128 / (0.95 * ceiling), bs=128))
+    assert knee.summary.verdict == Verdict.H2D_NOT_HIDDEN.value
+    rec = recommend([knee, pf], ceilings={128: ceiling})
+    assert rec.settings == knee.settings  # within the 5% tolerance, and cheaper
+    wait = finding(rec, FindingKind.REMAINING_WAIT)
+    assert wait.data["part"] == "h2d"
+    [remedy] = wait.data["remedies"]
+    assert remedy["remedy"] == "prefetch" and remedy["measured"]
+    knee_share = knee.summary.samples_per_s / ceiling  # 30 / 32.72 ms = 91.7%
+    assert remedy["ceiling_share"] == pytest.approx(0.95) and remedy["knee_ceiling_share"] == pytest.approx(knee_share)
+    text = reason(rec)
+    assert "the CUDA-stream prefetcher hides the copy behind the step: measured w6-pin-pf-f2-once-b128" in text
+    assert "95% of the compute ceiling vs 92%" in text
+
+
+def test_prefetch_without_pinning_names_the_pageable_copy():
+    # Measured on the H200: 14 workers, prefetch on, pin off: 7.4 ms of each 62 ms step is the
+    # prefetcher's next() doing a pageable 38 MB copy.
+    r = with_(result(settings(14, pf=True, bs=256), trial(0.0074, 0.055, bs=256)),
+              h2d_s=[0.0072] * 20, receive_s=[0.0002] * 8)
+    assert r.summary.verdict == Verdict.H2D_PAGEABLE.value
+    r2 = with_(result(settings(14, pin=True, pf=True, bs=256), trial(0.0074, 0.055, bs=256)),
+               h2d_s=[0.0072] * 20, receive_s=[0.0072] * 8)
+    assert r2.summary.verdict == Verdict.RECEIVE_FLOOR.value  # pinned: the copy is hidden
+    rs = ResultSet(config={"compute": {"kind": "none"}}, environment={}, results=[r])
+    analyze(rs)
+    assert r.summary.verdict == Verdict.LOADER_ALONE.value
+
+
+def test_epoch_start_gaps_are_start_up_not_a_receive_floor():
+    # A dataset of 40 million cheap items, 50-batch epochs, 2 workers: steady batches wait only
+    # the 1 ms receive floor, but each epoch start waits 0.4 s (workers starting): the median
+    # says "receive floor", the whole distribution says start-up.
+    waits = ([0.4] + [0.001] * 49) * 2
+    non = with_(result(settings(2), trial(0, 0.008, waits=waits)), receive_s=[0.001] * 4,
+                epoch_start_batches=[0, 50], epoch_gap_s=[0.4, 0.4])
+    assert non.summary.data_wait_p50_s == pytest.approx(0.001)
+    assert non.summary.verdict == Verdict.STARTUP_BOUND.value
+    # The persistent row, measured: its epoch starts wait 10 ms.
+    waits_p = ([0.010] + [0.001] * 49) * 2
+    per = with_(result(settings(2, persistent=True), trial(0, 0.008, waits=waits_p)), receive_s=[0.001] * 4,
+                epoch_start_batches=[0, 50], epoch_gap_s=[0.01, 0.01])
+    rec = recommend([non, per], epoch_batches=50)
+    assert rec.settings.persistent_workers is True  # measured faster by far more than 5%
+    assert "persistent_workers=True" in rec.dataloader_call
+
+
+def test_persistent_workers_are_not_advised_when_their_row_shows_the_same_gaps():
+    # The epoch-start gap is the sampler materialising a permutation (3 s), which persistent
+    # workers do not remove: the persistent row measured the same gaps.
+    waits = ([3.0] + [0.001] * 49) * 2
+    rows = []
+    for persistent in (False, True):
+        rows.append(with_(result(settings(2, persistent=persistent), trial(0, 0.008, waits=waits)),
+                          receive_s=[0.001] * 4, epoch_start_batches=[0, 50], epoch_gap_s=[3.0, 3.0],
+                          sampler_s=[2.9] + [0.0] * 49 + [2.9] + [0.0] * 49))
+    assert rows[0].summary.verdict == Verdict.SAMPLER_BOUND.value
+    rec = recommend(rows, epoch_batches=50)
+    assert rec.settings.persistent_workers is False  # equal throughput: the cheaper one
+    text = reason(rec)
+    assert "the sampler drawing indices in the main process" in text and "draw indices lazily" in text
+    assert "use persistent_workers=True" not in text
+
+
+def test_predicted_start_up_share_quotes_a_measured_persistent_row_only_when_its_gaps_are_shorter():
+    # Long epochs (the window spans none): start-up is predicted from the first batch.
+    non = with_(result(settings(4), trial(0.0005, 0.010, first_s=3.0)), epoch_gap_s=[3.0])
+    per_same = with_(result(settings(4, persistent=True), trial(0.0005, 0.010, first_s=3.0)), epoch_gap_s=[2.9])
+    rec = recommend([non, per_same], epoch_batches=20)
+    start = finding(rec, FindingKind.STARTUP)
+    assert start.data["predicted"] and start.data["measured"] and not start.data["advised"]
+    assert "does not remove it here" in reason(rec)
+    # Its epoch gaps measured 50 ms: the persistent config costs less start-up at equal
+    # throughput, so it is the knee itself (and the DataLoader line says so).
+    per_short = with_(result(settings(4, persistent=True), trial(0.0005, 0.010, first_s=3.0)), epoch_gap_s=[0.05])
+    rec2 = recommend([non, per_short], epoch_batches=20)
+    assert rec2.settings.persistent_workers and "persistent_workers=True" in rec2.dataloader_call
+
+
+def test_short_epochs_predict_start_up_and_never_change_the_measured_settings():
+    # 16 spawned workers take 3 s to deliver the first batch; 0 workers start at once but stall.
+    r0 = result(settings(0), trial(0.030, 0.010, first_s=0.05))  # 16/0.040 = 400 samples/s
+    r4 = result(settings(4), trial(0.0005, 0.010, first_s=3.0))  # ~1524 samples/s steady
+    steady = recommend([r0, r4])
+    assert steady.settings.num_workers == 4 and finding(steady, FindingKind.STARTUP) is None
+    short = recommend([r0, r4], epoch_batches=20)
+    # The DataLoader line is the measured config: persistent_workers was not measured.
+    assert short.settings == r4.settings and "persistent_workers=False" in short.dataloader_call
+    text = reason(short)
+    assert "Start-up (first batch 3.00 s)" in text and "not measured: add --persistent-workers off,on" in text
+    # per epoch: w0 = 320 / (0.05 + 0.8) = 376/s; w4 = 320 / (3.0 + 0.21) = 100/s
+    assert epoch_samples_per_s(r0, 20) == pytest.approx(320 / 0.85)
+    assert "predicted faster per epoch" not in text  # persistent workers would pay it once
+    long = recommend([r0, r4], epoch_batches=100_000)
+    assert finding(long, FindingKind.STARTUP) is None and "per epoch" not in reason(long)
+
+
+# ---- the knee ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "build_s, step_s, expected",
+    [
+        (0.032, 0.012, 4),  # 32/12 = 2.7 -> 3 not in grid -> 4
+        (0.100, 0.050, 2),  # exactly 2 workers keep up
+        (0.160, 0.005, 32),  # a sawtooth: 160 ms per batch, 5 ms step -> 32 workers
+        (0.010, 0.050, 1),  # fast loader: one worker already hides it
+    ],
+)
+def test_knee_is_the_analytic_worker_count(build_s, step_s, expected):
+    grid = [0, 1, 2, 4, 8, 16, 32, 40]
+    results = [result(settings(nw), pipelined(nw, build_s, step_s)) for nw in grid]
+    knee = find_knee(results)
+    assert knee is not None and knee.settings.num_workers == expected
+
+
+def test_knee_prefers_cheaper_settings_at_equal_throughput_in_any_listed_order():
+    rows = [
+        result(settings(4, pin=True, pf=True), trial(0.0005, 0.012)),
+        result(settings(4), trial(0.0006, 0.012)),
+        result(settings(4, pin=True), trial(0.0005, 0.012)),
+        result(settings(4, factor=4), trial(0.0005, 0.012)),
+    ]
+    for seed in range(6):
+        random.Random(seed).shuffle(rows)
+        knee = find_knee(rows)
+        assert knee is not None and knee.settings == settings(4)
+
+
+def test_knee_is_the_config_measured_cheapest_in_memory_start_up_and_cpu():
+    from dataclasses import replace
+
+    # Equal throughput: spawn holds a copy of the dataset in every worker (PSS), a persistent
+    # loader with long warm-up pays more start-up, two intra-op threads per worker burn CPU.
+    def row(s, pss_mib, first_s, cpu_pct):
+        r = result(s, trial(0.0005, 0.012, first_s=first_s))
+        r.summary.memory_pss_bytes, r.summary.cpu_util_pct = int(pss_mib * 2**20), cpu_pct
+        return r
+
+    fork = row(settings(4), 900, 0.3, 180)
+    spawn = row(replace(settings(4), mp_context="spawn"), 2600, 2.0, 182)
+    threads = row(replace(settings(4), worker_threads=2), 920, 0.3, 260)
+    assert find_knee([spawn, threads, fork]) is fork
+    # Memory within 10% and start-up equal: the CPU decides.
+    assert find_knee([threads, row(replace(settings(4), worker_threads=1), 910, 0.3, 182)]).settings.worker_threads == 1
+    # Without measured costs: the structural order (fork before spawn), never the list order.
+    a, b = result(replace(settings(4), mp_context="spawn"), trial(0.0005, 0.012)), result(settings(4), trial(0.0005, 0.012))
+    assert find_knee([a, b]) is b and find_knee([b, a]) is b
+
+
+def test_knee_uses_noise_when_repeats_show_it_but_never_for_a_clearly_faster_best():
+    # best: 3 repeats 1000, 1150, 1300 (median 1150); a cheaper config at 1000, 1080, 1200: 6%
+    # below the best's median (outside 5%) but its fastest repeat reaches the best's median.
+    best = result(settings(8), *(trial(0, 16 / r) for r in (1000.0, 1150.0, 1300.0)))
+    cheap = result(settings(2), *(trial(0, 16 / r) for r in (1000.0, 1080.0, 1200.0)))
+    assert find_knee([best, cheap], tolerance=0.05) is cheap
+    # A cheaper config 17% below (900, 950, 1050), even though it overlaps the best's slow
+    # repeat: the best is clearly faster, so it is not "equal".
+    slow = result(settings(2), *(trial(0, 16 / r) for r in (900.0, 950.0, 1050.0)))
+    assert find_knee([best, slow], tolerance=0.05) is best
+    # A cold first repeat of the best (129 vs 292) must not make a 14% slower config equal.
+    warm_best = result(settings(2), *(trial(0, 16 / r) for r in (129.0, 292.0, 295.0)))
+    one = result(settings(1), *(trial(0, 16 / r) for r in (250.0, 253.0, 256.0)))
+    assert find_knee([warm_best, one], tolerance=0.05) is warm_best
+
+
+def test_failed_configs_are_never_the_knee():
+    rs = [result(settings(0), status="failed", error="boom"), result(settings(2), trial(0.01, 0.01))]
+    assert find_knee(rs).settings.num_workers == 2
+    assert find_knee([rs[0]]) is None
+    rec = recommend([rs[0]])
+    assert rec.settings is None and "no config" in reason(rec)
+
+
+# ---- the recommendation ----------------------------------------------------------------------
+
+
+def test_recommendation_says_when_nothing_clears_the_bottleneck():
+    rs = [result(settings(nw), pipelined(nw, 0.4, 0.01)) for nw in (0, 1, 2)]
+    for r in rs:
+        r.summary.cpu_util_pct = 195.0
+    rec = recommend(rs, usable_cpus=2)
+    assert rec.settings.num_workers == 2
+    assert "no setting in this grid clears the loader bottleneck" in reason(rec)
+    assert "CPU" in reason(rec) and "2 usable CPUs" in reason(rec)
+    assert rec.dataloader_call == (
+        "DataLoader(dataset, batch_size=16, num_workers=2, pin_memory=False, "
+        "prefetch_factor=2, persistent_workers=False)"
+    )
+
+
+def test_best_config_at_the_grid_edge_suggests_more_workers_as_a_prediction():
+    rs = [result(settings(2), trial(0.006, 0.012)), result(settings(8), trial(0.003, 0.012))]
+    text = reason(recommend(rs))
+    assert "try more workers" in text
+    # 8 workers x 15 ms per batch / 12 ms compute = 10 workers.
+    assert "Estimate (a prediction): about 10 workers" in text
+
+
+def test_sawtooth_stalls_are_periodic_and_predict_the_workers_needed():
+    # 160 ms to build a batch of 32, 5 ms step, 10 workers: 10 batches arrive together, then the
+    # loop waits for the next round: (160 - 10 x 5) = 110 ms every 10th batch.
+    waits = ([0.110] + [0.0] * 9) * 6
+    r = result(settings(10, bs=32), trial(0, 0.005, waits=waits, bs=32))
+    assert stall_period(r.trials[0].data_wait_s, r.trials[0].step_s) == 10
+    # The tail: 6 spikes in 60 batches. p90 interpolates at position 0.9 x 59 = 53.1, between the
+    # last zero (53) and the first spike (54): 0.1 x 110 ms; p99 and max are the spike.
+    assert r.summary.data_wait_p90_s == pytest.approx(0.011)
+    assert r.summary.data_wait_p99_s == pytest.approx(0.110)
+    assert r.summary.stall_period_batches == 10
+    assert r.summary.workers_needed == 32  # 10 x 16 ms mean step / 5 ms = 32
+
+
+def test_no_period_in_steady_random_or_irregular_waits():
+    assert stall_period([0.001] * 50, [0.01] * 50) is None
+    rng = random.Random(1)
+    waits = [0.02 if rng.random() < 0.2 else 0.0 for _ in range(80)]  # stalls at random
+    assert stall_period(waits, [0.01] * 80) is None
+    # A round of 4 with a second, smaller stall right after the first (seen on 2 cores).
+    assert stall_period(([0.025, 0.006, 0.0, 0.0]) * 20, [0.004] * 80) == 4
+    # An uneven split across 2 workers: alternating stalls while both have items, then none.
+    uneven = [0.02, 0.0] * 4 + [0.0] * 40
+    assert stall_period(uneven, [0.01] * 48) is None
+
+
+def test_a_step_slowed_by_cpu_contention_names_the_cpu():
+    # 16 workers keep the step fed (stall 4%) but the process tree uses all 16 CPUs and the step
+    # takes 60.8 ms instead of 54.5 ms alone.
+    r = result(settings(16, pin=True, bs=256), trial(0.0027, 0.0608, bs=256))
+    r.summary.cpu_util_pct = 1600.0
+    text = reason(recommend([r], usable_cpus=16, ceilings={256: 256 / 0.0545}))
+    assert "60.8 ms per batch on average (median 60.8 ms) vs 54.5 ms alone" in text
+    assert "16.0 of 16 usable CPUs" in text and "binding resource is the CPU" in text
+    fed = result(settings(14, pin=True, bs=256), trial(0.0007, 0.0546, bs=256))
+    assert "Past the knee the step itself binds: the knee runs at 99%" in reason(
+        recommend([fed], usable_cpus=16, ceilings={256: 256 / 0.0545}))
+
+
+def test_a_grid_that_ends_while_the_loader_binds_does_not_say_more_workers_buy_nothing():
+    # Ctrl-C after 0 and 1 workers of a loader needing ~30: 429 vs 435 samples/s, stall 97%.
+    rs = ResultSet(config={}, environment={}, results=[
+        result(settings(0), trial(0.0363, 0.001)),  # 16 / 37.3 ms = 429 samples/s
+        result(settings(1), trial(0.0358, 0.001)),  # 16 / 36.8 ms = 435 samples/s
+    ])
+    analyze(rs)
+    text = reason(rs.recommendation)
+    assert rs.recommendation.settings.num_workers == 0  # within 5% of the best
+    assert "the workers and buffers of this grid buy nothing more, but the loader still binds." in text
+    assert "more workers or buffers buy nothing." not in text
+    assert "The fastest config has the most workers of those measured: try more workers." in text
+
+
+def test_the_json_carries_what_the_table_concludes():
+    rs = ResultSet(config={"compute": {"kind": "sleep", "ms": 12}}, environment={}, results=[
+        result(settings(0), pipelined(0, 0.032, 0.012)),
+        result(settings(4), pipelined(4, 0.032, 0.012)),
+    ], ceilings={"compute": {"16": {"samples_per_s": 16 / 0.012, "step_s": 0.012, "method": "analytic"}}})
+    analyze(rs)
+    d = ResultSet.from_dict(rs.to_dict())
+    assert d.analysis["headroom"]["binds"] == "compute ceiling" and d.analysis["headroom"]["which"] == "first"
+    kinds = [f.kind for f in d.recommendation.findings]
+    assert kinds[:2] == ["knee", "also-fastest"] and "step-binds" in kinds
+
+
+def _sawtooth(seed: int, period: int, n: int = 100, shift_p: float = 0.03) -> list[float]:
+    """Waits of a sawtooth with jitter (+-4 ms around 2 ms, 20 ms stalls) whose phase slips by one
+    batch now and then, as on a busy 2-core machine."""
+    rng = random.Random(seed)
+    out, phase = [], 0
+    for i in range(n):
+        if rng.random() < shift_p:
+            phase = (phase + 1) % period
+        base = 0.020 if (i + phase) % period == 0 else 0.002
+        out.append(max(0.0, base + rng.uniform(-0.004, 0.004)))
+    return out
+
+
+def test_a_noisy_sawtooth_is_found_and_random_stalls_are_not():
+    for period in (2, 4):
+        assert sum(stall_period(_sawtooth(s, period), [0.004] * 100) == period for s in range(30)) >= 28
+    rng = random.Random(7)
+    noise = [[0.02 if rng.random() < 0.4 else 0.002 + rng.uniform(0, 0.004) for _ in range(100)] for _ in range(30)]
+    assert sum(stall_period(w, [0.004] * 100) is not None for w in noise) <= 2
+
+
+def test_otsu_splits_stalls_from_the_receive_floor():
+    from loaderbench.analysis.wait import split_threshold
+
+    threshold, low, high = split_threshold([0.001, 0.0012, 0.0011, 0.020, 0.022, 0.0009])
+    assert 0.0012 < threshold < 0.020
+    assert low == pytest.approx((0.001 + 0.0012 + 0.0011 + 0.0009) / 4) and high == pytest.approx(0.021)
+    assert split_threshold([0.001] * 5) is None
