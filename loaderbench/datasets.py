@@ -448,6 +448,27 @@ def _name_list(names: Sequence[str], limit: int = 3) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+class NamedImageLoader:
+    """torchvision's default image loader (PIL, RGB) whose errors name the file and its sample
+    index: a corrupt JPEG otherwise fails a config with "OSError: Truncated File Read" alone.
+    `samples` is the folder's (path, class) list, set once the folder is built."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[str, int]] = []
+
+    def __call__(self, path: str) -> Any:
+        from torchvision.datasets.folder import default_loader
+
+        try:
+            return default_loader(path)
+        except Exception as e:
+            index = next((i for i, (p, _) in enumerate(self.samples) if p == path), None)
+            raise RuntimeError(
+                f"cannot load sample {index if index is not None else '?'} ({path}): {type(e).__name__}: "
+                f"{_one_line(e)}; fix or remove the file"
+            ) from e
+
+
 def load_image_folder(path: str) -> torchvision.datasets.ImageFolder:
     """Open `path` as a torchvision `ImageFolder` (PATH/CLASS/IMAGE) with the ImageNet transform.
 
@@ -481,10 +502,12 @@ def load_image_folder(path: str) -> torchvision.datasets.ImageFolder:
             "(move the images into one sub-folder per class)"
         )
     extensions = _image_extensions()
+    loader = NamedImageLoader()
     try:
-        folder = ImageFolder(str(root), transform=imagenet_train_transform(), allow_empty=True)
+        folder = ImageFolder(str(root), transform=imagenet_train_transform(), allow_empty=True, loader=loader)
     except (OSError, RuntimeError, ValueError) as e:
         raise DataError(f"cannot open dataset folder {path} as an ImageFolder: {_one_line(e)}") from e
+    loader.samples = folder.samples
     counts = [0] * len(folder.classes)
     for target in folder.targets:
         counts[target] += 1
@@ -503,8 +526,10 @@ def load_image_folder(path: str) -> torchvision.datasets.ImageFolder:
 # --------------------------------------------------------------------------------------------
 
 
-def _import_object(ref: str, what: str, flag: str) -> Any:
-    """Import `module:attr` (attr may be dotted). Raises DataError with a one-line message."""
+def load_callable(ref: str, what: str, flag: str) -> Any:
+    """Import `module:attr` (attr may be dotted) and check that it is callable; `what` names an
+    example attribute and `flag` the option, for the messages. The current directory is put on
+    `sys.path` first. Raises DataError with a one-line message."""
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name.strip() or not attr.strip():
         raise DataError(f"{flag} {ref!r} is not MODULE:NAME; write it as e.g. mypkg.data:{what}")
@@ -565,7 +590,7 @@ def load_factory(factory: str, kwargs: dict[str, Any]) -> Dataset[Any]:
     the factory raises (type and message are shown), or it returns something that is not a dataset
     (its type is named).
     """
-    fn = _import_object(factory, "make_dataset", "dataset factory")
+    fn = load_callable(factory, "make_dataset", "dataset factory")
     try:
         dataset = fn(**kwargs)
     except Exception as e:
@@ -588,7 +613,7 @@ def build_collate_fn(spec: DatasetSpec) -> Callable[[list[Any]], Any] | None:
     failing import, a missing attribute or one that is not callable."""
     if not spec.collate_fn:
         return None
-    return cast(Callable[[list[Any]], Any], _import_object(spec.collate_fn, "collate", "collate_fn"))
+    return cast(Callable[[list[Any]], Any], load_callable(spec.collate_fn, "collate", "collate_fn"))
 
 
 # --------------------------------------------------------------------------------------------

@@ -93,6 +93,18 @@ def classify_failure(message: str, returncode: int | None = None) -> str:
     return lines[-1] if lines else (f"exit code {returncode}" if returncode else "unknown failure")
 
 
+def hang_hint(settings: LoaderSettings, *, started: bool) -> str:
+    """The likely cause of a hang that the settings point at ('' when none does): worker threads
+    set in forked workers before the first batch (NOTE [threads after fork] in
+    worker_threads.py)."""
+    if started or not settings.worker_threads or settings.worker_threads <= 1 or not settings.num_workers:
+        return ""
+    return (
+        f"; likely cause: torch.set_num_threads({settings.worker_threads}) in forked workers deadlocking in "
+        "OpenMP after the parent ran a parallel op; try --mp-context forkserver or spawn"
+    )
+
+
 def _read_result(path: Path) -> dict[str, Any] | None:
     """The measuring process's result JSON, if it wrote a complete one (status ok or failed)."""
     try:
@@ -286,7 +298,8 @@ def run_isolated(
                 return Outcome(
                     status="hung",
                     error=f"no end within --config-timeout {timeout_s:g}s ({where}); "
-                    "process tree killed (stacks in the result file's detail)",
+                    "process tree killed (stacks in the result file's detail)"
+                    + hang_hint(settings, started=last["batch"] is not None),
                     last_batch=last["batch"],
                     detail=err_path.read_text(errors="replace")[-64000:] or None,
                 )

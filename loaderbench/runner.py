@@ -55,9 +55,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from loaderbench.meter import WindowMeter, WindowReading
 from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, Trial
+from loaderbench.sampling import TimedBatchSampler
 
 Clock = Callable[[], float]
 
@@ -142,6 +144,8 @@ class LoopTimes:
     notes: list[str] = field(default_factory=list)
     receive_s: list[float] = field(default_factory=list)
     epoch_gap_s: list[float] = field(default_factory=list)
+    sampler_s: list[float] = field(default_factory=list)
+    epoch_start_batches: list[int] = field(default_factory=list)
 
 
 def warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int]:
@@ -178,6 +182,7 @@ def timed_loop(
     full_queue: int | None = None,
     restart_epochs: bool = False,
     agree: Callable[[bool], bool] | None = None,
+    sampler_time: Callable[[], float] | None = None,
 ) -> LoopTimes:
     """Run `step` over `batches` and time it per the NOTE [timing model].
 
@@ -196,7 +201,11 @@ def timed_loop(
     returns are kept as `receive_s` (see `probe_receive`). `agree(flag)` (distributed sweeps:
     True only when every rank's flag is true) makes the two decisions, where the warm-up ends
     and where the window ends, for all ranks at once; it is called at the same batch indices on
-    every rank. Raises ValueError if the loader yields nothing.
+    every rank. `sampler_time()` is the main process's running total of seconds spent drawing
+    indices (sampling.TimedBatchSampler): its growth across each measured `next()` is kept in
+    `sampler_s` (NOTE [sampler cost] in sampling.py). The window positions of batches that
+    started an epoch are kept in `epoch_start_batches`. Raises ValueError if the loader yields
+    nothing.
     Returns per-batch lists for the measured batches only, in seconds.
     """
     t_start = clock()
@@ -229,7 +238,11 @@ def timed_loop(
             on_window_start()
     last_t0: float | None = None
     epoch_gaps: list[float] = []
+    sampler_s: list[float] = []
+    epoch_starts: list[int] = []
     while True:
+        restarted = False
+        s0 = sampler_time() if sampler_time is not None else 0.0
         t0 = clock()
         try:
             batch = next(it)
@@ -244,7 +257,9 @@ def timed_loop(
                 notes.append("an epoch yielded no batch")
                 break
             epoch_gaps.append(clock() - t0)
+            restarted = True
         t_next = clock()
+        s1 = sampler_time() if sampler_time is not None else 0.0
         batch = prepare(batch)
         marker.ready()
         t1 = clock()
@@ -276,6 +291,9 @@ def timed_loop(
         measured += 1
         samples += n
         host_wait.append(t1 - t0)
+        sampler_s.append(s1 - s0)
+        if restarted:
+            epoch_starts.append(measured - 1)
         elapsed = clock() - window_start
         done = measured >= max_batches or (measured >= min_batches and elapsed >= min_time_s)
         if agree is not None:
@@ -314,6 +332,8 @@ def timed_loop(
         notes=notes,
         receive_s=receive,
         epoch_gap_s=epoch_gaps,
+        sampler_s=sampler_s if sampler_time is not None else [],
+        epoch_start_batches=epoch_starts,
     )
 
 
@@ -361,6 +381,7 @@ def loader_alone(
     count: Callable[[Any], int],
     *,
     skip: int,
+    restart: Callable[[], Iterator[Any]] | None = None,
     min_batches: int = 5,
     max_batches: int = 200,
     max_time_s: float = 0.5,
@@ -374,28 +395,39 @@ def loader_alone(
         Run on the same DataLoader right after the measured window (and the receive probe, which
         leaves up to W*P batches ready): the first `skip` batches are taken untimed so the ready
         backlog does not flatter it, then batches are drawn as fast as the loader delivers them
-        for about `max_time_s` (half a second). This is what the loader alone can feed; set against the compute
-        ceiling it says which of the two binds. Returns {} when the loader ends first.
+        for about `max_time_s` (half a second). This is what the loader alone can feed; set
+        against the compute ceiling it says which of the two binds. When the epoch ends after
+        at least `min_batches` timed batches, those are the measurement; before, `restart()` (if
+        given) starts the next epoch once and the probe begins again after its own `skip`
+        batches (worker start-up is not timed).
+    Returns {"samples_per_s", "batches"}, or {"note": why} when the loader ended before the
+    probe could finish (an epoch shorter than `skip` + `min_batches` batches).
     """
-    try:
-        for _ in range(skip):
-            b = next(it)
-            del b
-        if sync is not None:
-            sync()
-        t0 = clock()
+    for attempt in range(2):
         samples = batches = 0
-        while batches < max_batches and (batches < min_batches or clock() - t0 < max_time_s):
-            b = prepare(next(it))
-            samples += count(b)
-            batches += 1
-            del b
+        try:
+            for _ in range(skip):
+                b = next(it)
+                del b
+            if sync is not None:
+                sync()
+            t0 = clock()
+            while batches < max_batches and (batches < min_batches or clock() - t0 < max_time_s):
+                b = prepare(next(it))
+                samples += count(b)
+                batches += 1
+                del b
+        except StopIteration:
+            if batches < min_batches:  # too few to time: the next epoch, once
+                if restart is None or attempt:
+                    break
+                it = restart()
+                continue
         if sync is not None:
             sync()
         elapsed = clock() - t0
-    except StopIteration:
-        return {}
-    return {"samples_per_s": samples / elapsed if elapsed > 0 else None, "batches": batches}
+        return {"samples_per_s": samples / elapsed if elapsed > 0 else None, "batches": batches}
+    return {"note": f"the epoch ended before the probe (it needs {skip + min_batches} batches of one epoch)"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,36 +487,78 @@ def epoch_mode(spec: DatasetSpec, measure: MeasureSpec, iterable: bool) -> bool:
     return bool(measure.epoch_batches) or iterable or spec.kind in ("folder", "import")
 
 
-class _RecordingSampler:
-    """Yields its sampler's indices and keeps them, so the bytes the measured batches needed can
-    be counted (the DataLoader draws indices in the main process)."""
+# NOTE [samples per batch]
+#     samples/s needs the number of samples in every batch, and a batch need not be one stacked
+#     tensor: a numpy collate keeps `[x (B, ...), y (B,)]`, a detection collate keeps
+#     `(tuple of B images, tuple of B target dicts)`, so the first tensor's first dimension (3
+#     channels) or the outer length (2 parts) says nothing about B. The count is taken where it
+#     is known: `CountingCollate` wraps the collate function (it runs in the worker, or in the
+#     main process with 0 workers) and hands `len(items)` over with the batch. For a map-style
+#     dataset the items are one per index the batch sampler gave; for an IterableDataset they are
+#     the items its stream yielded into the batch (fewer at the end of the stream). When an item
+#     is itself several samples, `--samples-per-batch N` says so; an IterableDataset batch in
+#     which no array or sequence has as many rows as items were collated gets a warning
+#     (`check_sample_count`).
 
-    def __init__(self, sampler: Any) -> None:
-        self.sampler = sampler
-        self.indices: list[int] = []
 
-    def __len__(self) -> int:
-        return len(self.sampler)
+class Counted(NamedTuple):
+    """A collated batch with the number of samples in it (NOTE [samples per batch]). A
+    namedtuple, so pin_memory, the prefetcher and `batch.move_to_device` keep it intact."""
 
-    def __iter__(self) -> Iterator[int]:
-        for i in self.sampler:
-            self.indices.append(int(i))
-            yield i
+    samples: int
+    batch: Any
+
+
+class CountingCollate:
+    """A collate function that returns `Counted(len(items), collate(items))` (picklable, so it
+    runs in spawned workers too)."""
+
+    def __init__(self, collate: Callable[[list[Any]], Any]) -> None:
+        self.collate = collate
+
+    def __call__(self, items: list[Any]) -> Counted:
+        return Counted(len(items), self.collate(items))
+
+
+def samples_rule(spec: DatasetSpec, iterable: bool) -> str:
+    """How a trial counts the samples of a batch: 'given' (--samples-per-batch), 'items'
+    (IterableDataset: items collated) or 'indices' (map-style: indices the batch sampler gave)."""
+    if spec.samples_per_batch:
+        return "given"
+    return "items" if iterable else "indices"
+
+
+def check_sample_count(items: int | None, sizes: list[int] | None, *, iterable: bool, fixed: int | None) -> str:
+    """A warning when an IterableDataset batch of `items` collated items has no array leaf or
+    sequence of that many rows (`sizes`: batch.leading_sizes of the first batch): its items are
+    probably several samples each. '' otherwise (map-style counts are exact, and a given count
+    is the user's).
+
+    >>> check_sample_count(64, [2, 64, 64], iterable=True, fixed=None)
+    ''
+    """
+    if not iterable or fixed or not items or not sizes or items in sizes:
+        return ""
+    common = max(sorted(set(sizes)), key=sizes.count)
+    return (
+        f"samples per batch: the DataLoader collated {items} items per batch, but no part of the batch has "
+        f"{items} rows (most common first dimension: {common}); if each item of the IterableDataset holds "
+        "several samples, give --samples-per-batch"
+    )
 
 
 def _storage_reads(
-    dataset: Any, sampler: Any, loop: LoopTimes, batch_size: int, state: dict[str, Any], wall_s: float
+    dataset: Any, sampler: TimedBatchSampler | None, loop: LoopTimes, batch_size: int,
+    read: int | None, wall_s: float,
 ) -> dict[str, Any]:
     """Bytes the process tree read from storage over the window (psutil read_bytes: page-cache
     hits are not counted) and, for a dataset of files (ImageFolder's `samples`), the bytes the
     measured batches needed; see storage.read_summary."""
     from loaderbench import storage
 
-    io0, io1 = state.get("io0"), state.get("io1")
-    read = None if io0 is None or io1 is None else max(0, io1 - io0)
     out: dict[str, Any] = {"storage_read_bytes": read}
     samples = getattr(dataset, "samples", None)
-    if read is None or not isinstance(sampler, _RecordingSampler) or not samples:
+    if read is None or sampler is None or sampler.indices is None or not samples:
         return out
     try:
         sizes = [os.stat(path).st_size for path, _ in samples]
@@ -500,30 +574,43 @@ def _storage_reads(
     return out
 
 
-def _sampler(
-    dataset: Any, per_rank: int, generator: Any, seed: int, group: Any, *, own_length: bool
+def _batch_sampler(
+    dataset: Any, spec: DatasetSpec, batch_size: int, per_rank: int, seed: int, group: Any
 ) -> Any:
-    """The index sampler of one trial: seeded random order, `per_rank` samples per epoch.
+    """The batch sampler of one trial (map-style datasets).
 
-    Single process: RandomSampler. Distributed (`group`): over a real dataset's own length
-    (`own_length`), torch's DistributedSampler (a seeded permutation cut into one shard per
-    rank, as in training); otherwise (arbitrary length) `RankShard` of a RandomSampler drawing
-    `per_rank x world_size` indices, the same on every rank.
+    The user's own (`spec.sampler`, made by `sampling.call_factory` with the `batch_size`,
+    `seed`, `rank` and `world_size` it accepts; a plain sampler is batched by torch's
+    `BatchSampler`), else a `BatchSampler` over `sampling.EpochSampler`: seeded random order,
+    `per_rank` samples per epoch per rank, drawn in O(indices used) (NOTE [index drawing]). In a
+    distributed trial every rank draws the same `per_rank x world_size` stream and `RankShard`
+    keeps its own share.
     """
-    from torch.utils.data import DistributedSampler, RandomSampler
+    from torch.utils.data import BatchSampler
 
-    if group is None:
-        return RandomSampler(dataset, replacement=False, num_samples=per_rank, generator=generator)
-    if own_length:
-        return DistributedSampler(
-            dataset, num_replicas=group.world_size, rank=group.rank, shuffle=True, seed=seed
+    from loaderbench import datasets
+    from loaderbench.sampling import EpochSampler, call_factory
+
+    if spec.sampler:
+        factory = datasets.load_callable(spec.sampler, "make_sampler", "--sampler")
+        made = call_factory(
+            factory, dataset, batch_size=batch_size, seed=seed,
+            rank=0 if group is None else group.rank, world_size=1 if group is None else group.world_size,
         )
-    from loaderbench.distributed import RankShard
+        if spec.sampler_kind == "batch_sampler":
+            return made
+        return BatchSampler(made, batch_size, drop_last=False)
+    world = 1 if group is None else group.world_size
+    sampler: Any = EpochSampler(len(dataset), per_rank * world, seed)
+    if group is not None:
+        from loaderbench.distributed import RankShard
 
-    base = RandomSampler(
-        dataset, replacement=False, num_samples=per_rank * group.world_size, generator=generator
-    )
-    return RankShard(base, group.rank, group.world_size)
+        sampler = RankShard(sampler, group.rank, group.world_size)
+    return BatchSampler(sampler, batch_size, drop_last=False)
+
+
+class WorkerThreadsError(RuntimeError):
+    """This config's worker threads would deadlock (worker_threads.prepare_worker_threads)."""
 
 
 def _set_worker_threads(threads: int, worker_id: int) -> None:
@@ -634,38 +721,6 @@ def describe_dead_workers(loader: Any) -> str:
     return "; ".join(parts)
 
 
-def _process_tree(proc: Any) -> list[Any]:
-    try:
-        return [proc] + proc.children(recursive=True)
-    except Exception:  # noqa: BLE001 - a process can vanish while we look
-        return [proc]
-
-
-def _tree_cpu_s(procs: list[Any]) -> dict[int, float]:
-    out: dict[int, float] = {}
-    for p in procs:
-        try:
-            ct = p.cpu_times()
-            out[p.pid] = ct.user + ct.system
-        except Exception:  # noqa: BLE001
-            pass
-    return out
-
-
-def _tree_memory(procs: list[Any]) -> tuple[int | None, int | None]:
-    uss = pss = 0
-    got = False
-    for p in procs:
-        try:
-            m = p.memory_full_info()
-        except Exception:  # noqa: BLE001
-            continue
-        got = True
-        uss += int(getattr(m, "uss", 0))
-        pss += int(getattr(m, "pss", 0))
-    return (uss, pss) if got else (None, None)
-
-
 def measure_config(
     settings: LoaderSettings,
     dataset_spec: DatasetSpec,
@@ -687,13 +742,12 @@ def measure_config(
     Raises whatever the dataset, the DataLoader or the step raises (the isolated process turns it
     into a failed row), and ValueError when nothing could be measured.
     """
-    import psutil
     import torch
-    from torch.utils.data import IterableDataset
+    from torch.utils.data import IterableDataset, default_collate
 
     from loaderbench import batch as batch_mod
     from loaderbench import compute as compute_mod
-    from loaderbench import datasets, gpu, storage
+    from loaderbench import datasets, gpu
     from loaderbench.prefetch import CUDAPrefetcher
 
     local_rank = None if distributed is None else int(distributed.get("local_rank", 0))
@@ -712,34 +766,53 @@ def measure_config(
     dataset = datasets.build_dataset(
         dataset_spec, cache_dir=None if cache_dir is None else Path(cache_dir)
     )
-    collate_fn = datasets.build_collate_fn(dataset_spec)
     warmup, max_warmup = warmup_for(settings, measure.warmup_batches)
     total_batches = 1 + max_warmup + measure.max_batches
     if settings.main_threads is not None:
         torch.set_num_threads(settings.main_threads)
     kwargs = settings.dataloader_kwargs()
     if settings.worker_threads is not None and settings.num_workers > 0:
+        from loaderbench.worker_threads import prepare_worker_threads
+
+        unsafe = prepare_worker_threads(settings.worker_threads, settings.mp_context, num_workers=settings.num_workers)
+        if unsafe:
+            raise WorkerThreadsError(unsafe)
         kwargs["worker_init_fn"] = functools.partial(_set_worker_threads, settings.worker_threads)
-    if collate_fn is not None:
-        kwargs["collate_fn"] = collate_fn
-    epochs = epoch_mode(dataset_spec, measure, isinstance(dataset, IterableDataset))
-    if not isinstance(dataset, IterableDataset):
-        generator = torch.Generator()
-        generator.manual_seed(seed)
+    kwargs["collate_fn"] = CountingCollate(datasets.build_collate_fn(dataset_spec) or default_collate)
+    iterable = isinstance(dataset, IterableDataset)
+    epochs = epoch_mode(dataset_spec, measure, iterable)
+    batch_sampler: TimedBatchSampler | None = None
+    if not iterable:
         if epochs and measure.epoch_batches:
             per_epoch = measure.epoch_batches * settings.batch_size
-        elif epochs:
-            per_epoch = len(dataset)  # type: ignore[arg-type]
+        elif epochs:  # the dataset's own epoch, each rank's share of it
+            world = 1 if group is None else group.world_size
+            per_epoch = -(-len(dataset) // world)  # type: ignore[arg-type]
         else:  # one long epoch: the dataset's length is arbitrary (synthetic, tensor)
             per_epoch = total_batches * settings.batch_size
-        kwargs["sampler"] = _RecordingSampler(
-            _sampler(dataset, per_epoch, generator, seed, group, own_length=epochs and not measure.epoch_batches)
+        batch_sampler = TimedBatchSampler(
+            _batch_sampler(dataset, dataset_spec, settings.batch_size, per_epoch, seed, group),
+            record=bool(getattr(dataset, "samples", None)),
+            limit=measure.epoch_batches if dataset_spec.sampler else None,
         )
+        kwargs["batch_sampler"] = batch_sampler
+        del kwargs["batch_size"]
     loader = _tracking_loader_class()(dataset, **kwargs)
 
     step = compute_mod.build_compute(compute_spec, device, distributed=group is not None)
     first_raw: dict[str, Any] = {}
-    inspected = _InspectFirst(loader, lambda b: first_raw.setdefault("info", batch_mod.inspect_batch(b)))
+
+    def first_batch(c: Counted) -> None:
+        first_raw.setdefault("info", batch_mod.inspect_batch(c.batch))
+        first_raw.setdefault("sizes", batch_mod.leading_sizes(c.batch))
+        first_raw.setdefault("items", c.samples)
+
+    inspected = _InspectFirst(loader, first_batch)
+    fixed = dataset_spec.samples_per_batch
+
+    def count(c: Counted) -> int:
+        return fixed if fixed else c.samples
+
     # The H2D copy: done by the prefetcher on its side stream, or here on the compute stream
     # (non_blocking only from pinned memory, where it can be asynchronous), or not at all on CPU.
     # Every copy is bracketed by CUDA events (on the side stream for the prefetcher, on the
@@ -771,30 +844,16 @@ def measure_config(
     else:
         marker = HostMarker()
 
-    me = psutil.Process(os.getpid())
-    sampler = gpu.make_util_sampler(device.index if cuda else None)
-    state: dict[str, Any] = {}
+    def reset_gpu() -> None:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
 
-    def on_window_start() -> None:
-        state["io0"] = storage.io_counters_tree(me)
-        if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats(device)
-        state["procs"] = _process_tree(me)
-        state["cpu0"] = _tree_cpu_s(state["procs"])
-        state["main_cpu0"] = sum(me.cpu_times()[:2])
-        state["t0"] = time.perf_counter()
-        sampler.start()
+    meter = WindowMeter(gpu.make_util_sampler(device.index if cuda else None), reset_gpu=reset_gpu if cuda else None)
+    window: dict[str, WindowReading] = {}
 
     def on_window_end() -> None:
         # CPU, memory and GPU utilisation cover the measured window only (not the probe after it).
-        state["t_end"] = time.perf_counter()
-        state["util"] = sampler.stop()
-        state["procs_end"] = _process_tree(me)
-        state["cpu1"] = _tree_cpu_s(state["procs_end"])
-        state["main_cpu1"] = sum(me.cpu_times()[:2])
-        state["memory"] = _tree_memory(state["procs_end"])
-        state["io1"] = storage.io_counters_tree(me)
+        window["reading"] = meter.stop()
 
     alone: dict[str, Any] = {}
 
@@ -806,8 +865,9 @@ def measure_config(
         sync = torch.cuda.synchronize if cuda else None
         alone.update(
             loader_alone(
-                it, prepare, batch_mod.count_samples,
+                it, prepare, count,
                 skip=settings.num_workers * (settings.prefetch_factor or 0), sync=sync,
+                restart=(lambda: iter(source)) if epochs else None,
             )
         )
         return received
@@ -817,9 +877,9 @@ def measure_config(
     try:
         loop = timed_loop(
             source,
-            step,
+            lambda c: step(c.batch),
             prepare=prepare,
-            count=batch_mod.count_samples,
+            count=count,
             marker=marker,
             warmup_batches=warmup,
             max_warmup_batches=max_warmup,
@@ -827,31 +887,27 @@ def measure_config(
             min_time_s=measure.min_time_s,
             max_batches=measure.max_batches,
             on_batch=on_batch,
-            on_window_start=on_window_start,
+            on_window_start=meter.start,
             on_window_end=on_window_end,
             restart_epochs=epochs,
             ready_count=lambda: ready_batches(loader),
             full_queue=max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2),
             after_window=after_window,
             agree=None if group is None else group.agree,
+            sampler_time=None if batch_sampler is None else (lambda: batch_sampler.spent_s),
         )
     except RuntimeError as exc:
         dead = describe_dead_workers(loader)
         if dead:
             raise RuntimeError(f"{exc} [{dead}]") from exc
         raise
-    procs_now = state["procs_end"]
-    cpu1, cpu0 = state["cpu1"], state.get("cpu0", {})
-    cpu_s = sum(cpu1[pid] - cpu0[pid] for pid in cpu1 if pid in cpu0)
-    wall = state["t_end"] - state.get("t0", state["t_end"])
-    main_cpu_s = state["main_cpu1"] - state.get("main_cpu0", 0.0)
-    uss, pss = state["memory"]
-    util = state["util"]
+    reading = window["reading"]
+    wall, cpu_s, util = reading.wall_s, reading.cpu_s, reading.util
     info = first_raw.get("info")
     h2d_s, hidden = copy_statistics(
         copy_events, marker, measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s)
     )
-    reads = _storage_reads(dataset, kwargs.get("sampler"), loop, settings.batch_size, state, wall)
+    reads = _storage_reads(dataset, batch_sampler, loop, settings.batch_size, reading.read_bytes, wall)
     trial = Trial(
         first_batch_s=loop.first_batch_s,
         warmup_batches=loop.warmup_batches,
@@ -863,25 +919,30 @@ def measure_config(
         timing=timing,
         host_wait_s=loop.host_wait_s,
         cpu_time_s=cpu_s,
-        processes=len(procs_now),
+        processes=reading.processes,
         cpu_util_pct=100.0 * cpu_s / wall if wall > 0 else None,
-        main_cpu_util_pct=100.0 * main_cpu_s / wall if wall > 0 else None,
-        memory_uss_bytes=uss,
-        memory_pss_bytes=pss,
+        main_cpu_util_pct=100.0 * reading.main_cpu_s / wall if wall > 0 else None,
+        memory_uss_bytes=reading.memory_uss_bytes,
+        memory_pss_bytes=reading.memory_pss_bytes,
         gpu_util_pct=util.util_pct,
         gpu_util_window_s=util.window_s,
         gpu_util_note=util.note or None,
         gpu_sm_active_pct=getattr(util, "sm_active_pct", None),
         gpu_mem_peak_bytes=int(torch.cuda.max_memory_reserved(device)) if cuda else None,
         batch_bytes=None if info is None else info.nbytes,
-        h2d_bytes_per_batch=None if (info is None or not cuda) else info.nbytes,
+        numpy_leaves=None if info is None else info.numpy_leaves,
+        h2d_bytes_per_batch=None if (info is None or not cuda) else info.tensor_nbytes,
         pinned_leaves=None if info is None else info.pinned_leaves,
         tensor_leaves=None if info is None else info.tensor_leaves,
         torch_threads_main=torch.get_num_threads(),
         torch_threads_worker=(settings.worker_threads or 1) if settings.num_workers else None,
         receive_s=loop.receive_s,
         epoch_gap_s=loop.epoch_gap_s,
+        sampler_s=loop.sampler_s,
+        epoch_start_batches=loop.epoch_start_batches,
+        samples_rule=samples_rule(dataset_spec, iterable),
         loader_alone_samples_per_s=alone.get("samples_per_s"),
+        loader_alone_note=alone.get("note"),
         h2d_s=h2d_s,
         h2d_hidden_fraction=hidden,
         **reads,
@@ -893,6 +954,9 @@ def measure_config(
         group.barrier()  # ... and ends together (the probes after the window are per rank)
     if cuda and settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
         trial.notes.append("pinning ineffective: pin_memory=True but no tensor leaf of the batch is pinned")
+    check = check_sample_count(first_raw.get("items"), first_raw.get("sizes"), iterable=iterable, fixed=fixed)
+    if check:
+        trial.notes.append(check)
     return trial
 
 
@@ -979,7 +1043,7 @@ def measure_compute_ceiling(
         total_s = clock() - t0
     step_s = total_s / count
     return {
-        "samples_per_s": batch_size / step_s,
+        "samples_per_s": (dataset_spec.samples_per_batch or len(samples)) / step_s,
         "step_s": step_s,
         "batches": count,
         "batch_size": batch_size,

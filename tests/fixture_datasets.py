@@ -173,3 +173,182 @@ def make_rank_faulty() -> Dataset:
 def make_rank_stuck() -> Dataset:
     """Rank 1 takes 30 s per sample: its measuring process sits in a load, not in a collective."""
     return RankSkewed(slow_ms=30_000.0)
+
+
+class NumpySamples(Dataset):
+    """Samples as numpy arrays: a (3, 64, 64) float32 image and an int label, `sleep_ms` each
+    (the pattern of pipelines that feed JAX, which keep numpy batches)."""
+
+    def __init__(self, n: int = 4096, sleep_ms: float = 1.0) -> None:
+        self.n, self.sleep_s = n, sleep_ms / 1000.0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        import numpy as np
+
+        time.sleep(self.sleep_s)
+        return np.full((3, 64, 64), float(i % 7), dtype=np.float32), i % 10
+
+
+def make_numpy_samples(n: int = 4096, sleep_ms: float = 1.0) -> Dataset:
+    return NumpySamples(n, sleep_ms)
+
+
+def collate_numpy(samples):
+    """Stack into numpy arrays, recursively: [x (B, 3, 64, 64), y (B,)]."""
+    import numpy as np
+
+    return [np.stack([s[0] for s in samples]), np.array([s[1] for s in samples])]
+
+
+def collate_numpy_as_tensors(samples):
+    """The same payload as torch tensors (the control of collate_numpy)."""
+    import numpy as np
+
+    return [torch.from_numpy(np.stack([s[0] for s in samples])), torch.tensor([s[1] for s in samples])]
+
+
+class Detection(Dataset):
+    """Per-image tensors of different sizes with a target dict of small tensors, `sleep_ms` each
+    (a detection pipeline: collate with `collate_detection`)."""
+
+    def __init__(self, n: int = 4096, sleep_ms: float = 1.0, boxes: int = 3) -> None:
+        self.n, self.sleep_s, self.boxes = n, sleep_ms / 1000.0, boxes
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        time.sleep(self.sleep_s)
+        h, w = 40 + i % 9, 48 + i % 5
+        k = 1 + i % self.boxes
+        target = {"boxes": torch.zeros(k, 4), "labels": torch.zeros(k, dtype=torch.int64), "image_id": i}
+        return torch.zeros(3, h, w), target
+
+
+def make_detection(n: int = 4096, sleep_ms: float = 1.0) -> Dataset:
+    return Detection(n, sleep_ms)
+
+
+def collate_detection(samples):
+    """torchvision's detection references: a tuple of B images and a tuple of B target dicts."""
+    return tuple(zip(*samples))
+
+
+class MatmulSamples(Dataset):
+    """Each sample: four 192x192 matmuls + tanh with torch on the CPU (~1 ms on one core).
+    `torch_init=True` builds and normalises the weights with torch ops in `__init__`, which runs
+    an OpenMP parallel region in the parent before the workers fork; False builds them with
+    numpy."""
+
+    def __init__(self, n: int = 4096, torch_init: bool = False) -> None:
+        import numpy as np
+
+        self.n = n
+        if torch_init:
+            w = torch.randn(4, 192, 192)
+            big = torch.randn(1000, 1000)
+            big = (big - big.mean()) / big.std()  # a parallel region in the parent
+            self.w = w / w.std() + 0 * big[:192, :192]
+        else:
+            rng = np.random.default_rng(0)
+            self.w = torch.from_numpy(rng.standard_normal((4, 192, 192)).astype(np.float32) / 14.0)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        x = torch.full((192, 192), float(i % 7) / 7)
+        for k in range(4):
+            x = torch.tanh(x @ self.w[k])
+        return x[0, :16].clone(), i % 10
+
+
+def make_matmul_numpy_init(n: int = 4096) -> Dataset:
+    return MatmulSamples(n, torch_init=False)
+
+
+def make_matmul_torch_init(n: int = 4096) -> Dataset:
+    return MatmulSamples(n, torch_init=True)
+
+
+class VirtualLength(Dataset):
+    """A "virtual length" dataset: `length` items (40 million by default: random patches of big
+    volumes, windows over a corpus), each a small tensor after a `sleep_ms` sleep."""
+
+    def __init__(self, length: int = 40_000_000, sleep_ms: float = 0.5) -> None:
+        self.length, self.sleep_s = length, sleep_ms / 1000.0
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int):
+        time.sleep(self.sleep_s)
+        return torch.full((8,), float(i % 1000)), i % 10
+
+
+def make_virtual_length(length: int = 40_000_000, sleep_ms: float = 0.5) -> Dataset:
+    return VirtualLength(length, sleep_ms)
+
+
+def make_full_permutation_sampler(dataset, seed: int = 0):
+    """The user's own sampler: torch's RandomSampler, which permutes the whole dataset at every
+    epoch start (seconds for tens of millions of items)."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.utils.data.RandomSampler(dataset, generator=gen)
+
+
+def make_bucket_batch_sampler(dataset, batch_size: int):
+    """A batch sampler of variable batch sizes: batch_size, then batch_size // 2, alternating."""
+
+    class Buckets(torch.utils.data.Sampler):
+        def __iter__(self):
+            i, k = 0, 0
+            while i + batch_size <= len(dataset) and k < 10_000:
+                n = batch_size if k % 2 == 0 else batch_size // 2
+                yield list(range(i, i + n))
+                i, k = i + n, k + 1
+
+        def __len__(self):
+            return 10_000
+
+    return Buckets()
+
+
+class TargetDicts(Dataset):
+    """A detection-style sample: a 3x96x96 float32 image and a target dict of 7 small tensors
+    of k = 1..5 rows (boxes, labels, areas, crowd flags, ids, sizes, keypoints), `sleep_ms` each."""
+
+    FIELDS = (("boxes", 4), ("labels", 0), ("area", 0), ("iscrowd", 0), ("ids", 0), ("size", 2), ("keypoints", 3))
+
+    def __init__(self, n: int = 4096, sleep_ms: float = 2.0) -> None:
+        self.n, self.sleep_s = n, sleep_ms / 1000.0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        time.sleep(self.sleep_s)
+        k = 1 + i % 5
+        target = {name: torch.zeros((k, cols) if cols else (k,)) for name, cols in self.FIELDS}
+        return torch.zeros(3, 96, 96), target
+
+
+def make_target_dicts(n: int = 4096, sleep_ms: float = 2.0) -> Dataset:
+    return TargetDicts(n, sleep_ms)
+
+
+def collate_target_list(samples):
+    """Stacked images + the list of per-sample target dicts: 1 + 16 x 7 = 113 tensors at batch 16."""
+    return torch.stack([s[0] for s in samples]), [s[1] for s in samples]
+
+
+def collate_target_packed(samples):
+    """The same payload packed: stacked images, each target field concatenated across the batch,
+    and the per-sample row offsets: 9 tensors whatever the batch size."""
+    images = torch.stack([s[0] for s in samples])
+    fields = {name: torch.cat([s[1][name] for s in samples]) for name, _ in TargetDicts.FIELDS}
+    offsets = torch.tensor([0] + [len(s[1]["labels"]) for s in samples]).cumsum(0)
+    return images, fields, offsets

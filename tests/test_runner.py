@@ -275,4 +275,16 @@ def test_loader_alone_skips_the_ready_backlog_and_times_the_rest():
     out = loader_alone(batches(), lambda b: b, len, skip=8, max_time_s=0.5, clock=clock)
     assert out["samples_per_s"] == pytest.approx(4 / 0.01)
     assert out["batches"] == 50
-    assert loader_alone(iter([[0]] * 3), lambda b: b, len, skip=8) == {}
+    # An epoch shorter than the probe: a note says why (nothing to restart), or, with a restart,
+    # the probe runs on the next epoch after skipping its backlog.
+    assert loader_alone(iter([[0]] * 3), lambda b: b, len, skip=8) == {
+        "note": "the epoch ended before the probe (it needs 13 batches of one epoch)"}
+    clock2 = FakeClock()
+
+    def epoch(n):
+        for _ in range(n):
+            clock2.advance(0.01)
+            yield [0] * 2
+
+    out2 = loader_alone(epoch(3), lambda b: b, len, skip=2, restart=lambda: epoch(40), clock=clock2, max_time_s=0.095)
+    assert out2["samples_per_s"] == pytest.approx(2 / 0.01) and out2["batches"] == 10
