@@ -109,6 +109,7 @@ class RunInfo:
     workload: str
     files: int = 1
     ranks: int = 1  # a distributed sweep's world size (samples/s is summed over its ranks)
+    fields: dict[str, Any] = field(default_factory=dict)  # workload_fields: what differs is named
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -246,13 +247,25 @@ def _without_defaults(d: dict[str, Any] | None, defaults: dict[str, Any], drop: 
     return {k: v for k, v in d.items() if k not in drop and (k not in defaults or v != defaults[k])}
 
 
+def _workload(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    dataset = _without_defaults(config.get("dataset"), _DATASET_DEFAULTS, VOLATILE_DATASET_KEYS)
+    compute = config.get("compute")
+    return dataset, None if compute is None else _without_defaults(compute, _COMPUTE_DEFAULTS, frozenset())
+
+
+def workload_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """What is measured, as flat `section.key` fields (see `workload_fingerprint`), so that a
+    difference can be named. Pure."""
+    dataset, compute = _workload(config)
+    return {**{f"dataset.{k}": v for k, v in dataset.items()},
+            **{f"compute.{k}": v for k, v in (compute or {}).items()}}
+
+
 def workload_fingerprint(config: dict[str, Any]) -> str:
     """12 hex digits identifying what is measured: `config["dataset"]` and `config["compute"]`,
     minus `data_path` and minus values equal to the defaults. Pure."""
-    dataset = _without_defaults(config.get("dataset"), _DATASET_DEFAULTS, VOLATILE_DATASET_KEYS)
-    compute = config.get("compute")
-    compute_d = None if compute is None else _without_defaults(compute, _COMPUTE_DEFAULTS, frozenset())
-    blob = json.dumps({"dataset": dataset, "compute": compute_d}, sort_keys=True, separators=(",", ":"))
+    dataset, compute = _workload(config)
+    blob = json.dumps({"dataset": dataset, "compute": compute}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -319,6 +332,7 @@ def run_info(rs: ResultSet, name: str | None = None, *, files: int = 1) -> RunIn
         workload_fingerprint=workload_fingerprint(cfg),
         cache_state=_achieved_cache_state(rs, cache_state(cfg)),
         workload=describe_workload(cfg),
+        fields=workload_fields(cfg),
         files=files,
         ranks=int(((rs.environment or {}).get("distributed") or {}).get("world_size") or 1),
     )
@@ -334,9 +348,15 @@ def comparability(baseline: RunInfo, current: RunInfo) -> list[str]:
     elif b != c:
         reasons.append(f"different machine fingerprint ({b} vs {c})")
     if baseline.workload_fingerprint != current.workload_fingerprint:
+        keys = sorted(set(baseline.fields) | set(current.fields))
+        differs = [
+            f"{k} {baseline.fields.get(k, 'default')!r} vs {current.fields.get(k, 'default')!r}"
+            for k in keys if baseline.fields.get(k) != current.fields.get(k)
+        ]
+        what = "; ".join(differs) if differs else f"{baseline.workload} vs {current.workload}"
         reasons.append(
-            f"different dataset/compute fingerprint ({baseline.workload_fingerprint} vs "
-            f"{current.workload_fingerprint}: {baseline.workload} vs {current.workload})"
+            f"different dataset/compute ({what}; fingerprint {baseline.workload_fingerprint} vs "
+            f"{current.workload_fingerprint})"
         )
     if baseline.cache_state != current.cache_state:
         reasons.append(f"different cache state ({baseline.cache_state} vs {current.cache_state})")

@@ -139,8 +139,10 @@ def check_overrides(baseline: Any, *, with_workload: bool) -> dict[str, dict[str
     dataset["kind"] = ds.get("factory") if kind == "import" else kind
     if ds.get("data_path"):
         dataset["data"] = ds["data_path"]
-    for key in ("num_samples", "image_size", "jpeg_quality", "sample_shape", "cpu_ms", "io_ms", "collate_fn", "seed"):
-        if ds.get(key) is not None:
+    applies = cfgmod.KIND_KEYS.get(kind, frozenset()) | cfgmod.COMMON_DATASET_KEYS
+    for key in ("num_samples", "image_size", "jpeg_quality", "sample_shape", "cpu_ms", "io_ms", "collate_fn",
+                "sampler", "samples_per_batch", "seed"):
+        if ds.get(key) is not None and key in applies:
             dataset[key] = parsed("dataset", key, ds[key])
     if ds.get("kwargs"):
         dataset["kwargs"] = dict(ds["kwargs"])

@@ -7,7 +7,8 @@ A TOML file has a few top-level keys and four tables (every key optional):
     output = "results/quick.json"
     seed = 0
     [dataset]   kind, data, num_samples, image_size, jpeg_quality, sample_shape, cpu_ms, io_ms,
-                collate_fn, seed, and a [dataset.kwargs] table for a MODULE:FACTORY dataset
+                collate_fn, sampler, samples_per_batch, seed, and a [dataset.kwargs] table for
+                a MODULE:FACTORY dataset (a key that the dataset kind does not use is an error)
     [compute]   step = "none" | "sleep:MS" | "spin:MS" | "model:NAME"
     [grid]      num_workers, pin_memory, prefetch, prefetch_factor, persistent_workers,
                 batch_size, mp_context, worker_threads, main_threads
@@ -273,6 +274,8 @@ SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {
         "cpu_ms": _float(0.0, 60_000.0),
         "io_ms": _float(0.0, 60_000.0),
         "collate_fn": _str,
+        "sampler": _str,
+        "samples_per_batch": _int(1, 1_000_000_000),
         "seed": _int(0, 2**31 - 1),
         "kwargs": lambda v: v,
     },
@@ -303,6 +306,24 @@ SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {
         "device": _str,
     },
 }
+
+
+# The [dataset] keys each kind uses (kind, collate_fn, sampler and samples_per_batch apply to
+# every kind); any other key given for a kind would be silently ignored, so it is an error.
+KIND_KEYS: dict[str, frozenset[str]] = {
+    "synthetic": frozenset({"num_samples", "image_size", "jpeg_quality", "seed"}),
+    "folder": frozenset({"data"}),
+    "tensor": frozenset({"num_samples", "sample_shape", "cpu_ms", "io_ms", "seed"}),
+    "import": frozenset({"kwargs"}),
+}
+COMMON_DATASET_KEYS = frozenset({"kind", "collate_fn", "sampler", "samples_per_batch"})
+
+
+def flag_name(section: str, key: str) -> str:
+    """The command-line flag of a config key: `--num-workers` for grid.num_workers."""
+    special = {"min_time_s": "--min-time", "config_timeout_s": "--config-timeout", "step": "--compute",
+               "kind": "--dataset"}
+    return special.get(key, "--" + key.replace("_", "-"))
 
 
 def _describe(section: str) -> str:
@@ -380,12 +401,15 @@ def build_config(
     """
     sections: dict[str, dict[str, Any]] = {s: {} for s in SCHEMA}
     source = "command line"
+    from_file: dict[str, dict[str, Any]] = {s: {} for s in SCHEMA}
     if config_path is not None:
         source = str(config_path)
-        for s, kv in parse_sections(load_toml(config_path), source=source).items():
+        from_file = parse_sections(load_toml(config_path), source=source)
+        for s, kv in from_file.items():
             sections[s].update(kv)
     for s, kv in (overrides or {}).items():
         sections[s].update({k: v for k, v in kv.items() if v is not None})
+    _check_dataset_keys(sections["dataset"], from_file["dataset"], source)
 
     ds = dict(sections["dataset"])
     kind = ds.pop("kind", "synthetic")
@@ -445,6 +469,25 @@ def build_config(
         baseline_settings=top.get("baseline_settings", {}),
         source=source,
     )
+
+
+def _check_dataset_keys(ds: dict[str, Any], from_file: dict[str, Any], source: str) -> None:
+    """ConfigError for a [dataset] key (or its flag) that the dataset kind would ignore."""
+    kind = ds.get("kind", "synthetic")
+    if "data" in ds and kind in ("synthetic", "tensor") and "kind" not in ds:
+        kind = "folder"  # --data alone implies the folder dataset
+    kind_name = "import" if ":" in kind and kind not in KIND_KEYS else kind
+    allowed = KIND_KEYS.get(kind_name, frozenset()) | COMMON_DATASET_KEYS
+    for key in ds:
+        if key in allowed or (key == "data" and kind_name in ("synthetic", "tensor")):
+            continue  # a data path with an explicit in-memory kind has its own message below
+        users = [k for k, keys in KIND_KEYS.items() if key in keys]
+        where = f"{source}: dataset.{key}" if key in from_file and ds[key] == from_file[key] else flag_name("dataset", key)
+        shown = "MODULE:FACTORY" if kind_name == "import" else kind_name
+        raise ConfigError(
+            f"{where} applies to the {' and '.join('MODULE:FACTORY' if u == 'import' else u for u in users)} "
+            f"dataset{'s' if len(users) > 1 else ''}, not {shown}: drop it, or choose that dataset with --dataset"
+        )
 
 
 def parse_flag(section: str, key: str, value: Any, flag: str) -> Any:

@@ -25,6 +25,7 @@ import os
 import platform
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from loaderbench.gpu import gpu_facts, nvml_status
@@ -247,6 +248,7 @@ def capture_environment(*, device_index: int | None = None, nvml: Any = None) ->
         "cpu_affinity": cpu_affinity(),
         "cpu_quota": cpu_quota(),
         "memory_total_bytes": int(psutil.virtual_memory().total),
+        "memory_available_bytes": memory_available_bytes(),
         "shm": shm_info(),
         "fd_limit": fd_limit(),
         "default_mp_start_method": start_method,
@@ -264,6 +266,25 @@ def capture_environment(*, device_index: int | None = None, nvml: Any = None) ->
         env["gpu"] = {"available": True, **gpu_facts(device_index, nvml)}
     env["fingerprint"] = environment_fingerprint(env)
     return env
+
+
+def memory_available_bytes(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """Host memory this process tree can still take, in bytes: the kernel's available memory
+    (psutil), or less where a cgroup limit (v2 `memory.max` - `memory.current`, or v1
+    `memory.limit_in_bytes` - `memory.usage_in_bytes`) leaves less."""
+    import psutil
+
+    avail = int(psutil.virtual_memory().available)
+    for limit_name, usage_name in (("memory.max", "memory.current"),
+                                   ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes")):
+        try:
+            limit = Path(cgroup_root, limit_name).read_text().strip()
+            usage = Path(cgroup_root, usage_name).read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and usage.isdigit() and int(limit) < (1 << 60):
+            avail = min(avail, max(0, int(limit) - int(usage)))
+    return avail
 
 
 def _mib(n_bytes: float) -> str:

@@ -35,6 +35,7 @@ class WorkloadFacts:
     iterable: bool
     replicated_across_workers: bool | None = None
     num_samples: int | None = None
+    sampler_kind: str | None = None  # what the user's --sampler makes: 'sampler' | 'batch_sampler'
 
 
 def shm_need_bytes(settings: LoaderSettings, sample_bytes: int | None) -> int | None:
@@ -66,6 +67,31 @@ def shm_verdict(need_bytes: int | None, free_bytes: int | None) -> tuple[str, st
             f"close to the limit; {fix}",
         )
     return None
+
+
+def host_memory_need_bytes(settings: LoaderSettings, sample_bytes: int | None) -> int | None:
+    """Estimated host memory for a config's batches, in bytes: batch bytes x (W x (P + 1) + 3):
+    W x P batches in flight, one being built in each worker, and three in the main process (the
+    one received, its pinned copy, the one the step holds). None when the sample size is
+    unknown. See NOTE [shared memory estimate]."""
+    if sample_bytes is None:
+        return None
+    w = settings.num_workers
+    return sample_bytes * settings.batch_size * (w * ((settings.prefetch_factor or 2) + 1) + 3)
+
+
+def host_memory_verdict(need_bytes: int | None, available_bytes: int | None) -> tuple[str, str] | None:
+    """('skip', message) when a config's batches cannot fit in the host memory available, else
+    None (a config that would be killed by the out-of-memory killer costs minutes and says
+    nothing)."""
+    if not need_bytes or not available_bytes or need_bytes <= 0.9 * available_bytes:
+        return None
+    gib = 2**30
+    return (
+        "skip",
+        f"host memory: the batches of this config need about {need_bytes / gib:,.1f} GiB "
+        f"({available_bytes / gib:,.1f} GiB available); lower batch_size, num_workers or prefetch_factor",
+    )
 
 
 def oversubscription(settings: LoaderSettings, usable_cpus: int, main_threads: int | None) -> str | None:

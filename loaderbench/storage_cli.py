@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import sys
@@ -44,10 +45,13 @@ def parse_readers(text: str) -> tuple[int, ...]:
 
 
 def _positive(text: str, flag: str, kind: type) -> Any:
+    """A finite number above 0 (`kind` int or float), else UsageError naming the flag."""
     try:
         value = kind(text)
     except ValueError:
         raise UsageError(f"{flag}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise UsageError(f"{flag}: give a finite number of seconds or files, got {text}")
     if value <= 0:
         raise UsageError(f"{flag}: must be greater than 0, got {text}")
     return value

@@ -8,18 +8,28 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from loaderbench import __version__, stats
+from loaderbench import __version__
+from loaderbench.analysis import analyze
+from loaderbench.analysis.knee import REPLICATED
 from loaderbench.config import SweepConfig
 from loaderbench.grid import GridAxes, GridPoint, default_num_workers, expand_grid
 from loaderbench.isolation import Outcome, run_isolated
 from loaderbench.model import ComputeSpec, ConfigResult, LoaderSettings, ResultSet
-from loaderbench.preflight import WorkloadFacts, oversubscription, shm_need_bytes, shm_verdict, workload_facts
-from loaderbench.stats import REPLICATED
+from loaderbench.preflight import (
+    WorkloadFacts,
+    host_memory_need_bytes,
+    host_memory_verdict,
+    oversubscription,
+    shm_need_bytes,
+    shm_verdict,
+    workload_facts,
+)
 from loaderbench.storage import list_files, set_cache_state
 
 DEFAULT_SLEEP_MS = 100.0
@@ -123,6 +133,27 @@ def plan(config: SweepConfig, machine: Machine) -> list[GridPoint]:
     return expand_grid(axes, cuda=cuda_in_use)
 
 
+def check_baseline_settings(config: SweepConfig, points: list[GridPoint]) -> None:
+    """UsageError when `--baseline-settings` matches no config of the grid (the headroom would
+    otherwise silently start from the first row)."""
+    wanted = config.baseline_settings
+    if not wanted or any(all(getattr(p.settings, k) == v for k, v in wanted.items()) for p in points):
+        return
+    from loaderbench.errors import UsageError
+
+    def show(v: Any) -> str:
+        return ("on" if v else "off") if isinstance(v, bool) else str(v)
+
+    given = ",".join(f"{k}={show(v)}" for k, v in wanted.items())
+    grid = "; ".join(
+        f"{k}: {','.join(sorted({show(getattr(p.settings, k)) for p in points}, key=str))}" for k in wanted
+    )
+    raise UsageError(
+        f"--baseline-settings {given} matches no config of this sweep ({grid}); give settings the grid "
+        "measures, or add them to the grid"
+    )
+
+
 def config_hash(config: SweepConfig) -> str:
     """Short hash of the resolved config (what was asked), for matching runs."""
     blob = json.dumps(config.to_dict(), sort_keys=True, default=str)
@@ -192,7 +223,7 @@ def run_sweep(
         result_set.analysis["sweep_wall_s"] = (now() - started).total_seconds()
         result_set.analysis["configs_planned"] = len(points)
         result_set.results = [r for r, d in zip(results, done) if d]
-        stats.analyze(result_set)
+        analyze(result_set)
         save_fn(result_set, output)
 
     preflight(results, facts, environment, machine, obs)
@@ -290,7 +321,11 @@ def preflight(
         if facts is not None:
             need = shm_need_bytes(s, facts.sample_bytes)
             need = None if need is None else need * machine.ranks_per_node
-            verdict = shm_verdict(need, free)
+            host_need = host_memory_need_bytes(s, facts.sample_bytes)
+            host_need = None if host_need is None else host_need * machine.ranks_per_node
+            verdict = shm_verdict(need, free) or host_memory_verdict(
+                host_need, environment.get("memory_available_bytes")
+            )
             if verdict is not None:
                 kind, message = verdict
                 if kind == "skip":
@@ -364,7 +399,7 @@ def measure_ceilings(
 
 def _apply(res: ConfigResult, outcome: Outcome) -> None:
     """Fold one trial's outcome into its config: add the trial (summaries are derived by
-    `stats.analyze`), or mark the config failed/hung."""
+    `analysis.analyze`), or mark the config failed/hung."""
     if outcome.status == "ok" and outcome.trial is not None:
         res.trials.append(outcome.trial)
         for note in outcome.trial.notes:
@@ -437,6 +472,8 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
         from loaderbench.compute import check_model_name
 
         check_model_name(config.compute.label(), config.compute.model or "")
+    if config.dataset.kind == "tensor":
+        _check_sample_fits(config)
     dataset = _build_with_deadline(config, cache_dir)
     datasets.build_collate_fn(config.dataset)
     try:
@@ -445,8 +482,79 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
         size = None  # an IterableDataset without a length
     if size == 0:
         raise DataError(f"the dataset ({config.dataset.factory or config.dataset.kind}) has 0 samples: nothing to load")
+    own_epochs = config.dataset.kind in ("folder", "import") and not config.measure.epoch_batches
+    too_big = sorted(b for b in (config.batch_size or ()) if size is not None and own_epochs and b > size)
+    if too_big:
+        raise UsageError(
+            f"--batch-size {too_big[-1]} is larger than the dataset ({size} samples): every batch would hold "
+            f"{size}, so throughput, ceilings and the recommended DataLoader would describe a batch that never "
+            f"exists; give --batch-size {size} or less"
+        )
     many_workers = any(n >= 2 for n in (config.num_workers or ()))
-    return workload_facts(dataset, check_replication=many_workers)
+    facts = workload_facts(dataset, check_replication=many_workers)
+    warm_up(dataset, config)
+    if config.dataset.sampler:
+        facts = replace(facts, sampler_kind=_sampler_kind(config, dataset, facts))
+    return facts
+
+
+def warm_up(dataset: Any, config: SweepConfig) -> None:
+    """Load and collate one batch here before any trial, so the first measured trial does not pay
+    for a cold start (the dataset's files in the page cache, the decoder's and the collate's
+    first calls; the libraries a measuring process loads are warm once this process imported
+    them). Errors are ignored: the trials report their own. A map-style dataset only (an
+    IterableDataset may be a one-pass stream)."""
+    from torch.utils.data import IterableDataset, default_collate
+
+    from loaderbench import datasets
+
+    if isinstance(dataset, IterableDataset):
+        return
+    try:
+        n = min(len(dataset), min(config.batch_size or (1,)))
+        collate = datasets.build_collate_fn(config.dataset) or default_collate
+        collate([dataset[i] for i in range(n)])
+    except Exception:  # noqa: BLE001 - a warm-up; the trials report any failure of the user's code
+        pass
+
+
+def _check_sample_fits(config: SweepConfig) -> None:
+    """UsageError before building a tensor dataset whose one sample cannot fit in memory (the
+    dataset allocates it, and the main process would be killed without a message)."""
+    from loaderbench.env import memory_available_bytes
+    from loaderbench.errors import UsageError
+
+    sample_bytes = 4 * math.prod(config.dataset.sample_shape)
+    available = memory_available_bytes()
+    if sample_bytes * 4 > available:
+        raise UsageError(
+            f"--sample-shape {','.join(map(str, config.dataset.sample_shape))}: one float32 sample is "
+            f"{sample_bytes / 2**30:,.1f} GiB and {available / 2**30:,.1f} GiB of memory is available; "
+            "give a smaller shape"
+        )
+
+
+def _sampler_kind(config: SweepConfig, dataset: Any, facts: WorkloadFacts) -> str:
+    """'sampler' or 'batch_sampler': what the user's `--sampler` factory makes for this dataset
+    (DataError when it cannot be made or yields nothing; UsageError for an IterableDataset,
+    which takes no sampler)."""
+    from loaderbench import datasets
+    from loaderbench.errors import DataError, UsageError
+    from loaderbench.sampling import call_factory, yields_batches
+
+    ref = config.dataset.sampler or ""
+    if facts.iterable:
+        raise UsageError(f"--sampler {ref}: the dataset is an IterableDataset, which takes no sampler; drop --sampler")
+    factory = datasets.load_callable(ref, "make_sampler", "--sampler")
+    bs = min(config.batch_size or (1,))
+    try:
+        made = call_factory(factory, dataset, batch_size=bs, seed=config.seed, rank=0, world_size=1)
+        return "batch_sampler" if yields_batches(made) else "sampler"
+    except Exception as exc:  # noqa: BLE001 - the user's code: one line naming it
+        raise DataError(
+            f"--sampler {ref}: making or drawing from the sampler failed with {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())}; check the factory (it is called with the dataset)"
+        ) from None
 
 
 def execute_sweep(
@@ -468,14 +576,17 @@ def execute_sweep(
     `distributed` (the job's layout, kept in the environment record).
     """
     from loaderbench.env import capture_environment, preflight_warnings
-    from loaderbench.results import check_writable
+    from loaderbench.results import check_result_path
 
     machine = machine or detect_machine()
     config = resolve_defaults(config, machine)
     now = _dt.datetime.now(_dt.timezone.utc)
     out = output or (Path(config.output) if config.output else default_output_path(config, now))
-    check_writable(out)
+    check_result_path(out)
+    check_baseline_settings(config, plan(config, machine))
     facts = validate_workload(config, machine, cache_dir=cache_dir)
+    if facts.sampler_kind:
+        config = replace(config, dataset=replace(config.dataset, sampler_kind=facts.sampler_kind))
     cuda_in_use = machine.cuda and config.measure.device != "cpu"
     environment = capture_environment(device_index=0 if cuda_in_use else None)
     if distributed is not None:

@@ -243,8 +243,8 @@ def _variant(change) -> ResultSet:
     [
         (lambda rs: rs.environment.update(fingerprint="0000deadbeef"), "different machine fingerprint"),
         (lambda rs: rs.environment.pop("fingerprint"), "machine fingerprint missing in cur"),
-        (lambda rs: rs.config["dataset"].update(io_ms=1.25), "different dataset/compute fingerprint"),
-        (lambda rs: rs.config["compute"].update(ms=4.0), "different dataset/compute fingerprint"),
+        (lambda rs: rs.config["dataset"].update(io_ms=1.25), "different dataset/compute (dataset.io_ms 1.0 vs 1.25;"),
+        (lambda rs: rs.config["compute"].update(ms=4.0), "different dataset/compute (compute.ms 2.0 vs 4.0;"),
         (lambda rs: rs.config.update(cache="cold"), "different cache state (as-is vs cold)"),
         (lambda rs: rs.config["measure"].update(cache="warm"), "different cache state (as-is vs warm)"),
         (lambda rs: rs.analysis.update(schema_migrated_from=0), "different loaderbench schema (version 1 vs 0)"),

@@ -30,6 +30,7 @@ EXPECTED_KEYS = {
     "cpu_affinity",
     "cpu_quota",
     "memory_total_bytes",
+    "memory_available_bytes",
     "shm",
     "fd_limit",
     "torch_sharing_strategy",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from loaderbench.analysis.knee import REPLICATED
 from loaderbench.config import build_config
 from loaderbench.isolation import Outcome
 from loaderbench.model import ComputeSpec
 from loaderbench.preflight import WorkloadFacts, oversubscription, shm_need_bytes, shm_verdict
-from loaderbench.stats import REPLICATED
 from loaderbench.sweep import Machine, resolve_defaults, run_sweep
+from tests import helpers
 from tests.helpers import settings, trial
 
 MACHINE = Machine(cuda=False, usable_cpus=2)
@@ -102,7 +103,7 @@ def test_replicated_iterable_configs_are_flagged_and_not_ranked(tmp_path):
     assert rs.recommendation.settings.num_workers == 0
     # Case C22: the advice must not call the only ranked config "the fastest measured" nor ask
     # for more workers (the faster rows count duplicates); the table says why those rows lose.
-    reason = rs.recommendation.reason
+    reason = helpers.reason(rs.recommendation)
     assert "It is also the fastest config ranked" in reason and "fastest config measured" not in reason
     assert "split its stream with torch.utils.data.get_worker_info(), then sweep again" in reason
     assert "try more workers" not in reason and "Estimate" not in reason
