@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 regression (compare/check), 2 usage / config / data / result
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,9 +29,11 @@ FORMATS = ("table", "json", "csv", "markdown")
 
 
 def _stdout(width: int | None = None) -> Console:
-    # Piped or redirected output keeps whole table rows (rich would otherwise assume 80 columns).
+    """The stdout console. Piped or redirected output takes its width from COLUMNS when set,
+    else 200 (rich would otherwise assume 80 and fold whole table rows)."""
     if width is None and not sys.stdout.isatty():
-        width = 200
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else 200
     return Console(width=width, soft_wrap=False, emoji=False)
 
 
@@ -52,11 +55,11 @@ def _guard(fn: Callable[[], Any]) -> Any:
         _fail(exc)
 
 
-def _render(rs: Any, fmt: str, console: Console) -> None:
+def _render(rs: Any, fmt: str, console: Console, *, wide: bool = False) -> None:
     from loaderbench import render
 
     if fmt == "table":
-        render.render_table(rs, console)
+        render.render_table(rs, console, wide=wide)
     elif fmt == "json":
         sys.stdout.write(render.to_json(rs) + "\n")
     elif fmt == "csv":
@@ -138,6 +141,8 @@ def sweep(
     cpu_ms: Annotated[str | None, typer.Option(help="tensor dataset: busy CPU ms per sample.")] = None,
     io_ms: Annotated[str | None, typer.Option(help="tensor dataset: sleep ms per sample (storage latency).")] = None,
     collate_fn: Annotated[str | None, typer.Option(help="MODULE:NAME of a collate function.")] = None,
+    sampler: Annotated[str | None, typer.Option(help="MODULE:FACTORY making your sampler or batch sampler from the dataset (map-style datasets).")] = None,
+    samples_per_batch: Annotated[str | None, typer.Option(help="Samples in every batch, when an item holds several (default: counted).")] = None,
     compute: Annotated[str | None, typer.Option(help="none | sleep:MS | spin:MS | model:NAME.")] = None,
     num_workers: Annotated[str | None, typer.Option(help="Comma list, default 0 and powers of two up to the usable CPUs.")] = None,
     pin_memory: Annotated[str | None, typer.Option(help="Comma list of off/on (default off,on).")] = None,
@@ -164,6 +169,7 @@ def sweep(
     output: Annotated[Path | None, typer.Option(help="Result JSON (default results/<label>-<time>.json).")] = None,
     format: Annotated[str, typer.Option("--format", help="What goes to stdout: table | json | csv | markdown.")] = "table",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every table column, whatever the terminal width.")] = False,
     plot: Annotated[bool, typer.Option("--plot", help="Also write a PNG plot beside the result file.")] = False,
     cache: Annotated[str | None, typer.Option(help="Page-cache state of a folder dataset before each config: as-is | cold | warm | both.")] = None,
     drop_caches: Annotated[bool, typer.Option("--drop-caches", help="With --cache cold, as root: drop all caches instead of per-file eviction.")] = False,
@@ -183,6 +189,8 @@ def sweep(
         ("dataset", "cpu_ms", cpu_ms, "--cpu-ms"),
         ("dataset", "io_ms", io_ms, "--io-ms"),
         ("dataset", "collate_fn", collate_fn, "--collate-fn"),
+        ("dataset", "sampler", sampler, "--sampler"),
+        ("dataset", "samples_per_batch", samples_per_batch, "--samples-per-batch"),
         ("compute", "step", compute, "--compute"),
         ("grid", "num_workers", num_workers, "--num-workers"),
         ("grid", "pin_memory", pin_memory, "--pin-memory"),
@@ -252,7 +260,7 @@ def sweep(
                     how = "stopped by the launcher (SIGTERM)" if info is not None else "stopped (SIGTERM)"
                 _report_interrupted(exc.output, fmt, how)
                 raise typer.Exit(130) from None
-        _render(rs, fmt, _stdout())
+        _render(rs, fmt, _stdout(), wide=wide)
         _stderr().print(f"results saved to {out}", highlight=False, markup=False)
         if not any(r.status == "ok" for r in rs.results):
             from loaderbench.errors import NothingMeasured
@@ -274,7 +282,7 @@ def _launch_ranks(value: str, info: Any, cfg: Any, output: Path | None) -> int:
     """`--nproc-per-node N`: check N and the output location here (one-line errors before any
     rank starts), then start the ranks; rank 0 prints and writes. Returns rank 0's exit code."""
     from loaderbench import distributed as dist
-    from loaderbench.results import check_writable
+    from loaderbench.results import check_result_path
 
     if info is not None:
         raise UsageError(
@@ -289,7 +297,7 @@ def _launch_ranks(value: str, info: Any, cfg: Any, output: Path | None) -> int:
         raise UsageError(f"--nproc-per-node: expected a whole number >= 1 (ranks on this node), got {value!r}")
     _check_layout(n, cfg, "--nproc-per-node")
     if output is not None:
-        check_writable(output)
+        check_result_path(output)
     if _ARGV is None:
         raise UsageError("--nproc-per-node needs the loaderbench command line (run `loaderbench sweep ...`)")
     code, message = dist.launch(n, _strip_option(_ARGV, "--nproc-per-node"))
@@ -360,9 +368,9 @@ def _execute(cfg: Any, output: Path | None, obs: Any, info: Any) -> Any:
 def _report_interrupted(output: Path, fmt: str, how: str = "interrupted") -> None:
     """After Ctrl-C / SIGTERM: render what finished (marked partial) and say where it is; `how`
     starts the message ("interrupted", "stopped (SIGTERM)", ...)."""
+    from loaderbench.analysis import analyze
     from loaderbench.errors import ResultsFormatError
     from loaderbench.results import read_results
-    from loaderbench.stats import analyze
 
     try:
         rs = read_results(output)
@@ -403,16 +411,17 @@ def _sigterm_as_interrupt() -> None:
 def show(
     result: Annotated[Path, typer.Argument(help="A result JSON written by `loaderbench sweep`.")],
     format: Annotated[str, typer.Option("--format", help="table | json | csv | markdown.")] = "table",
+    wide: Annotated[bool, typer.Option("--wide", help="Every table column, whatever the terminal width.")] = False,
 ) -> None:
     """Render a saved result again."""
+    from loaderbench.analysis import analyze
     from loaderbench.results import read_results
-    from loaderbench.stats import analyze
 
     def body() -> None:
         fmt = _check_format(format)
         rs = read_results(result)
         analyze(rs)  # statistics are re-derived from the raw per-batch samples
-        _render(rs, fmt, _stdout())
+        _render(rs, fmt, _stdout(), wide=wide)
 
     _guard(body)
 
@@ -423,8 +432,8 @@ def plot_command(
     output: Annotated[Path | None, typer.Option(help="PNG to write (default: RESULT with .png).")] = None,
 ) -> None:
     """Plot throughput and stall fraction against num_workers, ceilings and the knee marked."""
+    from loaderbench.analysis import analyze
     from loaderbench.results import read_results
-    from loaderbench.stats import analyze
 
     def body() -> None:
         from loaderbench.errors import OutputError
