@@ -615,7 +615,8 @@ def footer_lines(rs: ResultSet) -> list[str]:
         f = Finding.from_dict(fd)
         if f.kind == FindingKind.MEMORY_PER_WORKER.value:
             d = f.data
-            differs = ", ".join(f"{k} {a} vs {b}" for k, (a, b) in d.get("differs", {}).items())
+            differs = ", ".join(f"{k} {'default' if a is None else a} vs {'default' if b is None else b}"
+                                for k, (a, b) in d.get("differs", {}).items())
             out.append(
                 f"memory [{f.config}]: {d['mib_per_worker']:,.0f} MiB per worker (PSS) vs "
                 f"{d['ref_mib_per_worker']:,.0f} MiB with {d['ref_config']} ({differs}): this setting "

@@ -424,3 +424,27 @@ def test_otsu_splits_stalls_from_the_receive_floor():
     assert 0.0012 < threshold < 0.020
     assert low == pytest.approx((0.001 + 0.0012 + 0.0011 + 0.0009) / 4) and high == pytest.approx(0.021)
     assert split_threshold([0.001] * 5) is None
+
+
+def test_a_setting_that_multiplies_memory_per_worker_is_named_with_its_measured_mib():
+    from dataclasses import replace
+
+    from loaderbench import render
+
+    def row(s, pss_mib):
+        r = result(s, trial(0.0005, 0.012))
+        for t in r.trials:
+            t.memory_pss_bytes = int(pss_mib * 2**20)
+        summarize_config(r)
+        return r
+
+    # 0 workers: 300 MiB. 4 forked workers: 900 MiB, (900 - 300) / 4 = 150 MiB each; 4 spawned
+    # workers each import torch and hold a copy of the dataset: (2600 - 300) / 4 = 575 MiB each.
+    rs = ResultSet(config={}, environment={}, results=[
+        row(settings(0), 300), row(settings(4), 900), row(replace(settings(4), mp_context="spawn"), 2600)])
+    analyze(rs)
+    [f] = rs.analysis["config_findings"]
+    assert f["config"] == "w4-nopin-nopf-f2-once-b16-spawn"
+    assert f["data"]["mib_per_worker"] == pytest.approx(575) and f["data"]["ref_mib_per_worker"] == pytest.approx(150)
+    line = next(x for x in render.footer_lines(rs) if x.startswith("memory ["))
+    assert "575 MiB per worker (PSS) vs 150 MiB with w4-nopin-nopf-f2-once-b16 (mp_context spawn vs default)" in line

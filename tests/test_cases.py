@@ -215,3 +215,47 @@ def test_storage_max_seconds_must_be_finite(tmp_path):
     for value in ("inf", "nan"):
         res = runner.invoke(app, ["storage", str(tmp_path), "--max-seconds", value])
         assert res.exit_code == 2 and "--max-seconds: give a finite number" in res.output
+
+
+@pytest.mark.slow
+def test_an_iterable_dataset_counts_the_items_collated_and_says_when_items_are_several_samples(tmp_path):
+    # Each item is a chunk of 16 samples and the collate concatenates them: a batch of 4 items
+    # is 64 samples, which the items rule cannot know; the leaves (64 rows, not 4) say so.
+    common = ["--dataset", f"{FIX}:make_pre_batched_stream", "--collate-fn", f"{FIX}:collate_concat",
+              "--batch-size", "4", "--compute", "sleep:5", "--num-workers", "0", "--batches", "10", "--min-time", "0.3"]
+    res, data = sweep(tmp_path, *common, name="items.json")
+    assert res.exit_code == 0, res.output
+    [row] = data["results"]
+    t = row["trials"][0]
+    assert t["samples_rule"] == "items" and t["samples"] == 4 * len(t["step_s"])
+    assert any("no part of the batch has 4 rows (most common first dimension: 64)" in w for w in row["warnings"])
+    res2, data2 = sweep(tmp_path, *common, "--samples-per-batch", "64", name="given.json")
+    assert res2.exit_code == 0, res2.output
+    t2 = data2["results"][0]["trials"][0]
+    assert t2["samples_rule"] == "given" and t2["samples"] == 64 * len(t2["step_s"])
+    assert not data2["results"][0]["warnings"]
+
+
+@pytest.mark.slow
+def test_a_corrupt_image_names_its_file_and_index(tmp_path):
+    folder = tmp_path / "imgs"
+    assert runner.invoke(app, ["make-data", str(folder), "--images", "8", "--size", "64x48", "--classes", "2"]).exit_code == 0
+    bad = sorted(folder.rglob("*.jpg"))[3]
+    bad.write_bytes(bad.read_bytes()[:200])
+    res, data = sweep(tmp_path, "--data", str(folder), "--batch-size", "4", "--compute", "none",
+                      "--num-workers", "0", "--batches", "2", "--min-time", "0")
+    [row] = data["results"]
+    assert row["status"] == "failed"
+    assert f"({bad})" in row["error"] and "cannot load sample" in row["error"]
+
+
+def test_a_batch_that_cannot_fit_in_memory_is_skipped_with_the_fix(tmp_path):
+    # 3 x 1024 x 1024 float32 = 12 MiB per sample: a batch of 20,000 is 235 GiB, more than any
+    # machine here has; the config is skipped before it runs (the out-of-memory killer would
+    # otherwise take minutes and say nothing).
+    res, data = sweep(tmp_path, "--dataset", "tensor", "--sample-shape", "3,1024,1024", "--batch-size", "20000",
+                      "--compute", "sleep:1", "--num-workers", "0")
+    assert res.exit_code == 2  # nothing could be measured
+    [row] = data["results"]
+    assert row["status"] == "skipped" and row["error"].startswith("host memory: the batches of this config need about")
+    assert "lower batch_size, num_workers or prefetch_factor" in row["error"]
