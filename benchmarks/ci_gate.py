@@ -1,4 +1,4 @@
-"""Does the CI gate keep its promise on this machine? (issue 6)
+"""Does the CI gate keep its promise on this machine?
 
     python3 benchmarks/ci_gate.py [--checks 20] [--slowdown 1.25] [--config configs/ci.toml]
                                   [--workdir /tmp/ci-gate] [--out results/ci-gate.json]
@@ -19,9 +19,8 @@ slower. So the sweep here is configs/ci.toml with its `tensor` dataset replaced 
 slowed runs therefore do 25% more real per-sample work in `__getitem__`, exactly like a slower
 decode or a slower disk would.
 
-Each check runs in its own `python -m loaderbench check` process (or, before `check` is
-registered in cli.py, the same command through a two-command typer app), so exit codes are the
-real ones. Run it in the background: about 30 s per check on the 2-core development machine.
+Each check runs in its own `python -m loaderbench check` process, so exit codes are the real
+ones. Run it in the background: about 30 s per check on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -88,18 +87,8 @@ def gate_config_text(config_path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def check_is_registered() -> bool:
-    try:
-        from loaderbench.cli import app
-    except Exception:  # noqa: BLE001 (a broken cli.py: use the trampoline)
-        return False
-    return any(c.name == "check" for c in app.registered_commands)
-
-
 def check_argv() -> list[str]:
-    if check_is_registered():
-        return [sys.executable, "-m", "loaderbench", "check"]
-    return [sys.executable, str(Path(__file__).resolve()), "_check"]
+    return [sys.executable, "-m", "loaderbench", "check"]
 
 
 def run_check(argv: list[str], args: list[str], slowdown: float, log: Path) -> dict[str, Any]:
@@ -226,22 +215,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _trampoline(args: list[str]) -> None:
-    """`check` through a two-command typer app (until cli.py registers it)."""
-    sys.path.insert(0, str(ROOT))
-    import typer
-
-    from loaderbench.compare_cli import check_command, compare_command
-
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command("compare")(compare_command)
-    app.command("check")(check_command)
-    app(["check", *args], prog_name="loaderbench")
-
-
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "_check":
-        _trampoline(sys.argv[2:])
-    else:
-        sys.path.insert(0, str(ROOT))
-        raise SystemExit(main())
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Distributed sweeps on a GPU machine (issues 8 and 9). Logs and result files go under $OUT.
-# NVLink multicast stays off (the device machines' notes require it; harmless elsewhere).
-# Usage (device machine, repository root):
+# Distributed sweeps on a GPU host. Logs and result files go under $OUT.
+# NVLink multicast stays off (harmless where there is none).
+# Usage (GPU host, repository root):
 #   bash benchmarks/distributed_gpu.sh smoke     # GPU tests + a 2-rank ResNet-50 smoke sweep
 #   bash benchmarks/distributed_gpu.sh two       # configs/imagenet-resnet50.toml, one rank per GPU
 #   bash benchmarks/distributed_gpu.sh one       # the same grid (pin_memory on) on GPU 0 alone:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The wait-breakdown verdicts and their remedies on the GPU machine (docs/benchmarks.md, section
-# "Verdicts and remedies on the GPU"). Usage (device): bash benchmarks/gpu_cases.sh  (logs under $OUT)
+# The wait-breakdown verdicts and their remedies on a GPU host (docs/benchmarks.md, section
+# "Verdicts and remedies on the GPU"). Usage (GPU host): bash benchmarks/gpu_cases.sh  (logs under $OUT)
 #  1. an H2D copy on the step's path: 128 x 3x224x224 float32 (77 MB), 6 workers, pinned, a 30 ms
 #     GPU step, prefetcher off and on;
 #  2. a batch of 113 tiny tensors (16 images + 16 target dicts of 7 tensors), 2 workers, a 20 ms GPU

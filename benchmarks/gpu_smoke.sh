@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU smoke run on the device machine: GPU tests, `loaderbench env`, two small sweeps.
+# GPU smoke run on a GPU host: GPU tests, `loaderbench env`, two small sweeps.
 # Usage (device): bash benchmarks/gpu_smoke.sh   (writes logs under $OUT)
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1

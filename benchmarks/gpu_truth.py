@@ -1,16 +1,16 @@
-"""GPU truth benchmarks (issue 3, targets 1-3), run on the GPU machine:
+"""GPU truth benchmarks run on a GPU host:
 
     PYTHONPATH=. python3 benchmarks/gpu_truth.py --out $OUT/gpu_truth.json
 
 1. Timing attribution: a fast loader (~1 ms/batch) before a 50 ms GPU step must show a few ms
-   of data-wait, not 50 ms (a naive host timer is run beside it for contrast, case C23); a 30 ms
+   of data-wait, not 50 ms (a naive host timer is run beside it for contrast); a 30 ms
    loader before the same step must show ~0 with the prefetcher on.
 2. Instrumentation overhead: loaderbench's measured throughput for a config vs an uninstrumented
    loop over the same DataLoader and step, interleaved in one run (medians of 3 each).
 3. Prefetcher: a compute-bound config with pin + prefetch reaches >= 98% of the compute ceiling,
    and its copy reaches >= 90% of the pinned bandwidth `loaderbench env` measures.
 
-Each measurement uses loaderbench's own measurement code (`runner.measure_config`, the body of
+Each measurement uses loaderbench's own measurement code (`measure.trial.measure_config`, the body of
 every sweep's per-config process) in this process, one config after another.
 """
 
@@ -24,14 +24,14 @@ import time
 import torch
 from torch.utils.data import DataLoader, RandomSampler
 
-from loaderbench import stats
+from loaderbench.analysis import statistics as stats
 from loaderbench.bandwidth import measure_h2d_bandwidth
 from loaderbench.batch import move_to_device
 from loaderbench.compute import build_compute
 from loaderbench.datasets import TensorCostDataset
-from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec
+from loaderbench.measure.trial import measure_compute_ceiling, measure_config
+from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, TrialJob
 from loaderbench.prefetch import CUDAPrefetcher
-from loaderbench.runner import measure_compute_ceiling, measure_config
 
 
 def trial_row(name: str, trial, ceiling: float | None = None) -> dict:
@@ -53,7 +53,7 @@ def trial_row(name: str, trial, ceiling: float | None = None) -> dict:
 
 
 def naive_host_wait_ms(batch_size: int, io_ms: float, step_ms: float, n: int = 30) -> float:
-    """The naive timer of case C23: host clock around next() + a pageable .to(device), no sync
+    """The naive timer: host clock around next() + a pageable .to(device), no sync
     after the step. The pageable copy blocks until the queued step is done, so the step's time
     lands in 'data-wait'."""
     ds = TensorCostDataset(4096, (3, 32, 32), 0.0, io_ms)
@@ -105,7 +105,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="gpu_truth.json")
     args = ap.parse_args()
-    assert torch.cuda.is_available(), "run this on the GPU machine"
+    assert torch.cuda.is_available(), "run this on a host with a CUDA GPU"
     report: dict = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__}
 
     # --- 1. timing attribution ---------------------------------------------------------------
@@ -115,15 +115,15 @@ def main() -> None:
     m = MeasureSpec(batches=30, warmup_batches=5, min_time_s=1.5, timing="auto", device="cuda")
     rows = []
     s2 = LoaderSettings(2, True, False, 2, False, 32)
-    rows.append(trial_row("1a fast loader (~1 ms), 2 workers, spin:50, events", measure_config(s2, fast, spin50, m)))
-    rows.append(trial_row("1a same, --timing sync", measure_config(s2, fast, spin50, MeasureSpec(**{**m.to_dict(), "timing": "sync"}))))
+    rows.append(trial_row("1a fast loader (~1 ms), 2 workers, spin:50, events", measure_config(TrialJob(s2, fast, spin50, m))))
+    rows.append(trial_row("1a same, --timing sync", measure_config(TrialJob(s2, fast, spin50, MeasureSpec(**{**m.to_dict(), "timing": "sync"})))))
     naive = naive_host_wait_ms(32, 0.03, 50.0)
     for pf in (False, True):
         s0 = LoaderSettings(0, True, pf, None, False, 32)
         rows.append(trial_row(f"1b 30 ms loader (0 workers), spin:50, prefetch {'on' if pf else 'off'}, events",
-                              measure_config(s0, slow, spin50, m)))
+                              measure_config(TrialJob(s0, slow, spin50, m))))
         rows.append(trial_row(f"1b same, prefetch {'on' if pf else 'off'}, --timing sync",
-                              measure_config(s0, slow, spin50, MeasureSpec(**{**m.to_dict(), "timing": "sync"}))))
+                              measure_config(TrialJob(s0, slow, spin50, MeasureSpec(**{**m.to_dict(), "timing": "sync"})))))
     report["attribution"] = {"rows": rows, "naive_host_timer_wait_ms": round(naive, 2)}
 
     # --- 3. prefetcher in a compute-bound config; copy bandwidth ----------------------------
@@ -132,13 +132,13 @@ def main() -> None:
     big = DatasetSpec(kind="tensor", sample_shape=(3, 224, 224), num_samples=1024)
     spin20 = ComputeSpec(kind="spin", ms=20.0)
     m3 = MeasureSpec(batches=40, warmup_batches=5, min_time_s=2.0, device="cuda")
-    ceiling = measure_compute_ceiling(big, spin20, m3, 64)
+    ceiling = measure_compute_ceiling(TrialJob(LoaderSettings(0, False, False, None, False, 64), big, spin20, m3, kind="ceiling"))
     report["ceiling"] = ceiling
     rows3 = []
     for pin, pf in ((False, False), (True, False), (False, True), (True, True)):
         s = LoaderSettings(6, pin, pf, 2, False, 64)
         rows3.append(trial_row(f"3 tensor 3x224x224 f32, batch 64, 6 workers, pin {pin}, prefetch {pf}",
-                               measure_config(s, big, spin20, m3), ceiling["samples_per_s"]))
+                               measure_config(TrialJob(s, big, spin20, m3)), ceiling["samples_per_s"]))
     report["prefetcher"] = rows3
     best = rows3[-1]
     report["target3"] = {
@@ -151,7 +151,7 @@ def main() -> None:
     s = LoaderSettings(6, True, True, 2, False, 64)
     inst, plain = [], []
     for _ in range(3):
-        t = measure_config(s, big, spin20, MeasureSpec(batches=60, warmup_batches=10, min_time_s=2.0, device="cuda"))
+        t = measure_config(TrialJob(s, big, spin20, MeasureSpec(batches=60, warmup_batches=10, min_time_s=2.0, device="cuda")))
         inst.append(stats.trial_samples_per_s(t))
         plain.append(plain_loop_samples_per_s(s, big, spin20, warmup=10 + 12, batches=len(t.step_s)))
     report["overhead"] = {

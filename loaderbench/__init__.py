@@ -19,7 +19,7 @@ def __getattr__(name: str) -> Any:
 
         return CUDAPrefetcher
     if name == "load_results":
-        from loaderbench.results import load_results
+        from loaderbench.analysis.frame import load_results
 
         return load_results
     raise AttributeError(f"module 'loaderbench' has no attribute {name!r}")

@@ -198,6 +198,24 @@ def leading_sizes(batch: Any) -> list[int]:
 # internals
 
 
+def array_dims(batch: Any) -> set[int]:
+    """Every dimension size of every array leaf (tensor or numpy array) of `batch`.
+
+    >>> sorted(array_dims({"x": torch.zeros(3, 16), "y": torch.zeros(16)}))
+    [3, 16]
+    """
+    return {int(n) for leaf in _iter_leaves(batch, arrays=True) for n in leaf.shape}
+
+
+def array_rows(batch: Any) -> list[int]:
+    """The first dimension of every array leaf (tensor or numpy array, at least 1-d) of `batch`.
+
+    >>> array_rows((torch.zeros(12, 3), [torch.zeros(12)], 7))
+    [12, 12]
+    """
+    return [int(leaf.shape[0]) for leaf in _iter_leaves(batch, arrays=True) if leaf.ndim > 0]
+
+
 def _is_array(obj: Any) -> bool:
     """A torch tensor or a numpy array (numpy is imported only when one can be in the batch)."""
     if isinstance(obj, torch.Tensor):
@@ -345,7 +363,7 @@ class _Rebuilder:
         if type(obj) is dict:
             return items
         # A subclass may carry attributes and methods: clone it and update the clone (this is
-        # what torch's pin_memory does, and why C09's dict subclass must not become a dict).
+        # what torch's pin_memory does: a dict subclass with methods must not become a plain dict).
         try:
             if isinstance(obj, MutableMapping):
                 clone = copy.copy(obj)

@@ -3,7 +3,8 @@
 `build_compute(spec, device)` returns a `ComputeStep`: a callable `step(batch) -> None` with a
 `name`. On a GPU a step only *enqueues* its work and returns: it never synchronizes and never
 reads a value back (`.item()`), so the runner decides where the step boundary is timed (see
-NOTE [timing model] in runner.py, and case C23 for what goes wrong otherwise).
+NOTE [timing model] in measure/loop.py: a step that synchronised would hide queued GPU work from the
+loop, and one that did not would leak it into the next data-wait).
 
 Nothing heavy happens at import: torchvision is imported by `build_compute` for `model:` only.
 """
@@ -49,7 +50,7 @@ class ComputeStep(Protocol):
 def build_compute(spec: ComputeSpec, device: torch.device, *, distributed: bool = False) -> ComputeStep:
     """Build the step that `spec` describes, for batches on `device`.
 
-    `distributed` (a default process group is initialised, see distributed.RankGroup): the step
+    `distributed` (a default process group is initialised, see measure.ranks.RankGroup): the step
     ends with the gradient all-reduce, as in synchronous data-parallel training: a model is
     wrapped in DistributedDataParallel; `none`, `sleep:` and `spin:` are followed by an
     all-reduce of one element (`AllReduceStep`), which stands for it.
@@ -149,7 +150,7 @@ class SpinStep:
     `torch.cuda._sleep(cycles)` busy-waits a number of GPU clock cycles, so cycles per ms is
     measured at build (`cycles_per_ms`). A clock change afterwards (boost, thermal throttling)
     shifts the real duration; the runner times steps itself and never trusts `ms`. The kernel
-    occupies one block: NVML counts it as 100% "utilization" (C15) while the GPU is almost idle.
+    occupies one block: NVML counts it as 100% "utilization" while the GPU is almost idle.
     """
 
     def __init__(self, name: str, ms: float, device: torch.device) -> None:

@@ -1,6 +1,9 @@
 """Sweep configuration: defaults < TOML file < command-line flags, validated in one place.
 
-A TOML file has a few top-level keys and four tables (every key optional):
+Every knob is declared once, in OPTIONS (the grid axes come from model.GRID_AXES): its TOML
+section and key, its flag (`--` + key with dashes unless named otherwise), its parser, metavar,
+help and default. The TOML schema, the `sweep` command's flags and their --help are derived from
+it. A TOML file has a few top-level keys and four tables (every key optional):
 
     label = "quick"            # names the run in tables and compare
     baseline_settings = "num_workers=4,pin_memory=off"   # your current settings (headroom line)
@@ -16,201 +19,30 @@ A TOML file has a few top-level keys and four tables (every key optional):
     [measure]   batches, warmup_batches, min_time_s, max_batches, repeats, config_timeout_s,
                 tolerance, epoch_batches, cache, drop_caches, timing, device
 
-Flags use the same names with dashes (`--num-workers 0,2,4`). Every error names the file or flag,
-the key, and the allowed values (ConfigError / UsageError, exit code 2).
+Every error names the file or flag, the key, and the allowed values (ConfigError / UsageError,
+exit code 2).
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from loaderbench import kinds, parsers
 from loaderbench.errors import ConfigError
-from loaderbench.model import MP_CONTEXTS, ComputeSpec, DatasetSpec, MeasureSpec
+from loaderbench.model import GRID_AXES, ComputeSpec, DatasetSpec, MeasureSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-DATASET_KINDS = ("synthetic", "folder", "tensor")
 TIMINGS = ("auto", "events", "sync", "host")
 CACHE_STATES = ("as-is", "cold", "warm", "both")
-MAX_WORKERS = 1024
-MAX_BATCH = 1_000_000
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    """A validated sweep. `None` in `num_workers`, `batch_size` and `compute` means "pick the
-    default for this machine" (resolved by `sweep.resolve_defaults`)."""
-
-    dataset: DatasetSpec = field(default_factory=DatasetSpec)
-    compute: ComputeSpec | None = None
-    num_workers: tuple[int, ...] | None = None
-    pin_memory: tuple[bool, ...] = (False, True)
-    prefetch: tuple[bool, ...] = (False, True)
-    prefetch_factor: tuple[int, ...] = (2,)
-    persistent_workers: tuple[bool, ...] = (False,)
-    batch_size: tuple[int, ...] | None = None
-    mp_context: tuple[str | None, ...] = (None,)
-    worker_threads: tuple[int | None, ...] = (None,)
-    main_threads: tuple[int | None, ...] = (None,)
-    measure: MeasureSpec = field(default_factory=MeasureSpec)
-    repeats: int = 3
-    config_timeout_s: float = 600.0
-    tolerance: float = 0.05
-    cache: str = "as-is"
-    drop_caches: bool = False
-    label: str = ""
-    output: str | None = None
-    seed: int = 0
-    baseline_settings: dict[str, Any] = field(default_factory=dict)
-    source: str = "defaults"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The resolved config as saved in the result file."""
-        return {
-            "label": self.label,
-            "seed": self.seed,
-            "baseline_settings": dict(self.baseline_settings),
-            "dataset": self.dataset.to_dict(),
-            "compute": None if self.compute is None else self.compute.to_dict(),
-            "grid": {
-                "num_workers": None if self.num_workers is None else list(self.num_workers),
-                "pin_memory": list(self.pin_memory),
-                "prefetch": list(self.prefetch),
-                "prefetch_factor": list(self.prefetch_factor),
-                "persistent_workers": list(self.persistent_workers),
-                "batch_size": None if self.batch_size is None else list(self.batch_size),
-                "mp_context": list(self.mp_context),
-                "worker_threads": list(self.worker_threads),
-                "main_threads": list(self.main_threads),
-            },
-            "measure": {
-                **self.measure.to_dict(),
-                "repeats": self.repeats,
-                "config_timeout_s": self.config_timeout_s,
-                "tolerance": self.tolerance,
-                "cache": self.cache,
-                "drop_caches": self.drop_caches,
-            },
-            "source": self.source,
-        }
-
-
-# --- value parsers: each raises ValueError with the allowed values ------------------------------
-
-
-def _int(lo: int, hi: int) -> Callable[[Any], int]:
-    def parse(v: Any) -> int:
-        if isinstance(v, bool):
-            raise ValueError(f"expected an integer from {lo} to {hi}")
-        if isinstance(v, str):
-            v = v.strip()
-        try:
-            n = int(v)
-        except (TypeError, ValueError):
-            raise ValueError(f"expected an integer from {lo} to {hi}, got {v!r}") from None
-        if isinstance(v, float) and v != n:
-            raise ValueError(f"expected an integer from {lo} to {hi}, got {v!r}")
-        if not lo <= n <= hi:
-            raise ValueError(f"expected an integer from {lo} to {hi}, got {n}")
-        return n
-
-    return parse
-
-
-def _float(lo: float, hi: float) -> Callable[[Any], float]:
-    def parse(v: Any) -> float:
-        if isinstance(v, bool):
-            raise ValueError(f"expected a number from {lo:g} to {hi:g}")
-        try:
-            x = float(str(v).strip().rstrip("%")) / (100.0 if str(v).strip().endswith("%") else 1.0)
-        except ValueError:
-            raise ValueError(f"expected a number from {lo:g} to {hi:g}, got {v!r}") from None
-        if math.isnan(x) or not lo <= x <= hi:
-            raise ValueError(f"expected a number from {lo:g} to {hi:g}, got {v!r}")
-        return x
-
-    return parse
-
-
-def _bool(v: Any) -> bool:
-    if isinstance(v, bool):
-        return v
-    s = str(v).strip().lower()
-    if s in ("on", "true", "yes", "1"):
-        return True
-    if s in ("off", "false", "no", "0"):
-        return False
-    raise ValueError(f"expected on/off (or true/false), got {v!r}")
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
-    def parse(v: Any) -> str:
-        s = str(v).strip()
-        if s not in options:
-            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
-        return s
-
-    return parse
-
-
-def _str(v: Any) -> str:
-    if not isinstance(v, str):
-        raise ValueError(f"expected a string, got {v!r}")
-    return v
-
-
-def _list_of(item: Callable[[Any], Any], *, dedupe: bool = True) -> Callable[[Any], tuple[Any, ...]]:
-    def parse(v: Any) -> tuple[Any, ...]:
-        raw = [p for p in v.split(",")] if isinstance(v, str) else v
-        if not isinstance(raw, (list, tuple)):
-            raw = [raw]
-        raw = [p.strip() if isinstance(p, str) else p for p in raw]
-        if not raw or any(p == "" for p in raw):
-            raise ValueError("expected a non-empty comma list (e.g. 0,2,4)")
-        out: list[Any] = []
-        for p in raw:
-            x = item(p)
-            if not dedupe or x not in out:
-                out.append(x)
-        return tuple(out)
-
-    return parse
-
-
-def _mp_context(v: Any) -> str | None:
-    s = str(v).strip()
-    if s in ("default", "none", ""):
-        return None
-    if s not in MP_CONTEXTS:
-        raise ValueError(f"expected one of {', '.join(MP_CONTEXTS)}, got {v!r}")
-    return s
-
-
-def _size(v: Any) -> tuple[int, int]:
-    if isinstance(v, (list, tuple)) and len(v) == 2:
-        w, h = v
-    else:
-        parts = str(v).lower().replace(",", "x").split("x")
-        if len(parts) != 2:
-            raise ValueError(f"expected WxH such as 500x375, got {v!r}")
-        w, h = parts
-    return (_int(8, 16384)(w), _int(8, 16384)(h))
-
-
-def _shape(v: Any) -> tuple[int, ...]:
-    dims = _list_of(_int(1, 1 << 20), dedupe=False)(v)
-    if len(dims) > 8:
-        raise ValueError("expected at most 8 dimensions such as 3,64,64")
-    return dims
 
 
 def parse_compute(v: Any) -> ComputeSpec:
@@ -220,7 +52,7 @@ def parse_compute(v: Any) -> ComputeSpec:
         return ComputeSpec(kind="none")
     kind, _, arg = s.partition(":")
     if kind in ("sleep", "spin"):
-        ms = _float(0.0, 60_000.0)(arg) if arg else None
+        ms = parsers.float_in(0.0, 60_000.0)(arg) if arg else None
         if ms is None:
             raise ValueError(f"expected {kind}:MS with MS in milliseconds, e.g. {kind}:12")
         return ComputeSpec(kind=kind, ms=ms)
@@ -231,13 +63,15 @@ def parse_compute(v: Any) -> ComputeSpec:
 
 def _dataset_kind(v: Any) -> str:
     s = str(v).strip()
-    if s in DATASET_KINDS or (":" in s and all(s.partition(":")[::2])):
+    if (s in kinds.KINDS and s != "import") or (":" in s and all(s.partition(":")[::2])):
         return s
     hint = " (a folder of images: --data PATH)" if "/" in s or "\\" in s else ""
-    raise ValueError(f"expected synthetic, folder, tensor or MODULE:FACTORY, got {v!r}{hint}")
+    names = ", ".join(k for k in kinds.KINDS if k != "import")
+    raise ValueError(f"expected {names} or MODULE:FACTORY, got {v!r}{hint}")
 
 
-# --- the schema: section -> key -> parser ----------------------------------------------------
+_SETTING_PARSERS = {a.name: a.parse for a in GRID_AXES if a.name != "mp_context"}
+
 
 def _baseline_settings(v: Any) -> dict[str, Any]:
     """`num_workers=4,pin_memory=off` (or a TOML table) -> {"num_workers": 4, "pin_memory": False}."""
@@ -250,80 +84,183 @@ def _baseline_settings(v: Any) -> dict[str, Any]:
             if not sep or not key.strip():
                 raise ValueError(f"expected key=value pairs such as num_workers=4,pin_memory=off, got {v!r}")
             items.append((key.strip(), value.strip()))
-    parsers: dict[str, Callable[[Any], Any]] = {
-        "num_workers": _int(0, MAX_WORKERS), "pin_memory": _bool, "prefetch": _bool,
-        "prefetch_factor": _int(1, 1024), "persistent_workers": _bool, "batch_size": _int(1, MAX_BATCH),
-    }
     out: dict[str, Any] = {}
     for key, value in items:
-        if key not in parsers:
-            raise ValueError(f"unknown setting {key!r}; use {', '.join(parsers)}")
-        out[key] = parsers[key](value)
+        if key not in _SETTING_PARSERS:
+            raise ValueError(f"unknown setting {key!r}; use {', '.join(_SETTING_PARSERS)}")
+        out[key] = _SETTING_PARSERS[key](value)
     return out
 
 
-SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {
-    "": {"label": _str, "output": _str, "seed": _int(0, 2**31 - 1), "baseline_settings": _baseline_settings},
-    "dataset": {
-        "kind": _dataset_kind,
-        "data": _str,
-        "num_samples": _int(1, 100_000_000),
-        "image_size": _size,
-        "jpeg_quality": _int(1, 100),
-        "sample_shape": _shape,
-        "cpu_ms": _float(0.0, 60_000.0),
-        "io_ms": _float(0.0, 60_000.0),
-        "collate_fn": _str,
-        "sampler": _str,
-        "samples_per_batch": _int(1, 1_000_000_000),
-        "seed": _int(0, 2**31 - 1),
-        "kwargs": lambda v: v,
-    },
-    "compute": {"step": parse_compute},
-    "grid": {
-        "num_workers": _list_of(_int(0, MAX_WORKERS)),
-        "pin_memory": _list_of(_bool),
-        "prefetch": _list_of(_bool),
-        "prefetch_factor": _list_of(_int(1, 1024)),
-        "persistent_workers": _list_of(_bool),
-        "batch_size": _list_of(_int(1, MAX_BATCH)),
-        "mp_context": _list_of(_mp_context),
-        "worker_threads": _list_of(_int(1, 1024)),
-        "main_threads": _list_of(_int(1, 1024)),
-    },
-    "measure": {
-        "batches": _int(1, 1_000_000),
-        "warmup_batches": _int(0, 100_000),
-        "min_time_s": _float(0.0, 86_400.0),
-        "max_batches": _int(1, 10_000_000),
-        "repeats": _int(1, 100),
-        "config_timeout_s": _float(1.0, 7 * 86_400.0),
-        "tolerance": _float(0.0, 0.5),
-        "epoch_batches": _int(1, 100_000_000),
-        "cache": _choice(CACHE_STATES),
-        "drop_caches": _bool,
-        "timing": _choice(TIMINGS),
-        "device": _str,
-    },
-}
+@dataclass(frozen=True)
+class Option:
+    """One knob of a sweep: TOML `section` (`""` for the top level) and `key`, its parser, and
+    how the `sweep` command shows it. `flag` None derives `--` + key with dashes; `cli` False
+    keeps it TOML-only; `toggle` makes a bare on-flag (`--drop-caches`)."""
+
+    section: str
+    key: str
+    parse: Callable[[Any], Any]
+    metavar: str = "VALUE"
+    help: str = ""
+    flag: str | None = None
+    cli: bool = True
+    toggle: bool = False
+
+    @property
+    def flag_name(self) -> str:
+        return self.flag or "--" + self.key.replace("_", "-")
 
 
-# The [dataset] keys each kind uses (kind, collate_fn, sampler and samples_per_batch apply to
-# every kind); any other key given for a kind would be silently ignored, so it is an error.
-KIND_KEYS: dict[str, frozenset[str]] = {
-    "synthetic": frozenset({"num_samples", "image_size", "jpeg_quality", "seed"}),
-    "folder": frozenset({"data"}),
-    "tensor": frozenset({"num_samples", "sample_shape", "cpu_ms", "io_ms", "seed"}),
-    "import": frozenset({"kwargs"}),
-}
-COMMON_DATASET_KEYS = frozenset({"kind", "collate_fn", "sampler", "samples_per_batch"})
+def _grid_option(axis: Any) -> Option:
+    default = "" if axis.default is None or "default" in axis.help else (
+        f" (default {','.join(_show(v) for v in axis.default)})")
+    return Option("grid", axis.name, parsers.list_of(axis.parse), axis.metavar, axis.help[:-1] + default + ".")
 
 
-def flag_name(section: str, key: str) -> str:
-    """The command-line flag of a config key: `--num-workers` for grid.num_workers."""
-    special = {"min_time_s": "--min-time", "config_timeout_s": "--config-timeout", "step": "--compute",
-               "kind": "--dataset"}
-    return special.get(key, "--" + key.replace("_", "-"))
+def _show(v: Any) -> str:
+    return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("", "label", parsers.string, "NAME", "Name of this run (shown by show/compare)."),
+    Option("", "output", parsers.string, cli=False),
+    Option("", "seed", parsers.int_in(0, 2**31 - 1), "N", "Seed for data and sampling (default 0)."),
+    Option("", "baseline_settings", _baseline_settings, "K=V,...",
+           "Your current settings for the headroom line, e.g. num_workers=4,pin_memory=off (default: the first row)."),
+    Option("dataset", "kind", _dataset_kind, "KIND", "synthetic (default) | folder | tensor | MODULE:FACTORY.",
+           flag="--dataset"),
+    Option("dataset", "data", parsers.string, "PATH", "An image folder (implies --dataset folder)."),
+    Option("dataset", "num_samples", parsers.int_in(1, 100_000_000), "N",
+           "Samples in the synthetic/tensor dataset (default 512)."),
+    Option("dataset", "image_size", parsers.size, "WxH", "Synthetic image size (default 500x375)."),
+    Option("dataset", "jpeg_quality", parsers.int_in(1, 100), "Q", "Synthetic JPEG quality (default 90)."),
+    Option("dataset", "sample_shape", parsers.shape, "D,D,...", "tensor dataset sample shape (default 3,64,64)."),
+    Option("dataset", "cpu_ms", parsers.float_in(0.0, 60_000.0), "MS", "tensor dataset: busy CPU ms per sample (default 0)."),
+    Option("dataset", "io_ms", parsers.float_in(0.0, 60_000.0), "MS",
+           "tensor dataset: sleep ms per sample, storage latency (default 0)."),
+    Option("dataset", "collate_fn", parsers.string, "MODULE:NAME", "A collate function for your dataset."),
+    Option("dataset", "sampler", parsers.string, "MODULE:FACTORY",
+           "Your sampler or batch sampler, made from the dataset (map-style datasets)."),
+    Option("dataset", "samples_per_batch", parsers.int_in(1, 1_000_000_000), "N",
+           "Samples in every batch, when an item holds several (default: counted)."),
+    Option("dataset", "seed", parsers.int_in(0, 2**31 - 1), cli=False),
+    Option("dataset", "kwargs", parsers.any_value, cli=False),
+    Option("compute", "step", parse_compute, "STEP",
+           "none | sleep:MS | spin:MS | model:NAME (default model:resnet50 with a GPU, sleep:100 without).",
+           flag="--compute"),
+    *(_grid_option(a) for a in GRID_AXES),
+    Option("measure", "batches", parsers.int_in(1, 1_000_000), "N", "Measured batches per config, at least (default 10)."),
+    Option("measure", "warmup_batches", parsers.int_in(0, 100_000), "N",
+           "Batches dropped after the first (raised to workers x prefetch_factor; default 3)."),
+    Option("measure", "min_time_s", parsers.float_in(0.0, 86_400.0), "S",
+           "Measure at least this many seconds per config (default 1).", flag="--min-time"),
+    Option("measure", "max_batches", parsers.int_in(1, 10_000_000), "N",
+           "Measure at most this many batches per config (default 10000)."),
+    Option("measure", "repeats", parsers.int_in(1, 100), "N", "Fresh-process repeats per config, interleaved (default 3)."),
+    Option("measure", "config_timeout_s", parsers.float_in(1.0, 7 * 86_400.0), "S",
+           "Watchdog seconds per config: kills its process tree (default 600).", flag="--config-timeout"),
+    Option("measure", "tolerance", parsers.float_in(0.0, 0.5), "FRACTION",
+           "Knee tolerance against the best, e.g. 5% or 0.05 (default 5%)."),
+    Option("measure", "epoch_batches", parsers.int_in(1, 100_000_000), "N",
+           "Batches per epoch, to weigh worker start-up (default: dataset length / batch size)."),
+    Option("measure", "cache", parsers.choice(CACHE_STATES), "STATE",
+           "Page-cache state of a folder dataset before each config: as-is | cold | warm | both (default as-is)."),
+    Option("measure", "drop_caches", parsers.boolean, help="With --cache cold, as root: drop all caches instead of per-file eviction.",
+           toggle=True),
+    Option("measure", "timing", parsers.choice(TIMINGS), "HOW", "auto | events | sync | host (default auto)."),
+    Option("measure", "device", parsers.string, "DEVICE", "auto | cpu | cuda | cuda:N (default auto)."),
+)
+SCHEMA: dict[str, dict[str, Callable[[Any], Any]]] = {}
+for _o in OPTIONS:
+    SCHEMA.setdefault(_o.section, {})[_o.key] = _o.parse
+_BY_SECTION = {(o.section, o.key): o for o in OPTIONS}
+
+
+def option(section: str, key: str) -> Option:
+    """The Option of a TOML key (KeyError when there is none)."""
+    return _BY_SECTION[(section, key)]
+
+
+# The keys in [measure] that are not MeasureSpec fields but sweep-level settings.
+_SWEEP_MEASURE_KEYS = {"repeats": 3, "config_timeout_s": 600.0, "tolerance": 0.05, "cache": "as-is", "drop_caches": False}
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A validated sweep. `grid` maps every axis of model.GRID_AXES to its values; None (for
+    num_workers and batch_size) and a None `compute` mean "pick the default for this machine"
+    (sweep.resolve_defaults)."""
+
+    dataset: DatasetSpec = field(default_factory=DatasetSpec)
+    compute: ComputeSpec | None = None
+    grid: dict[str, tuple[Any, ...] | None] = field(default_factory=lambda: {a.name: a.default for a in GRID_AXES})
+    measure: MeasureSpec = field(default_factory=MeasureSpec)
+    repeats: int = 3
+    config_timeout_s: float = 600.0
+    tolerance: float = 0.05
+    cache: str = "as-is"
+    drop_caches: bool = False
+    label: str = ""
+    output: str | None = None
+    seed: int = 0
+    baseline_settings: dict[str, Any] = field(default_factory=dict)
+    source: str = "defaults"
+
+    def with_grid(self, **axes: tuple[Any, ...] | None) -> SweepConfig:
+        """A copy with some grid axes replaced."""
+        return replace(self, grid={**self.grid, **axes})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved config as saved in the result file."""
+        return {
+            "label": self.label,
+            "seed": self.seed,
+            "baseline_settings": dict(self.baseline_settings),
+            "dataset": self.dataset.to_dict(),
+            "compute": None if self.compute is None else self.compute.to_dict(),
+            "grid": {a.name: None if self.grid.get(a.name) is None else list(self.grid[a.name])  # type: ignore[arg-type]
+                     for a in GRID_AXES},
+            "measure": {
+                **self.measure.to_dict(),
+                "repeats": self.repeats,
+                "config_timeout_s": self.config_timeout_s,
+                "tolerance": self.tolerance,
+                "cache": self.cache,
+                "drop_caches": self.drop_caches,
+            },
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepConfig:
+        """The config `to_dict` wrote (a result file's `config`), values parsed again; keys a
+        later version added take their defaults. Raises ConfigError for a value that no longer
+        parses."""
+        grid_raw = d.get("grid") or {}
+        grid: dict[str, tuple[Any, ...] | None] = {}
+        for a in GRID_AXES:
+            values = grid_raw.get(a.name, a.default)
+            grid[a.name] = None if values is None else tuple(
+                v if v is None else a.parse(v) for v in values)
+        measure_raw = dict(d.get("measure") or {})
+        extra = {k: measure_raw.pop(k, v) for k, v in _SWEEP_MEASURE_KEYS.items()}
+        compute = d.get("compute")
+        return cls(
+            dataset=DatasetSpec.from_dict(d.get("dataset") or {}),
+            compute=None if compute is None else ComputeSpec.from_dict(compute),
+            grid=grid,
+            measure=MeasureSpec.from_dict(measure_raw),
+            repeats=int(extra["repeats"]),
+            config_timeout_s=float(extra["config_timeout_s"]),
+            tolerance=float(extra["tolerance"]),
+            cache=str(extra["cache"]),
+            drop_caches=bool(extra["drop_caches"]),
+            label=str(d.get("label") or ""),
+            seed=int(d.get("seed") or 0),
+            baseline_settings=dict(d.get("baseline_settings") or {}),
+            source=str(d.get("source") or "saved config"),
+        )
 
 
 def _describe(section: str) -> str:
@@ -374,9 +311,9 @@ def parse_sections(raw: dict[str, Any], *, source: str) -> dict[str, dict[str, A
                 f"{_describe('')} and tables [{'], ['.join(tables)}]"
             )
         for k, v in section_items:
-            parsers = SCHEMA[section]
-            if k not in parsers:
-                close = difflib.get_close_matches(k, list(parsers), n=1)
+            parsers_ = SCHEMA[section]
+            if k not in parsers_:
+                close = difflib.get_close_matches(k, list(parsers_), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise ConfigError(
                     f"{source}: unknown key '{_where(section, k)}'{hint}; allowed in "
@@ -385,7 +322,7 @@ def parse_sections(raw: dict[str, Any], *, source: str) -> dict[str, dict[str, A
             if section == "dataset" and k == "kwargs" and not isinstance(v, dict):
                 raise ConfigError(f"{source}: dataset.kwargs must be a table of keyword arguments")
             try:
-                out[section][k] = parsers[k](v)
+                out[section][k] = parsers_[k](v)
             except ValueError as exc:
                 raise ConfigError(f"{source}: {_where(section, k)}: {exc}") from None
     return out
@@ -397,7 +334,8 @@ def build_config(
     """defaults < TOML file < `overrides` (already parsed flag values, same section layout).
 
     Raises ConfigError for a bad file and for combinations that cannot work (a folder dataset
-    without a data path, a data path for a dataset that takes none).
+    without a data path, a data path for a dataset that takes none, a key the dataset kind does
+    not use).
     """
     sections: dict[str, dict[str, Any]] = {s: {} for s in SCHEMA}
     source = "command line"
@@ -414,13 +352,12 @@ def build_config(
     ds = dict(sections["dataset"])
     kind = ds.pop("kind", "synthetic")
     data = ds.pop("data", None)
-    if ":" in kind and kind not in DATASET_KINDS:
+    factory = None
+    if kinds.kind_name(kind) == "import":
         factory, kind = kind, "import"
-    else:
-        factory = None
-    if kind == "folder" and not data:
-        raise ConfigError(f"{source}: dataset 'folder' needs a path: --data PATH (or dataset.data)")
-    if data and kind in ("synthetic", "tensor"):
+    if kinds.KINDS[kind].in_files and not data:
+        raise ConfigError(f"{source}: dataset '{kind}' needs a path: --data PATH (or dataset.data)")
+    if data and not kinds.KINDS[kind].in_files:
         # A data path implies the folder dataset unless something else was asked for explicitly.
         if "kind" in sections["dataset"]:
             raise ConfigError(f"{source}: --data (dataset.data) is for --dataset folder, not '{kind}'")
@@ -429,11 +366,7 @@ def build_config(
 
     top = sections[""]
     measure_kv = dict(sections["measure"])
-    repeats = measure_kv.pop("repeats", 3)
-    timeout = measure_kv.pop("config_timeout_s", 600.0)
-    tolerance = measure_kv.pop("tolerance", 0.05)
-    cache = measure_kv.pop("cache", "as-is")
-    drop_caches = measure_kv.pop("drop_caches", False)
+    extra = {k: measure_kv.pop(k, v) for k, v in _SWEEP_MEASURE_KEYS.items()}
     if "device" in measure_kv:
         dev = measure_kv["device"]
         if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
@@ -444,25 +377,16 @@ def build_config(
             f"{source}: --max-batches {measure.max_batches} is below --batches {measure.batches}: "
             "the window could never reach --batches; raise --max-batches or lower --batches"
         )
-    grid = sections["grid"]
     return SweepConfig(
         dataset=dataset,
         compute=sections["compute"].get("step"),
-        num_workers=grid.get("num_workers"),
-        pin_memory=grid.get("pin_memory", (False, True)),
-        prefetch=grid.get("prefetch", (False, True)),
-        prefetch_factor=grid.get("prefetch_factor", (2,)),
-        persistent_workers=grid.get("persistent_workers", (False,)),
-        batch_size=grid.get("batch_size"),
-        mp_context=grid.get("mp_context", (None,)),
-        worker_threads=grid.get("worker_threads", (None,)),
-        main_threads=grid.get("main_threads", (None,)),
+        grid={a.name: sections["grid"].get(a.name, a.default) for a in GRID_AXES},
         measure=measure,
-        repeats=repeats,
-        config_timeout_s=timeout,
-        tolerance=tolerance,
-        cache=cache,
-        drop_caches=drop_caches,
+        repeats=extra["repeats"],
+        config_timeout_s=extra["config_timeout_s"],
+        tolerance=extra["tolerance"],
+        cache=extra["cache"],
+        drop_caches=extra["drop_caches"],
         label=top.get("label", Path(config_path).stem if config_path else ""),
         output=top.get("output"),
         seed=top.get("seed", 0),
@@ -474,16 +398,16 @@ def build_config(
 def _check_dataset_keys(ds: dict[str, Any], from_file: dict[str, Any], source: str) -> None:
     """ConfigError for a [dataset] key (or its flag) that the dataset kind would ignore."""
     kind = ds.get("kind", "synthetic")
-    if "data" in ds and kind in ("synthetic", "tensor") and "kind" not in ds:
+    if "data" in ds and not kinds.KINDS.get(kinds.kind_name(kind), kinds.KINDS["import"]).in_files and "kind" not in ds:
         kind = "folder"  # --data alone implies the folder dataset
-    kind_name = "import" if ":" in kind and kind not in KIND_KEYS else kind
-    allowed = KIND_KEYS.get(kind_name, frozenset()) | COMMON_DATASET_KEYS
+    name = kinds.kind_name(kind)
+    allowed = kinds.KINDS[name].keys | kinds.COMMON_KEYS
     for key in ds:
-        if key in allowed or (key == "data" and kind_name in ("synthetic", "tensor")):
-            continue  # a data path with an explicit in-memory kind has its own message below
-        users = [k for k, keys in KIND_KEYS.items() if key in keys]
-        where = f"{source}: dataset.{key}" if key in from_file and ds[key] == from_file[key] else flag_name("dataset", key)
-        shown = "MODULE:FACTORY" if kind_name == "import" else kind_name
+        if key in allowed or (key == "data" and not kinds.KINDS[name].in_files):
+            continue  # a data path with an explicit in-memory kind has its own message in build_config
+        users = [k for k, spec in kinds.KINDS.items() if key in spec.keys]
+        where = f"{source}: dataset.{key}" if key in from_file and ds[key] == from_file[key] else option("dataset", key).flag_name
+        shown = "MODULE:FACTORY" if name == "import" else name
         raise ConfigError(
             f"{where} applies to the {' and '.join('MODULE:FACTORY' if u == 'import' else u for u in users)} "
             f"dataset{'s' if len(users) > 1 else ''}, not {shown}: drop it, or choose that dataset with --dataset"

@@ -10,8 +10,6 @@ argument value), each with a one-line message that names the path or name and th
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import importlib
 import io
 import json
@@ -31,20 +29,19 @@ from PIL import Image, ImageDraw
 from torch.utils.data import Dataset, IterableDataset
 
 from loaderbench.errors import DataError, UsageError
+from loaderbench.kinds import GENERATOR_VERSION, KINDS
 from loaderbench.model import DatasetSpec
 
 if TYPE_CHECKING:
     import torchvision
 
 __all__ = [
-    "DATASET_KINDS",
     "IMAGE_SIZE",
     "NUM_CLASSES",
     "SyntheticJPEGDataset",
     "TensorCostDataset",
     "build_collate_fn",
     "build_dataset",
-    "dataset_fingerprint",
     "default_cache_dir",
     "imagenet_train_transform",
     "load_factory",
@@ -60,12 +57,6 @@ IMAGE_SIZE = 224
 NUM_CLASSES = 1000
 """Number of labels the synthetic datasets cycle through (label = index % NUM_CLASSES)."""
 
-DATASET_KINDS = ("synthetic", "folder", "tensor", "import")
-
-# Bumped whenever `_synthetic_jpeg` would produce different bytes for the same arguments: it is
-# part of the cache key and of the fingerprint, so a stale cache is never read and runs made with a
-# different generator are not compared as equal.
-_GENERATOR_VERSION = 1
 
 _CACHE_MAGIC = b"LBJPEG01"
 _CACHE_FORMAT = 1
@@ -130,7 +121,7 @@ def _validate_image_args(image_size: Sequence[int], quality: int, seed: int) -> 
 
 def _synthetic_jpeg(seed: int, index: int, width: int, height: int, quality: int) -> bytes:
     """One deterministic natural-looking RGB JPEG of `width` x `height` (see the NOTE above)."""
-    rng = np.random.default_rng([seed, index, _GENERATOR_VERSION])
+    rng = np.random.default_rng([seed, index, GENERATOR_VERSION])
     grain = int(rng.integers(5, 12))  # +- grey levels of per-pixel noise
     texture = int(rng.integers(20, 46))  # +- grey levels of mid-frequency texture
 
@@ -198,7 +189,7 @@ def default_cache_dir() -> Path:
 
 
 def _cache_file(cache_dir: Path, num_samples: int, width: int, height: int, q: int, s: int) -> Path:
-    name = f"synthetic-g{_GENERATOR_VERSION}-n{num_samples}-{width}x{height}-q{q}-s{s}.jpegs"
+    name = f"synthetic-g{GENERATOR_VERSION}-n{num_samples}-{width}x{height}-q{q}-s{s}.jpegs"
     return cache_dir / name
 
 
@@ -232,7 +223,7 @@ def _read_cache(
         lengths = [int(n) for n in header["lengths"]]
         expected = {
             "format": _CACHE_FORMAT,
-            "generator": _GENERATOR_VERSION,
+            "generator": GENERATOR_VERSION,
             "num_samples": num_samples,
             "image_size": [width, height],
             "quality": quality,
@@ -259,7 +250,7 @@ def _write_cache(path: Path, jpegs: list[bytes], width: int, height: int, qualit
     header = json.dumps(
         {
             "format": _CACHE_FORMAT,
-            "generator": _GENERATOR_VERSION,
+            "generator": GENERATOR_VERSION,
             "num_samples": len(jpegs),
             "image_size": [width, height],
             "quality": quality,
@@ -621,74 +612,45 @@ def build_collate_fn(spec: DatasetSpec) -> Callable[[list[Any]], Any] | None:
 # --------------------------------------------------------------------------------------------
 
 
-def build_dataset(spec: DatasetSpec, *, cache_dir: Path | None = None) -> Dataset[Any]:
-    """Build the dataset `spec` describes (dispatch on `spec.kind`).
+def build_synthetic(spec: DatasetSpec, cache_dir: Path | None) -> Dataset[Any]:
+    """`SyntheticJPEGDataset` over `spec.num_samples` JPEGs (cached in `cache_dir`, default
+    `default_cache_dir()`); items `(uint8 (3, 224, 224), int)`."""
+    jpegs = load_synthetic_jpegs(spec.num_samples, spec.image_size, spec.jpeg_quality, spec.seed, cache_dir=cache_dir)
+    return SyntheticJPEGDataset(jpegs)
 
-    - `synthetic`: `SyntheticJPEGDataset` over `spec.num_samples` JPEGs (cached in `cache_dir`,
-      default `default_cache_dir()`); items `(uint8 (3, 224, 224), int)`.
-    - `folder`: `load_image_folder(spec.data_path)`; items `(uint8 (3, 224, 224), int)`.
-    - `tensor`: `TensorCostDataset`; items `(float32 spec.sample_shape, int)`.
-    - `import`: `load_factory(spec.factory, spec.kwargs)`; items are whatever the factory's are.
+
+def build_folder(spec: DatasetSpec, cache_dir: Path | None) -> Dataset[Any]:
+    """`load_image_folder(spec.data_path)`; items `(uint8 (3, 224, 224), int)`."""
+    if not spec.data_path:
+        raise DataError("dataset kind 'folder' needs a folder; pass --data PATH")
+    folder: Dataset[Any] = load_image_folder(spec.data_path)
+    return folder
+
+
+def build_tensor(spec: DatasetSpec, cache_dir: Path | None) -> Dataset[Any]:
+    """`TensorCostDataset`; items `(float32 spec.sample_shape, int)`."""
+    return TensorCostDataset(spec.num_samples, spec.sample_shape, spec.cpu_ms, spec.io_ms, seed=spec.seed)
+
+
+def build_import(spec: DatasetSpec, cache_dir: Path | None) -> Dataset[Any]:
+    """`load_factory(spec.factory, spec.kwargs)`; items are whatever the factory's are."""
+    if not spec.factory:
+        raise DataError("dataset kind 'import' needs a factory; pass --dataset MODULE:FACTORY")
+    return load_factory(spec.factory, dict(spec.kwargs))
+
+
+def build_dataset(spec: DatasetSpec, *, cache_dir: Path | None = None) -> Dataset[Any]:
+    """Build the dataset `spec` describes with its kind's builder (kinds.KINDS).
 
     Raises `DataError` for an unknown kind, a missing `data_path`/`factory`, or anything the
     per-kind builders raise; `UsageError` for invalid sizes or counts.
     """
-    kind = spec.kind
-    if kind == "synthetic":
-        jpegs = load_synthetic_jpegs(
-            spec.num_samples, spec.image_size, spec.jpeg_quality, spec.seed, cache_dir=cache_dir
-        )
-        return SyntheticJPEGDataset(jpegs)
-    if kind == "folder":
-        if not spec.data_path:
-            raise DataError("dataset kind 'folder' needs a folder; pass --data PATH")
-        folder: Dataset[Any] = load_image_folder(spec.data_path)
-        return folder
-    if kind == "tensor":
-        return TensorCostDataset(spec.num_samples, spec.sample_shape, spec.cpu_ms, spec.io_ms, seed=spec.seed)
-    if kind == "import":
-        if not spec.factory:
-            raise DataError("dataset kind 'import' needs a factory; pass --factory MODULE:CALLABLE")
-        return load_factory(spec.factory, dict(spec.kwargs))
-    raise DataError(f"unknown dataset kind {kind!r}; use one of {', '.join(DATASET_KINDS)}")
-
-
-def dataset_fingerprint(spec: DatasetSpec) -> str:
-    """A short (12 hex digits) stable hash of what defines the workload of `spec`.
-
-    Only the fields that change what the loader does for this kind count: e.g. the seed of a
-    `tensor` dataset or the image size of a `folder` one do not. It also covers the synthetic
-    generator version and the transform. Pure: reads no files. Two specs with the same fingerprint
-    load the same data with the same per-item work, so their runs are comparable.
-    """
-    d: dict[str, Any] = {"kind": spec.kind, "collate_fn": spec.collate_fn}
-    if spec.kind == "synthetic":
-        d.update(
-            num_samples=spec.num_samples,
-            image_size=list(spec.image_size),
-            jpeg_quality=spec.jpeg_quality,
-            seed=spec.seed,
-            generator=_GENERATOR_VERSION,
-            transform=f"imagenet_train_{IMAGE_SIZE}",
-        )
-    elif spec.kind == "folder":
-        d.update(
-            data_path=os.path.normpath(spec.data_path) if spec.data_path else None,
-            transform=f"imagenet_train_{IMAGE_SIZE}",
-        )
-    elif spec.kind == "tensor":
-        d.update(
-            num_samples=spec.num_samples,
-            sample_shape=list(spec.sample_shape),
-            cpu_ms=float(spec.cpu_ms),
-            io_ms=float(spec.io_ms),
-        )
-    elif spec.kind == "import":
-        d.update(factory=spec.factory, kwargs=spec.kwargs)
-    else:
-        d.update({k: v for k, v in dataclasses.asdict(spec).items() if k not in d})
-    canonical = json.dumps(d, sort_keys=True, separators=(",", ":"), default=repr)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
+    kind = KINDS.get(spec.kind)
+    if kind is None:
+        raise DataError(f"unknown dataset kind {spec.kind!r}; use one of {', '.join(KINDS)}")
+    module, _, name = kind.builder.partition(":")
+    builder: Callable[[DatasetSpec, Path | None], Dataset[Any]] = getattr(importlib.import_module(module), name)
+    return builder(spec, cache_dir)
 
 
 # --------------------------------------------------------------------------------------------

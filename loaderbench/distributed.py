@@ -34,12 +34,13 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from loaderbench.isolation import Outcome, job_spec, run_isolated
-from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, Trial
+from loaderbench.measure.isolation import Outcome, run_isolated
+from loaderbench.model import Note, Trial, TrialJob
+from loaderbench.processes import signal_name
 
 STOPPED = "stopped because another rank failed"
 _STORE_PREFIX = "loaderbench/"
@@ -107,15 +108,6 @@ class RankInfo:
         )
 
 
-def cpus_per_rank(usable_cpus: int, ranks_per_node: int) -> int:
-    """The CPUs one rank's loader may use: the node's usable CPUs shared by its ranks (at least 1).
-
-    >>> cpus_per_rank(32, 2), cpus_per_rank(2, 2), cpus_per_rank(3, 4)
-    (16, 1, 1)
-    """
-    return max(1, usable_cpus // max(1, ranks_per_node))
-
-
 def check_ranks(ranks_per_node: int, *, gpus: int, usable_cpus: int, device: str, flag: str) -> None:
     """Refuse a layout that cannot be measured: more ranks on this node than its GPUs when the
     step runs on CUDA (one GPU per rank, cuda:LOCAL_RANK), or than its usable CPUs (each rank's
@@ -142,7 +134,7 @@ def check_ranks(ranks_per_node: int, *, gpus: int, usable_cpus: int, device: str
 def slowest(trials: list[Trial]) -> int:
     """Index of the rank that held the job back: the highest stall fraction (data-wait share of
     its step time); ties go to the lower throughput, then the lower rank."""
-    from loaderbench.stats import trial_samples_per_s, trial_stall_fraction
+    from loaderbench.analysis.statistics import trial_samples_per_s, trial_stall_fraction
 
     return max(
         range(len(trials)),
@@ -167,10 +159,10 @@ def merge_trials(trials: list[Trial]) -> Trial:
     if not trials:
         raise ValueError("merge_trials needs at least one rank's trial")
     k = slowest(trials)
-    notes: list[str] = []
+    notes: list[Note] = []
     for r, t in enumerate(trials):
         for note in t.notes:
-            tagged = note if len(trials) == 1 else f"rank {r}: {note}"
+            tagged = note if len(trials) == 1 else Note(note.kind, f"rank {r}: {note.message}")
             if tagged not in notes:
                 notes.append(tagged)
     own = [replace(t, rank=r, world_size=len(trials), rank_trials=[]).to_dict() for r, t in enumerate(trials)]
@@ -356,7 +348,7 @@ def _wait_key(store: Any, key: str, timeout_s: float | None, poll_s: float = 0.0
 
 
 def _measure_rank(
-    store: Any, info: RankInfo, trial_id: int, job: dict[str, Any], on_batch: Callable[[int], None] | None
+    store: Any, info: RankInfo, trial_id: int, job: TrialJob, on_batch: Callable[[int], None] | None
 ) -> Outcome:
     """Run this rank's measuring process for one trial; stop it early when another rank failed."""
     abort_key = f"abort/{trial_id}"
@@ -367,27 +359,16 @@ def _measure_rank(
         except Exception:  # noqa: BLE001 - a store that went away: let the watchdog decide
             return None
 
-    outcome = run_isolated(
-        LoaderSettings.from_dict(job["settings"]),
-        DatasetSpec.from_dict(job["dataset"]),
-        ComputeSpec.from_dict(job["compute"]),
-        MeasureSpec.from_dict(job["measure"]),
-        timeout_s=float(job["timeout_s"]),
-        cache_dir=job.get("cache_dir"),
-        seed=int(job.get("seed", 0)),
-        on_batch=on_batch,
-        kind=job.get("kind", "config"),
-        distributed={
-            "rank": info.rank,
-            "world_size": info.world_size,
-            "local_rank": info.local_rank,
-            "store_host": info.master_addr,
-            "store_port": info.master_port,
-            "prefix": f"{_STORE_PREFIX}trial/{trial_id}/",
-            "timeout_s": float(job["timeout_s"]),
-        },
-        stop_reason=stop_reason,
-    )
+    rank_job = replace(job, distributed={
+        "rank": info.rank,
+        "world_size": info.world_size,
+        "local_rank": info.local_rank,
+        "store_host": info.master_addr,
+        "store_port": info.master_port,
+        "prefix": f"{_STORE_PREFIX}trial/{trial_id}/",
+        "timeout_s": job.timeout_s,
+    })
+    outcome = run_isolated(rank_job, on_batch=on_batch, stop_reason=stop_reason)
     if outcome.status != "ok" and outcome.error != STOPPED:
         store.set(abort_key, f"rank {info.rank}: {outcome.error}")
     store.set(f"outcome/{trial_id}/{info.rank}", json.dumps(_outcome_to_dict(outcome)))
@@ -422,39 +403,25 @@ class DistributedRunner:
                 )
             time.sleep(poll_s)
 
-    def __call__(
-        self,
-        settings: LoaderSettings,
-        dataset: DatasetSpec,
-        compute: ComputeSpec,
-        measure: MeasureSpec,
-        *,
-        timeout_s: float,
-        cache_dir: str | None = None,
-        seed: int = 0,
-        on_batch: Callable[[int], None] | None = None,
-        kind: str = "config",
-    ) -> Outcome:
+    def __call__(self, job: TrialJob, *, on_batch: Callable[[int], None] | None = None) -> Outcome:
+        """Run `job` on every rank (the same call as `run_isolated`) and merge their outcomes."""
         n = self.trial_id
         self.trial_id += 1
-        job = job_spec(settings, dataset, compute, measure, cache_dir=cache_dir, seed=seed, kind=kind)
-        job["timeout_s"] = timeout_s
-        self.store.set(f"job/{n}", json.dumps(job))
+        self.store.set(f"job/{n}", json.dumps(job.to_dict()))
         try:
             mine = _measure_rank(self.store, self.info, n, job, on_batch)
         except KeyboardInterrupt:
             self.store.set(f"abort/{n}", "interrupted on rank 0")
             raise
         outcomes = [mine]
+        wait_s = job.timeout_s + 60.0
         for r in range(1, self.info.world_size):
             key = f"outcome/{n}/{r}"
-            if _wait_key(self.store, key, timeout_s + 60.0):
+            if _wait_key(self.store, key, wait_s):
                 outcomes.append(_outcome_from_dict(json.loads(self.store.get(key))))
             else:
                 self.store.set(f"abort/{n}", f"rank {r} did not report")
-                outcomes.append(
-                    Outcome(status="failed", error=f"rank {r} reported no result within {timeout_s + 60:g} s")
-                )
+                outcomes.append(Outcome(status="failed", error=f"rank {r} reported no result within {wait_s:g} s"))
         return merge_outcomes(outcomes)
 
     def finish(self, wait_s: float = 30.0) -> None:
@@ -480,83 +447,12 @@ def follow(store: Any, info: RankInfo) -> int:
     while True:
         key = f"job/{n}"
         _wait_key(store, key, None)
-        job = json.loads(store.get(key))
-        if job.get("kind") == "stop":
+        raw = json.loads(store.get(key))
+        if raw.get("kind") == "stop":
             store.add("followers_done", 1)
             return 0
-        _measure_rank(store, info, n, job, None)
+        _measure_rank(store, info, n, TrialJob.from_dict(raw), None)
         n += 1
-
-
-# ---------------------------------------------------------------------------------------------
-# Inside one measuring process (one rank of one trial).
-
-
-class RankShard:
-    """Every `world_size`-th index of `sampler`, starting at `rank`: the same seeded stream on
-    every rank, cut into disjoint shards, as torch's DistributedSampler cuts a permutation.
-
-    Used where the dataset's length is arbitrary (synthetic, tensor, --epoch-batches): the
-    base sampler draws `per_rank x world_size` indices, so each rank gets `per_rank`.
-    """
-
-    def __init__(self, sampler: Any, rank: int, world_size: int) -> None:
-        self.sampler = sampler
-        self.rank = rank
-        self.world_size = world_size
-
-    def __len__(self) -> int:
-        n = len(self.sampler)
-        return n // self.world_size + (1 if self.rank < n % self.world_size else 0)
-
-    def __iter__(self) -> Iterator[int]:
-        for i, index in enumerate(self.sampler):
-            if i % self.world_size == self.rank:
-                yield index
-
-
-class RankGroup:
-    """The process group of one trial's measuring processes (one per rank).
-
-    `spec` comes from the job (`rank`, `world_size`, `local_rank`, `store_host`, `store_port`,
-    `prefix`, `timeout_s`). Backend NCCL when `device` is CUDA, else gloo; loop decisions
-    (`agree`, `barrier`) always go over gloo on the host, so they never wait for the GPU.
-    """
-
-    def __init__(self, spec: dict[str, Any], device: Any) -> None:
-        import torch.distributed as dist
-        from torch.distributed import PrefixStore, TCPStore
-
-        self.dist = dist
-        self.rank = int(spec["rank"])
-        self.world_size = int(spec["world_size"])
-        self.local_rank = int(spec.get("local_rank", self.rank))
-        timeout = _dt.timedelta(seconds=float(spec.get("timeout_s", 300)) + 60)
-        store = TCPStore(
-            spec["store_host"], int(spec["store_port"]), is_master=False, timeout=timeout,
-        )
-        self.cuda = getattr(device, "type", "cpu") == "cuda"
-        backend = "nccl" if self.cuda else "gloo"
-        kwargs: dict[str, Any] = {}
-        if self.cuda:
-            kwargs["device_id"] = device
-        dist.init_process_group(
-            backend, store=PrefixStore(spec["prefix"], store), rank=self.rank,
-            world_size=self.world_size, timeout=timeout, **kwargs,
-        )
-        self.control = dist.new_group(backend="gloo") if self.cuda else None
-
-    def agree(self, flag: bool) -> bool:
-        """True when `flag` is true on every rank (a MIN all-reduce over gloo; blocks until every
-        rank asks)."""
-        import torch
-
-        t = torch.tensor([1 if flag else 0], dtype=torch.int32)
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=self.control)
-        return bool(t.item())
-
-    def barrier(self) -> None:
-        self.dist.barrier(group=self.control)
 
 
 def first_failure(failures: Mapping[int, tuple[int, float]]) -> tuple[int, str] | None:
@@ -580,10 +476,7 @@ def first_failure(failures: Mapping[int, tuple[int, float]]) -> tuple[int, str] 
         return None
     rank, (code, _) = min(causes.items(), key=lambda kv: (kv[1][1], kv[0]))
     if code < 0:
-        try:
-            how = f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            how = f"killed by signal {-code}"
+        how = f"killed by {signal_name(-code)}"
         if -code == signal.SIGKILL:
             how += " (out of memory?)"
     else:
@@ -651,3 +544,82 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("", 0))
         return int(sock.getsockname()[1])
+
+
+def strip_option(argv: list[str], name: str) -> list[str]:
+    """`argv` without `name VALUE` / `name=VALUE`.
+
+    >>> strip_option(["sweep", "--nproc-per-node", "2", "--batches", "5"], "--nproc-per-node")
+    ['sweep', '--batches', '5']
+    """
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = True
+        elif not arg.startswith(name + "="):
+            out.append(arg)
+    return out
+
+
+def check_layout(ranks_per_node: int, device: str, flag: str) -> None:
+    """One GPU (when the step runs on CUDA) and at least one CPU per rank on this node
+    (`check_ranks` with this machine's GPUs and usable CPUs). Raises UsageError."""
+    import torch
+
+    from loaderbench.env import usable_cpus
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    check_ranks(ranks_per_node, gpus=gpus, usable_cpus=usable_cpus(), device=device, flag=flag)
+
+
+def launch_ranks(value: str, info: RankInfo | None, device: str, argv: list[str] | None) -> tuple[int, str | None]:
+    """`sweep --nproc-per-node N` (`value`): check N and the layout here (UsageError, one line,
+    before any rank starts), then start the ranks with `argv` (the command line without the
+    flag); rank 0 prints and writes. Returns (rank 0's exit code, a message to print or None)."""
+    from loaderbench.errors import UsageError
+
+    if info is not None:
+        raise UsageError(
+            "--nproc-per-node: this process already runs under a launcher (RANK is set); "
+            "drop --nproc-per-node when you start loaderbench with torchrun"
+        )
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(f"--nproc-per-node: expected a whole number >= 1 (ranks on this node), got {value!r}")
+    check_layout(n, device, "--nproc-per-node")
+    if argv is None:
+        raise UsageError("--nproc-per-node needs the loaderbench command line (run `loaderbench sweep ...`)")
+    return launch(n, strip_option(argv, "--nproc-per-node"))
+
+
+def execute_as_leader(config: Any, output: Any, observer: Any, info: RankInfo) -> Any:
+    """`sweep.execute_sweep` as the leader (rank 0) of a distributed sweep: wait for the
+    followers, then run every trial on all ranks (`DistributedRunner`). Returns what
+    execute_sweep returns; the followers are released whatever happens."""
+    from loaderbench.sweep import detect_machine, execute_sweep
+
+    runner = DistributedRunner(open_store(info, timeout_s=600), info)
+    try:
+        check_layout(info.local_world_size, config.measure.device, "torchrun --nproc-per-node")
+        runner.wait_for_followers()
+    except BaseException:
+        runner.finish(wait_s=0)
+        raise
+    layout = {
+        "world_size": info.world_size,
+        "local_world_size": info.local_world_size,
+        "launcher": "torchrun" if info.agent_store else "env",
+    }
+    try:
+        return execute_sweep(
+            config, output=output, observer=observer, runner=runner, distributed=layout,
+            machine=detect_machine(ranks_per_node=info.local_world_size, world_size=info.world_size),
+        )
+    finally:
+        runner.finish()

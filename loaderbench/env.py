@@ -11,9 +11,9 @@ GiB, GPU name, torch major.minor); `compare` refuses to compare runs whose finge
 NOTE [ Why /dev/shm and the fd limit are preflight facts ]
   DataLoader workers hand each batch to the main process through shared memory: tensors are
   moved into /dev/shm segments, so a container's default 64 MiB /dev/shm kills workers with
-  SIGBUS as soon as a few batches are in flight (case C05). Under torch's default
+  SIGBUS as soon as a few batches are in flight. Under torch's default
   `file_descriptor` sharing strategy every received tensor that is still referenced holds an
-  open descriptor, so a low `ulimit -n` ends in "too many open files" (case C07).
+  open descriptor, so a low `ulimit -n` ends in "too many open files".
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ This is the only module of loaderbench that imports `pynvml` (the `nvidia-ml-py`
 does so lazily in one guarded place, `_load_nvml`. Nothing here is fatal: a missing package, a
 missing `libnvidia-ml.so.1` (a container started without the NVIDIA runtime), an `nvmlInit` that
 raises or a query the GPU does not support all turn into a `NullUtilSampler` or `None` facts that
-carry the reason, and the sweep goes on (case C17).
+carry the reason, and the sweep goes on.
 
 Every function takes an injectable `nvml` module-like object (tests pass a fake); `None` means the
 real `pynvml`.
@@ -13,7 +13,7 @@ NOTE [ What NVML "utilization" measures ]
   NVML's `utilization.gpu` is the share of a driver sample window (between 1/6 s and 1 s
   depending on the GPU; 200 ms measured on an H200) during which at least one kernel was running.
   It is a kernel-active time fraction, NOT the share of the GPU's capacity in use: one spinning
-  one-block kernel reads 100% (case C15). So loaderbench decides where the loader stops being the
+  one-block kernel reads 100%. So loaderbench decides where the loader stops being the
   bottleneck from the measured data-wait, and reports NVML only as supporting evidence. Where the
   GPU supports GPM (Hopper and later), `sm_active_pct` gives the share of SMs that were busy,
   which does tell a tiny kernel from a large one.

@@ -8,12 +8,15 @@ the only serialisation loaderbench uses (no pickle anywhere).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
+from loaderbench import parsers
+
 Status = Literal["ok", "failed", "hung", "skipped", "interrupted"]
-MP_CONTEXTS = ("fork", "spawn", "forkserver")
+MP_CONTEXTS = parsers.MP_CONTEXTS
 
 
 class Verdict(str, Enum):
@@ -27,7 +30,7 @@ class Verdict(str, Enum):
     RECEIVE_FLOOR = "receive floor"  # the main process taking finished batches from workers
     H2D_PAGEABLE = "H2D-bound (pageable copy)"  # the host-to-device copy, from pageable memory
     H2D_NOT_HIDDEN = "H2D-bound (copy not hidden)"  # a pinned copy on the step's stream
-    STARTUP_BOUND = "start-up-bound"  # the gaps at epoch starts (worker start-up, refill)
+    EPOCH_START_BOUND = "epoch-start-bound"  # the gaps at epoch starts (workers starting, the pipeline refilling)
     SAMPLER_BOUND = "sampler-bound"  # the sampler drawing indices in the main process
     LOADER_ALONE = "loader alone"  # --compute none: no step to starve
 
@@ -38,7 +41,7 @@ class WaitPart(str, Enum):
 
     H2D = "h2d"  # the host-to-device copy on the step's path
     SAMPLER = "sampler"  # drawing indices in the main process
-    STARTUP = "start-up"  # an epoch's start: workers starting (or refilling)
+    EPOCH_START = "epoch-start"  # an epoch's start: workers starting, or its first batch built with none in flight
     RECEIVE = "receive"  # taking a finished batch from a worker (the receive floor)
     LOADER = "loader"  # the rest: batches not built in time (fetch + prep)
 
@@ -63,7 +66,68 @@ class FindingKind(str, Enum):
     THREADS = "threads"  # the knee's thread settings, as code
     OVERSUBSCRIBED = "oversubscribed"  # the knee has more workers (or threads) than CPUs
     MEMORY_PER_WORKER = "memory-per-worker"  # a setting multiplies memory per worker
+    PARTIAL_BATCHES = "partial-batches"  # batches held clearly fewer samples than batch_size
     NONE_MEASURED = "none-measured"  # nothing could be ranked
+
+
+class WarningKind(str, Enum):
+    """What a warning on a config (or a note of a trial) is about; its message says it in words."""
+
+    REPLICATED = "replicated"  # an IterableDataset every worker replays: counts duplicates, not ranked
+    OVERSUBSCRIBED = "oversubscribed"  # more workers (or threads) than usable CPUs
+    SHARED_MEMORY = "shared-memory"  # batches in flight close to the free /dev/shm
+    PINNING_INEFFECTIVE = "pinning-ineffective"  # pin_memory=True but no tensor came back pinned
+    CACHE_NOT_ACHIEVED = "cache-not-achieved"  # --cache asked for a state the files could not reach
+    LOADER_ENDED = "loader-ended"  # the loader ended before the window was full
+    FEW_BATCHES = "few-batches"  # fewer batches measured than --batches
+    SAMPLE_COUNT = "sample-count"  # an IterableDataset's items may be several samples each
+    RANKS_SHARE_STREAM = "ranks-share-stream"  # an IterableDataset on several ranks
+    OTHER = "other"
+
+    @classmethod
+    def of_text(cls, text: str) -> WarningKind:
+        """The kind of a warning written as plain text (result files of schema 1)."""
+        for prefix, kind in _WARNING_PREFIXES:
+            if prefix in text:
+                return kind
+        return cls.OTHER
+
+
+_WARNING_PREFIXES: tuple[tuple[str, WarningKind], ...] = (
+    ("IterableDataset duplicated across workers", WarningKind.REPLICATED),
+    ("oversubscribed", WarningKind.OVERSUBSCRIBED),
+    ("/dev/shm", WarningKind.SHARED_MEMORY),
+    ("pinning ineffective", WarningKind.PINNING_INEFFECTIVE),
+    ("--cache ", WarningKind.CACHE_NOT_ACHIEVED),
+    ("the loader ended after", WarningKind.LOADER_ENDED),
+    ("an epoch yielded no batch", WarningKind.LOADER_ENDED),
+    ("batches measured (fewer than --batches", WarningKind.FEW_BATCHES),
+    ("samples per batch:", WarningKind.SAMPLE_COUNT),
+    ("IterableDataset on ", WarningKind.RANKS_SHARE_STREAM),
+)
+
+
+@dataclass(frozen=True)
+class Note:
+    """A warning on a config, or a note a trial made: `kind` (a WarningKind value) for the code
+    to act on, `message` for the person."""
+
+    kind: str
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | str) -> Note:
+        """From `to_dict` output, or from a plain string (schema 1), its kind read from the text."""
+        if isinstance(d, str):
+            return cls(WarningKind.of_text(d).value, d)
+        return cls(str(d.get("kind") or WarningKind.OTHER.value), str(d.get("message") or ""))
+
+    @classmethod
+    def of(cls, kind: WarningKind, message: str) -> Note:
+        return cls(kind.value, message)
 
 
 @dataclass
@@ -84,15 +148,89 @@ class Finding:
         return cls(kind=str(d["kind"]), config=d.get("config"), data=dict(d.get("data") or {}))
 
 
+def _onoff(v: Any) -> str:
+    return "on" if v else "off"
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One grid axis: the one declaration of a DataLoader knob. Everything else is derived from
+    it: the `LoaderSettings` field of that name, the TOML key in [grid] and the flag (`--` + name
+    with dashes), its parser and default, grid expansion and normalisation, its part of the
+    settings key, the DataLoader keyword, the table column and its n/a rule, and its place in
+    the structural cost order (analysis/knee.py).
+
+    `parse` takes one value (the flag or TOML key takes a comma list of them); `default` None
+    means "chosen for this machine" (sweep.resolve_defaults). `workers_only`: means nothing
+    without workers (normalised to `idle` there and shown n/a); `cuda_only`: means nothing
+    without CUDA (normalised off, its column hidden). `key(value)` is its part of the settings
+    key (None: left out). `order(value)`: smaller is cheaper. `loader_kw`: the DataLoader
+    keyword it is (None: not one, or not when None). `optional`: a setting left at torch's
+    default unless asked for (its column is hidden then). `outer`: expanded first, so the rows
+    of one value read as a worker curve.
+    """
+
+    name: str
+    parse: Callable[[Any], Any]
+    default: tuple[Any, ...] | None
+    metavar: str
+    help: str
+    header: str
+    key: Callable[[Any], str | None]
+    cell: Callable[[Any], str]
+    order: Callable[[Any], int]
+    loader_kw: str | None = None
+    workers_only: bool = False
+    cuda_only: bool = False
+    idle: Any = None
+    optional: bool = False
+    outer: bool = False
+
+
+GRID_AXES: tuple[Axis, ...] = (
+    Axis("num_workers", parsers.int_in(0, 1024), None, "N,N...",
+         "DataLoader worker processes (default: 0, powers of two below the usable CPUs, and that count).",
+         "workers", lambda v: f"w{v}", str, int, loader_kw="num_workers"),
+    Axis("pin_memory", parsers.boolean, (False, True), "off,on", "Pinned (page-locked) host memory for the batches.",
+         "pin", lambda v: "pin" if v else "nopin", _onoff, int, loader_kw="pin_memory", cuda_only=True, idle=False),
+    Axis("prefetch", parsers.boolean, (False, True), "off,on",
+         "loaderbench's CUDA-stream prefetcher (copies batch N+1 while N computes).",
+         "prefetch", lambda v: "pf" if v else "nopf", _onoff, int, cuda_only=True, idle=False),
+    Axis("prefetch_factor", parsers.int_in(1, 1024), (2,), "N,N...", "Batches each worker builds ahead.",
+         "pf", lambda v: f"f{v}" if v is not None else "f-", str, lambda v: v or 0,
+         loader_kw="prefetch_factor", workers_only=True, idle=None),
+    Axis("persistent_workers", parsers.boolean, (False,), "off,on", "Keep the workers between epochs.",
+         "persist", lambda v: "persist" if v else "once", _onoff, int,
+         loader_kw="persistent_workers", workers_only=True, idle=False),
+    Axis("batch_size", parsers.int_in(1, 1_000_000), None, "N,N...", "Samples per batch (default: 256 with a GPU, 64 without).",
+         "batch", lambda v: f"b{v}", str, int, loader_kw="batch_size", outer=True),
+    Axis("mp_context", parsers.mp_context, (None,), "fork,spawn,forkserver",
+         "Start method of the workers (default: the platform's).",
+         "start method", lambda v: v or None, lambda v: v or "default", lambda v: {None: 0, "fork": 0, "forkserver": 1}.get(v, 2),
+         loader_kw="multiprocessing_context", workers_only=True, idle=None, optional=True),
+    Axis("worker_threads", parsers.int_in(1, 1024), (None,), "N,N...",
+         "Intra-op threads set in each worker at start (torch's default is 1).",
+         "worker threads", lambda v: None if v is None else f"wt{v}", lambda v: str(v or 1), lambda v: v or 1,
+         workers_only=True, idle=None, optional=True),
+    Axis("main_threads", parsers.int_in(1, 1024), (None,), "N,N...",
+         "Intra-op threads of the main process (default: torch's).",
+         "main threads", lambda v: None if v is None else f"mt{v}", lambda v: "default" if v is None else str(v),
+         lambda v: v or 0, optional=True),
+)
+AXES_BY_NAME = {a.name: a for a in GRID_AXES}
+
+
 @dataclass(frozen=True)
 class LoaderSettings:
-    """One point of the sweep grid: the `DataLoader` keywords plus loaderbench's `prefetch`.
+    """One point of the sweep grid: the `DataLoader` keywords plus loaderbench's `prefetch`; one
+    field per axis of GRID_AXES (which says what each means).
 
     `prefetch_factor` is None when `num_workers == 0` (the DataLoader rejects any other value
     there); `persistent_workers` is then False. `worker_threads` / `main_threads`: intra-op
     threads (`torch.set_num_threads`) set in each worker at start / in the main process; None
-    leaves torch's defaults (1 in DataLoader workers, the CPU count in the main process). `prefetch` means the CUDA-stream prefetcher
-    (`loaderbench.CUDAPrefetcher`) wraps the loader. `mp_context` None means the platform default.
+    leaves torch's defaults (1 in DataLoader workers, the CPU count in the main process).
+    `prefetch` means the CUDA-stream prefetcher (`loaderbench.CUDAPrefetcher`) wraps the loader.
+    `mp_context` None means the platform default.
     """
 
     num_workers: int
@@ -106,62 +244,44 @@ class LoaderSettings:
     main_threads: int | None = None
 
     def key(self) -> str:
-        """A short stable identifier, e.g. `w4-pin-pf-f2-b64` (used to match configs)."""
-        parts = [f"w{self.num_workers}"]
-        parts.append("pin" if self.pin_memory else "nopin")
-        parts.append("pf" if self.prefetch else "nopf")
-        parts.append(f"f{self.prefetch_factor}" if self.prefetch_factor is not None else "f-")
-        parts.append("persist" if self.persistent_workers else "once")
-        parts.append(f"b{self.batch_size}")
-        if self.mp_context:
-            parts.append(self.mp_context)
-        if self.worker_threads is not None:
-            parts.append(f"wt{self.worker_threads}")
-        if self.main_threads is not None:
-            parts.append(f"mt{self.main_threads}")
-        return "-".join(parts)
+        """A short stable identifier, e.g. `w4-pin-pf-f2-once-b64` (used to match configs): every
+        axis's part, in GRID_AXES order."""
+        parts = (a.key(getattr(self, a.name)) for a in GRID_AXES)
+        return "-".join(p for p in parts if p)
 
     def dataloader_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments to pass to `torch.utils.data.DataLoader` (no `prefetch`)."""
-        kwargs: dict[str, Any] = {
-            "batch_size": self.batch_size,
-            "num_workers": self.num_workers,
-            "pin_memory": self.pin_memory,
-        }
-        if self.num_workers > 0:
-            kwargs["prefetch_factor"] = self.prefetch_factor
-            kwargs["persistent_workers"] = self.persistent_workers
-            if self.mp_context:
-                kwargs["multiprocessing_context"] = self.mp_context
+        """The keyword arguments to pass to `torch.utils.data.DataLoader` (no `prefetch`): the
+        axes that are DataLoader keywords, those that mean something without workers only with
+        workers, and an optional one only when set."""
+        kwargs: dict[str, Any] = {}
+        for a in sorted(GRID_AXES, key=lambda a: not a.outer):  # batch_size first, as people write it
+            value = getattr(self, a.name)
+            if a.loader_kw is None or (a.workers_only and self.num_workers == 0) or (a.optional and value is None):
+                continue
+            kwargs[a.loader_kw] = value
         return kwargs
 
-    def cost_rank(self) -> tuple[int, int, int, int, int]:
-        """Sort key for "cheapest first": fewer workers, pin/prefetch off before on, fewer
-        prefetched batches, non-persistent before persistent."""
-        return (
-            self.num_workers,
-            int(self.pin_memory) + int(self.prefetch),
-            int(self.prefetch),
-            self.prefetch_factor or 0,
-            int(self.persistent_workers),
-        )
+    def structural_key(self) -> tuple[int, ...]:
+        """The fixed cost order among configs of equal measured cost (NOTE [cost order] in
+        analysis/knee.py): every axis's `order`, workers first, then the axes in GRID_AXES
+        order, batch size last."""
+        first = [a for a in GRID_AXES if a.name == "num_workers"]
+        last = [a for a in GRID_AXES if a.outer]
+        middle = [a for a in GRID_AXES if a not in first and a not in last]
+        return tuple(a.order(getattr(self, a.name)) for a in first + middle + last)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LoaderSettings:
-        return cls(
-            num_workers=int(d["num_workers"]),
-            pin_memory=bool(d["pin_memory"]),
-            prefetch=bool(d["prefetch"]),
-            prefetch_factor=None if d.get("prefetch_factor") is None else int(d["prefetch_factor"]),
-            persistent_workers=bool(d.get("persistent_workers", False)),
-            batch_size=int(d["batch_size"]),
-            mp_context=d.get("mp_context"),
-            worker_threads=d.get("worker_threads"),
-            main_threads=d.get("main_threads"),
-        )
+        """From `to_dict` output; an axis missing from `d` (a file written before the axis existed)
+        takes its idle value."""
+        values = {}
+        for a in GRID_AXES:
+            v = d.get(a.name, a.idle)
+            values[a.name] = v if v is None or a.name == "mp_context" else a.parse(v)
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -243,7 +363,7 @@ class MeasureSpec:
 
     `warmup_batches` are dropped after the first batch; the drop is raised to
     `num_workers * prefetch_factor` so the backlog built during start-up is drained (see the NOTE
-    in runner.py). Then at least `batches` batches and at least `min_time_s` seconds are measured,
+    in measure/loop.py). Then at least `batches` batches and at least `min_time_s` seconds are measured,
     capped at `max_batches`. `epoch_batches`: batches per epoch (a new `iter()` of the loader
     every so many batches, so worker start-up and `persistent_workers` count as in training);
     None: a real dataset's own length (folder, import, IterableDataset), one long epoch for the
@@ -265,6 +385,59 @@ class MeasureSpec:
     def from_dict(cls, d: dict[str, Any]) -> MeasureSpec:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """One trial for a measuring process to run: what to load, run and measure, and the limits
+    of the process that measures it.
+
+    `kind`: "config" (one timed run of `settings`) or "ceiling" (the compute ceiling at
+    `settings.batch_size`). `seed`: of this repeat. `timeout_s`: the watchdog's limit for the
+    whole trial; `first_batch_timeout_s`: its limit before the first batch (None: `timeout_s`).
+    `distributed`: this rank's place in a distributed trial (measure.ranks.RankGroup's spec;
+    None for a single process).
+    """
+
+    settings: LoaderSettings
+    dataset: DatasetSpec
+    compute: ComputeSpec
+    measure: MeasureSpec
+    kind: str = "config"
+    seed: int = 0
+    cache_dir: str | None = None
+    timeout_s: float = 600.0
+    first_batch_timeout_s: float | None = None
+    distributed: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "settings": self.settings.to_dict(),
+            "dataset": self.dataset.to_dict(),
+            "compute": self.compute.to_dict(),
+            "measure": self.measure.to_dict(),
+            "seed": self.seed,
+            "cache_dir": self.cache_dir,
+            "timeout_s": self.timeout_s,
+            "first_batch_timeout_s": self.first_batch_timeout_s,
+            "distributed": self.distributed,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrialJob:
+        return cls(
+            settings=LoaderSettings.from_dict(d["settings"]),
+            dataset=DatasetSpec.from_dict(d["dataset"]),
+            compute=ComputeSpec.from_dict(d["compute"]),
+            measure=MeasureSpec.from_dict(d["measure"]),
+            kind=str(d.get("kind", "config")),
+            seed=int(d.get("seed", 0)),
+            cache_dir=d.get("cache_dir"),
+            timeout_s=float(d.get("timeout_s", 600.0)),
+            first_batch_timeout_s=None if d.get("first_batch_timeout_s") is None else float(d["first_batch_timeout_s"]),
+            distributed=d.get("distributed"),
+        )
 
 
 @dataclass
@@ -321,13 +494,16 @@ class Trial:
     sampler_s: list[float] = field(default_factory=list)
     # Window positions (indices into the per-batch lists) of batches that started an epoch.
     epoch_start_batches: list[int] = field(default_factory=list)
+    # Main-process seconds the sampler spent before the first batch arrived (drawing an epoch's
+    # index list, and the index lists dispatched to the workers); None when not measured.
+    first_batch_sampler_s: float | None = None
     # How `samples` was counted: 'indices' (map-style: indices per batch), 'items' (an
     # IterableDataset's items collated per batch) or 'given' (--samples-per-batch).
     samples_rule: str | None = None
     numpy_leaves: int | None = None
     loader_alone_samples_per_s: float | None = None
     loader_alone_note: str | None = None  # why the loader ceiling was not probed
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     # Distributed sweeps (torchrun): the rank that measured this trial, the job's world size and,
     # on the trial the leader keeps per repeat (a copy of the slowest rank's), every rank's own
     # trial (as dicts); see distributed.merge_trials.
@@ -341,7 +517,9 @@ class Trial:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Trial:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        t = cls(**{k: v for k, v in d.items() if k in names})
+        t.notes = [n if isinstance(n, Note) else Note.from_dict(n) for n in t.notes]
+        return t
 
 
 @dataclass
@@ -356,7 +534,7 @@ class Summary:
     step_p50_s: float
     first_batch_s: float
     data_wait_mean_s: float = 0.0
-    # The tail of the data-wait distribution (case C04: a spike every num_workers batches).
+    # The tail of the data-wait distribution (a sawtooth shows as a spike every num_workers batches).
     data_wait_p90_s: float | None = None
     data_wait_p99_s: float | None = None
     data_wait_max_s: float | None = None
@@ -370,6 +548,8 @@ class Summary:
     h2d_hidden_fraction: float | None = None
     batch_bytes: int | None = None
     loader_ceiling_samples_per_s: float | None = None
+    # The compute ceiling at this config's samples per batch (analysis/ceiling.py).
+    compute_ceiling_samples_per_s: float | None = None
     storage_mb_per_s: float | None = None
     storage_fraction: float | None = None
     stall_period_batches: int | None = None
@@ -410,9 +590,20 @@ class ConfigResult:
     trials: list[Trial] = field(default_factory=list)
     summary: Summary | None = None
     normalized_from: list[dict[str, Any]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Note] = field(default_factory=list)
     cache: str = "as-is"
     detail: str | None = None  # the original traceback or stderr tail of a failed config
+
+    def has(self, kind: WarningKind) -> bool:
+        """Whether a warning of `kind` is on this config."""
+        return any(w.kind == kind.value for w in self.warnings)
+
+    def warn(self, note: Note) -> bool:
+        """Add `note` unless it is there already; True when it was added."""
+        if note in self.warnings:
+            return False
+        self.warnings.append(note)
+        return True
 
     def key(self) -> str:
         """Settings key, suffixed with the cache state when one was controlled (`-cold`)."""
@@ -425,7 +616,7 @@ class ConfigResult:
             "settings": self.settings.to_dict(),
             "status": self.status,
             "error": self.error,
-            "warnings": list(self.warnings),
+            "warnings": [w.to_dict() for w in self.warnings],
             "detail": self.detail,
             "summary": None if self.summary is None else self.summary.to_dict(),
             "trials": [t.to_dict() for t in self.trials],
@@ -441,7 +632,7 @@ class ConfigResult:
             trials=[Trial.from_dict(t) for t in d.get("trials", [])],
             summary=None if d.get("summary") is None else Summary.from_dict(d["summary"]),
             normalized_from=list(d.get("normalized_from", [])),
-            warnings=list(d.get("warnings", [])),
+            warnings=[Note.from_dict(w) for w in d.get("warnings", [])],
             cache=d.get("cache", "as-is"),
             detail=d.get("detail"),
         )
@@ -479,7 +670,7 @@ class Recommendation:
         )
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass

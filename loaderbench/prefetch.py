@@ -42,7 +42,7 @@ Transform = Callable[[Any], Any]
 #    `t.record_stream(current_stream)` for every delivered tensor makes the allocator hold the
 #    block until the work queued on the consumer stream at free time has finished.
 #
-# 3. Copy waits for consumer (the other direction, C20). Before each copy,
+# 3. Copy waits for consumer (the other direction). Before each copy,
 #    `copy_stream.wait_stream(current_stream)`: the copy of N+1 starts only after the work the
 #    consumer had queued so far (up to step N-1; step N is queued after this) is done, so a copy
 #    queued after some memory was released cannot overwrite it while a consumer kernel still
@@ -53,7 +53,7 @@ Transform = Callable[[Any], Any]
 #    (say, letting copies run further ahead) cannot silently corrupt batches.
 #
 # 4. One stream per prefetcher, for its whole life. The allocator's pools are per stream: a new
-#    stream per epoch (timm's bug, C20) strands the previous epoch's cached blocks in the old
+#    stream per epoch (a bug once seen in a popular training library) strands the previous epoch's cached blocks in the old
 #    stream's pool, and reserved memory climbs every epoch until the stream pool wraps around.
 #
 # Memory: about three batch sets are alive at a time (N-1 until the consumer drops it, N in use,
@@ -67,7 +67,7 @@ Transform = Callable[[Any], Any]
 # N (time to first batch includes two loader fetches). Totals over an epoch are unchanged. A
 # loader error while fetching N+1 is raised on the `next()` after batch N was delivered, so the
 # failing batch index stays right. A non_blocking copy is truly asynchronous only from pinned
-# memory: without `pin_memory=True` the copy of N+1 still overlaps little (C10); the prefetcher
+# memory: without `pin_memory=True` the copy of N+1 still overlaps little; the prefetcher
 # does not pin.
 
 

@@ -5,9 +5,9 @@ parent process runs once before the sweep.
 
 NOTE [shared memory estimate]
     Workers hand batches to the main process through /dev/shm. With W workers and prefetch
-    factor P up to W*P batches are in flight (case C11), so a config needs about
+    factor P up to W*P batches are in flight, so a config needs about
     bytes_per_batch * W * P of /dev/shm (plus the batch being received). Docker gives a
-    container 64 MiB by default, where a worker then dies of SIGBUS (case C05). A config whose
+    container 64 MiB by default, where a worker then dies of SIGBUS. A config whose
     estimate exceeds the free space is skipped with the reason and the fix; one that needs more
     than half of it gets a warning.
 """
@@ -20,6 +20,11 @@ from typing import Any
 from loaderbench.model import LoaderSettings
 
 SHM_WARN_FRACTION = 0.5
+REPLICATED_MESSAGE = (
+    "IterableDataset duplicated across workers: every worker replays the whole stream (split it "
+    "with torch.utils.data.get_worker_info()); this config's samples/s counts duplicates and it is "
+    "not ranked"
+)
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,7 @@ class WorkloadFacts:
 
     `sample_bytes`: tensor bytes of one sample (None when unknown); `iterable`: an
     IterableDataset; `replicated_across_workers`: True when two workers yielded the same first
-    sample (the dataset does not split its stream by worker, case C22), None when not checked.
+    sample (the dataset does not split its stream by worker), None when not checked.
     """
 
     sample_bytes: int | None

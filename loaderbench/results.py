@@ -66,6 +66,15 @@ def check_writable(path: Path) -> None:
         ) from None
 
 
+def timestamped_path(name: str, now: Any, *, folder: str = "results") -> Path:
+    """`results/<name>-<UTC time>.json`, the name made safe for a file name (`sweep` when empty):
+    where a command writes its result unless told (`--output`)."""
+    import re
+
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name or "sweep").strip("._") or "sweep"
+    return Path(folder) / f"{safe}-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+
+
 def check_result_path(path: Path) -> None:
     """A sweep's `--output`: a *.json file name (the result file is JSON whatever `--format`
     prints: UsageError otherwise) in a folder that can take it (OutputError)."""
@@ -120,60 +129,3 @@ def read_results(path: Path | str) -> ResultSet:
         return ResultSet.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:
         raise ResultsFormatError(f"{path}: malformed result file ({type(exc).__name__}: {exc})") from None
-
-
-def to_frame(result_set: ResultSet) -> Any:
-    """A pandas DataFrame with one row per config and repeat (trial).
-
-    Columns: the settings (`num_workers`, `pin_memory`, `prefetch`, `prefetch_factor`,
-    `persistent_workers`, `batch_size`, `mp_context`), `key`, `status`, `error`, `repeat`, and
-    per-trial statistics (`samples_per_s`, `stall_fraction`, `data_wait_p50_s`, `data_wait_p90_s`,
-    `data_wait_p95_s`, `data_wait_p99_s`, `data_wait_max_s`, `compute_p50_s`, `first_batch_s`,
-    `cpu_util_pct`, `gpu_util_pct`, `memory_pss_bytes`, `receive_p50_s`).
-    A config with no trial (failed) gives one row with NaN statistics.
-    """
-    import pandas as pd
-
-    from loaderbench import stats
-    from loaderbench.analysis import analyze
-
-    if any(r.status == "ok" and r.trials and r.summary is None for r in result_set.results):
-        analyze(result_set)  # summaries are derived from the raw trials
-    rows: list[dict[str, Any]] = []
-    for r in result_set.results:
-        base = {
-            "key": r.key(), **r.settings.to_dict(), "cache": r.cache, "status": r.status,
-            "error": r.error, "verdict": None if r.summary is None else r.summary.verdict,
-        }
-        if not r.trials:
-            rows.append({**base, "repeat": None})
-            continue
-        for i, t in enumerate(r.trials):
-            rows.append(
-                {
-                    **base,
-                    "repeat": i,
-                    "samples_per_s": stats.trial_samples_per_s(t),
-                    "stall_fraction": stats.trial_stall_fraction(t),
-                    "data_wait_p50_s": stats.percentile(t.data_wait_s, 50),
-                    "data_wait_p95_s": stats.percentile(t.data_wait_s, 95),
-                    "data_wait_p90_s": stats.percentile(t.data_wait_s, 90),
-                    "data_wait_p99_s": stats.percentile(t.data_wait_s, 99),
-                    "data_wait_max_s": max(t.data_wait_s),
-                    "compute_p50_s": stats.percentile(t.compute_s, 50),
-                    "first_batch_s": t.first_batch_s,
-                    "cpu_util_pct": t.cpu_util_pct,
-                    "gpu_util_pct": t.gpu_util_pct,
-                    "memory_pss_bytes": t.memory_pss_bytes,
-                    "receive_p50_s": stats.percentile(t.receive_s, 50) if t.receive_s else None,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def load_results(path: Path | str) -> Any:
-    """`loaderbench.load_results(path)`: a result file as a pandas DataFrame (see `to_frame`).
-
-    Raises ResultsFormatError like `read_results`.
-    """
-    return to_frame(read_results(path))

@@ -15,8 +15,15 @@ The versions (example files of each live in tests/data/ for good):
   must not be shown as PSS; `analysis["schema_migrated_from"] = 0` records the origin, so
   `compare` does not compare it with runs measured today. Refused: a version-0 file without raw
   per-batch timings (`trials[*].step_s`), which every statistic is derived from.
-- **1**: the current format (see README, "Result files").
+- **1**: warnings and trial notes are plain strings; the recommendation carries its reasoning
+  as one English `reason`. Migrated: each warning and note becomes `{"kind", "message"}`, its
+  kind read from the text (`model.WarningKind.of_text`); `reason` is dropped (the findings are
+  derived again from the raw trials on every load, like every summary).
+- **2**: the current format (see README, "Result files"): typed warnings and notes, the
+  recommendation's `findings` as data, and in `analysis` the headroom, the loader ceiling and
+  config findings.
 
+Every migration records the version a file was written with in `analysis["schema_written"]`.
 A newer version is refused with the version it needs; anything else that is not a loaderbench
 result is refused naming what is missing. Each refusal is a `ResultsFormatError` (exit code 2).
 
@@ -35,6 +42,13 @@ from loaderbench.errors import ResultsFormatError
 from loaderbench.model import SCHEMA_VERSION
 
 OLDEST_READABLE = 0
+
+
+def measured_alike(a: int, b: int) -> bool:
+    """Whether files written with schema versions `a` and `b` hold numbers measured the same way
+    (version 0 measured memory as USS and is not; versions 1 and 2 differ in how conclusions are
+    stored, which every load derives again from the raw trials)."""
+    return (a >= 1) == (b >= 1)
 
 
 def detect_version(data: Any, path: Path | str) -> int:
@@ -85,9 +99,35 @@ def _v0_to_v1(data: dict[str, Any], path: Path | str) -> dict[str, Any]:
     return out
 
 
+def _v1_to_v2(data: dict[str, Any], path: Path | str) -> dict[str, Any]:
+    from loaderbench.model import Note
+
+    out = dict(data)
+    results = []
+    for r in data.get("results") or []:
+        if not isinstance(r, dict):
+            raise ResultsFormatError(f"{path}: a result is not an object; re-run the sweep")
+        r = dict(r)
+        r["warnings"] = [Note.from_dict(w).to_dict() for w in r.get("warnings") or []]
+        trials = []
+        for t in r.get("trials") or []:
+            t = dict(t)
+            t["notes"] = [Note.from_dict(n).to_dict() for n in t.get("notes") or []]
+            trials.append(t)
+        r["trials"] = trials
+        results.append(r)
+    out["results"] = results
+    rec = out.get("recommendation")
+    if isinstance(rec, dict):
+        out["recommendation"] = {k: v for k, v in rec.items() if k != "reason"}
+    out["schema_version"] = 2
+    return out
+
+
 # version -> the function that turns a file of that version into the next version.
 _MIGRATIONS: dict[int, Callable[[dict[str, Any], Path | str], dict[str, Any]]] = {
     0: _v0_to_v1,
+    1: _v1_to_v2,
 }
 
 
@@ -111,6 +151,8 @@ def migrate(data: Any, path: Path | str) -> dict[str, Any]:
             f"{OLDEST_READABLE} to {SCHEMA_VERSION}); re-run the sweep"
         )
     out = copy.deepcopy(data)
+    if version < SCHEMA_VERSION:
+        out["analysis"] = {**(out.get("analysis") or {}), "schema_written": version}
     while version < SCHEMA_VERSION:
         step = _MIGRATIONS.get(version)
         if step is None:  # pragma: no cover - a gap in _MIGRATIONS is a programming error

@@ -16,12 +16,21 @@ from typing import Any, Protocol
 
 from loaderbench import __version__
 from loaderbench.analysis import analyze
-from loaderbench.analysis.knee import REPLICATED
 from loaderbench.config import SweepConfig
-from loaderbench.grid import GridAxes, GridPoint, default_num_workers, expand_grid
-from loaderbench.isolation import Outcome, run_isolated
-from loaderbench.model import ComputeSpec, ConfigResult, LoaderSettings, ResultSet
+from loaderbench.grid import GridPoint, default_num_workers, expand_grid
+from loaderbench.kinds import KINDS
+from loaderbench.measure.isolation import Outcome, Runner, run_isolated
+from loaderbench.model import (
+    ComputeSpec,
+    ConfigResult,
+    LoaderSettings,
+    Note,
+    ResultSet,
+    TrialJob,
+    WarningKind,
+)
 from loaderbench.preflight import (
+    REPLICATED_MESSAGE,
     WorkloadFacts,
     host_memory_need_bytes,
     host_memory_verdict,
@@ -40,6 +49,7 @@ DEFAULT_BATCH_CPU = 64
 class SweepObserver(Protocol):
     """Receives progress; all methods optional in spirit (NullObserver implements them all)."""
 
+    def phase(self, text: str) -> None: ...
     def sweep_started(self, total_trials: int) -> None: ...
     def trial_started(self, index: int, settings: LoaderSettings, repeat: int) -> None: ...
     def batch(self, index: int) -> None: ...
@@ -48,6 +58,9 @@ class SweepObserver(Protocol):
 
 
 class NullObserver:
+    def phase(self, text: str) -> None:
+        pass
+
     def sweep_started(self, total_trials: int) -> None:
         pass
 
@@ -64,6 +77,16 @@ class NullObserver:
         pass
 
 
+def cpus_per_rank(usable_cpus: int, ranks_per_node: int) -> int:
+    """The CPUs one rank's loader may use: the node's usable CPUs shared by its ranks (at least 1).
+
+    >>> cpus_per_rank(32, 2), cpus_per_rank(2, 2), cpus_per_rank(3, 4)
+    (16, 1, 1)
+    """
+    return max(1, usable_cpus // max(1, ranks_per_node))
+
+
+
 @dataclass(frozen=True)
 class Machine:
     """What the defaults depend on (injectable for tests)."""
@@ -76,8 +99,6 @@ class Machine:
     @property
     def cpus_per_rank(self) -> int:
         """The CPUs one rank's loader may use (all of them for a single-process sweep)."""
-        from loaderbench.distributed import cpus_per_rank
-
         return cpus_per_rank(self.usable_cpus, self.ranks_per_node)
 
 
@@ -107,28 +128,17 @@ def resolve_defaults(config: SweepConfig, machine: Machine) -> SweepConfig:
             if machine.cuda
             else ComputeSpec(kind="sleep", ms=DEFAULT_SLEEP_MS)
         )
-    return replace(
-        config,
-        compute=compute,
-        num_workers=config.num_workers or tuple(default_num_workers(machine.cpus_per_rank)),
-        batch_size=config.batch_size
-        or ((DEFAULT_BATCH_GPU,) if machine.cuda else (DEFAULT_BATCH_CPU,)),
+    return replace(config, compute=compute).with_grid(
+        num_workers=config.grid["num_workers"] or tuple(default_num_workers(machine.cpus_per_rank)),
+        batch_size=config.grid["batch_size"] or ((DEFAULT_BATCH_GPU,) if machine.cuda else (DEFAULT_BATCH_CPU,)),
     )
 
 
 def plan(config: SweepConfig, machine: Machine) -> list[GridPoint]:
     """The configs to measure, normalised (see grid.py)."""
-    axes = GridAxes(
-        num_workers=config.num_workers or (0,),
-        pin_memory=config.pin_memory,
-        prefetch=config.prefetch,
-        prefetch_factor=config.prefetch_factor,
-        persistent_workers=config.persistent_workers,
-        batch_size=config.batch_size or (DEFAULT_BATCH_CPU,),
-        mp_context=config.mp_context,
-        worker_threads=config.worker_threads,
-        main_threads=config.main_threads,
-    )
+    axes = {name: values for name, values in config.grid.items() if values}
+    axes.setdefault("num_workers", (0,))
+    axes.setdefault("batch_size", (DEFAULT_BATCH_CPU,))
     cuda_in_use = machine.cuda and config.measure.device != "cpu"
     return expand_grid(axes, cuda=cuda_in_use)
 
@@ -162,11 +172,9 @@ def config_hash(config: SweepConfig) -> str:
 
 def default_output_path(config: SweepConfig, now: _dt.datetime) -> Path:
     """results/<label or 'sweep'>-<UTC time>.json (the label made safe for a file name)."""
-    import re
+    from loaderbench.results import timestamped_path
 
-    stamp = now.strftime("%Y%m%dT%H%M%SZ")
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", config.label or "sweep").strip("._") or "sweep"
-    return Path("results") / f"{name}-{stamp}.json"
+    return timestamped_path(config.label or "sweep", now)
 
 
 def run_sweep(
@@ -177,7 +185,7 @@ def run_sweep(
     machine: Machine,
     observer: SweepObserver | None = None,
     cache_dir: str | None = None,
-    runner: Callable[..., Outcome] = run_isolated,
+    runner: Runner = run_isolated,
     save: Callable[[ResultSet, Path], None] | None = None,
     now: Callable[[], _dt.datetime] = lambda: _dt.datetime.now(_dt.timezone.utc),
     facts: WorkloadFacts | None = None,
@@ -229,7 +237,7 @@ def run_sweep(
     preflight(results, facts, environment, machine, obs)
     if config.measure.epoch_batches:
         result_set.analysis["epoch_batches"] = config.measure.epoch_batches
-    elif facts is not None and facts.num_samples and config.dataset.kind in ("folder", "import"):
+    elif facts is not None and facts.num_samples and KINDS[config.dataset.kind].own_length:
         # Only a real dataset has a meaningful epoch; synthetic and tensor lengths are arbitrary.
         # Per rank: DistributedSampler gives each of the world_size ranks its share of an epoch.
         bs = min(p.settings.batch_size for p in points)
@@ -257,21 +265,16 @@ def run_sweep(
                         f"--cache {state}: achieved {cache_state['achieved']}"
                         + (f" ({cache_state['reason']})" if cache_state.get("reason") else "")
                     )
-                    if note not in res.warnings:
-                        res.warnings.append(note)
+                    if res.warn(Note.of(WarningKind.CACHE_NOT_ACHIEVED, note)):
                         obs.warning(f"{res.key()}: {note}")
                     res.cache = f"not {state}"  # never labelled with a state it was not in
+            job = TrialJob(
+                point.settings, config.dataset, compute, config.measure, seed=config.seed + repeat,
+                cache_dir=cache_dir, timeout_s=config.config_timeout_s,
+                first_batch_timeout_s=first_batch_deadline(point.settings, results, config.config_timeout_s),
+            )
             try:
-                outcome = runner(
-                    point.settings,
-                    config.dataset,
-                    compute,
-                    config.measure,
-                    timeout_s=config.config_timeout_s,
-                    cache_dir=cache_dir,
-                    seed=config.seed + repeat,
-                    on_batch=obs.batch,
-                )
+                outcome = runner(job, on_batch=obs.batch)
             except KeyboardInterrupt:
                 result_set.analysis["interrupted"] = True
                 snapshot()
@@ -287,11 +290,12 @@ def run_sweep(
 
 def cache_plan(config: SweepConfig, obs: SweepObserver) -> tuple[list[Path], tuple[str, ...]]:
     """The dataset files whose page-cache state `--cache` controls, and the states to run each
-    config in (`both` = cold then warm). Only a folder dataset lives in files; for any other the
-    state is n/a and every config runs as-is (with a warning)."""
+    config in (`both` = cold then warm). Only a dataset kind that lives in files
+    (kinds.DatasetKind.in_files) has a cache state; for any other the state is n/a and every
+    config runs as-is (with a warning)."""
     if config.cache == "as-is":
         return [], ("as-is",)
-    if config.dataset.kind != "folder" or not config.dataset.data_path:
+    if not KINDS[config.dataset.kind].in_files or not config.dataset.data_path:
         obs.warning(
             f"--cache {config.cache} applies to a folder dataset (files on disk); "
             f"'{config.dataset.kind}' is built in memory, so the cache state is n/a"
@@ -333,27 +337,28 @@ def preflight(
                     res.error = message
                     obs.warning(f"{s.key()}: skipped: {message}")
                 else:
-                    res.warnings.append(message)
+                    res.warn(Note.of(WarningKind.SHARED_MEMORY, message))
             if facts.replicated_across_workers and s.num_workers >= 2:
-                res.warnings.append(REPLICATED)
+                res.warn(Note.of(WarningKind.REPLICATED, REPLICATED_MESSAGE))
         if facts is not None and facts.iterable and machine.world_size > 1:
-            res.warnings.append(
+            res.warn(Note.of(
+                WarningKind.RANKS_SHARE_STREAM,
                 f"IterableDataset on {machine.world_size} ranks: each rank iterates its own copy; unless "
                 "the dataset splits its stream by torch.distributed.get_rank(), the ranks load the same "
-                f"samples and samples/s counts each of them {machine.world_size} times"
-            )
+                f"samples and samples/s counts each of them {machine.world_size} times",
+            ))
         over = oversubscription(s, machine.cpus_per_rank, s.main_threads or main_threads)
         if over and machine.ranks_per_node > 1:
             over += f" (per rank: {machine.usable_cpus} CPUs / {machine.ranks_per_node} ranks on this node)"
         if over:
-            res.warnings.append(over)
+            res.warn(Note.of(WarningKind.OVERSUBSCRIBED, over))
 
 
 def measure_ceilings(
     config: SweepConfig,
     compute: ComputeSpec,
     points: list[GridPoint],
-    runner: Callable[..., Outcome],
+    runner: Runner,
     cache_dir: str | None,
     obs: SweepObserver,
     *,
@@ -372,6 +377,8 @@ def measure_ceilings(
     if compute.kind == "none":
         return out
     for bs in sorted({p.settings.batch_size for p in points}):
+        if compute.kind != "sleep":
+            obs.phase(f"measuring the compute ceiling (batch {bs}: the step alone, no loader)")
         if compute.kind == "sleep":
             step_s = compute.ms / 1000.0
             if step_s > 0:
@@ -380,21 +387,32 @@ def measure_ceilings(
                     out[str(bs)]["rank_samples_per_s"] = [bs / step_s] * world_size
                     out[str(bs)]["world_size"] = world_size
             continue
-        outcome = runner(
-            LoaderSettings(0, False, False, None, False, bs),
-            config.dataset,
-            compute,
-            config.measure,
-            timeout_s=config.config_timeout_s,
-            cache_dir=cache_dir,
-            seed=config.seed,
-            kind="ceiling",
-        )
+        outcome = runner(TrialJob(
+            LoaderSettings(0, False, False, None, False, bs), config.dataset, compute, config.measure,
+            kind="ceiling", seed=config.seed, cache_dir=cache_dir, timeout_s=config.config_timeout_s,
+        ))
         if outcome.status == "ok" and outcome.ceiling is not None:
             out[str(bs)] = {**outcome.ceiling, "method": "measured"}
         else:
             obs.warning(f"compute ceiling (batch {bs}) not measured: {outcome.error}")
     return out
+
+
+FIRST_BATCH_FLOOR_S = 60.0
+FIRST_BATCH_FACTOR = 10.0
+
+
+def first_batch_deadline(settings: LoaderSettings, results: list[ConfigResult], timeout_s: float) -> float | None:
+    """How long a trial of `settings` may go without its first batch before the watchdog calls
+    it hung: 10 x the slowest first batch measured so far, scaled by the workers (start-up grows
+    with them: under spawn each worker imports and unpickles on its own), at least 60 s and at
+    most `timeout_s`; None (the whole `timeout_s`) before any config was measured. A config that
+    will surely hang (a deadlock before its first batch) then costs a minute, not the timeout."""
+    seen = [(t.first_batch_s, r.settings.num_workers) for r in results for t in r.trials if t.first_batch_s > 0]
+    if not seen:
+        return None
+    scaled = max(fb * max(1.0, settings.num_workers / max(1, w)) for fb, w in seen)
+    return min(timeout_s, max(FIRST_BATCH_FLOOR_S, FIRST_BATCH_FACTOR * scaled))
 
 
 def _apply(res: ConfigResult, outcome: Outcome) -> None:
@@ -403,8 +421,7 @@ def _apply(res: ConfigResult, outcome: Outcome) -> None:
     if outcome.status == "ok" and outcome.trial is not None:
         res.trials.append(outcome.trial)
         for note in outcome.trial.notes:
-            if note not in res.warnings:
-                res.warnings.append(note)
+            res.warn(note)
         return
     res.status = outcome.status  # type: ignore[assignment]
     res.error = outcome.error
@@ -482,19 +499,26 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
         size = None  # an IterableDataset without a length
     if size == 0:
         raise DataError(f"the dataset ({config.dataset.factory or config.dataset.kind}) has 0 samples: nothing to load")
-    own_epochs = config.dataset.kind in ("folder", "import") and not config.measure.epoch_batches
-    too_big = sorted(b for b in (config.batch_size or ()) if size is not None and own_epochs and b > size)
+    own_epochs = KINDS[config.dataset.kind].own_length and not config.measure.epoch_batches
+    too_big = sorted(b for b in (config.grid["batch_size"] or ()) if size is not None and own_epochs and b > size)
     if too_big:
         raise UsageError(
             f"--batch-size {too_big[-1]} is larger than the dataset ({size} samples): every batch would hold "
             f"{size}, so throughput, ceilings and the recommended DataLoader would describe a batch that never "
             f"exists; give --batch-size {size} or less"
         )
-    many_workers = any(n >= 2 for n in (config.num_workers or ()))
+    many_workers = any(n >= 2 for n in (config.grid["num_workers"] or ()))
     facts = workload_facts(dataset, check_replication=many_workers)
     warm_up(dataset, config)
     if config.dataset.sampler:
-        facts = replace(facts, sampler_kind=_sampler_kind(config, dataset, facts))
+        kind, indices = _sampler_kind(config, dataset, facts)
+        facts = replace(facts, sampler_kind=kind)
+        too_big = sorted(b for b in (config.grid["batch_size"] or ()) if indices is not None and own_epochs and b > indices)
+        if kind == "sampler" and too_big:
+            raise UsageError(
+                f"--batch-size {too_big[-1]} is larger than the epoch of --sampler {config.dataset.sampler} "
+                f"({indices} indices): every batch would hold {indices}; give --batch-size {indices} or less"
+            )
     return facts
 
 
@@ -511,7 +535,7 @@ def warm_up(dataset: Any, config: SweepConfig) -> None:
     if isinstance(dataset, IterableDataset):
         return
     try:
-        n = min(len(dataset), min(config.batch_size or (1,)))
+        n = min(len(dataset), min(config.grid["batch_size"] or (1,)))
         collate = datasets.build_collate_fn(config.dataset) or default_collate
         collate([dataset[i] for i in range(n)])
     except Exception:  # noqa: BLE001 - a warm-up; the trials report any failure of the user's code
@@ -534,22 +558,27 @@ def _check_sample_fits(config: SweepConfig) -> None:
         )
 
 
-def _sampler_kind(config: SweepConfig, dataset: Any, facts: WorkloadFacts) -> str:
-    """'sampler' or 'batch_sampler': what the user's `--sampler` factory makes for this dataset
-    (DataError when it cannot be made or yields nothing; UsageError for an IterableDataset,
-    which takes no sampler)."""
+def _sampler_kind(config: SweepConfig, dataset: Any, facts: WorkloadFacts) -> tuple[str, int | None]:
+    """('sampler' or 'batch_sampler', its length or None): what the user's `--sampler` factory
+    makes for this dataset (DataError when it cannot be made or yields nothing; UsageError for
+    an IterableDataset, which takes no sampler)."""
     from loaderbench import datasets
     from loaderbench.errors import DataError, UsageError
-    from loaderbench.sampling import call_factory, yields_batches
+    from loaderbench.measure.sampling import call_factory, yields_batches
 
     ref = config.dataset.sampler or ""
     if facts.iterable:
         raise UsageError(f"--sampler {ref}: the dataset is an IterableDataset, which takes no sampler; drop --sampler")
     factory = datasets.load_callable(ref, "make_sampler", "--sampler")
-    bs = min(config.batch_size or (1,))
+    bs = min(config.grid["batch_size"] or (1,))
     try:
         made = call_factory(factory, dataset, batch_size=bs, seed=config.seed, rank=0, world_size=1)
-        return "batch_sampler" if yields_batches(made) else "sampler"
+        kind = "batch_sampler" if yields_batches(made) else "sampler"
+        try:
+            length = len(made)
+        except (TypeError, NotImplementedError):
+            length = None
+        return kind, length
     except Exception as exc:  # noqa: BLE001 - the user's code: one line naming it
         raise DataError(
             f"--sampler {ref}: making or drawing from the sampler failed with {type(exc).__name__}: "
@@ -564,7 +593,7 @@ def execute_sweep(
     observer: SweepObserver | None = None,
     cache_dir: str | None = None,
     machine: Machine | None = None,
-    runner: Callable[..., Outcome] = run_isolated,
+    runner: Runner = run_isolated,
     distributed: dict[str, Any] | None = None,
 ) -> tuple[ResultSet, Path]:
     """The whole `loaderbench sweep`: resolve defaults for this machine, check the output
@@ -584,6 +613,8 @@ def execute_sweep(
     out = output or (Path(config.output) if config.output else default_output_path(config, now))
     check_result_path(out)
     check_baseline_settings(config, plan(config, machine))
+    obs = observer or NullObserver()
+    obs.phase(f"building the dataset ({config.dataset.factory or config.dataset.kind}) to check it")
     facts = validate_workload(config, machine, cache_dir=cache_dir)
     if facts.sampler_kind:
         config = replace(config, dataset=replace(config.dataset, sampler_kind=facts.sampler_kind))
@@ -591,7 +622,6 @@ def execute_sweep(
     environment = capture_environment(device_index=0 if cuda_in_use else None)
     if distributed is not None:
         environment["distributed"] = distributed
-    obs = observer or NullObserver()
     for w in preflight_warnings(environment):
         obs.warning(w)
     try:

@@ -54,7 +54,7 @@ def make_fails_in_workers() -> Dataset:
 
 
 class Mixed(Dataset):
-    """One sweep, one fault per worker count (case C12, issue 7): 1 worker hangs, 2 workers die of
+    """One sweep, one fault per worker count: 1 worker hangs, 2 workers die of
     SIGKILL, 3 raise, 4 die of SIGBUS (what a full /dev/shm does), 5 of SIGSEGV; 0 and 6 work."""
 
     def __len__(self) -> int:
@@ -82,7 +82,7 @@ def collate_as_dict(samples):
 
 
 class Stream(torch.utils.data.IterableDataset):
-    """An IterableDataset that does not split by worker (every worker replays it, case C22)."""
+    """An IterableDataset that does not split by worker (every worker replays it)."""
 
     def __iter__(self):
         for i in range(4000):
@@ -115,7 +115,7 @@ def make_slow_factory():
 
 
 class SplitStream(torch.utils.data.IterableDataset):
-    """The same stream, split across workers with get_worker_info() (case C22, variant 2)."""
+    """The same stream, split across workers with get_worker_info()."""
 
     def __iter__(self):
         info = get_worker_info()
@@ -298,6 +298,12 @@ def make_full_permutation_sampler(dataset, seed: int = 0):
     epoch start (seconds for tens of millions of items)."""
     gen = torch.Generator().manual_seed(seed)
     return torch.utils.data.RandomSampler(dataset, generator=gen)
+
+
+def make_subset_sampler(dataset, seed: int = 0):
+    """A user's sampler over the first 25 items only (a validation split, say)."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.utils.data.SubsetRandomSampler(range(25), generator=gen)
 
 
 def make_bucket_batch_sampler(dataset, batch_size: int):

@@ -52,6 +52,15 @@ class FakeClock:
 
 def reason(rec) -> str:
     """The recommendation's findings as the table words them."""
-    from loaderbench.render import finding_sentences
+    from loaderbench.render.findings import finding_sentences
 
     return " ".join(finding_sentences(rec.findings))
+
+
+def with_ceilings(results: list[ConfigResult], by_batch: dict[int, float]) -> list[ConfigResult]:
+    """`results` with each summary's compute ceiling set from `by_batch` (samples/s per batch
+    size), as `analyze` sets it from a sweep's ceilings."""
+    for r in results:
+        if r.summary is not None:
+            r.summary.compute_ceiling_samples_per_s = by_batch.get(r.settings.batch_size)
+    return results

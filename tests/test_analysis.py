@@ -11,7 +11,7 @@ from loaderbench.analysis.advice import epoch_samples_per_s, recommend
 from loaderbench.analysis.knee import find_knee
 from loaderbench.analysis.wait import stall_period, trial_wait_parts
 from loaderbench.model import ConfigResult, FindingKind, ResultSet, Verdict, WaitPart
-from tests.helpers import reason, result, settings, trial
+from tests.helpers import reason, result, settings, trial, with_ceilings
 
 
 def pipelined(nw: int, build_s: float, step_s: float, floor_s: float = 0.0005):
@@ -62,7 +62,7 @@ def test_the_wait_is_split_into_measured_parts_in_order():
     # batch 2: h2d 2, sampler 10, start-up 38 (the rest); batch 3: h2d takes all 0.8.
     assert parts[WaitPart.H2D] == pytest.approx(0.002 + 0.0005 + 0.002 + 0.0008)
     assert parts[WaitPart.SAMPLER] == pytest.approx(0.0005 + 0.010)
-    assert parts[WaitPart.STARTUP] == pytest.approx(0.038)
+    assert parts[WaitPart.EPOCH_START] == pytest.approx(0.038)
     assert parts[WaitPart.RECEIVE] == pytest.approx(0.002)
     assert parts[WaitPart.LOADER] == pytest.approx(0.0005)
     assert sum(parts.values()) == pytest.approx(sum(t.data_wait_s))
@@ -134,7 +134,7 @@ def test_a_pinned_copy_on_the_steps_stream_is_named_with_the_prefetchers_measure
     assert knee.summary.wait_parts_s["loader"] == pytest.approx(4 * (0.008 - 0.0016) / 20)
     pf = result(settings(6, pin=True, pf=True, bs=128), trial(0.0, 128 / (0.95 * ceiling), bs=128))
     assert knee.summary.verdict == Verdict.H2D_NOT_HIDDEN.value
-    rec = recommend([knee, pf], ceilings={128: ceiling})
+    rec = recommend(with_ceilings([knee, pf], {128: ceiling}))
     assert rec.settings == knee.settings  # within the 5% tolerance, and cheaper
     wait = finding(rec, FindingKind.REMAINING_WAIT)
     assert wait.data["part"] == "h2d"
@@ -169,7 +169,7 @@ def test_epoch_start_gaps_are_start_up_not_a_receive_floor():
     non = with_(result(settings(2), trial(0, 0.008, waits=waits)), receive_s=[0.001] * 4,
                 epoch_start_batches=[0, 50], epoch_gap_s=[0.4, 0.4])
     assert non.summary.data_wait_p50_s == pytest.approx(0.001)
-    assert non.summary.verdict == Verdict.STARTUP_BOUND.value
+    assert non.summary.verdict == Verdict.EPOCH_START_BOUND.value
     # The persistent row, measured: its epoch starts wait 10 ms.
     waits_p = ([0.010] + [0.001] * 49) * 2
     per = with_(result(settings(2, persistent=True), trial(0, 0.008, waits=waits_p)), receive_s=[0.001] * 4,
@@ -211,6 +211,31 @@ def test_predicted_start_up_share_quotes_a_measured_persistent_row_only_when_its
     assert rec2.settings.persistent_workers and "persistent_workers=True" in rec2.dataloader_call
 
 
+def test_persistent_workers_measured_slower_are_not_advised():
+    # 4 workers, 3 s first batch, 20-batch epochs: start-up is 3 / (3 + 0.21) = 93% of an epoch
+    # (predicted). The persistent row measured 10% slower (beyond the 5% tolerance): its own
+    # measurement says no, so the sentence says so and never "use persistent_workers=True".
+    non = result(settings(4), trial(0.0005, 0.010, first_s=3.0))
+    slow = result(settings(4, persistent=True), trial(0.0005, 0.0117, first_s=3.0))
+    assert slow.summary.samples_per_s < 0.95 * non.summary.samples_per_s
+    rec = recommend([non, slow], epoch_batches=20)
+    start = finding(rec, FindingKind.STARTUP)
+    assert start.data["slower"] and not start.data["advised"]
+    text = reason(rec)
+    assert "persistent_workers=True measured slower here" in text and "use persistent_workers=True" not in text
+
+
+def test_the_samplers_draw_in_the_first_batch_is_not_worker_start_up():
+    # The first batch took 3.0 s, 2.9 s of it the sampler materialising an epoch's permutation
+    # in the main process: workers start in 0.1 s (0.1 / 3.21 = 3% of a 20-batch epoch, under
+    # the 5% that is worth a finding), and persistent workers would not remove the draw.
+    r4 = with_(result(settings(4), trial(0.0005, 0.010, first_s=3.0)), first_batch_sampler_s=2.9)
+    assert finding(recommend([r4], epoch_batches=20), FindingKind.STARTUP) is None
+    # Per epoch, a persistent config still pays the draw: 320 / (2.9 + 20 x 10.5 ms).
+    per = with_(result(settings(4, persistent=True), trial(0.0005, 0.010, first_s=3.0)), first_batch_sampler_s=2.9)
+    assert epoch_samples_per_s(per, 20) == pytest.approx(320 / (2.9 + 0.21))
+
+
 def test_short_epochs_predict_start_up_and_never_change_the_measured_settings():
     # 16 spawned workers take 3 s to deliver the first batch; 0 workers start at once but stall.
     r0 = result(settings(0), trial(0.030, 0.010, first_s=0.05))  # 16/0.040 = 400 samples/s
@@ -221,9 +246,10 @@ def test_short_epochs_predict_start_up_and_never_change_the_measured_settings():
     # The DataLoader line is the measured config: persistent_workers was not measured.
     assert short.settings == r4.settings and "persistent_workers=False" in short.dataloader_call
     text = reason(short)
-    assert "Start-up (first batch 3.00 s)" in text and "not measured: add --persistent-workers off,on" in text
-    # per epoch: w0 = 320 / (0.05 + 0.8) = 376/s; w4 = 320 / (3.0 + 0.21) = 100/s
-    assert epoch_samples_per_s(r0, 20) == pytest.approx(320 / 0.85)
+    assert "Worker start-up (3.00 s of the 3.00 s first batch)" in text
+    assert "not measured: add --persistent-workers off,on" in text
+    # per epoch: w0 starts no worker: 320 / 0.8 = 400/s; w4 = 320 / (3.0 + 0.21) = 100/s
+    assert epoch_samples_per_s(r0, 20) == pytest.approx(320 / 0.8)
     assert "predicted faster per epoch" not in text  # persistent workers would pay it once
     long = recommend([r0, r4], epoch_batches=100_000)
     assert finding(long, FindingKind.STARTUP) is None and "per epoch" not in reason(long)
@@ -362,12 +388,12 @@ def test_a_step_slowed_by_cpu_contention_names_the_cpu():
     # takes 60.8 ms instead of 54.5 ms alone.
     r = result(settings(16, pin=True, bs=256), trial(0.0027, 0.0608, bs=256))
     r.summary.cpu_util_pct = 1600.0
-    text = reason(recommend([r], usable_cpus=16, ceilings={256: 256 / 0.0545}))
+    text = reason(recommend(with_ceilings([r], {256: 256 / 0.0545}), usable_cpus=16))
     assert "60.8 ms per batch on average (median 60.8 ms) vs 54.5 ms alone" in text
     assert "16.0 of 16 usable CPUs" in text and "binding resource is the CPU" in text
     fed = result(settings(14, pin=True, bs=256), trial(0.0007, 0.0546, bs=256))
     assert "Past the knee the step itself binds: the knee runs at 99%" in reason(
-        recommend([fed], usable_cpus=16, ceilings={256: 256 / 0.0545}))
+        recommend(with_ceilings([fed], {256: 256 / 0.0545}), usable_cpus=16))
 
 
 def test_a_grid_that_ends_while_the_loader_binds_does_not_say_more_workers_buy_nothing():
@@ -379,8 +405,8 @@ def test_a_grid_that_ends_while_the_loader_binds_does_not_say_more_workers_buy_n
     analyze(rs)
     text = reason(rs.recommendation)
     assert rs.recommendation.settings.num_workers == 0  # within 5% of the best
-    assert "the workers and buffers of this grid buy nothing more, but the loader still binds." in text
-    assert "more workers or buffers buy nothing." not in text
+    assert "within 5% or noise of it: num_workers 1 instead of 0 buys nothing measurable; the loader still binds." in text
+    assert "buy nothing more." not in text
     assert "The fastest config has the most workers of those measured: try more workers." in text
 
 
@@ -429,7 +455,7 @@ def test_otsu_splits_stalls_from_the_receive_floor():
 def test_a_setting_that_multiplies_memory_per_worker_is_named_with_its_measured_mib():
     from dataclasses import replace
 
-    from loaderbench import render
+    from loaderbench.render import sweep as render
 
     def row(s, pss_mib):
         r = result(s, trial(0.0005, 0.012))
@@ -448,3 +474,108 @@ def test_a_setting_that_multiplies_memory_per_worker_is_named_with_its_measured_
     assert f["data"]["mib_per_worker"] == pytest.approx(575) and f["data"]["ref_mib_per_worker"] == pytest.approx(150)
     line = next(x for x in render.footer_lines(rs) if x.startswith("memory ["))
     assert "575 MiB per worker (PSS) vs 150 MiB with w4-nopin-nopf-f2-once-b16 (mp_context spawn vs default)" in line
+
+
+@pytest.mark.parametrize("compute, held, want_ceiling", [
+    # sleep:20 costs 20 ms per batch whatever it holds: batch_size 8, but each batch held 32
+    # samples (items of 4 samples each) -> 32 / 0.020 = 1,600/s, not 8 / 0.020 = 400.
+    ({"kind": "sleep", "ms": 20.0}, 32, 1600.0),
+    # A batch sampler that buckets into 8, 16 and 32: 18.5 samples per batch held on average.
+    ({"kind": "sleep", "ms": 20.0}, 18.5, 925.0),
+    # A model step costs per sample: its measured samples/s stands whatever the batches held.
+    ({"kind": "model", "model": "resnet50"}, 32, 400.0),
+])
+def test_the_compute_ceiling_is_taken_at_the_samples_batches_held(compute, held, want_ceiling):
+    # 0 workers, 10 ms to build a batch, 20 ms step: 30 ms per batch of `held` samples.
+    t = trial(0.010, 0.020, n=20)
+    t.samples = int(held * 20)
+    r = ConfigResult(settings=settings(0, bs=8), status="ok", trials=[t])
+    rs = ResultSet(config={"dataset": {"kind": "tensor"}, "compute": compute, "measure": {}}, environment={},
+                   results=[r], ceilings={"compute": {"8": {"samples_per_s": 400.0, "step_s": 0.020}}})
+    analyze(rs)
+    m = rs.results[0].summary
+    assert m.samples_per_s == pytest.approx(held / 0.030)
+    assert m.compute_ceiling_samples_per_s == pytest.approx(want_ceiling)
+    assert rs.analysis["compute_ceiling"]["8"]["samples_per_s"] == pytest.approx(want_ceiling)
+    assert rs.analysis["compute_ceiling"]["8"]["samples_per_batch"] == pytest.approx(held)
+    # Never above 100% of its own ceiling with a per-batch step (the step alone is 2/3 of the batch time).
+    if compute["kind"] == "sleep":
+        assert m.samples_per_s / m.compute_ceiling_samples_per_s == pytest.approx(2 / 3)
+
+
+def test_the_recommended_call_carries_the_users_sampler_and_collate():
+    from loaderbench.analysis.advice import dataloader_call
+
+    s = settings(4, pin=True, bs=32)
+    assert dataloader_call(s) == ("DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=True, "
+                                  "prefetch_factor=2, persistent_workers=False)")
+    # A batch sampler replaces batch_size: the DataLoader refuses both.
+    assert dataloader_call(s, {"sampler": "mydata:buckets", "sampler_kind": "batch_sampler"}) == (
+        "DataLoader(dataset, batch_sampler=buckets(dataset, batch_size=32), num_workers=4, pin_memory=True, "
+        "prefetch_factor=2, persistent_workers=False)")
+    assert dataloader_call(s, {"sampler": "mydata:weighted", "sampler_kind": "sampler",
+                               "collate_fn": "mydata:pad_collate"}) == (
+        "DataLoader(dataset, batch_size=32, sampler=weighted(dataset), num_workers=4, pin_memory=True, "
+        "prefetch_factor=2, persistent_workers=False, collate_fn=pad_collate)")
+
+
+def test_a_wait_that_building_batches_does_not_explain_is_not_sent_to_more_workers():
+    # 0 workers, 8 samples per batch, 5 ms step (1,600/s): the loader alone builds 64,000
+    # samples/s, so building explains a stall of 1,600 / 65,600 = 2.4% at most; the loop
+    # stalls 20% (waits of 0.5 ms, and 4.7 ms every few batches). More workers are not the cure.
+    waits = [0.0005] * 16 + [0.0047] * 4 + [0.0005] * 16 + [0.0047] * 4
+    r = with_(result(settings(0, bs=8), trial(0, 0.005, waits=[w + 0.0002 for w in waits], bs=8)),
+              loader_alone_samples_per_s=64_000.0)
+    with_ceilings([r], {8: 1600.0})
+    assert r.summary.verdict == Verdict.LOADER_BOUND.value and r.summary.stall_fraction > 0.1
+    rec = recommend([r])
+    nc = finding(rec, FindingKind.NOT_CLEARED)
+    assert nc.data["cause"] == "not_build_rate"
+    assert nc.data["explained_stall"] == pytest.approx(1600 / 65_600)
+    text = reason(rec)
+    assert "accounts for a stall of 2.4% at most; more workers are not the cure" in text
+    assert "try more workers" not in text
+    # No "floor not worth chasing" at a stall of 10% or more.
+    assert finding(rec, FindingKind.LOWEST_STALL) is None
+
+
+def test_a_loader_bound_knee_is_named_even_when_the_best_config_is_bound_by_receiving():
+    # The best (within 5% of the knee) is a receive floor; the knee, with the most workers
+    # measured, is loader-bound at 37% stall: the grid's edge, not "a floor not worth chasing".
+    knee = with_(result(settings(2), trial(0.0059, 0.010)), receive_s=[0.0015] * 4)
+    best = with_(result(settings(2, factor=4), trial(0.0056, 0.010)), receive_s=[0.0040] * 4)
+    assert knee.summary.verdict == Verdict.LOADER_BOUND.value
+    assert best.summary.verdict == Verdict.RECEIVE_FLOOR.value
+    rec = recommend([knee, best])
+    assert rec.settings == knee.settings
+    nc = finding(rec, FindingKind.NOT_CLEARED)
+    assert nc.data["subject"] == "knee" and nc.data["cause"] == "grid_edge"
+    text = reason(rec)
+    assert "prefetch_factor 4 instead of 2 buys nothing measurable; the loader still binds." in text
+    assert "The recommended config has the most workers of those measured: try more workers." in text
+    assert "not worth chasing" not in text
+
+
+def test_with_no_workers_an_epoch_start_is_building_a_batch_not_start_up():
+    # One-batch epochs with 0 workers: every batch starts an epoch and is built in the main
+    # process: the wait is the loader's (nothing starts again), never "epoch-start".
+    r = with_(result(settings(0), trial(0.024, 0.020, n=10)), epoch_start_batches=list(range(10)))
+    assert r.summary.verdict == Verdict.LOADER_BOUND.value
+    assert r.summary.wait_parts_s[WaitPart.EPOCH_START.value] == 0.0
+    # With 2 workers that start again every epoch, the same gaps are epoch starts.
+    w2 = with_(result(settings(2), trial(0.024, 0.020, n=10)), epoch_start_batches=list(range(10)))
+    assert w2.summary.verdict == Verdict.EPOCH_START_BOUND.value
+
+
+def test_batches_that_hold_fewer_samples_than_batch_size_are_named():
+    from loaderbench.analysis.advice import partial_batches
+
+    # A sampler of 25 indices, batch_size 32: every batch holds 25.
+    t = trial(0.01, 0.02, n=10, bs=25)
+    r = result(settings(0, bs=32), t)
+    [f] = partial_batches([r], {"kind": "tensor"})
+    assert f.data == {"batch_size": 32, "samples_per_batch": 25.0, "min": 25.0, "max": 25.0}
+    # Full batches, a batch sampler (it sets the batches), or a count the user gave: nothing.
+    assert partial_batches([result(settings(0, bs=25), trial(0.01, 0.02, n=10, bs=25))], {}) == []
+    assert partial_batches([r], {"sampler_kind": "batch_sampler"}) == []
+    assert partial_batches([r], {"samples_per_batch": 25}) == []

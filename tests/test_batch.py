@@ -1,4 +1,4 @@
-"""Nested-batch utilities: traversal, structure-preserving moves, inspection (C09)."""
+"""Nested-batch utilities: traversal, structure-preserving moves, inspection."""
 
 from __future__ import annotations
 
@@ -27,14 +27,14 @@ class Pair(NamedTuple):
 
 
 class BatchDict(dict):
-    """A collate output that is a dict subclass with its own method and attribute (C09 v2)."""
+    """A collate output that is a dict subclass with its own method and attribute."""
 
     def images(self) -> torch.Tensor:
         return self["image"]
 
 
 class BatchDictWithTo(dict):
-    """C09 variant 2: a dict subclass with a `.to()`; records how it was called."""
+    """A dict subclass with a `.to()`; records how it was called."""
 
     calls: ClassVar[list[tuple[Any, ...]]] = []
 
@@ -46,7 +46,7 @@ class BatchDictWithTo(dict):
 
 
 class Holder:
-    """C09 variant 3: a plain class holding tensors as attributes, no pinning/to method."""
+    """A plain class holding tensors as attributes, no pinning/to method."""
 
     def __init__(self, image: torch.Tensor, label: torch.Tensor, note: str) -> None:
         self.image = image
@@ -55,7 +55,7 @@ class Holder:
 
 
 class HolderWithTo(Holder):
-    """C09 variant 4-like: the same class with its own `.to(device)` (no non_blocking)."""
+    """The same class with its own `.to(device)` (no non_blocking)."""
 
     def to(self, device: Any) -> HolderWithTo:
         return HolderWithTo(self.image.to(device), self.label.to(device), self.note + "+to")
@@ -317,7 +317,7 @@ def test_inspect_batch_counts_pinned_leaves(monkeypatch: pytest.MonkeyPatch) -> 
     """Pinning needs CUDA; fake `is_pinned` to check the counting on any machine."""
     pinned = torch.zeros(2)
     monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self, *a, **k: self is pinned)
-    info = inspect_batch(Holder(pinned, torch.zeros(3), "plain class: not pinned (C09 v3)"))
+    info = inspect_batch(Holder(pinned, torch.zeros(3), "plain class: not pinned"))
     assert (info.tensor_leaves, info.pinned_leaves) == (2, 1)
 
 
@@ -371,3 +371,25 @@ def test_inspect_and_move_with_real_pinned_memory_and_cuda() -> None:
     assert type(moved) is BatchDict and moved["meta"] == ["p"]
     assert all(t.is_cuda for t in iter_tensors(moved))
     assert inspect_batch(moved).pinned_leaves == 0
+
+
+def test_a_collate_that_drops_samples_is_named_and_a_transposed_batch_is_not():
+    from loaderbench.batch import array_dims, array_rows, leading_sizes
+    from loaderbench.measure.trial import check_sample_count
+
+    def check(batch, items=16, iterable=False):
+        return check_sample_count(items, leading_sizes(batch), iterable=iterable, fixed=None,
+                                  rows=array_rows(batch), dims=array_dims(batch))
+
+    # 16 indices, every 4th sample None and dropped: images (12, 3, 8, 8) and labels (12,).
+    dropped = (torch.zeros(12, 3, 8, 8), torch.zeros(12, dtype=torch.long))
+    text = check(dropped)
+    assert "given 16 indices and returned arrays of 12 rows" in text and "overstates by up to 33%" in text
+    # Batch-second layouts keep all 16 samples: (3, 16) features, (seq 7, batch 16) tokens.
+    assert check((torch.zeros(3, 16), torch.zeros(16))) == ""
+    assert check({"tokens": torch.zeros(7, 16, dtype=torch.long)}) == ""
+    # A full batch, and a count the user gave, are never questioned.
+    assert check((torch.zeros(16, 3), torch.zeros(16))) == ""
+    assert check_sample_count(16, [12], iterable=False, fixed=16, rows=[12], dims={12}) == ""
+    # Leaves that disagree (a padded target list of 3 boxes each) say nothing either way.
+    assert check((torch.zeros(12, 3), torch.zeros(5, 4))) == ""

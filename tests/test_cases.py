@@ -39,6 +39,7 @@ def by_workers(data: dict) -> dict[int, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.truth
 @pytest.mark.parametrize("dataset, collate", [
     ("make_numpy_samples", "collate_numpy"),  # [x (64, 3, 64, 64), y (64,)] as numpy arrays
     ("make_detection", "collate_detection"),  # (tuple of 64 images of different sizes, 64 dicts)
@@ -60,6 +61,7 @@ def test_every_sample_of_a_batch_is_counted_whatever_the_collate_returns(tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.truth
 def test_numpy_batches_scale_with_workers_and_name_the_pickled_hand_off(tmp_path):
     res, data = sweep(tmp_path, "--dataset", f"{FIX}:make_numpy_samples", "--collate-fn", f"{FIX}:collate_numpy",
                       "--batch-size", "64", "--compute", "sleep:40", "--num-workers", "0,2",
@@ -73,6 +75,7 @@ def test_numpy_batches_scale_with_workers_and_name_the_pickled_hand_off(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.truth
 def test_a_batch_of_many_tiny_tensors_is_a_receive_floor_and_packing_them_is_named(tmp_path):
     # 16 images + 16 target dicts of 7 tensors cross as 113 tensors; the same payload packed
     # crosses as 9. 16 x 2 ms per batch per worker: 2 workers easily keep up with a 20 ms step,
@@ -116,6 +119,7 @@ def test_worker_threads_after_a_parallel_op_in_the_parent_do_not_deadlock(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.truth
 def test_one_worker_thread_wins_where_two_oversubscribe_the_cpus(tmp_path):
     # Two workers x two intra-op threads on 2 CPUs: oversubscribed, and measured slower.
     res, data = sweep(tmp_path, "--dataset", f"{FIX}:make_matmul_numpy_init", "--batch-size", "16",
@@ -123,7 +127,8 @@ def test_one_worker_thread_wins_where_two_oversubscribe_the_cpus(tmp_path):
                       "--mp-context", "fork", "--batches", "10", "--min-time", "1.5")
     assert res.exit_code == 0, res.output
     r = {row["settings"]["worker_threads"]: row for row in data["results"]}
-    assert any(w.startswith("oversubscribed: 2 workers x 2 intra-op threads") for w in r[2]["warnings"])
+    assert any(w["kind"] == "oversubscribed" and w["message"].startswith("oversubscribed: 2 workers x 2 intra-op threads")
+               for w in r[2]["warnings"])
     assert r[1]["summary"]["samples_per_s"] > r[2]["summary"]["samples_per_s"]
     assert data["recommendation"]["settings"]["worker_threads"] == 1
 
@@ -144,7 +149,7 @@ def test_a_dataset_of_forty_million_items_starts_every_epoch_at_once(tmp_path):
         assert sum(t["sampler_s"]) / len(t["sampler_s"]) < 0.001  # under 1 ms per batch
         # The verdict is the largest measured part of the wait, gaps at epoch starts included.
         parts = row["summary"]["wait_parts_s"]
-        named = {"loader": "loader-bound", "receive": "receive floor", "start-up": "start-up-bound"}
+        named = {"loader": "loader-bound", "receive": "receive floor", "epoch-start": "epoch-start-bound"}
         if row["summary"]["stall_fraction"] >= 0.05:
             assert row["summary"]["verdict"] == named[max(named, key=lambda p: parts[p])]
     # Advice never contradicts a measured row: the DataLoader line is a measured config.
@@ -170,6 +175,8 @@ def test_a_users_slow_sampler_is_measured_and_named(tmp_path):
     # Each epoch start waits for the permutation; the sampler's time is most of that wait.
     starts = t["epoch_start_batches"]
     assert starts and all(t["sampler_s"][i] > 0.1 for i in starts)
+    # The first batch's permutation is the sampler's too, not worker start-up.
+    assert t["first_batch_sampler_s"] > 0.1 and t["first_batch_sampler_s"] < t["first_batch_s"]
     assert row["summary"]["verdict"] == "sampler-bound"
     assert "the sampler drawing indices in the main process" in res.output
 
@@ -199,6 +206,9 @@ def test_bad_input_gets_one_line_and_exit_code_2(tmp_path):
         (["--dataset", "tensor", "--image-size", "64x64"], "--image-size applies to the synthetic dataset, not tensor"),
         (["--dataset", "tensor", "--num-workers", "0,2", "--baseline-settings", "num_workers=4"],
          "--baseline-settings num_workers=4 matches no config of this sweep (num_workers: 0,2)"),
+        (["--dataset", f"{FIX}:make_nested", "--sampler", f"{FIX}:make_subset_sampler", "--batch-size", "32",
+          "--num-workers", "0"],
+         "--batch-size 32 is larger than the epoch of --sampler tests.fixture_datasets:make_subset_sampler (25 indices)"),
         (["--dataset", f"{FIX}:make_stream", "--sampler", f"{FIX}:make_full_permutation_sampler"],
          "--sampler tests.fixture_datasets:make_full_permutation_sampler: the dataset is an IterableDataset"),
     ]
@@ -228,7 +238,8 @@ def test_an_iterable_dataset_counts_the_items_collated_and_says_when_items_are_s
     [row] = data["results"]
     t = row["trials"][0]
     assert t["samples_rule"] == "items" and t["samples"] == 4 * len(t["step_s"])
-    assert any("no part of the batch has 4 rows (most common first dimension: 64)" in w for w in row["warnings"])
+    assert any(w["kind"] == "sample-count" and "no part of the batch has 4 rows (most common first dimension: 64)"
+               in w["message"] for w in row["warnings"])
     res2, data2 = sweep(tmp_path, *common, "--samples-per-batch", "64", name="given.json")
     assert res2.exit_code == 0, res2.output
     t2 = data2["results"][0]["trials"][0]

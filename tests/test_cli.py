@@ -34,6 +34,7 @@ def by_workers(data: dict) -> dict[int, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.truth
 def test_ground_truth_tensor_sweep(tmp_path):
     # io 2 ms x 16 samples = 32 ms per batch per worker; the step sleeps 12 ms.
     res, out = sweep(
@@ -276,7 +277,7 @@ def test_cache_cold_on_tmpfs_is_never_labelled_cold(tmp_path):
         r = json.loads(out.read_text())["results"][0]
         assert r["trials"][0]["cache_state"]["achieved"] != "cold"
         assert r["trials"][0]["cache_state"]["evictable"] is False
-        assert any("--cache cold: achieved" in w for w in r["warnings"])
+        assert any(w["kind"] == "cache-not-achieved" and "--cache cold: achieved" in w["message"] for w in r["warnings"])
         assert r["cache"] == "not cold" and r["key"].endswith("-notcold")
     finally:
         import shutil
@@ -287,7 +288,7 @@ def test_cache_cold_on_tmpfs_is_never_labelled_cold(tmp_path):
 @pytest.mark.slow
 def test_persistent_workers_pay_startup_once_across_epochs(tmp_path):
     # Epochs of 3 batches with spawned workers: without persistent_workers every epoch starts
-    # its workers again (case C01), with them only the first does.
+    # its workers again, with them only the first does.
     res, out = sweep(
         tmp_path, "--dataset", "tensor", "--compute", "sleep:2", "--num-workers", "2",
         "--persistent-workers", "off,on", "--mp-context", "spawn", "--epoch-batches", "3",
@@ -361,6 +362,7 @@ def test_default_output_names_are_safe():
 
 
 @pytest.mark.slow
+@pytest.mark.truth
 @pytest.mark.parametrize(
     "io_ms, batch, step_ms, grid",
     [
@@ -396,8 +398,9 @@ def test_the_knee_is_the_analytic_worker_count(tmp_path, io_ms, batch, step_ms, 
 
 
 @pytest.mark.slow
+@pytest.mark.truth
 def test_periodic_stalls_are_detected_in_a_real_sweep(tmp_path):
-    # Case C04 scaled down: 16 samples x 2 ms = 32 ms per batch per worker, 2 ms step, 4 workers:
+    # A sawtooth, scaled down: 16 samples x 2 ms = 32 ms per batch per worker, 2 ms step, 4 workers:
     # the 4 workers' batches arrive together, then the loop waits ~24 ms for the next round.
     res, out = sweep(tmp_path, "--dataset", "tensor", "--io-ms", "2", "--batch-size", "16",
                      "--compute", "sleep:2", "--num-workers", "4", "--batches", "40", "--min-time", "1")

@@ -16,8 +16,7 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from loaderbench import compare_render
-from loaderbench.compare import (
+from loaderbench.analysis.compare import (
     MIN_REPEATS,
     VERDICTS,
     baseline_grid,
@@ -27,9 +26,10 @@ from loaderbench.compare import (
     pool_results,
     workload_fingerprint,
 )
-from loaderbench.compare_cli import check_command, check_overrides, compare_command
+from loaderbench.cli.compare import check_command, check_config, compare_command
 from loaderbench.errors import ResultsFormatError, UsageError
 from loaderbench.model import SCHEMA_VERSION, ResultSet
+from loaderbench.render import compare as compare_render
 from loaderbench.results import read_results, save_results
 from loaderbench.schema import migrate
 from tests.helpers import result as make_result
@@ -41,6 +41,7 @@ BASE = DATA / "results-v1-base.json"
 HEAD = DATA / "results-v1-head.json"
 OTHER = DATA / "results-v1-other-machine.json"
 V0 = DATA / "results-v0-example.json"
+V2 = DATA / "results-v2-example.json"
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 app.command("compare")(compare_command)
@@ -309,17 +310,20 @@ def test_baseline_grid_recreates_the_configs():
         baseline_grid(run_set([]))
 
 
-def test_check_overrides_rebuild_the_baselines_sweep():
-    from loaderbench.config import build_config
+def test_check_rebuilds_the_baselines_sweep_from_its_saved_config(tmp_path):
     from loaderbench.model import ComputeSpec, DatasetSpec
 
     b = base()
-    cfg = build_config(None, check_overrides(b, with_workload=True))
+    cfg = check_config(b, None)
     assert cfg.dataset == DatasetSpec.from_dict(b.config["dataset"])
     assert cfg.compute == ComputeSpec(kind="sleep", ms=2.0)
-    assert cfg.num_workers == (0, 1, 2, 3, 4, 6) and cfg.batch_size == (16,)
+    assert cfg.grid["num_workers"] == (0, 1, 2, 3, 4, 6) and cfg.grid["batch_size"] == (16,)
     assert (cfg.measure.batches, cfg.repeats, cfg.measure.device, cfg.label) == (6, 3, "cpu", "base")
-    assert set(check_overrides(b, with_workload=False)) == {"grid"}
+    # A config file gives the dataset, step and measure settings; the grid is still the baseline's.
+    toml = tmp_path / "c.toml"
+    toml.write_text('[dataset]\nkind = "tensor"\nio_ms = 1.0\n[compute]\nstep = "sleep:3"\n[grid]\nnum_workers = [8]\n')
+    other = check_config(b, toml)
+    assert other.compute == ComputeSpec(kind="sleep", ms=3.0) and other.grid["num_workers"] == (0, 1, 2, 3, 4, 6)
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,7 +362,7 @@ def test_table_golden():
     assert lines[0].startswith("metric samples_per_s, threshold 10% of throughput, alpha 0.05: regressed")
     assert lines[1] == (
         "baseline base: label base, 2026-12-01T10:00:00+00:00, loaderbench 0.1.0 (schema 1), machine "
-        "a1b2c3d4e5f6, workload tensor 3x32x32 cpu 0.2 ms + io 1 ms | sleep:2 (b6bb36a889f7), cache as-is"
+        "a1b2c3d4e5f6, workload tensor 3x32x32 cpu 0.2 ms + io 1 ms per sample | sleep:2 (54a4d58d7924), cache as-is"
     )
     assert "\n".join(lines[3:]) + "\n" == GOLDEN_TABLE
 
@@ -384,7 +388,7 @@ def test_markdown_comment():
     assert "| `w0-nopin-nopf-f--once-b16` | 800 | 640 | 0.800 (0.780–0.820) | CI | **▼ regressed** |" in lines
     assert "| `w3-nopin-nopf-f2-once-b16` | 1,600 | 1,360 | 0.850 (0.667–1.214) | CI | ~ not significant |" in lines
     assert "| `w8-nopin-nopf-f2-once-b16` | — | 2,000 | — | — | + new |" in lines
-    assert "workload `tensor 3x32x32 cpu 0.2 ms + io 1 ms \\| sleep:2`" in md  # pipes escaped
+    assert "workload `tensor 3x32x32 cpu 0.2 ms + io 1 ms per sample \\| sleep:2`" in md  # pipes escaped
     assert "<details><summary>How loaderbench decides</summary>" in md
     ok = compare_render.to_markdown(compare_results(base(), [base()], names=["base", "rerun"]))
     assert ok.startswith("### ✅ loaderbench: pass (no regression; exit 0)")
@@ -536,7 +540,7 @@ def test_check_runs_the_baselines_configs_and_gates(in_tmp, monkeypatch):
     assert res.exit_code == 1, res.output
     assert "▼ regressed" in res.stdout and "gate: FAIL" in res.stdout
     (cfg,) = fake.configs
-    assert cfg.num_workers == (0, 1, 2, 3, 4, 6) and cfg.batch_size == (16,)
+    assert cfg.grid["num_workers"] == (0, 1, 2, 3, 4, 6) and cfg.grid["batch_size"] == (16,)
     assert (cfg.dataset.kind, cfg.dataset.cpu_ms, cfg.dataset.io_ms) == ("tensor", 0.2, 1.0)
     assert (cfg.compute.label(), cfg.repeats, cfg.measure.batches) == ("sleep:2", 3, 6)
     (out,) = fake.outputs
@@ -553,7 +557,7 @@ def test_check_with_a_config_takes_its_workload_and_the_baselines_grid(in_tmp, t
     res = check("--baseline", str(in_tmp), str(toml))
     assert res.exit_code == 0, res.output
     (cfg,) = fake.configs
-    assert cfg.dataset.io_ms == 3.0 and cfg.num_workers == (0, 1, 2, 3, 4, 6)
+    assert cfg.dataset.io_ms == 3.0 and cfg.grid["num_workers"] == (0, 1, 2, 3, 4, 6)
 
 
 def test_check_update_baseline_writes_it_on_purpose(in_tmp, monkeypatch):
@@ -578,7 +582,7 @@ def test_check_first_baseline_and_errors(tmp_path, monkeypatch):
     toml.write_text('label = "ci"\n[grid]\nnum_workers = [0, 2]\n')
     res = check("--baseline", str(missing), str(toml), "--update-baseline")
     assert res.exit_code == 0, res.output
-    assert fake.configs[-1].num_workers == (0, 2)  # the whole sweep of the config
+    assert fake.configs[-1].grid["num_workers"] == (0, 2)  # the whole sweep of the config
     assert missing.exists()
     res = check("--baseline", str(missing), "--output", str(missing))
     assert res.exit_code == 2 and "is the baseline itself" in res.stderr
@@ -595,7 +599,7 @@ def test_version_0_file_is_migrated():
     raw = json.loads(V0.read_text())
     data = migrate(raw, V0)
     assert raw["schema_version"] == 0  # the input is not modified
-    assert data["schema_version"] == SCHEMA_VERSION == 1
+    assert data["schema_version"] == SCHEMA_VERSION == 2
     assert (data["tool"], data["tool_version"]) == ("loaderbench", "0.0.9")
     assert "loaderbench_version" not in data
     summary = data["results"][0]["summary"]
@@ -612,18 +616,34 @@ def test_version_0_file_is_migrated():
 def test_read_results_migrates_version_0():
     # Needs results.read_results to call schema.migrate (see schema.py).
     rs = read_results(V0)
-    assert rs.schema_version == 1 and rs.analysis["schema_migrated_from"] == 0
+    assert rs.schema_version == 2 and rs.analysis["schema_migrated_from"] == 0 and rs.analysis["schema_written"] == 0
 
 
 def test_current_version_passes_through_unchanged():
+    raw = json.loads(V2.read_text())
+    assert migrate(raw, V2) == raw
+
+
+def test_version_1_warnings_and_notes_become_typed():
     raw = json.loads(BASE.read_text())
-    assert migrate(raw, BASE) == raw
+    raw["results"][0]["warnings"] = ["oversubscribed: 6 workers on 2 usable CPUs (num_workers sets processes)"]
+    raw["results"][0]["trials"][0]["notes"] = ["the loader ended after 40 batches"]
+    raw["recommendation"] = {"settings": None, "reason": "prose"}
+    data = migrate(raw, BASE)
+    assert data["results"][0]["warnings"] == [
+        {"kind": "oversubscribed", "message": "oversubscribed: 6 workers on 2 usable CPUs (num_workers sets processes)"}]
+    assert data["results"][0]["trials"][0]["notes"] == [{"kind": "loader-ended", "message": "the loader ended after 40 batches"}]
+    assert "reason" not in data["recommendation"] and data["analysis"]["schema_written"] == 1
+    # Numbers measured alike: a version-1 baseline is not refused for its schema alone.
+    reasons = compare_results(read_results(BASE), [read_results(V2)]).pairs[0].reasons
+    assert not any("schema" in r for r in reasons)
+
 
 
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d.update(schema_version=2), "schema_version 2 is newer than this loaderbench reads (up to 1); it needs a loaderbench that reads schema 2"),
+        (lambda d: d.update(schema_version=3), "schema_version 3 is newer than this loaderbench reads (up to 2); it needs a loaderbench that reads schema 3"),
         (lambda d: d.update(schema_version=-1), "schema_version -1 is not supported"),
         (lambda d: d.update(schema_version="1"), "schema_version must be an integer, got '1'"),
         (lambda d: d.update(schema_version=True), "schema_version must be an integer"),
@@ -670,7 +690,7 @@ def test_check_on_another_machine_reports_and_passes_unless_strict(in_tmp, monke
 
 
 def test_a_run_that_could_not_reach_its_cache_state_is_not_comparable():
-    from loaderbench.compare import run_info
+    from loaderbench.analysis.compare import run_info
     from loaderbench.model import ResultSet
     from tests.helpers import result, settings, trial
 

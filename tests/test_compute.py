@@ -10,13 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from loaderbench.compute import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    ModelStep,
-    build_compute,
-    normalize_on_device,
-)
+from loaderbench.compute import IMAGENET_MEAN, IMAGENET_STD, ModelStep, build_compute, normalize_on_device
 from loaderbench.errors import UsageError
 from loaderbench.model import ComputeSpec
 

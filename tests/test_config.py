@@ -17,9 +17,9 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_defaults_leave_machine_choices_open():
     cfg = build_config()
-    assert cfg.num_workers is None and cfg.batch_size is None and cfg.compute is None
+    assert cfg.grid["num_workers"] is None and cfg.grid["batch_size"] is None and cfg.compute is None
     assert cfg.dataset.kind == "synthetic"
-    assert cfg.pin_memory == (False, True)
+    assert cfg.grid["pin_memory"] == (False, True)
 
 
 def test_flags_override_toml_which_overrides_defaults(tmp_path):
@@ -42,8 +42,8 @@ batches = 7
     assert cfg.dataset.kind == "tensor" and cfg.dataset.io_ms == 2.0
     assert cfg.dataset.sample_shape == (3, 8, 8)
     assert cfg.compute == ComputeSpec(kind="sleep", ms=12.0)
-    assert cfg.num_workers == (4,)
-    assert cfg.batch_size == (16,)
+    assert cfg.grid["num_workers"] == (4,)
+    assert cfg.grid["batch_size"] == (16,)
     assert cfg.measure.batches == 7 and cfg.measure.min_time_s == 0.5
 
 

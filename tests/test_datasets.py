@@ -25,7 +25,6 @@ from loaderbench.datasets import (
     TensorCostDataset,
     build_collate_fn,
     build_dataset,
-    dataset_fingerprint,
     load_factory,
     load_image_folder,
     load_synthetic_jpegs,
@@ -467,7 +466,7 @@ def test_build_import_dataset(user_module: UserModule) -> None:
     assert len(build_dataset(spec)) == 3  # type: ignore[arg-type]
     with pytest.raises(DataError) as err:
         build_dataset(DatasetSpec(kind="import"))
-    _assert_one_line(err, "--factory")
+    _assert_one_line(err, "--dataset MODULE:FACTORY")
 
 
 def test_factory_imported_from_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -577,6 +576,12 @@ def test_build_unknown_kind() -> None:
     _assert_one_line(err, "parquet", "synthetic", "folder", "tensor", "import")
 
 
+def dataset_fingerprint(spec: DatasetSpec) -> str:
+    from loaderbench.kinds import workload_fingerprint
+
+    return workload_fingerprint({"dataset": spec.to_dict(), "compute": {"kind": "sleep", "ms": 5.0}})
+
+
 def test_fingerprint_is_short_stable_and_tracks_the_workload() -> None:
     base = DatasetSpec(kind="synthetic")
     fp = dataset_fingerprint(base)
@@ -598,9 +603,14 @@ def test_fingerprint_is_short_stable_and_tracks_the_workload() -> None:
     assert dataset_fingerprint(
         DatasetSpec(kind="import", factory="m:f", kwargs={"a": 2, "b": 2})
     ) != dataset_fingerprint(imp)
-    assert dataset_fingerprint(DatasetSpec(kind="folder", data_path="data/")) == (
-        dataset_fingerprint(DatasetSpec(kind="folder", data_path="data"))
+    # The same folder on two disks is the same workload: comparing them is what compare is for.
+    assert dataset_fingerprint(DatasetSpec(kind="folder", data_path="/hdd/imgs")) == (
+        dataset_fingerprint(DatasetSpec(kind="folder", data_path="/ssd/imgs"))
     )
+    # The synthetic generator's version is part of it.
+    from loaderbench import kinds
+
+    assert kinds.workload({"dataset": base.to_dict()})["generator"] == kinds.GENERATOR_VERSION
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Distributed sweeps end to end: 2 CPU ranks over gloo on this machine (issue 8).
+"""Distributed sweeps end to end: 2 CPU ranks over gloo on one machine.
 
 Each test starts `loaderbench sweep --nproc-per-node 2` (torch's elastic launcher, what torchrun
 runs), so every config runs as 2 measuring processes that form a gloo process group.
@@ -101,7 +101,7 @@ def test_failure_or_hang_on_one_rank_ends_that_config_and_the_sweep_goes_on(tmp_
     # No measuring process or worker outlives the sweep.
     leftovers = [
         p for p in psutil.process_iter(["cmdline"])
-        if "loaderbench._child" in " ".join(p.info["cmdline"] or []) and str(tmp_path) in " ".join(p.info["cmdline"] or [])
+        if "loaderbench.measure.child" in " ".join(p.info["cmdline"] or []) and str(tmp_path) in " ".join(p.info["cmdline"] or [])
     ]
     assert not leftovers
 
@@ -231,7 +231,7 @@ def test_other_launchers_rank_0_hosts_the_store_and_waits_for_the_followers(tmp_
 @pytest.mark.slow
 def test_sigterm_stops_every_rank_and_its_measuring_process(tmp_path):
     # A launcher stopped from outside (a CI timeout, a scheduler) must leave no measuring process
-    # behind: each runs in its own session, so every rank has to kill its own (found on 2 H200s).
+    # behind: each runs in its own session, so every rank has to kill its own (seen with 2 GPUs).
     import signal
     import time
 
@@ -248,7 +248,7 @@ def test_sigterm_stops_every_rank_and_its_measuring_process(tmp_path):
 
     def children() -> list[psutil.Process]:
         return [p for p in psutil.Process(proc.pid).children(recursive=True)
-                if "loaderbench._child" in " ".join(p.cmdline())]
+                if "loaderbench.measure.child" in " ".join(p.cmdline())]
 
     deadline = time.monotonic() + 90
     measuring: list[psutil.Process] = []

@@ -10,19 +10,28 @@ from types import SimpleNamespace
 import pytest
 
 from loaderbench import distributed as dist
-from loaderbench import render, stats
 from loaderbench.analysis import analyze, summarize_config
+from loaderbench.analysis import statistics as stats
 from loaderbench.analysis.advice import epoch_samples_per_s, recommend
 from loaderbench.analysis.wait import mean_step_s
 from loaderbench.config import build_config
 from loaderbench.errors import UsageError
 from loaderbench.grid import GridPoint
-from loaderbench.isolation import Outcome
-from loaderbench.model import ComputeSpec, ConfigResult, ResultSet, Trial
+from loaderbench.measure.isolation import Outcome
+from loaderbench.measure.loop import HostMarker, timed_loop
+from loaderbench.measure.ranks import RankShard
+from loaderbench.model import ComputeSpec, ConfigResult, Note, ResultSet, Trial
 from loaderbench.preflight import WorkloadFacts, shm_need_bytes
-from loaderbench.runner import HostMarker, timed_loop
-from loaderbench.sweep import Machine, NullObserver, measure_ceilings, preflight, resolve_defaults
-from tests.helpers import FakeClock, reason, result, settings, trial
+from loaderbench.render import sweep as render
+from loaderbench.sweep import (
+    Machine,
+    NullObserver,
+    cpus_per_rank,
+    measure_ceilings,
+    preflight,
+    resolve_defaults,
+)
+from tests.helpers import FakeClock, reason, result, settings, trial, with_ceilings
 
 MIB = 2**20
 
@@ -40,12 +49,12 @@ def two_ranks() -> tuple[Trial, Trial]:
     r0 = rank_trial(
         0.001, 0.020, cpu_time_s=1.5, cpu_util_pct=150.0, main_cpu_util_pct=90.0, processes=3,
         memory_uss_bytes=10 * MIB, memory_pss_bytes=100 * MIB, loader_alone_samples_per_s=1000.0,
-        notes=["the loader ended after 40 batches", "same note"],
+        notes=[Note.from_dict("the loader ended after 40 batches"), Note.from_dict("same note")],
     )
     r1 = rank_trial(
         0.010, 0.011, cpu_time_s=2.5, cpu_util_pct=250.0, main_cpu_util_pct=70.0, processes=5,
         memory_uss_bytes=20 * MIB, memory_pss_bytes=200 * MIB, loader_alone_samples_per_s=3000.0,
-        notes=["same note"],
+        notes=[Note.from_dict("same note")],
     )
     return r0, r1
 
@@ -69,11 +78,12 @@ def test_merge_trials_keeps_the_slowest_rank_and_sums_the_node_totals():
     assert merged.memory_pss_bytes == 300 * MIB
     assert merged.loader_alone_samples_per_s == pytest.approx(4000.0)
     # Notes tagged by rank, each once.
-    assert merged.notes == [
+    assert [n.message for n in merged.notes] == [
         "rank 0: the loader ended after 40 batches",
         "rank 0: same note",
         "rank 1: same note",
     ]
+    assert [n.kind for n in merged.notes] == ["loader-ended", "other", "other"]
     # Every rank's own trial kept, with its rank and the world size, and nothing nested.
     assert len(merged.rank_trials) == 2
     own = [Trial.from_dict(d) for d in merged.rank_trials]
@@ -81,7 +91,7 @@ def test_merge_trials_keeps_the_slowest_rank_and_sums_the_node_totals():
     assert [t.world_size for t in own] == [2, 2]
     assert [t.rank_trials for t in own] == [[], []]
     assert own[0].data_wait_s == r0.data_wait_s and own[1].data_wait_s == r1.data_wait_s
-    assert own[0].notes == ["the loader ended after 40 batches", "same note"]  # untagged
+    assert [n.message for n in own[0].notes] == ["the loader ended after 40 batches", "same note"]  # untagged
     # The inputs are left alone.
     assert r0.rank is None and r1.rank is None and r1.rank_trials == []
 
@@ -282,16 +292,16 @@ def test_merge_ceilings_sums_rates_and_keeps_the_slowest_step():
 
 def test_rank_shard_cuts_the_stream_by_position():
     base = [90, 91, 92, 93, 94, 95, 96, 97, 98, 99]  # values != positions
-    shards = [list(dist.RankShard(base, r, 3)) for r in range(3)]
+    shards = [list(RankShard(base, r, 3)) for r in range(3)]
     assert shards == [[90, 93, 96, 99], [91, 94, 97], [92, 95, 98]]
-    assert [len(dist.RankShard(base, r, 3)) for r in range(3)] == [4, 3, 3]
+    assert [len(RankShard(base, r, 3)) for r in range(3)] == [4, 3, 3]
     flat = [i for s in shards for i in s]
     assert len(flat) == len(set(flat)) and sorted(flat) == base
     for n in range(0, 12):
         for world in (1, 2, 3, 4):
             seq = list(range(n))
-            got = [list(dist.RankShard(seq, r, world)) for r in range(world)]
-            assert [len(dist.RankShard(seq, r, world)) for r in range(world)] == [len(g) for g in got]
+            got = [list(RankShard(seq, r, world)) for r in range(world)]
+            assert [len(RankShard(seq, r, world)) for r in range(world)] == [len(g) for g in got]
             assert sorted(i for g in got for i in g) == seq
 
 
@@ -300,11 +310,11 @@ def test_rank_shard_cuts_the_stream_by_position():
 
 
 def test_cpus_per_rank():
-    assert dist.cpus_per_rank(32, 2) == 16
-    assert dist.cpus_per_rank(16, 3) == 5
-    assert dist.cpus_per_rank(2, 2) == 1
-    assert dist.cpus_per_rank(3, 4) == 1
-    assert dist.cpus_per_rank(8, 0) == 8
+    assert cpus_per_rank(32, 2) == 16
+    assert cpus_per_rank(16, 3) == 5
+    assert cpus_per_rank(2, 2) == 1
+    assert cpus_per_rank(3, 4) == 1
+    assert cpus_per_rank(8, 0) == 8
     assert Machine(cuda=False, usable_cpus=16).cpus_per_rank == 16
     assert Machine(cuda=False, usable_cpus=16, ranks_per_node=2).cpus_per_rank == 8
     assert Machine(cuda=True, usable_cpus=7, ranks_per_node=8, world_size=16).cpus_per_rank == 1
@@ -320,14 +330,14 @@ def sweep_config(**grid):
 
 def test_default_num_workers_grid_uses_the_cpus_per_rank():
     cfg = sweep_config()
-    assert cfg.num_workers is None
+    assert cfg.grid["num_workers"] is None
     two = resolve_defaults(cfg, Machine(cuda=False, usable_cpus=16, ranks_per_node=2))
-    assert two.num_workers == (0, 1, 2, 4, 8)
+    assert two.grid["num_workers"] == (0, 1, 2, 4, 8)
     one = resolve_defaults(cfg, Machine(cuda=False, usable_cpus=16, ranks_per_node=1))
-    assert one.num_workers == (0, 1, 2, 4, 8, 16)
+    assert one.grid["num_workers"] == (0, 1, 2, 4, 8, 16)
     # An explicit grid is kept.
     given = resolve_defaults(sweep_config(num_workers=(0, 16)), Machine(cuda=False, usable_cpus=16, ranks_per_node=2))
-    assert given.num_workers == (0, 16)
+    assert given.grid["num_workers"] == (0, 16)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,7 +366,7 @@ def test_shm_need_is_multiplied_by_the_ranks_on_the_node():
     assert shm_need_bytes(s, MIB) == 80 * MIB
     # 100 MiB free: one rank's 80 MiB fits (above half: a warning); two ranks' 160 MiB do not.
     alone, _ = run_preflight(s, free_bytes=100 * MIB, ranks=1)
-    assert alone.status == "ok" and len(alone.warnings) == 1 and "80 MiB" in alone.warnings[0]
+    assert alone.status == "ok" and len(alone.warnings) == 1 and "80 MiB" in alone.warnings[0].message
     both, obs = run_preflight(s, free_bytes=100 * MIB, ranks=2)
     assert both.status == "skipped"
     assert "shared memory (/dev/shm) too small" in both.error and "160 MiB" in both.error
@@ -366,7 +376,7 @@ def test_shm_need_is_multiplied_by_the_ranks_on_the_node():
     assert alone.status == "ok" and alone.warnings == []
     both, _ = run_preflight(s, free_bytes=200 * MIB, ranks=2)
     assert both.status == "ok"
-    assert len(both.warnings) == 1 and "160 MiB of /dev/shm" in both.warnings[0]
+    assert len(both.warnings) == 1 and "160 MiB of /dev/shm" in both.warnings[0].message
 
 
 def test_oversubscription_is_checked_against_the_cpus_per_rank():
@@ -374,8 +384,8 @@ def test_oversubscription_is_checked_against_the_cpus_per_rank():
     assert ok.warnings == []
     over, _ = run_preflight(settings(9), free_bytes=10**12, ranks=2, usable_cpus=16, sample_bytes=1)
     assert len(over.warnings) == 1
-    w = over.warnings[0]
-    assert "9 workers on 8 usable CPUs" in w
+    w = over.warnings[0].message
+    assert over.warnings[0].kind == "oversubscribed" and "9 workers on 8 usable CPUs" in w
     assert "per rank" in w and "16 CPUs / 2 ranks" in w
     # A single-process sweep has all 16 CPUs and says nothing about ranks.
     single, _ = run_preflight(settings(9), free_bytes=10**12, ranks=1, usable_cpus=16, sample_bytes=1)
@@ -526,19 +536,19 @@ def test_rank_info_rejects_bad_variables(env):
 
 
 # ---------------------------------------------------------------------------------------------
-# 10. cli._strip_option
+# 10. distributed.strip_option
 
 
 def test_strip_option_drops_both_forms():
-    from loaderbench.cli import _strip_option
+    from loaderbench.distributed import strip_option
 
     name = "--nproc-per-node"
-    assert _strip_option(["sweep", "--nproc-per-node", "2", "--batches", "5"], name) == ["sweep", "--batches", "5"]
-    assert _strip_option(["sweep", "--nproc-per-node=2", "--batches", "5"], name) == ["sweep", "--batches", "5"]
-    assert _strip_option(["sweep", "--batches", "5", "--nproc-per-node", "4"], name) == ["sweep", "--batches", "5"]
-    assert _strip_option(["sweep", "--batches", "5"], name) == ["sweep", "--batches", "5"]
+    assert strip_option(["sweep", "--nproc-per-node", "2", "--batches", "5"], name) == ["sweep", "--batches", "5"]
+    assert strip_option(["sweep", "--nproc-per-node=2", "--batches", "5"], name) == ["sweep", "--batches", "5"]
+    assert strip_option(["sweep", "--batches", "5", "--nproc-per-node", "4"], name) == ["sweep", "--batches", "5"]
+    assert strip_option(["sweep", "--batches", "5"], name) == ["sweep", "--batches", "5"]
     # Another option that merely starts with the same letters stays.
-    assert _strip_option(["sweep", "--nproc-per-node-x", "1"], name) == ["sweep", "--nproc-per-node-x", "1"]
+    assert strip_option(["sweep", "--nproc-per-node-x", "1"], name) == ["sweep", "--nproc-per-node-x", "1"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -568,7 +578,7 @@ def test_rank_cells_show_each_ranks_stall_and_mark_the_slowest():
     assert m.samples_per_s == pytest.approx(800.0 + 16 / 0.021)
     cells = render.rank_cells(m)
     assert cells == {"rank_rate": "762–800", "rank_stall": "r0 5.0% · r1 48%*"}
-    row = render.row_cells(rs.results[0], cuda=False, ceiling=render.ceiling_for(rs, 16))
+    row = render.row_cells(rs.results[0], cuda=False)
     assert row["rank_stall"] == "r0 5.0% · r1 48%*"
     assert row["ceiling_pct"] == "87%"  # 1,561.9 of 1,800
     # More than four ranks: the range and the slowest rank.
@@ -627,7 +637,7 @@ def test_rank_columns_and_header_only_for_a_distributed_result_set():
 
 
 def test_compare_per_trial_values_of_a_distributed_config_are_the_jobs():
-    from loaderbench import compare
+    from loaderbench.analysis import compare
 
     r = result(settings(2), *three_repeats())
     assert compare.side_value(r, "samples_per_s") == pytest.approx(1500.0)
@@ -658,7 +668,7 @@ def test_a_distributed_knee_short_of_its_ceiling_names_the_cpu_per_rank_step():
     r.trials = [dist.merge_trials(ranks)]
     summarize_config(r)
     ceiling = 2 * 256 / 0.0565
-    rec = recommend([r], usable_cpus=32, ceilings={256: ceiling})
+    rec = recommend(with_ceilings([r], {256: ceiling}), usable_cpus=32)
     # per rank: 256 / 0.06517 = 3,928 samples/s; job 7,856 = 87% of 9,062
     assert "The knee reaches 87% of the compute ceiling" in reason(rec)
     assert "65.2 ms" not in reason(rec)  # the step, not step + wait
@@ -693,7 +703,7 @@ def test_the_leader_waits_for_every_follower_and_names_a_missing_one():
 
 
 def test_compare_calls_a_different_number_of_ranks_not_comparable():
-    from loaderbench import compare
+    from loaderbench.analysis import compare
 
     def rs(world: int | None) -> ResultSet:
         env = {"fingerprint": "m"}
@@ -712,12 +722,12 @@ def test_compare_calls_a_different_number_of_ranks_not_comparable():
 
 
 def test_an_iterable_dataset_on_several_ranks_is_flagged():
-    def warnings_for(world: int) -> list[str]:
+    def warnings_for(world: int) -> list[str]:  # the messages
         res = ConfigResult(settings=settings(0), status="ok")
         machine = Machine(cuda=False, usable_cpus=64, ranks_per_node=world, world_size=world)
         facts = WorkloadFacts(sample_bytes=1, iterable=True)
         preflight([res], facts, {"shm": {"free_bytes": 10**12}}, machine, Warnings())
-        return res.warnings
+        return [w.message for w in res.warnings]
 
     assert warnings_for(1) == []
     (w,) = warnings_for(2)

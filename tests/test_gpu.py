@@ -469,7 +469,7 @@ def test_null_sampler_stop_without_start() -> None:
 
 
 def test_real_pynvml_on_a_host_without_the_library() -> None:
-    """Case C17 for real: this CPU host has nvidia-ml-py but no libnvidia-ml.so.1."""
+    """NVML missing, for real: this CPU host has nvidia-ml-py but no libnvidia-ml.so.1."""
     pytest.importorskip("pynvml")
     status = nvml_status()
     if status.available:

@@ -1,6 +1,15 @@
 from __future__ import annotations
 
-from loaderbench.grid import GridAxes, default_num_workers, expand_grid
+from loaderbench.grid import default_num_workers, expand_grid
+from loaderbench.model import GRID_AXES
+
+
+def GridAxes(**given):
+    """Every axis at its default, the given ones replaced (batch 64, the CPU default)."""
+    axes = {a.name: a.default for a in GRID_AXES}
+    axes["batch_size"] = (64,)
+    axes.update(given)
+    return axes
 
 
 def test_default_num_workers():
@@ -11,7 +20,7 @@ def test_default_num_workers():
 
 
 def test_zero_workers_drop_prefetch_factor_and_persistence_once():
-    # Case C11: num_workers {0,2,4} x prefetch_factor {1,2,8} x persistent {F,T}.
+    # num_workers {0,2,4} x prefetch_factor {1,2,8} x persistent {F,T}.
     axes = GridAxes(num_workers=[0, 2, 4], pin_memory=[False], prefetch=[False],
                     prefetch_factor=[1, 2, 8], persistent_workers=[False, True], batch_size=[32])
     points = expand_grid(axes, cuda=True)

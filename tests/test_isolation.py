@@ -1,8 +1,21 @@
+"""The isolation boundary: failure causes, and run_isolated with a fake measuring process (no
+torch: each test takes a second or so)."""
+
 from __future__ import annotations
 
+import json
+import os
 import signal
+import sys
+import time
+from pathlib import Path
 
-from loaderbench.isolation import SHM_FIX, classify_failure
+import psutil
+import pytest
+
+from loaderbench.measure.isolation import SHM_FIX, classify_failure, run_isolated
+from loaderbench.model import ComputeSpec, DatasetSpec, MeasureSpec, TrialJob
+from tests.helpers import settings
 
 
 def test_worker_deaths_and_limits_are_classified():
@@ -20,3 +33,75 @@ def test_worker_deaths_and_limits_are_classified():
     assert classify_failure("", -signal.SIGBUS) == SHM_FIX
     assert classify_failure("Traceback...\nValueError: bad sample 5\n") == "ValueError: bad sample 5"
     assert classify_failure("", 3) == "exit code 3"
+
+
+# ---- the isolation boundary, with a fake measuring process (no torch, fractions of a second) ----
+
+FAKE = Path(__file__).resolve().parent / "fake_child.py"
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> str:
+    """An 'interpreter' that runs tests/fake_child.py whatever module it is asked to run."""
+    script = tmp_path / "python"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} \"$@\"\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def job(timeout_s: float = 30.0, first_batch_timeout_s: float | None = None) -> TrialJob:
+    return TrialJob(settings(2), DatasetSpec(kind="tensor"), ComputeSpec(kind="sleep", ms=1.0), MeasureSpec(),
+                    timeout_s=timeout_s, first_batch_timeout_s=first_batch_timeout_s)
+
+
+def run(fake_python: str, mode: str, **kw) -> tuple:
+    seen: list[int] = []
+    env = dict(os.environ, FAKE_CHILD=mode, **kw.pop("env", {}))
+    t0 = time.monotonic()
+    out = run_isolated(job(**kw), on_batch=seen.append, python=fake_python, env=env)
+    return out, seen, time.monotonic() - t0
+
+
+def test_a_trial_that_writes_its_result_is_ok_and_its_batches_are_reported(fake_python):
+    out, seen, _ = run(fake_python, "ok")
+    assert out.status == "ok" and out.trial is not None and out.trial.samples == 4
+    assert seen == [0, 1] and out.last_batch == 1
+
+
+def test_the_watchdog_kills_a_hung_trial_and_keeps_its_stacks(fake_python):
+    out, _, wall = run(fake_python, "hang", timeout_s=1.0)
+    assert out.status == "hung" and "no end within --config-timeout 1s (after batch 1)" in out.error
+    assert 1.0 <= wall < 8.0
+
+
+def test_a_result_written_before_the_exit_hangs_is_kept(fake_python):
+    out, _, wall = run(fake_python, "result-then-hang", timeout_s=1.0)
+    assert out.status == "ok" and out.trial is not None
+    assert wall < 8.0
+
+
+def test_a_crash_is_a_failed_row_with_the_last_line_as_its_cause(fake_python):
+    out, _, _ = run(fake_python, "crash")
+    assert out.status == "failed" and out.error == "ValueError: corrupt sample 17"
+    assert "Traceback" in (out.detail or "")
+
+
+def test_the_first_batch_deadline_ends_a_trial_that_never_starts(fake_python, tmp_path):
+    script = Path(fake_python)
+    # This child never prints a batch: a first-batch deadline of 1 s ends it, not the 30 s timeout.
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import time; time.sleep(3600)'\n")
+    out, seen, wall = run(fake_python, "hang", timeout_s=30.0, first_batch_timeout_s=1.0)
+    assert out.status == "hung" and out.error.startswith("no first batch within 1s") and seen == []
+    assert wall < 8.0
+
+
+def test_the_whole_process_tree_is_killed(fake_python, tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    out, _, _ = run(fake_python, "children", timeout_s=1.5, env={"FAKE_CHILD_PIDFILE": str(pidfile)})
+    assert out.status == "hung"
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the grandchild survived"
+        time.sleep(0.05)
+    assert json.loads(json.dumps(out.error))  # one line, JSON-able

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from loaderbench.analysis import analyze
 from loaderbench.cli import app
 from loaderbench.model import ResultSet
-from loaderbench.plot import plot_results
+from loaderbench.render.plot import plot_results
 from loaderbench.results import save_results
 from tests.helpers import result, settings, trial
 

@@ -1,4 +1,4 @@
-"""CUDAPrefetcher: iteration contract on CPU, stream protocol with a fake, and on a GPU (C10, C20)."""
+"""CUDAPrefetcher: iteration contract on CPU, stream protocol with a fake, and on a GPU."""
 
 from __future__ import annotations
 
@@ -339,7 +339,7 @@ def test_gpu_stream_is_created_once_per_prefetcher_across_epochs(
 @pytest.mark.gpu
 @needs_cuda
 def test_gpu_reserved_memory_levels_off_over_40_short_epochs() -> None:
-    """C20: 40 epochs of 20 batches of 256x3x224x224 uint8, normalized on the device.
+    """A new stream per epoch would strand cached blocks: 40 epochs of 20 batches of 256x3x224x224 uint8, normalized on the device.
 
     The consumer synchronizes once per step, as a loop that logs `loss.item()` does, so the host
     cannot run epochs ahead of the GPU (see the memory paragraph of the NOTE in prefetch.py).
@@ -388,7 +388,7 @@ def test_gpu_steady_state_does_not_synchronize() -> None:
 @pytest.mark.gpu
 @needs_cuda
 def test_gpu_copy_of_the_next_batch_is_hidden_behind_compute() -> None:
-    """C10 (c): pinned source + side stream: the copy mostly overlaps the step."""
+    """A pinned source + side stream: the copy mostly overlaps the step."""
     dev = torch.device("cuda")
     host = [torch.rand(64, 3, 224, 224).pin_memory() for _ in range(4)]  # ~38.5 MB each
     loader = [host[i % 4] for i in range(20)]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from rich.console import Console
-
-from loaderbench import render
 from loaderbench.analysis import analyze
 from loaderbench.model import ResultSet
+from loaderbench.render import sweep as render
 from tests.helpers import result, settings, trial
 
 GOLDEN = """\
@@ -38,8 +36,7 @@ def sample() -> ResultSet:
     return rs
 
 
-def test_table_golden():
-    console = Console(width=200, color_system=None, record=True, force_terminal=False)
+def test_table_golden(console):
     render.render_table(sample(), console)
     text = console.export_text()
     assert text.startswith(GOLDEN)
@@ -63,12 +60,11 @@ def test_markdown_and_csv():
     assert len(csv) == 6
 
 
-def test_a_noisy_config_is_flagged_with_advice():
+def test_a_noisy_config_is_flagged_with_advice(console):
     rs = sample()
     r = rs.results[1]
     r.trials = [trial(0.004, 0.012 * f) for f in (1.0, 1.3, 0.8)]
     analyze(rs)
-    console = Console(width=200, color_system=None, record=True, force_terminal=False)
     render.render_table(rs, console)
     text = console.export_text()
     assert "(noisy)" in text
@@ -108,7 +104,7 @@ def test_partial_line_counts_configs_short_of_their_repeats():
 
 
 def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
-    # A short IterableDataset (case C22, splitting variant): 0 workers' loader could be probed
+    # A short IterableDataset (split across workers): 0 workers' loader could be probed
     # after the window (882 samples/s); 2 and 4 workers' loaders ended first, and ran faster.
     rows = [trial(0.0141, 0.004), trial(0.001, 0.004), trial(0.0, 0.004)]  # 16 / step: 883, 3,200, 4,000
     rows[0].loader_alone_samples_per_s = 882.0
@@ -125,14 +121,21 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
         "probed on 1 of 3 configs (the others' loaders ended first)."
     )
     # Probed everywhere: the usual conclusion.
-    rows[1].loader_alone_samples_per_s, rows[2].loader_alone_samples_per_s = 3300.0, 4100.0
+    rows[1].loader_alone_samples_per_s, rows[2].loader_alone_samples_per_s = 3300.0, 5000.0
     analyze(rs)
     line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
     assert line.endswith("compute ceiling 4,000 samples/s: the compute step binds.")
+    # Within 10% of each other (4,100 vs 4,000): neither "binds" alone; the margin is missing.
+    rows[2].loader_alone_samples_per_s = 4100.0
+    analyze(rs)
+    line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
+    assert line.endswith("compute ceiling 4,000 samples/s: within 10% of each other: with no margin, the "
+                         "loader's jitter stalls the step (more workers give the margin).")
 
 
 def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked_rows():
-    from loaderbench.analysis.knee import REPLICATED
+    from loaderbench.model import Note, WarningKind
+    from loaderbench.preflight import REPLICATED_MESSAGE
 
     # Every config probed, but the best probe (3,439) reads below the best measured 3,612 (the
     # probe is half a second after the window): the measured rate is the ceiling's lower bound.
@@ -150,10 +153,35 @@ def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked
         "at least 3,612 measured with the step (w4-nopin-nopf-f2-once-b16); "
         "compute ceiling 6,400 samples/s: the loader binds."
     )
-    # A row counting duplicate samples (case C22) is not ranked, and neither is its probe.
+    # A row counting duplicate samples (an unsplit IterableDataset) is not ranked, and neither is its probe.
     dup = result(settings(8), trial(0.0, 0.001))
     dup.trials[0].loader_alone_samples_per_s = 20000.0
-    dup.warnings.append(REPLICATED)
+    dup.warnings.append(Note.of(WarningKind.REPLICATED, REPLICATED_MESSAGE))
     rs.results.append(dup)
     analyze(rs)
     assert "20,000" not in render.loader_ceiling_line(rs) and "3,439" in render.loader_ceiling_line(rs)
+
+
+def test_three_varying_settings_fit_80_columns_with_stacked_headers():
+    # Start method x worker threads x workers vary: with every optional column left out, the
+    # headers go one word per line so that the verdict and the knee mark stay whole.
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    results = []
+    for mp in ("spawn", "forkserver", "fork"):
+        for wt in (1, 2):
+            s = replace(settings(2), mp_context=mp, worker_threads=wt)
+            results.append(result(s, trial(0.004 if wt == 1 else 0.2, 0.010)))
+    rs = ResultSet(config={"dataset": {"kind": "tensor"}, "compute": {"kind": "sleep", "ms": 10}, "measure": {}},
+                   environment={"cuda_available": False, "usable_cpus": 2}, results=results)
+    analyze(rs)
+    console = Console(width=80, record=True, color_system=None, force_terminal=False)
+    render.render_table(rs, console)
+    lines = console.export_text().splitlines()
+    table = [ln for ln in lines if ln[:1] in "┏┃┡│└"]
+    assert table and all(len(ln) <= 80 for ln in table)
+    assert all(ln.endswith(("┓", "┃", "┩", "│", "┘")) for ln in table)  # the right border is there
+    assert any("◀ knee" in ln for ln in table)
+    assert any(ln.split("┃")[2].strip() == "start" for ln in table if ln.startswith("┃"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from loaderbench.measure.loop import HostMarker, probe_receive, timed_loop, warmup_for
 from loaderbench.model import LoaderSettings
-from loaderbench.runner import HostMarker, probe_receive, timed_loop, warmup_for
 from tests.helpers import FakeClock
 
 
@@ -126,9 +126,9 @@ def test_loader_ending_early_is_noted():
     clock = FakeClock()
     t = run(clock, serial_loader(clock, 0.01, 6), 0.01, warmup_batches=2, min_batches=10)
     assert len(t.step_s) == 3
-    assert t.notes == [
-        "the loader ended after 6 batches",
-        "only 3 batches measured (fewer than --batches 10): numbers are rough",
+    assert [(n.kind, n.message) for n in t.notes] == [
+        ("loader-ended", "the loader ended after 6 batches"),
+        ("few-batches", "only 3 batches measured (fewer than --batches 10): numbers are rough"),
     ]
 
 
@@ -141,7 +141,7 @@ def test_empty_loader_and_nothing_left_to_measure_raise():
 
 
 def test_the_loop_keeps_no_batch_alive():
-    # Case C07: loaderbench's own loop holds no batch beyond its step.
+    # loaderbench's own loop holds no batch beyond its step.
     import gc
     import weakref
 
@@ -220,14 +220,14 @@ class FakeEventMarker:
 
 
 def test_overlap_of_an_interval_with_a_union():
-    from loaderbench.runner import overlap_s
+    from loaderbench.measure.introspect import overlap_s
 
     assert overlap_s((0.0, 10.0), [(2.0, 4.0), (3.0, 6.0), (9.0, 12.0)]) == pytest.approx(5.0)
     assert overlap_s((0.0, 1.0), [(2.0, 3.0)]) == 0.0
 
 
 def test_copy_statistics_hidden_fraction_is_hand_computed():
-    from loaderbench.runner import copy_statistics
+    from loaderbench.measure.introspect import copy_statistics
 
     # Three batches (first + 2 measured); steps run [1,3] and [4,6] after batch 1 and 2 arrive.
     ready, end = [0.0, 1.0, 4.0], [0.5, 3.0, 6.0]
@@ -263,7 +263,7 @@ def test_epochs_restart_the_loader_and_count_the_restart_as_wait():
 
 
 def test_loader_alone_skips_the_ready_backlog_and_times_the_rest():
-    from loaderbench.runner import loader_alone
+    from loaderbench.measure.loop import loader_alone
 
     clock = FakeClock()
 

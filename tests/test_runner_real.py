@@ -8,13 +8,14 @@ import pytest
 import torch
 
 from loaderbench.datasets import TensorCostDataset
-from loaderbench.runner import _tracking_loader_class, probe_receive, ready_batches
+from loaderbench.measure.introspect import _tracking_loader_class, ready_batches
+from loaderbench.measure.loop import probe_receive
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers, factor", [(2, 2), (2, 4)])
 def test_ready_queue_fills_to_workers_times_prefetch_factor(workers, factor):
-    # Case C11: prefetch_factor counts batches per worker, so W*P batches are built ahead.
+    # prefetch_factor counts batches per worker, so W*P batches are built ahead.
     ds = TensorCostDataset(num_samples=512, sample_shape=(4,), cpu_ms=0.0, io_ms=0.2)
     loader = _tracking_loader_class()(ds, batch_size=4, num_workers=workers, prefetch_factor=factor)
     it = iter(loader)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loaderbench import stats
+from loaderbench.analysis import statistics as stats
 from tests.helpers import result, settings, trial
 
 
@@ -33,8 +33,8 @@ def test_summary_medians_over_repeats():
 
 
 def test_load_results_frame_has_one_row_per_trial_with_the_wait_tail():
+    from loaderbench.analysis.frame import to_frame
     from loaderbench.model import ResultSet
-    from loaderbench.results import to_frame
 
     waits = ([0.110] + [0.0] * 9) * 6  # as in the sawtooth above
     rs = ResultSet(config={}, environment={}, results=[

@@ -29,12 +29,12 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from loaderbench import storage
+from loaderbench.analysis.statistics import FetchPrepSplit, fetch_prep_split
+from loaderbench.cli.storage import parse_readers, render_probe, storage_command
 from loaderbench.errors import DataError, UsageError
 from loaderbench.storage import (
     CacheOps,
     EvictReport,
-    block_device_for_dev,
-    fetch_prep_split,
     filesystem_of,
     needed_bytes,
     read_summary,
@@ -43,7 +43,6 @@ from loaderbench.storage import (
     size_stats,
     static_evictability,
 )
-from loaderbench.storage_cli import parse_readers, render_probe, storage_command
 
 MiB = 1 << 20
 
@@ -86,7 +85,7 @@ def test_needed_bytes_counts_first_reads_in_the_window_only() -> None:
 
 
 def test_parse_fincore_rows() -> None:
-    assert storage._parse_fincore("4096 8192\n0 100\n") == [(4096, 8192), (0, 100)]
+    assert storage.cache._parse_fincore("4096 8192\n0 100\n") == [(4096, 8192), (0, 100)]
 
 
 Part = namedtuple("Part", "device mountpoint fstype opts")
@@ -143,13 +142,13 @@ def _fake_sysfs(root: Path) -> Path:
 
 def test_block_device_follows_partitions_and_loops(tmp_path: Path) -> None:
     sysfs = str(_fake_sysfs(tmp_path))
-    part = block_device_for_dev(8, 1, sysfs=sysfs)
+    part = storage.devices.block_device_for_dev(8, 1, sysfs=sysfs)
     assert part is not None and (part.name, part.disk, part.partition, part.rotational) == ("sda1", "sda", True, True)
-    nvme = block_device_for_dev(259, 0, sysfs=sysfs)
+    nvme = storage.devices.block_device_for_dev(259, 0, sysfs=sysfs)
     assert nvme is not None and nvme.rotational is False and not nvme.partition
-    loop = block_device_for_dev(7, 0, sysfs=sysfs)
+    loop = storage.devices.block_device_for_dev(7, 0, sysfs=sysfs)
     assert loop is not None and loop.backing_file == "/no/such/disk.img" and loop.backing_rotational is None
-    assert block_device_for_dev(9, 9, sysfs=sysfs) is None
+    assert storage.devices.block_device_for_dev(9, 9, sysfs=sysfs) is None
     assert storage.is_rotational("/dev/sda1", sysfs=sysfs) is True
     assert storage.is_rotational("nvme0n1", sysfs=sysfs) is False
     assert storage.is_rotational("sdz", sysfs=sysfs) is None
@@ -254,12 +253,12 @@ def test_drop_caches_is_passed_on_and_bad_state_refused(files: list[Path]) -> No
 
 def test_drop_caches_needs_root_and_falls_back_to_fadvise(files: list[Path], tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(storage, "is_root", lambda: False)
+    monkeypatch.setattr(storage.cache, "is_root", lambda: False)
     with pytest.raises(PermissionError):
         storage.drop_all_caches(proc_file=str(tmp_path / "drop_caches"))
     rep = storage.evict(files, drop_caches=True)
     assert rep.method == "fadvise" and "needs root" in (rep.note or "") and rep.failed == 0
-    monkeypatch.setattr(storage, "is_root", lambda: True)
+    monkeypatch.setattr(storage.cache, "is_root", lambda: True)
     monkeypatch.setattr(os, "sync", lambda: None)
     storage.drop_all_caches(proc_file=str(tmp_path / "drop_caches"))
     assert (tmp_path / "drop_caches").read_text() == "3\n"
@@ -704,7 +703,7 @@ def _data_wait_s(dataset: FilesWithDecode, batch_size: int = 4) -> float:
         total += time.perf_counter() - t0
 
 
-def _split(files: list[Path], dataset: FilesWithDecode, primer: Any = None) -> storage.FetchPrepSplit:
+def _split(files: list[Path], dataset: FilesWithDecode, primer: Any = None) -> FetchPrepSplit:
     cold = set_cache_state(files, "cold")
     assert cold.achieved == "cold", cold
     if primer is not None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from loaderbench.analysis.knee import REPLICATED
 from loaderbench.config import build_config
-from loaderbench.isolation import Outcome
-from loaderbench.model import ComputeSpec
+from loaderbench.measure.isolation import Outcome
+from loaderbench.model import ComputeSpec, WarningKind
 from loaderbench.preflight import WorkloadFacts, oversubscription, shm_need_bytes, shm_verdict
 from loaderbench.sweep import Machine, resolve_defaults, run_sweep
 from tests import helpers
+from tests.conftest import FakeRunner
 from tests.helpers import settings, trial
 
 MACHINE = Machine(cuda=False, usable_cpus=2)
@@ -25,17 +25,6 @@ def config(**grid):
         "measure": {"repeats": 2},
     })
     return resolve_defaults(cfg, MACHINE)
-
-
-class FakeRunner:
-    def __init__(self, outcomes):
-        self.outcomes = outcomes  # num_workers -> Outcome or callable
-        self.calls = []
-
-    def __call__(self, s, dataset, compute, measure, **kw):
-        self.calls.append((s.num_workers, kw.get("seed"), kw.get("kind", "config")))
-        out = self.outcomes[s.num_workers]
-        return out() if callable(out) else out
 
 
 def ok(nw):
@@ -98,16 +87,16 @@ def test_replicated_iterable_configs_are_flagged_and_not_ranked(tmp_path):
                    runner=runner, save=lambda r, p: None,
                    facts=WorkloadFacts(sample_bytes=16, iterable=True, replicated_across_workers=True))
     by = {r.settings.num_workers: r for r in rs.results}
-    assert REPLICATED in by[2].warnings and REPLICATED in by[4].warnings
-    assert REPLICATED not in by[0].warnings
+    assert by[2].has(WarningKind.REPLICATED) and by[4].has(WarningKind.REPLICATED)
+    assert not by[0].has(WarningKind.REPLICATED)
     assert rs.recommendation.settings.num_workers == 0
-    # Case C22: the advice must not call the only ranked config "the fastest measured" nor ask
+    # An unsplit IterableDataset: the advice must not call the only ranked config "the fastest measured" nor ask
     # for more workers (the faster rows count duplicates); the table says why those rows lose.
     reason = helpers.reason(rs.recommendation)
     assert "It is also the fastest config ranked" in reason and "fastest config measured" not in reason
     assert "split its stream with torch.utils.data.get_worker_info(), then sweep again" in reason
     assert "try more workers" not in reason and "Estimate" not in reason
-    from loaderbench.render import row_cells
+    from loaderbench.render.sweep import row_cells
 
     assert row_cells(by[2], cuda=False)["verdict"] == "duplicates samples: not ranked"
     assert row_cells(by[0], cuda=False)["verdict"].startswith("loader-bound")
@@ -127,7 +116,7 @@ def test_shm_and_oversubscription_rules_are_hand_computed():
 
 @pytest.mark.slow
 def test_an_iterable_dataset_replayed_by_every_worker_is_detected():
-    # Case C22 with a real 2-worker DataLoader: the unsplit stream gives worker 0 and worker 1
+    # The same with a real 2-worker DataLoader: the unsplit stream gives worker 0 and worker 1
     # the same first sample; the split one does not.
     from loaderbench.preflight import workload_facts
     from tests.fixture_datasets import make_split_stream, make_stream

@@ -8,10 +8,17 @@ ceiling (`advice`). Renderers only format what it computed.
 
 from __future__ import annotations
 
-from loaderbench.analysis.advice import headroom, loader_ceiling, memory_per_worker, recommend
+from loaderbench.analysis.advice import (
+    headroom,
+    loader_ceiling,
+    memory_per_worker,
+    partial_batches,
+    recommend,
+)
+from loaderbench.analysis.ceiling import ceilings_by_batch, compute_ceiling
+from loaderbench.analysis.statistics import DEFAULT_TOLERANCE, fetch_prep, summarize
 from loaderbench.analysis.wait import stall_period, verdict_for, wait_parts_per_batch, workers_needed
 from loaderbench.model import ConfigResult, ResultSet, Verdict
-from loaderbench.stats import DEFAULT_TOLERANCE, fetch_prep, summarize
 
 __all__ = ["analyze", "baseline_row", "summarize_config"]
 
@@ -51,19 +58,19 @@ def analyze(result_set: ResultSet) -> None:
     the binding ceiling of `result_set` from its raw trials, with this version's analysis (so
     `show` of an older file uses current rules). Mutates `result_set`: `results[*].summary`,
     `recommendation`, and in `analysis`: `fetch_prep`, `headroom`, `loader_ceiling`,
-    `config_findings`."""
+    `compute_ceiling` (per batch size, at the samples its batches held), `config_findings`."""
     cfg = result_set.config or {}
     measure = cfg.get("measure") or {}
     tolerance = float(measure.get("tolerance", DEFAULT_TOLERANCE))
     loader_only = (cfg.get("compute") or {}).get("kind") == "none"
     usable = (result_set.environment or {}).get("usable_cpus")
     epoch_batches = measure.get("epoch_batches") or (result_set.analysis or {}).get("epoch_batches")
+    compute_kind = (cfg.get("compute") or {}).get("kind")
+    raw_ceilings = (result_set.ceilings or {}).get("compute") or {}
     for r in result_set.results:
         summarize_config(r, loader_only=loader_only)
-    ceilings = {
-        int(bs): float(c["samples_per_s"])
-        for bs, c in ((result_set.ceilings or {}).get("compute") or {}).items()
-    }
+        if r.summary is not None:
+            r.summary.compute_ceiling_samples_per_s = compute_ceiling(r, raw_ceilings, compute_kind)
     analysis = result_set.analysis
     analysis["fetch_prep"] = fetch_prep(result_set.results)
     # With --cache both, rank the cold runs: what a first epoch, or a dataset larger than the
@@ -71,10 +78,13 @@ def analyze(result_set: ResultSet) -> None:
     ranked = [r for r in result_set.results if r.cache != "warm"] or result_set.results
     result_set.recommendation = recommend(
         ranked, tolerance=tolerance, usable_cpus=usable, loader_only=loader_only,
-        epoch_batches=int(epoch_batches) if epoch_batches else None, ceilings=ceilings,
+        epoch_batches=int(epoch_batches) if epoch_batches else None, dataset=cfg.get("dataset"),
     )
     row, which = baseline_row(result_set)
-    room = None if row is None else headroom(row, ceilings.get(row.settings.batch_size))
+    room = None if row is None or row.summary is None else headroom(row, row.summary.compute_ceiling_samples_per_s)
     analysis["headroom"] = None if room is None else {**room, "which": which}
-    analysis["loader_ceiling"] = loader_ceiling(result_set.results, ceilings)
-    analysis["config_findings"] = [f.to_dict() for f in memory_per_worker(result_set.results)]
+    analysis["loader_ceiling"] = loader_ceiling(result_set.results)
+    analysis["compute_ceiling"] = ceilings_by_batch(result_set.results, raw_ceilings, compute_kind)
+    analysis["config_findings"] = [f.to_dict() for f in [
+        *memory_per_worker(result_set.results), *partial_batches(result_set.results, cfg.get("dataset")),
+    ]]

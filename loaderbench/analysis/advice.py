@@ -17,13 +17,16 @@ NOTE [advice the measurements support]
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from loaderbench.analysis.knee import DEFAULT_TOLERANCE, REPLICATED, best_of, find_knee, rankable
-from loaderbench.analysis.wait import mean_step_s, samples_per_batch
+from loaderbench.analysis.knee import DEFAULT_TOLERANCE, best_of, find_knee, rankable
+from loaderbench.analysis.statistics import input_bound_band
+from loaderbench.analysis.wait import LOADER_BOUND_STALL, mean_step_s, samples_per_batch
 from loaderbench.model import (
+    GRID_AXES,
     ConfigResult,
     Finding,
     FindingKind,
@@ -31,8 +34,8 @@ from loaderbench.model import (
     Recommendation,
     Verdict,
     WaitPart,
+    WarningKind,
 )
-from loaderbench.stats import input_bound_band
 
 CPU_SATURATED = 0.85  # share of the usable CPUs the process tree used: CPU saturation
 SMALL_TENSORS = 16  # tensors per batch from which packing them is worth naming
@@ -40,11 +43,30 @@ PART_REPORTED = 0.05  # a wait part is reported when it is at least this share o
 TRANSFER_MIN_MB_PER_S = 10.0  # below this, what the hand-off costs is not its bytes
 
 
-def dataloader_call(settings: LoaderSettings) -> str:
-    """A ready-to-paste `DataLoader(...)` call for these settings (only keywords that apply)."""
-    kw = settings.dataloader_kwargs()
-    parts = ["dataset"] + [f"{k}={v!r}" for k, v in kw.items()]
-    return "DataLoader(" + ", ".join(parts) + ")"
+def dataloader_call(settings: LoaderSettings, dataset: dict[str, Any] | None = None) -> str:
+    """A ready-to-paste `DataLoader(...)` call for these settings (only keywords that apply),
+    with the user's own sampler and collate function where the sweep used them (`dataset`: the
+    config's [dataset] table). A batch sampler replaces `batch_size` (the DataLoader takes one
+    or the other); a sampler factory is shown called on the dataset.
+
+    >>> s = LoaderSettings(4, True, False, 2, False, 32)
+    >>> dataloader_call(s, {"sampler": "mydata:buckets", "sampler_kind": "batch_sampler"})
+    'DataLoader(dataset, batch_sampler=buckets(dataset, batch_size=32), num_workers=4, pin_memory=True, prefetch_factor=2, persistent_workers=False)'
+    """
+    d = dataset or {}
+    kw: dict[str, str] = {k: repr(v) for k, v in settings.dataloader_kwargs().items()}
+    factory = str(d.get("sampler") or "")
+    if factory:
+        name = factory.rpartition(":")[2]
+        if d.get("sampler_kind") == "batch_sampler":
+            kw.pop("batch_size", None)
+            kw = {"batch_sampler": f"{name}(dataset, batch_size={settings.batch_size})", **kw}
+        else:
+            kw = {**{k: v for k, v in kw.items() if k == "batch_size"}, "sampler": f"{name}(dataset)",
+                  **{k: v for k, v in kw.items() if k != "batch_size"}}
+    if d.get("collate_fn"):
+        kw["collate_fn"] = str(d["collate_fn"]).rpartition(":")[2]
+    return "DataLoader(" + ", ".join(["dataset"] + [f"{k}={v}" for k, v in kw.items()]) + ")"
 
 
 def recommend(
@@ -54,7 +76,7 @@ def recommend(
     usable_cpus: int | None = None,
     loader_only: bool = False,
     epoch_batches: int | None = None,
-    ceilings: dict[int, float] | None = None,
+    dataset: dict[str, Any] | None = None,
 ) -> Recommendation:
     """The knee (analysis/knee.py) as a recommendation, with the findings that explain it.
 
@@ -63,12 +85,11 @@ def recommend(
     of and the remedies, per NOTE [advice the measurements support]); NOT_CLEARED (even the best
     config is loader-bound: CPU saturation at 85% of `usable_cpus`, a replicated IterableDataset,
     or the grid's edge with the workers-needed estimate); LOWEST_STALL; STEP_SLOWER / STEP_BINDS /
-    TRANSFER (why the curve flattens past the knee, against `ceilings`, samples/s per batch
-    size); MORE_NOT_BETTER; STARTUP and EPOCH_FASTER (with `epoch_batches`, batches per epoch per
+    TRANSFER (why the curve flattens past the knee, against each config's compute ceiling,
+    `Summary.compute_ceiling_samples_per_s`); MORE_NOT_BETTER; STARTUP and EPOCH_FASTER (with `epoch_batches`, batches per epoch per
     rank: worker start-up against the epoch, predicted where the window did not span an epoch);
     THREADS; OVERSUBSCRIBED.
     """
-    ceilings = ceilings or {}
     knee = find_knee(results, tolerance=tolerance)
     best = best_of(results)
     if knee is None or best is None:
@@ -82,23 +103,24 @@ def recommend(
             "num_workers": knee.settings.num_workers, "pin_memory": knee.settings.pin_memory,
             "prefetch": knee.settings.prefetch, "samples_per_s": ks.samples_per_s,
             "stall_fraction": ks.stall_fraction, "band": band,
-            "ceiling_share": _share(knee, ceilings),
+            "ceiling_share": _share(knee),
         })
     ]
     if best is not knee:
         out.append(Finding(FindingKind.BEST_WITHIN_TOLERANCE.value, best.settings.key(), {
             "samples_per_s": bs.samples_per_s, "tolerance": tolerance,
-            "loader_still_binds": bs.verdict == Verdict.LOADER_BOUND.value,
+            "loader_still_binds": Verdict.LOADER_BOUND.value in (bs.verdict, ks.verdict),
+            "differs": _differs(best.settings, knee.settings),
         }))
     else:
-        replicated = any(REPLICATED in r.warnings for r in results if r.status == "ok")
+        replicated = any(r.has(WarningKind.REPLICATED) for r in results if r.status == "ok")
         out.append(Finding(FindingKind.ALSO_FASTEST.value, knee.settings.key(), {"replicated_excluded": replicated}))
     if loader_only:
         out.append(Finding(FindingKind.LOADER_ALONE.value, best.settings.key(), {
             "samples_per_s": bs.samples_per_s, "step_s": bs.step_p50_s,
         }))
     else:
-        out.extend(remaining_wait(knee, ok, ceilings))
+        out.extend(remaining_wait(knee, ok))
         # Workers that bought nothing because the hand-off binds: when the knee has no workers,
         # say why (a batch of many tiny tensors, or numpy arrays, makes every worker config
         # wait on the main process).
@@ -106,14 +128,14 @@ def recommend(
                    and r.summary.verdict == Verdict.RECEIVE_FLOOR.value]  # type: ignore[union-attr]
         if handoff and knee.settings.num_workers == 0:
             top = max(handoff, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
-            out.extend(remaining_wait(top, ok, ceilings, subject="workers"))
-    out.extend(not_cleared(best, ok, results, usable_cpus))
+            out.extend(remaining_wait(top, ok, subject="workers"))
+    out.extend(not_cleared(best, knee, ok, results, usable_cpus))
     if not any(f.kind in (FindingKind.NOT_CLEARED.value, FindingKind.REMAINING_WAIT.value) for f in out):
         low = min(r.summary.stall_fraction for r in ok)  # type: ignore[union-attr]
-        if low > 0:
+        if 0 < low < LOADER_BOUND_STALL:
             out.append(Finding(FindingKind.LOWEST_STALL.value, None, {"stall_fraction": low}))
     if not loader_only:
-        out.extend(plateau(ok, knee, best, usable_cpus, ceilings))
+        out.extend(plateau(ok, knee, best, usable_cpus))
     if epoch_batches:
         out.extend(startup(ok, knee, epoch_batches, tolerance))
     if knee.settings.worker_threads is not None or knee.settings.main_threads is not None:
@@ -121,19 +143,19 @@ def recommend(
             "worker_threads": knee.settings.worker_threads, "main_threads": knee.settings.main_threads,
         }))
     for w in knee.warnings:
-        if w.startswith("oversubscribed"):
-            out.append(Finding(FindingKind.OVERSUBSCRIBED.value, knee.settings.key(), {"message": w}))
+        if w.kind == WarningKind.OVERSUBSCRIBED.value:
+            out.append(Finding(FindingKind.OVERSUBSCRIBED.value, knee.settings.key(), {"message": w.message}))
     return Recommendation(
         settings=knee.settings,
         findings=out,
         input_bound=band,
-        dataloader_call=dataloader_call(knee.settings),
+        dataloader_call=dataloader_call(knee.settings, dataset),
         use_prefetcher=knee.settings.prefetch,
     )
 
 
-def _share(r: ConfigResult, ceilings: dict[int, float]) -> float | None:
-    c = ceilings.get(r.settings.batch_size)
+def _share(r: ConfigResult) -> float | None:
+    c = None if r.summary is None else r.summary.compute_ceiling_samples_per_s
     return None if not c or r.summary is None else r.summary.samples_per_s / c
 
 
@@ -143,8 +165,7 @@ def _variant(knee: ConfigResult, ok: Sequence[ConfigResult], **change: Any) -> C
     return next((r for r in ok if r.settings == want and r.cache == knee.cache), None)
 
 
-def _remedy(name: str, knee: ConfigResult, alt: ConfigResult | None, ceilings: dict[int, float],
-            flag: str | None = None) -> dict[str, Any]:
+def _remedy(name: str, knee: ConfigResult, alt: ConfigResult | None, flag: str | None = None) -> dict[str, Any]:
     """A remedy as data: measured (with its figures and gain over the knee) or not (with the
     flag that would measure it)."""
     ks = knee.summary
@@ -153,14 +174,13 @@ def _remedy(name: str, knee: ConfigResult, alt: ConfigResult | None, ceilings: d
         return {"remedy": name, "measured": False, "flag": flag}
     return {
         "remedy": name, "measured": True, "config": alt.settings.key(),
-        "samples_per_s": alt.summary.samples_per_s, "ceiling_share": _share(alt, ceilings),
-        "knee_ceiling_share": _share(knee, ceilings),
+        "samples_per_s": alt.summary.samples_per_s, "ceiling_share": _share(alt),
+        "knee_ceiling_share": _share(knee),
         "gain": alt.summary.samples_per_s / ks.samples_per_s - 1.0 if ks.samples_per_s > 0 else 0.0,
     }
 
 
-def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], ceilings: dict[int, float],
-                   subject: str = "knee") -> list[Finding]:
+def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], subject: str = "knee") -> list[Finding]:
     """REMAINING_WAIT for a config that still waits (stall at least 5%, or a tail): the largest
     part of its wait, every part of at least 5% of the step, what the batch is made of, and the
     remedies that act on the largest part (NOTE [advice the measurements support]). `subject`
@@ -179,9 +199,9 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], ceilings: dic
     remedies: list[dict[str, Any]] = []
     if main is WaitPart.H2D:
         if s.pin_memory:
-            remedies.append(_remedy("prefetch", knee, _variant(knee, ok, prefetch=True), ceilings, "--prefetch off,on"))
+            remedies.append(_remedy("prefetch", knee, _variant(knee, ok, prefetch=True), "--prefetch off,on"))
         else:
-            remedies.append(_remedy("pin_memory", knee, _variant(knee, ok, pin_memory=True), ceilings, "--pin-memory off,on"))
+            remedies.append(_remedy("pin_memory", knee, _variant(knee, ok, pin_memory=True), "--pin-memory off,on"))
     elif main is WaitPart.RECEIVE:
         if trial is not None and (trial.tensor_leaves or 0) >= SMALL_TENSORS:
             remedies.append({"remedy": "pack_tensors", "measured": False, "flag": None})
@@ -190,20 +210,20 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], ceilings: dic
         bigger = [r for r in ok if r.settings.batch_size > s.batch_size
                   and replace(r.settings, batch_size=s.batch_size) == s and r.cache == knee.cache]
         if bigger:
-            remedies.append(_remedy("larger_batch", knee, max(bigger, key=lambda r: r.settings.batch_size), ceilings))
+            remedies.append(_remedy("larger_batch", knee, max(bigger, key=lambda r: r.settings.batch_size)))
         if trial is not None and trial.h2d_bytes_per_batch is not None and not s.pin_memory:
             # With CUDA: the pin-memory thread takes batches from the workers, off the step's thread.
-            remedies.append(_remedy("pin_memory", knee, _variant(knee, ok, pin_memory=True), ceilings, "--pin-memory off,on"))
-    elif main is WaitPart.STARTUP:
+            remedies.append(_remedy("pin_memory", knee, _variant(knee, ok, pin_memory=True), "--pin-memory off,on"))
+    elif main is WaitPart.EPOCH_START:
         if s.num_workers > 0 and not s.persistent_workers:
             remedies.append(_remedy("persistent_workers", knee, _variant(knee, ok, persistent_workers=True),
-                                    ceilings, "--persistent-workers off,on"))
+                                    "--persistent-workers off,on"))
     elif main is WaitPart.LOADER:
         more = [r for r in ok if r.settings.num_workers > s.num_workers
                 and replace(r.settings, num_workers=s.num_workers) == s and r.cache == knee.cache]
         if more:
             top = max(more, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
-            remedies.append(_remedy("more_workers", knee, top, ceilings))
+            remedies.append(_remedy("more_workers", knee, top))
     elif main is WaitPart.SAMPLER:
         remedies.append({"remedy": "lazy_sampler", "measured": False, "flag": None})
     if main is WaitPart.LOADER and not remedies:
@@ -212,6 +232,7 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], ceilings: dic
     return [Finding(FindingKind.REMAINING_WAIT.value, s.key(), {
         "subject": subject,
         "part": main.value,
+        "workers_restart": s.num_workers > 0 and not s.persistent_workers,
         "verdict": ks.verdict,
         "stall_fraction": ks.stall_fraction,
         "wait_p50_s": ks.data_wait_p50_s,
@@ -228,25 +249,55 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], ceilings: dic
     })]
 
 
-def not_cleared(best: ConfigResult, ok: Sequence[ConfigResult], results: Sequence[ConfigResult],
+MATCHED = 0.10  # a loader ceiling within 10% of the compute ceiling leaves no margin for jitter
+
+
+def build_rate_stall(result: ConfigResult) -> float | None:
+    """The stall that building batches at the loader-alone rate L explains, against the compute
+    ceiling C (both samples/s); None when either is unknown. With workers, building overlaps
+    the step: the step waits only while L < C, for 1 - L/C of the time. With 0 workers, the
+    main process builds then steps: C / (L + C) of the time is building."""
+    s = result.summary
+    if s is None or not s.loader_ceiling_samples_per_s or not s.compute_ceiling_samples_per_s:
+        return None
+    lc, cc = s.loader_ceiling_samples_per_s, s.compute_ceiling_samples_per_s
+    if result.settings.num_workers == 0:
+        return cc / (lc + cc)
+    return max(0.0, 1.0 - lc / cc)
+
+
+def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResult], results: Sequence[ConfigResult],
                 usable_cpus: int | None) -> list[Finding]:
-    """NOT_CLEARED when even the best ranked config is loader-bound, with the cause: CPU
-    saturation (the process tree used at least 85% of the usable CPUs), an IterableDataset that
-    configs with more workers replay (not ranked), or the grid's edge (the best has the most
-    workers measured: more may help, with the workers-needed estimate, a prediction)."""
-    bs = best.summary
-    assert bs is not None
-    if bs.verdict != Verdict.LOADER_BOUND.value:
+    """NOT_CLEARED when the best ranked config is loader-bound (or, if the best is bound by
+    something else, the knee is), with the cause: CPU saturation (the process tree used at
+    least 85% of the usable CPUs); an IterableDataset that configs with more workers replay
+    (not ranked); a wait that building batches does not explain (the loader alone builds them
+    more than 10% faster than the step takes them, and the stall that its rate explains,
+    `build_rate_stall`, is under half the measured one: more workers are not the cure); or
+    the grid's edge (the config has the most workers measured: more may help, with the
+    workers-needed estimate, a prediction)."""
+    subject = next((r for r in (best, knee) if r.summary is not None
+                    and r.summary.verdict == Verdict.LOADER_BOUND.value), None)
+    if subject is None:
         return []
+    bs = subject.summary
+    assert bs is not None
     data: dict[str, Any] = {"stall_fraction": bs.stall_fraction, "band": input_bound_band(bs.stall_fraction),
-                            "cause": None}
+                            "cause": None, "subject": "best" if subject is best else "knee"}
+    explained = build_rate_stall(subject)
     if usable_cpus and bs.cpu_util_pct is not None and bs.cpu_util_pct >= 100.0 * CPU_SATURATED * usable_cpus:
         data.update(cause="cpu", cpu_cores=bs.cpu_util_pct / 100.0, usable_cpus=usable_cpus)
-    elif any(REPLICATED in r.warnings for r in results):
+    elif any(r.has(WarningKind.REPLICATED) for r in results):
         data["cause"] = "replicated"
-    elif best.settings.num_workers == max(r.settings.num_workers for r in ok):
+    elif (explained is not None and bs.loader_ceiling_samples_per_s and bs.compute_ceiling_samples_per_s
+          and bs.loader_ceiling_samples_per_s > (1.0 + MATCHED) * bs.compute_ceiling_samples_per_s
+          and explained < 0.5 * bs.stall_fraction):
+        data.update(cause="not_build_rate", loader_alone=bs.loader_ceiling_samples_per_s,
+                    compute_ceiling=bs.compute_ceiling_samples_per_s, explained_stall=explained,
+                    wait_p50_s=bs.data_wait_p50_s, wait_p95_s=bs.data_wait_p95_s)
+    elif subject.settings.num_workers == max(r.settings.num_workers for r in ok):
         data.update(cause="grid_edge", workers_needed=bs.workers_needed, per_rank=(bs.world_size or 1) > 1)
-    return [Finding(FindingKind.NOT_CLEARED.value, best.settings.key(), data)]
+    return [Finding(FindingKind.NOT_CLEARED.value, subject.settings.key(), data)]
 
 
 def transfer_mb_per_s(result: ConfigResult) -> float | None:
@@ -257,8 +308,7 @@ def transfer_mb_per_s(result: ConfigResult) -> float | None:
     return s.batch_bytes * s.samples_per_s / samples_per_batch(result) / 1e6
 
 
-def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, usable_cpus: int | None,
-            ceilings: dict[int, float]) -> list[Finding]:
+def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, usable_cpus: int | None) -> list[Finding]:
     """Why the curve flattens past the knee, with the evidence: the step itself (STEP_BINDS, its
     share of the compute ceiling), the step slowed beside the loader (STEP_SLOWER: mean compute
     vs the step alone, CPU saturation), the worker->main transfer (TRANSFER, MB/s), and what
@@ -266,7 +316,7 @@ def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, 
     out: list[Finding] = []
     ks, bs = knee.summary, best.summary
     assert ks is not None and bs is not None
-    ceiling = ceilings.get(knee.settings.batch_size)
+    ceiling = ks.compute_ceiling_samples_per_s
     fed = ks.verdict in (Verdict.COMPUTE_BOUND.value, Verdict.RECEIVE_FLOOR.value)
     if fed and ceiling:
         share = ks.samples_per_s / ceiling
@@ -315,13 +365,33 @@ def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, 
     return out
 
 
-def epoch_samples_per_s(result: ConfigResult, epoch_batches: int) -> float:
-    """Predicted samples/s over a whole epoch when the workers start again every epoch
-    (persistent_workers=False): samples per epoch / (first-batch time + epoch_batches x mean
-    step). `epoch_batches` is per rank in a distributed sweep; the result is summed over ranks."""
+def first_batch_sampler_s(result: ConfigResult) -> float:
+    """Median seconds the sampler spent before a trial's first batch (0 when not measured): an
+    epoch's index list drawn in the main process, paid at every epoch start whatever the
+    workers do."""
+    xs = sorted(t.first_batch_sampler_s for t in result.trials if t.first_batch_sampler_s is not None)
+    return xs[len(xs) // 2] if xs else 0.0
+
+
+def epoch_start_s(result: ConfigResult) -> float:
+    """Seconds an epoch start costs `result` beyond its steady state, predicted from its first
+    batch: the whole first batch when its workers start again every epoch (num_workers > 0,
+    persistent_workers False); otherwise only what the sampler spent before it (nothing else
+    starts again)."""
     s = result.summary
     assert s is not None
-    epoch_s = s.first_batch_s + epoch_batches * mean_step_s(result)
+    if result.settings.num_workers > 0 and not result.settings.persistent_workers:
+        return s.first_batch_s
+    return min(s.first_batch_s, first_batch_sampler_s(result))
+
+
+def epoch_samples_per_s(result: ConfigResult, epoch_batches: int) -> float:
+    """Predicted samples/s over a whole epoch: samples per epoch / (epoch_start_s + epoch_batches
+    x mean step). `epoch_batches` is per rank in a distributed sweep; the result is summed over
+    ranks."""
+    s = result.summary
+    assert s is not None
+    epoch_s = epoch_start_s(result) + epoch_batches * mean_step_s(result)
     samples = epoch_batches * samples_per_batch(result) * (s.world_size or 1)
     return samples / epoch_s if epoch_s > 0 else 0.0
 
@@ -335,46 +405,63 @@ def startup(ok: Sequence[ConfigResult], knee: ConfigResult, epoch_batches: int, 
 
     STARTUP when the knee (workers, not persistent) would spend over 5% of an epoch starting
     its workers and its measured window did not already span epochs (then the start-up is in
-    its measured throughput and in REMAINING_WAIT): the share is a prediction from the first
-    batch; the persistent variant is quoted when measured, with its own first batch and epoch
-    gaps, and advised only when its gaps measured shorter. EPOCH_FASTER when, counting start-up
-    in every epoch, another config is predicted faster per epoch than the knee by more than the
-    tolerance.
+    its measured throughput and in REMAINING_WAIT). Worker start-up is the first batch less
+    what the sampler spent before it (an epoch's index list, drawn at every epoch start with
+    persistent workers too); the share is a prediction. The persistent variant is quoted when
+    measured and advised only when nothing it measured says otherwise: its throughput not below
+    the knee's by more than the tolerance and, where both windows spanned epochs, its epoch-start
+    gaps under half the knee's. EPOCH_FASTER when, counting each config's epoch-start cost in
+    every epoch (`epoch_start_s`), another config is predicted faster per epoch than the knee by
+    more than the tolerance.
     """
     out: list[Finding] = []
     ks = knee.summary
     assert ks is not None
+    sampler_s = first_batch_sampler_s(knee)
+    start_s = max(0.0, ks.first_batch_s - sampler_s)
     epoch_s = ks.first_batch_s + epoch_batches * mean_step_s(knee)
-    share = ks.first_batch_s / epoch_s if epoch_s > 0 else 0.0
+    share = start_s / epoch_s if epoch_s > 0 else 0.0
     advised = False
     if (knee.settings.num_workers > 0 and not knee.settings.persistent_workers and share > 0.05
             and not _window_spans_epochs(knee)):
         alt = _variant(knee, ok, persistent_workers=True)
-        data: dict[str, Any] = {"first_batch_s": ks.first_batch_s, "share": share, "epoch_batches": epoch_batches,
+        data: dict[str, Any] = {"first_batch_s": ks.first_batch_s, "start_s": start_s, "sampler_s": sampler_s,
+                                "share": share, "epoch_batches": epoch_batches,
                                 "predicted": True, "measured": alt is not None}
         gaps = [g for t in knee.trials for g in t.epoch_gap_s]
         if alt is not None and alt.summary is not None:
             alt_gaps = [g for t in alt.trials for g in t.epoch_gap_s]
+            slower = alt.summary.samples_per_s < ks.samples_per_s * (1.0 - tolerance)
             data.update(config=alt.settings.key(), samples_per_s=alt.summary.samples_per_s,
+                        knee_samples_per_s=ks.samples_per_s, slower=slower,
                         gap_s=_mean(gaps), persistent_gap_s=_mean(alt_gaps))
-            advised = bool(gaps and alt_gaps and _mean(alt_gaps) < 0.5 * _mean(gaps))  # type: ignore[operator]
-            data["advised"] = advised or not (gaps and alt_gaps)
+            if gaps and alt_gaps:
+                advised = _mean(alt_gaps) < 0.5 * _mean(gaps)  # type: ignore[operator]
+            else:
+                advised = True
+            advised = advised and not slower
         else:
-            data["advised"] = True
             advised = True
+        data["advised"] = advised
         out.append(Finding(FindingKind.STARTUP.value, knee.settings.key(), data))
     if _window_spans_epochs(knee):
         return out
     by_epoch = max(ok, key=lambda r: epoch_samples_per_s(r, epoch_batches))
     best_epoch = epoch_samples_per_s(by_epoch, epoch_batches)
-    # With persistent workers advised, the knee pays start-up once: its epochs run at the
-    # steady-state rate.
-    knee_epoch = ks.samples_per_s if advised else epoch_samples_per_s(knee, epoch_batches)
+    # With persistent workers advised, the knee pays start-up once: its epochs pay only the
+    # sampler's draw.
+    knee_epoch = (epoch_samples_per_s(replace_persistent(knee), epoch_batches) if advised
+                  else epoch_samples_per_s(knee, epoch_batches))
     if by_epoch is not knee and knee_epoch < best_epoch * (1 - tolerance):
         out.append(Finding(FindingKind.EPOCH_FASTER.value, by_epoch.settings.key(), {
             "epoch_samples_per_s": best_epoch, "epoch_batches": epoch_batches, "predicted": True,
         }))
     return out
+
+
+def replace_persistent(result: ConfigResult) -> ConfigResult:
+    """`result` as if its workers were persistent (same trials and summary): for predictions."""
+    return dataclasses.replace(result, settings=replace(result.settings, persistent_workers=True))
 
 
 def _mean(xs: Sequence[float]) -> float | None:
@@ -383,9 +470,9 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 def memory_per_worker(results: Sequence[ConfigResult]) -> list[Finding]:
     """MEMORY_PER_WORKER for a config whose PSS per worker is at least twice (and 64 MiB more
-    than) that of another measured config with the same workers and batch size: a setting (a
-    start method that copies the dataset into every worker, a worker-side cache) multiplies
-    memory per worker. Per worker = (PSS - PSS of the 0-worker config, when measured) / workers."""
+    than) that of another measured config with the same workers and batch size that differs
+    from it in one setting only: that setting (a start method that starts every worker as a
+    fresh interpreter, a worker-side cache) multiplies memory per worker. Per worker = (PSS - PSS of the 0-worker config, when measured) / workers."""
     ok = [r for r in results if r.status == "ok" and r.summary is not None and r.summary.memory_pss_bytes]
     base = {r.settings.batch_size: r.summary.memory_pss_bytes for r in ok if r.settings.num_workers == 0}  # type: ignore[union-attr]
     out = []
@@ -397,8 +484,10 @@ def memory_per_worker(results: Sequence[ConfigResult]) -> list[Finding]:
     for r in ok:
         if r.settings.num_workers == 0:
             continue
+        # The reference differs in one setting only, so the difference is that setting's.
         peers = [p for p in ok if p is not r and p.settings.num_workers == r.settings.num_workers
-                 and p.settings.batch_size == r.settings.batch_size]
+                 and p.settings.batch_size == r.settings.batch_size
+                 and len(_differs(r.settings, p.settings)) == 1]
         if not peers:
             continue
         low = min(peers, key=per_worker)
@@ -412,9 +501,36 @@ def memory_per_worker(results: Sequence[ConfigResult]) -> list[Finding]:
     return out
 
 
+PARTIAL = 0.9  # batches holding under 90% of batch_size on average are named
+
+
+def partial_batches(results: Sequence[ConfigResult], dataset: dict[str, Any] | None) -> list[Finding]:
+    """PARTIAL_BATCHES per batch size whose measured configs' batches held under 90% of
+    `batch_size` samples on average (the median config's count): the epoch (a sampler with
+    fewer indices, a short IterableDataset, or its stream split across workers) ends before a
+    batch fills, so throughput and the ceiling describe smaller batches than the DataLoader line
+    names. Not for a batch sampler (which sets the batches) or --samples-per-batch."""
+    d = dataset or {}
+    if d.get("sampler_kind") == "batch_sampler" or d.get("samples_per_batch"):
+        return []
+    out = []
+    for bs in sorted({r.settings.batch_size for r in results}):
+        held = sorted(samples_per_batch(r) for r in results
+                      if r.settings.batch_size == bs and r.status == "ok" and r.trials)
+        if held and held[len(held) // 2] < PARTIAL * bs:
+            out.append(Finding(FindingKind.PARTIAL_BATCHES.value, None, {
+                "batch_size": bs, "samples_per_batch": held[len(held) // 2],
+                "min": held[0], "max": held[-1],
+            }))
+    return out
+
+
 def _differs(a: LoaderSettings, b: LoaderSettings) -> dict[str, list[Any]]:
-    da, db = a.to_dict(), b.to_dict()
-    return {k: [da[k], db[k]] for k in da if da[k] != db[k]}
+    """{axis: [a's value, b's value]} for the grid axes that differ and mean something on both
+    sides (an axis that needs workers is left out when either has none)."""
+    no_workers = a.num_workers == 0 or b.num_workers == 0
+    return {ax.name: [getattr(a, ax.name), getattr(b, ax.name)] for ax in GRID_AXES
+            if getattr(a, ax.name) != getattr(b, ax.name) and not (ax.workers_only and no_workers)}
 
 
 def headroom(result: ConfigResult, ceiling_samples_per_s: float | None) -> dict[str, Any] | None:
@@ -442,7 +558,7 @@ def headroom(result: ConfigResult, ceiling_samples_per_s: float | None) -> dict[
     }
 
 
-def loader_ceiling(results: Sequence[ConfigResult], ceilings: dict[int, float]) -> dict[str, Any] | None:
+def loader_ceiling(results: Sequence[ConfigResult]) -> dict[str, Any] | None:
     """The loader ceiling (NOTE [loader ceiling] in the measuring loop) over the ranked configs,
     set against the compute ceiling; None when no ranked config was probed.
 
@@ -451,7 +567,7 @@ def loader_ceiling(results: Sequence[ConfigResult], ceilings: dict[int, float]) 
     bound (`lower_bound_from`). When some configs could not be probed (their loader ended
     first) and ran faster than every probe, nothing is concluded (`binds` None, `probed` <
     `ranked`). Keys: samples_per_s, config, probed, ranked, lower_bound_from, compute_ceiling,
-    binds ("loader" | "compute" | None).
+    binds ("loader" | "compute" | "matched": within 10% of each other | None).
     """
     ranked = rankable(results)
     probed = [r for r in ranked if r.summary.loader_ceiling_samples_per_s]  # type: ignore[union-attr]
@@ -468,8 +584,13 @@ def loader_ceiling(results: Sequence[ConfigResult], ceilings: dict[int, float]) 
             return out
         out["lower_bound_from"] = {"config": best.settings.key(), "samples_per_s": measured}
         lc = measured
-    cc = ceilings.get(top.settings.batch_size)
+    cc = top.summary.compute_ceiling_samples_per_s  # type: ignore[union-attr]
     if cc:
-        out.update(compute_ceiling=cc, binds="loader" if lc < cc else "compute")
+        if out["lower_bound_from"] is not None:
+            # Only a lower bound (the loop's own throughput): the loader may be much faster.
+            binds = "compute" if lc >= (1.0 - MATCHED / 2) * cc else "loader"
+        else:
+            binds = "matched" if abs(lc - cc) <= MATCHED * cc else ("loader" if lc < cc else "compute")
+        out.update(compute_ceiling=cc, binds=binds)
     return out
 

@@ -23,25 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from loaderbench.model import ConfigResult, LoaderSettings
+from loaderbench.model import ConfigResult, WarningKind
 
 DEFAULT_TOLERANCE = 0.05
 NOISE_CAP = 2.0  # a config within noise is at most NOISE_CAP x tolerance below the best's median
-REPLICATED = (
-    "IterableDataset duplicated across workers: every worker replays the whole stream (split it "
-    "with torch.utils.data.get_worker_info()); this config's samples/s counts duplicates and it is "
-    "not ranked"
-)
-_MP_ORDER = {None: 0, "fork": 0, "forkserver": 1, "spawn": 2}
 _COSTS: tuple[tuple[str, float, float], ...] = (("memory", 0.10, 32 * 2**20), ("startup", 0.10, 0.05), ("cpu", 0.10, 10.0))
 
 
 def rankable(results: Sequence[ConfigResult]) -> list[ConfigResult]:
     """Measured configs that may be ranked: status ok, a summary, and not flagged as counting
-    duplicate samples (REPLICATED)."""
+    duplicate samples (a REPLICATED warning)."""
     return [
         r for r in results
-        if r.status == "ok" and r.summary is not None and REPLICATED not in r.warnings
+        if r.status == "ok" and r.summary is not None and not r.has(WarningKind.REPLICATED)
     ]
 
 
@@ -50,7 +44,7 @@ def best_of(results: Sequence[ConfigResult]) -> ConfigResult | None:
     ok = rankable(results)
     if not ok:
         return None
-    return max(ok, key=lambda r: (r.summary.samples_per_s, [-x for x in structural_key(r.settings)]))  # type: ignore[union-attr]
+    return max(ok, key=lambda r: (r.summary.samples_per_s, [-x for x in r.settings.structural_key()]))  # type: ignore[union-attr]
 
 
 def qualifies(r: ConfigResult, best: ConfigResult, tolerance: float) -> bool:
@@ -67,21 +61,6 @@ def qualifies(r: ConfigResult, best: ConfigResult, tolerance: float) -> bool:
             1.0 - NOISE_CAP * tolerance
         )
     return False
-
-
-def structural_key(s: LoaderSettings) -> tuple[int, ...]:
-    """The fixed order among configs of equal measured cost (NOTE [cost order])."""
-    return (
-        s.num_workers,
-        int(s.pin_memory) + int(s.prefetch),
-        int(s.prefetch),
-        s.prefetch_factor or 0,
-        int(s.persistent_workers),
-        _MP_ORDER.get(s.mp_context, 3),
-        s.worker_threads or 1,
-        s.main_threads or 0,
-        s.batch_size,
-    )
 
 
 def startup_s(r: ConfigResult) -> float | None:
@@ -116,7 +95,7 @@ def cheapest(candidates: Sequence[ConfigResult]) -> ConfigResult:
             continue
         low = min(v for v in values if v is not None)
         pool = [r for r, v in zip(pool, values) if v is not None and v <= low * (1.0 + rel) + margin]
-    return min(pool, key=lambda r: structural_key(r.settings))
+    return min(pool, key=lambda r: r.settings.structural_key())
 
 
 def find_knee(

@@ -12,8 +12,10 @@ NOTE [what the wait is made of]
          batch;
       2. sampler: seconds the main process spent drawing indices inside that `next()`
          (sampling.TimedBatchSampler), per batch;
-      3. start-up: what is left of the wait of a batch that started an epoch (workers starting,
-         or persistent workers refilling their queues);
+      3. epoch start: what is left of the wait of a batch that started an epoch, with workers:
+         workers starting again (not persistent), or, with persistent workers, the epoch's
+         first batch built with nothing in flight (the pipeline refilling); with 0 workers every
+         batch is built so, and the rest is the loader part;
       4. receive: the receive floor, `next()` on batches already built (probed after the
          window), per batch;
       5. loader: the rest: the batch was not built in time (fetch and prep in the workers, or
@@ -29,8 +31,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from loaderbench.analysis.statistics import percentile
 from loaderbench.model import ConfigResult, LoaderSettings, Summary, Trial, Verdict, WaitPart
-from loaderbench.stats import percentile
 
 # Input-bound bands of the stall fraction, as commonly used in data-stall analyses
 # (e.g. Mohan et al., "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021):
@@ -63,8 +65,10 @@ def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, f
             take(WaitPart.H2D, trial.h2d_s[i])
         if i < len(trial.sampler_s):
             take(WaitPart.SAMPLER, trial.sampler_s[i])
-        if i in starts:
-            take(WaitPart.STARTUP, rest)
+        if i in starts and settings.num_workers > 0:
+            # With 0 workers every batch is built with nothing in flight: an epoch start costs
+            # only the sampler's draw (taken above); the rest is building the batch.
+            take(WaitPart.EPOCH_START, rest)
         take(WaitPart.RECEIVE, receive)
         parts[WaitPart.LOADER] += rest
     return parts
@@ -99,7 +103,7 @@ _PART_VERDICT = {
     WaitPart.LOADER: Verdict.LOADER_BOUND,
     WaitPart.RECEIVE: Verdict.RECEIVE_FLOOR,
     WaitPart.SAMPLER: Verdict.SAMPLER_BOUND,
-    WaitPart.STARTUP: Verdict.STARTUP_BOUND,
+    WaitPart.EPOCH_START: Verdict.EPOCH_START_BOUND,
 }
 
 

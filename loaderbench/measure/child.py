@@ -1,8 +1,8 @@
-"""Entry point of the isolated per-config process: `python -m loaderbench._child JOB RESULT`.
+"""Entry point of the isolated per-config process: `python -m loaderbench.measure.child JOB RESULT`.
 
 Reads the job (JSON), measures one trial with `runner.measure_config`, writes the result (JSON)
 atomically. Progress goes to stdout as `batch N` lines. Any exception becomes
-`{"status": "failed", "error": <one line>, "traceback": ...}`; see isolation.py for the rest.
+`{"status": "failed", "error": <one line>, "traceback": ...}`; see measure/isolation.py for the rest.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pathlib import Path
 
 
 def _write(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload))
-    os.replace(tmp, path)
+    from loaderbench.results import write_json_atomic
+
+    write_json_atomic(payload, path)
 
 
 def _one_line(exc: BaseException) -> str:
-    from loaderbench.isolation import classify_failure
+    from loaderbench.measure.isolation import classify_failure
 
     text = f"{type(exc).__name__}: {exc}"
     cause = classify_failure(text)
@@ -45,37 +45,21 @@ def main(argv: list[str]) -> int:
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     job_path, result_path = Path(argv[0]), Path(argv[1])
-    job = json.loads(job_path.read_text())
 
-    from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec
-    from loaderbench.runner import measure_compute_ceiling, measure_config
+    from loaderbench.measure.trial import measure_compute_ceiling, measure_config
+    from loaderbench.model import TrialJob
+
+    job = TrialJob.from_dict(json.loads(job_path.read_text()))
 
     def on_batch(i: int) -> None:
         sys.stdout.write(f"batch {i}\n")
         sys.stdout.flush()
 
     try:
-        if job.get("kind") == "ceiling":
-            ceiling = measure_compute_ceiling(
-                DatasetSpec.from_dict(job["dataset"]),
-                ComputeSpec.from_dict(job["compute"]),
-                MeasureSpec.from_dict(job["measure"]),
-                int(job["settings"]["batch_size"]),
-                cache_dir=job.get("cache_dir"),
-                distributed=job.get("distributed"),
-            )
-            _write(result_path, {"status": "ok", "ceiling": ceiling})
+        if job.kind == "ceiling":
+            _write(result_path, {"status": "ok", "ceiling": measure_compute_ceiling(job)})
             return 0
-        trial = measure_config(
-            LoaderSettings.from_dict(job["settings"]),
-            DatasetSpec.from_dict(job["dataset"]),
-            ComputeSpec.from_dict(job["compute"]),
-            MeasureSpec.from_dict(job["measure"]),
-            cache_dir=job.get("cache_dir"),
-            seed=int(job.get("seed", 0)),
-            on_batch=on_batch,
-            distributed=job.get("distributed"),
-        )
+        trial = measure_config(job, on_batch=on_batch)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a row, never a crash
         _write(
             result_path,

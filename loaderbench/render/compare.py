@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from loaderbench.compare import Comparison, ConfigComparison, RunInfo
+from loaderbench.analysis.compare import Comparison, ConfigComparison, RunInfo
 
 VERDICT_STYLES = {
     "regressed": "bold red",

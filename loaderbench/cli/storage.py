@@ -1,9 +1,5 @@
 """`loaderbench storage PATH`: the storage probe as a command (parse, call `probe_storage`, render).
 
-The lead registers it in cli.py with `app.command("storage")(storage_command)`. It shares cli.py's
-error handling (`_guard`: a LoaderbenchError becomes one line on stderr and its exit code), imported
-inside the command so the two modules can import each other in either order.
-
 The result is written in loaderbench's JSON result format: `schema_version`, `tool`,
 `tool_version`, `created_utc`, `kind: "storage"`, an `environment` subset and `probe`
 (`StorageProbe.to_dict()`).
@@ -21,12 +17,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from loaderbench.cli import common
 from loaderbench.errors import DataError, UsageError
+from loaderbench.render.storage import render_probe
 
 STORAGE_FORMATS = ("table", "json")
+STORAGE_SCHEMA_VERSION = 1  # the storage probe's document; it changes only when that format does
 
 
 def parse_readers(text: str) -> tuple[int, ...]:
@@ -78,10 +75,8 @@ def environment_subset() -> dict[str, Any]:
 def storage_document(probe: dict[str, Any], *, environment: dict[str, Any], now: _dt.datetime) -> dict[str, Any]:
     """The JSON written by `loaderbench storage` (kind "storage")."""
     from loaderbench import __version__
-    from loaderbench.model import SCHEMA_VERSION
-
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": STORAGE_SCHEMA_VERSION,
         "tool": "loaderbench",
         "tool_version": __version__,
         "kind": "storage",
@@ -98,102 +93,11 @@ def save_document(doc: dict[str, Any], path: Path) -> None:
     write_json_atomic(doc, path)
 
 
-# --------------------------------------------------------------------------------------------
-# Rendering (units and words live here; render.py may take this over)
-# --------------------------------------------------------------------------------------------
-
-
-def _size(n: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def _rate(x: float) -> str:
-    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * min(x, 9.99):.0f}%"
-
-
-def header_lines(probe: dict[str, Any]) -> list[str]:
-    f = probe["files"]
-    lines = [
-        f"path: {probe['path']} ({f['count']:,} files, {_size(f['total_bytes'])}; file size min "
-        f"{_size(f['min_bytes'])} / p50 {_size(f['p50_bytes'])} / p95 {_size(f['p95_bytes'])} / max "
-        f"{_size(f['max_bytes'])})"
-    ]
-    fs = probe.get("filesystem")
-    dev = probe.get("block_device")
-    where = "filesystem: unknown" if not fs else f"filesystem: {fs['fstype']} on {fs['device']} (mounted at {fs['mountpoint']})"
-    if dev:
-        rot = {True: "rotational (HDD) per the kernel", False: "non-rotational (SSD/NVMe/RAM) per the kernel",
-               None: "rotational flag unknown"}[dev.get("rotational")]
-        what = f"block device: {dev['name']} ({dev['major_minor']}), {rot}"
-        if dev.get("backing_file"):
-            what += f"; loop device over {dev['backing_file']}"
-    else:
-        what = "block device: none (in-memory or network filesystem)"
-    lines.append(f"{where} | {what}")
-    ev = "yes" if probe["evictable"] else "NO: cold rows are not cold (see note)"
-    lines.append(
-        f"read tests: {probe['tested_files']:,} files sampled, budget {probe['max_seconds']:g} s, took "
-        f"{probe['seconds']:.1f} s | page cache evictable: {ev}"
-    )
-    return lines
-
-
-def build_table(probe: dict[str, Any]) -> Table:
-    table = Table(title="loaderbench storage", title_justify="left")
-    for name in ("test", "readers", "cache", "verified", "files/s", "MB/s", "files", "MB read", "s",
-                 "from storage"):
-        table.add_column(name, justify="left" if name in ("test", "cache", "verified") else "right", no_wrap=True)
-    for r in probe["rows"]:
-        table.add_row(
-            r["test"], str(r["readers"]), r["cache"], r["cache_achieved"], _rate(r["files_per_s"]),
-            _rate(r["mb_per_s"]), f"{r['files']:,}", f"{r['bytes'] / 1e6:,.1f}", f"{r['seconds']:.2f}",
-            _pct(r["storage_fraction"]),
-        )
-    return table
-
-
-def footer_lines(probe: dict[str, Any]) -> list[str]:
-    lines = []
-    by = {(r["test"], r["readers"], r["cache"]): r for r in probe["rows"]}
-    cold1 = by.get(("random", 1, "cold"))
-    small_files = probe["files"]["p50_bytes"] <= 4_000_000  # the read-rate scale is for sample files
-    if cold1 and cold1["cache_achieved"] == "cold" and small_files:
-        lines.append(
-            f"cold random whole-file reads by one reader: {_rate(cold1['files_per_s'])} files/s "
-            f"({_rate(cold1['mb_per_s'])} MB/s). For scale: a hard disk manages ~100-200 random reads/s, a "
-            "SATA SSD thousands, NVMe tens of thousands; compare with the samples/s your step needs."
-        )
-    colds = [r for r in probe["rows"] if r["test"] == "random" and r["cache"] == "cold" and r["cache_achieved"] == "cold"]
-    if len(colds) > 1:
-        lo, hi = colds[0], max(colds, key=lambda r: r["files_per_s"])
-        if lo["files_per_s"] > 0 and hi is not lo:
-            lines.append(
-                f"concurrency: {hi['readers']} readers read {hi['files_per_s'] / lo['files_per_s']:.1f}x the files/s of "
-                f"{lo['readers']} (num_workers fetch in parallel like these readers)."
-            )
-    for note in probe.get("notes", []):
-        lines.append(f"note: {note}")
-    return lines
-
-
-def render_probe(probe: dict[str, Any], console: Console) -> None:
-    """The probe as header lines, a table and footer lines on `console`."""
-    for line in header_lines(probe):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
-    console.print(build_table(probe))
-    for line in footer_lines(probe):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
-
-
 def default_output_path(now: _dt.datetime) -> Path:
-    return Path("results") / f"storage-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    """results/storage-<UTC time>.json."""
+    from loaderbench.results import timestamped_path
+
+    return timestamped_path("storage", now)
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,13 +117,11 @@ def storage_command(
 ) -> None:
     """Probe storage without a model: file sizes, filesystem, block device (HDD or not),
     sequential MB/s and random whole-file reads/s at 1, 4, 16 readers, cold and warm."""
-    from loaderbench import cli as _cli
     from loaderbench.results import check_writable
     from loaderbench.storage import probe_storage
 
     def body() -> None:
-        if format not in STORAGE_FORMATS:
-            raise UsageError(f"--format: expected one of {', '.join(STORAGE_FORMATS)}, got {format!r}")
+        common.check_format(format, STORAGE_FORMATS)
         reader_counts = parse_readers(readers)
         budget = _positive(max_seconds, "--max-seconds", float)
         n_files = _positive(max_files, "--max-files", int)
@@ -231,7 +133,7 @@ def storage_command(
         now = _dt.datetime.now(_dt.timezone.utc)
         out = output or default_output_path(now)
         check_writable(out)
-        _cli._stderr().print(
+        common.stderr().print(
             f"probing {path} (read tests take up to {budget:g} s)...", highlight=False, markup=False
         )
         probe = probe_storage(
@@ -243,7 +145,7 @@ def storage_command(
         if format == "json":
             sys.stdout.write(json.dumps(doc, indent=1) + "\n")
         else:
-            render_probe(probe, _cli._stdout())
-        _cli._stderr().print(f"results saved to {out}", highlight=False, markup=False)
+            render_probe(probe, common.stdout())
+        common.stderr().print(f"results saved to {out}", highlight=False, markup=False)
 
-    _cli._guard(body)
+    common.guard(body)

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from loaderbench.processes import process_tree
+
 Clock = Callable[[], float]
 
 
@@ -40,14 +42,6 @@ class WindowReading:
     memory_pss_bytes: int | None
     read_bytes: int | None
     util: Any
-
-
-def process_tree(proc: Any) -> list[Any]:
-    """`proc` (a psutil.Process) and all its descendants; just `proc` when they cannot be listed."""
-    try:
-        return [proc] + proc.children(recursive=True)
-    except Exception:  # noqa: BLE001 - a process can vanish while we look
-        return [proc]
 
 
 def tree_memory(procs: list[Any]) -> tuple[int | None, int | None]:

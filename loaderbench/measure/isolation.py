@@ -2,9 +2,9 @@
 
 NOTE [why a fresh process per config]
     Thread settings (the pin-memory thread once changed the main process's intra-op threads,
-    case C08), the CUDA caching allocator, leaked or hung workers and a crashed interpreter must
+    a pin-memory thread once did), the CUDA caching allocator, leaked or hung workers and a crashed interpreter must
     not carry from one config to the next. Each config therefore runs as
-    `python -m loaderbench._child JOB.json RESULT.json` in a new session (its own process group),
+    `python -m loaderbench.measure.child JOB.json RESULT.json` in a new session (its own process group),
     so the watchdog can kill the whole tree, workers included, and a segfault or SIGKILL becomes
     a failed row instead of ending the sweep. The job and result are JSON files (no pickle). The
     child reports progress as `batch N` lines on stdout; its stderr goes to a file whose tail
@@ -23,9 +23,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, Trial
+from loaderbench.model import LoaderSettings, Trial, TrialJob
+from loaderbench.processes import process_tree, signal_by_description, signal_name
 
 
 @dataclass
@@ -45,13 +46,6 @@ SHM_FIX = (
     "through /dev/shm; give the container more (docker run --shm-size=8g) or lower num_workers, "
     "prefetch_factor or batch_size"
 )
-
-
-def _signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
 
 
 def classify_failure(message: str, returncode: int | None = None) -> str:
@@ -78,13 +72,12 @@ def classify_failure(message: str, returncode: int | None = None) -> str:
                 # torch says "killed by signal: Segmentation fault."; name it as the rest of
                 # loaderbench does: "killed by SIGSEGV (Segmentation fault)".
                 desc = line.strip().split("killed by signal", 1)[-1].strip(" :.")
-                names = {signal.strsignal(s): s.name for s in signal.Signals if signal.strsignal(s)}
-                name = names.get(desc)
+                name = signal_by_description(desc)
                 return f"a DataLoader worker was killed by {name} ({desc})" if name else (
                     f"a DataLoader worker was killed by signal: {desc}"
                 )
     if returncode is not None and returncode < 0:
-        name = _signal_name(-returncode)
+        name = signal_name(-returncode)
         if name == "SIGBUS":
             return SHM_FIX
         hint = " (out of memory?)" if name == "SIGKILL" else ""
@@ -139,12 +132,7 @@ def dump_stacks(pid: int, wait_s: float = 1.0, log: Any = None, gap_s: float = 0
 
     if not hasattr(signal, "SIGUSR1"):
         return
-    try:
-        parent = psutil.Process(pid)
-        procs = [parent] + parent.children(recursive=True)
-    except psutil.Error:
-        return
-    for i, p in enumerate(procs):
+    for i, p in enumerate(process_tree(pid)):
         try:
             if log is not None:
                 role = "measuring process" if i == 0 else "child (DataLoader worker or other)"
@@ -161,11 +149,7 @@ def kill_tree(pid: int) -> None:
     """SIGKILL a process, its process group and every descendant (even ones that left the group)."""
     import psutil
 
-    try:
-        parent = psutil.Process(pid)
-        procs = [parent] + parent.children(recursive=True)
-    except psutil.Error:
-        procs = []
+    procs = process_tree(pid)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -178,71 +162,44 @@ def kill_tree(pid: int) -> None:
     psutil.wait_procs(procs, timeout=5)
 
 
-def job_spec(
-    settings: LoaderSettings,
-    dataset: DatasetSpec,
-    compute: ComputeSpec,
-    measure: MeasureSpec,
-    *,
-    cache_dir: str | None,
-    seed: int,
-    kind: str,
-) -> dict[str, Any]:
-    """One trial as JSON-ready data: what the measuring process reads (`_child.py`), and what a
-    distributed sweep's leader posts to the other ranks."""
-    return {
-        "kind": kind,
-        "settings": settings.to_dict(),
-        "dataset": dataset.to_dict(),
-        "compute": compute.to_dict(),
-        "measure": measure.to_dict(),
-        "cache_dir": cache_dir,
-        "seed": seed,
-    }
+class Runner(Protocol):
+    """What runs one trial: `run_isolated`, or distributed.DistributedRunner (every rank)."""
+
+    def __call__(self, job: TrialJob, *, on_batch: Callable[[int], None] | None = None) -> Outcome: ...
 
 
 def run_isolated(
-    settings: LoaderSettings,
-    dataset: DatasetSpec,
-    compute: ComputeSpec,
-    measure: MeasureSpec,
+    job: TrialJob,
     *,
-    timeout_s: float,
-    cache_dir: str | None = None,
-    seed: int = 0,
     on_batch: Callable[[int], None] | None = None,
     python: str = sys.executable,
     env: dict[str, str] | None = None,
-    kind: str = "config",
-    distributed: dict[str, Any] | None = None,
     stop_reason: Callable[[], str | None] | None = None,
     poll_s: float = 0.2,
 ) -> Outcome:
-    """Measure one trial of `settings` in a fresh process; never raises for the config's faults.
+    """Measure one trial (`job`) in a fresh process; never raises for the config's faults.
 
-    The watchdog kills the whole process tree after `timeout_s` seconds (status `hung`, with the
-    last batch index reached). KeyboardInterrupt kills the tree and is re-raised.
-    `kind="ceiling"` measures the compute ceiling for `settings.batch_size` instead
-    (`runner.measure_compute_ceiling`; the result is in `Outcome.ceiling`).
-    `distributed`: this rank's place in a distributed trial (see distributed.RankGroup), passed to
-    the measuring process. `stop_reason()` is polled every `poll_s` seconds while the process
-    runs; when it returns a reason the tree is killed and the trial fails with that reason (a
-    distributed trial stops when another rank failed).
+    The watchdog kills the whole process tree after `job.timeout_s` seconds, or after
+    `job.first_batch_timeout_s` when no batch has arrived by then (status `hung`, with the last
+    batch index reached). KeyboardInterrupt kills the tree and is re-raised. A "ceiling" job's
+    result is in `Outcome.ceiling`. `stop_reason()` is polled every `poll_s` seconds while the
+    process runs; when it returns a reason the tree is killed and the trial fails with that
+    reason (a distributed trial stops when another rank failed). `python` and `env` are the
+    interpreter and environment of the measuring process (a fake child in tests).
     """
     import time
 
-    job = job_spec(settings, dataset, compute, measure, cache_dir=cache_dir, seed=seed, kind=kind)
-    job["distributed"] = distributed
+    settings, timeout_s = job.settings, job.timeout_s
     with tempfile.TemporaryDirectory(prefix="loaderbench-") as tmp:
         job_path = Path(tmp, "job.json")
         result_path = Path(tmp, "result.json")
         err_path = Path(tmp, "stderr.txt")
-        job_path.write_text(json.dumps(job))
+        job_path.write_text(json.dumps(job.to_dict()))
         last: dict[str, int | None] = {"batch": None}
 
         with open(err_path, "wb") as err:
             proc = subprocess.Popen(
-                [python, "-m", "loaderbench._child", str(job_path), str(result_path)],
+                [python, "-m", "loaderbench.measure.child", str(job_path), str(result_path)],
                 stdout=subprocess.PIPE,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
@@ -266,13 +223,17 @@ def run_isolated(
             reader = threading.Thread(target=read_progress, daemon=True)
             reader.start()
             try:
-                deadline = time.monotonic() + timeout_s
+                started = time.monotonic()
+                deadline = started + timeout_s
+                first_deadline = started + min(timeout_s, job.first_batch_timeout_s or timeout_s)
+                polling = stop_reason is not None or first_deadline < deadline
                 while True:
                     try:
-                        rc = proc.wait(timeout=poll_s if stop_reason is not None else timeout_s)
+                        rc = proc.wait(timeout=poll_s if polling else timeout_s)
                         break
                     except subprocess.TimeoutExpired:
-                        if time.monotonic() >= deadline:
+                        now = time.monotonic()
+                        if now >= deadline or (last["batch"] is None and now >= first_deadline):
                             raise
                         reason = stop_reason() if stop_reason is not None else None
                         if reason is not None:
@@ -292,13 +253,15 @@ def run_isolated(
                 kill_tree(proc.pid)
                 proc.wait()
                 reader.join(timeout=2)
-                where = "before the first batch" if last["batch"] is None else (
-                    f"after batch {last['batch']}"
-                )
+                if last["batch"] is None and time.monotonic() < deadline:
+                    what = (f"no first batch within {job.first_batch_timeout_s:g}s (10x the slowest first batch "
+                            "of the configs measured before it, at least 60 s)")
+                else:
+                    where = "before the first batch" if last["batch"] is None else f"after batch {last['batch']}"
+                    what = f"no end within --config-timeout {timeout_s:g}s ({where})"
                 return Outcome(
                     status="hung",
-                    error=f"no end within --config-timeout {timeout_s:g}s ({where}); "
-                    "process tree killed (stacks in the result file's detail)"
+                    error=f"{what}; process tree killed (stacks in the result file's detail)"
                     + hang_hint(settings, started=last["batch"] is not None),
                     last_batch=last["batch"],
                     detail=err_path.read_text(errors="replace")[-64000:] or None,

@@ -2,15 +2,27 @@
 summary of a config's repeats, the fetch/prep split.
 
 No torch, no pynvml, no I/O: `show` and `compare` use this on CPU-only CI runners. Every number is
-derived from the raw per-batch samples kept in `Trial` (the timing model is in runner.py).
+derived from the raw per-batch samples kept in `Trial` (the timing model is in measure/loop.py).
 Verdicts, the knee and the recommendation are in analysis/.
+
+NOTE [ The differential fetch/prep split ]
+    Run the same config twice, once with the dataset evicted (cold) and once with it resident
+    (warm). The warm run's data-wait is the preparation stall (decode, augment, collate,
+    transfer): storage is out of the picture. The cold run pays the same preparation plus the
+    fetch from storage, so cold - warm is the fetch stall. This is the differential method of the
+    data-stall literature (e.g. Mohan et al., "Analyzing and Mitigating Data Stalls in DNN
+    Training", VLDB 2021). It needs a warm run that really is warm and a cold run that really is
+    cold, which is why storage.cache verifies both states.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from loaderbench.model import ConfigResult, Summary, Trial
 
@@ -180,8 +192,6 @@ def fetch_prep(results: Sequence[ConfigResult]) -> dict[str, dict[str, object]]:
     """The differential split of data-wait (Mohan et al., VLDB 2021, "data stalls"): for every
     settings key measured both cold and warm, the warm mean data-wait per batch is the prep stall
     (decode, augment), cold minus warm the fetch stall (storage); the larger names the bound."""
-    from loaderbench.storage import fetch_prep_split
-
     by_key: dict[str, dict[str, ConfigResult]] = {}
     for r in results:
         if r.status == "ok" and r.summary is not None and r.cache in ("cold", "warm"):
@@ -193,3 +203,43 @@ def fetch_prep(results: Sequence[ConfigResult]) -> dict[str, dict[str, object]]:
             assert cold is not None and warm is not None
             out[key] = fetch_prep_split(cold.data_wait_mean_s, warm.data_wait_mean_s).to_dict()
     return out
+
+
+@dataclass
+class FetchPrepSplit:
+    """The differential split of one config's data-wait (see NOTE [ The differential fetch/prep
+    split ]), in the unit given (seconds per batch, or totals): `fetch_s` = cold - warm
+    (storage), `prep_s` = warm (decode, augment, collate). `bound` names the larger."""
+
+    cold_wait_s: float
+    warm_wait_s: float
+    fetch_s: float
+    prep_s: float
+    bound: str  # "storage (fetch)" | "CPU (prep)" | "none"
+    fetch_fraction: float | None  # fetch / cold wait
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def fetch_prep_split(cold_wait_s: float, warm_wait_s: float) -> FetchPrepSplit:
+    """Split a cold run's data-wait into fetch (storage) and prep (CPU) using a warm run of the
+    same config: fetch = cold - warm, prep = warm; bound "storage (fetch)" when fetch > prep,
+    else "CPU (prep)", "none" when neither waited. A warm run slower than the cold one (noise)
+    gives fetch 0 and a note."""
+    note = None
+    fetch = cold_wait_s - warm_wait_s
+    prep = max(0.0, warm_wait_s)
+    if fetch < 0:
+        note = (
+            f"the warm run waited longer than the cold one by {-fetch:.3g} s: fetch is within "
+            "noise (measure longer or repeat)"
+        )
+        fetch = 0.0
+    if fetch <= 0 and prep <= 0:
+        bound = "none"
+    else:
+        bound = "storage (fetch)" if fetch > prep else "CPU (prep)"
+    frac = fetch / cold_wait_s if cold_wait_s > 0 else None
+    return FetchPrepSplit(cold_wait_s, warm_wait_s, fetch, prep, bound, frac, note)

@@ -1,6 +1,6 @@
-"""Everything a person reads: the rich table, markdown, CSV and JSON renderings of a ResultSet.
+"""A sweep as a person reads it: the rich table, markdown, CSV and JSON renderings of a ResultSet.
 
-The only module that knows units, colour and width. Rendering never measures and never mutates.
+Only formats what analysis/ concluded; never measures and never mutates.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from loaderbench import stats
-from loaderbench.analysis.knee import REPLICATED
-from loaderbench.model import ConfigResult, Finding, FindingKind, ResultSet, WaitPart
+from loaderbench import kinds
+from loaderbench.analysis import statistics as stats
+from loaderbench.model import GRID_AXES, ConfigResult, Finding, FindingKind, ResultSet, WarningKind
+from loaderbench.render.findings import finding_sentences
 
 NA = "n/a"
+
+
 GPU_UTIL_LABEL = (
     "GPU util % = share of NVML sample windows in which any kernel ran (a cross-check, not capacity "
     "used; SM = share of SMs busy, from NVML GPM where the GPU supports it)"
@@ -35,10 +38,6 @@ def _knee_key(rs: ResultSet) -> str | None:
     return None if rec is None or rec.settings is None else rec.settings.key()
 
 
-def _onoff(v: bool) -> str:
-    return "on" if v else "off"
-
-
 def _fmt(v: float | None, spec: str, scale: float = 1.0) -> str:
     return NA if v is None else format(v * scale, spec)
 
@@ -52,30 +51,15 @@ def _h2d_cell(m: Any) -> str:
     return " · ".join(parts)
 
 
-def ceiling_for(rs: ResultSet, batch_size: int) -> float | None:
-    """The compute ceiling in samples/s for this batch size, if measured (or analytic)."""
-    c = (rs.ceilings or {}).get("compute", {}).get(str(batch_size))
-    return None if not c else float(c["samples_per_s"])
-
-
-def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> dict[str, str]:
+def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
     """The human-readable cells of one config (same strings in every format)."""
     s = r.settings
-    pin = _onoff(s.pin_memory) if cuda else NA
-    if cuda and s.pin_memory and any("pinning ineffective" in w for w in r.warnings):
-        pin = "ineffective"
-    cells = {
-        "cache": r.cache,
-        "num_workers": str(s.num_workers),
-        "pin_memory": pin,
-        "prefetch": _onoff(s.prefetch) if cuda else NA,
-        "prefetch_factor": NA if s.num_workers == 0 else str(s.prefetch_factor),
-        "persistent_workers": NA if s.num_workers == 0 else _onoff(s.persistent_workers),
-        "batch_size": str(s.batch_size),
-        "mp_context": NA if s.num_workers == 0 else (s.mp_context or "default"),
-        "worker_threads": NA if s.num_workers == 0 else str(s.worker_threads or 1),
-        "main_threads": "default" if s.main_threads is None else str(s.main_threads),
-    }
+    cells = {"cache": r.cache}
+    for a in GRID_AXES:
+        idle = (a.cuda_only and not cuda) or (a.workers_only and s.num_workers == 0)
+        cells[a.name] = NA if idle else a.cell(getattr(s, a.name))
+    if cuda and s.pin_memory and r.has(WarningKind.PINNING_INEFFECTIVE):
+        cells["pin_memory"] = "ineffective"
     m = r.summary
     if r.status != "ok" or m is None:
         cells.update({k: "" for k in METRIC_COLUMNS})
@@ -90,7 +74,8 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
     cells.update(
         {
             "samples_per_s": f"{m.samples_per_s:,.0f}{spread}",
-            "ceiling_pct": NA if not ceiling else f"{100 * m.samples_per_s / ceiling:.0f}%",
+            "ceiling_pct": (NA if not m.compute_ceiling_samples_per_s
+                            else f"{100 * m.samples_per_s / m.compute_ceiling_samples_per_s:.0f}%"),
             "loader_ceiling": _fmt(m.loader_ceiling_samples_per_s, ",.0f"),
             "stall": f"{m.stall_fraction:.0%}" if m.stall_fraction >= 0.10 else f"{m.stall_fraction:.1%}",
             "wait_ms": f"{m.data_wait_p50_s * 1e3:.1f} / {m.data_wait_p95_s * 1e3:.1f}",
@@ -109,7 +94,7 @@ def row_cells(r: ConfigResult, *, cuda: bool, ceiling: float | None = None) -> d
         }
     )
     cells.update(rank_cells(m))
-    if REPLICATED in r.warnings:
+    if r.has(WarningKind.REPLICATED):
         cells["verdict"] = "duplicates samples: not ranked"
     elif stats.relative_spread(m) > stats.NOISY_SPREAD:
         cells["verdict"] += " (noisy)"
@@ -149,15 +134,7 @@ def rank_cells(m: Any) -> dict[str, str]:
 
 COLUMNS: list[tuple[str, str]] = [
     ("cache", "cache"),
-    ("num_workers", "workers"),
-    ("pin_memory", "pin"),
-    ("prefetch", "prefetch"),
-    ("prefetch_factor", "pf"),
-    ("persistent_workers", "persist"),
-    ("batch_size", "batch"),
-    ("mp_context", "start method"),
-    ("worker_threads", "worker threads"),
-    ("main_threads", "main threads"),
+    *((a.name, a.header) for a in GRID_AXES),
     ("samples_per_s", "samples/s"),
     ("ceiling_pct", "% of ceiling"),
     ("loader_ceiling", "loader alone /s"),
@@ -174,7 +151,9 @@ COLUMNS: list[tuple[str, str]] = [
     ("first_batch_s", "1st batch s"),
     ("verdict", "verdict"),
 ]
-METRIC_COLUMNS = [k for k, _ in COLUMNS[10:]]
+
+
+METRIC_COLUMNS = [k for k, _ in COLUMNS[1 + len(GRID_AXES):]]
 
 
 def header_lines(rs: ResultSet) -> list[str]:
@@ -183,15 +162,7 @@ def header_lines(rs: ResultSet) -> list[str]:
     ds = cfg.get("dataset") or {}
     comp = cfg.get("compute") or {}
     env = rs.environment or {}
-    kind = ds.get("kind", "?")
-    dataset = ds.get("factory") if kind == "import" else kind
-    if kind == "folder":
-        dataset = f"folder {ds.get('data_path')}"
-    elif kind == "tensor":
-        dataset = (
-            f"tensor {'x'.join(map(str, ds.get('sample_shape', [])))} "
-            f"cpu {ds.get('cpu_ms', 0):g} ms + io {ds.get('io_ms', 0):g} ms per sample"
-        )
+    dataset = kinds.describe(ds)
     step = comp.get("kind", "?")
     if step in ("sleep", "spin"):
         step = f"{step}:{comp.get('ms', 0):g}"
@@ -214,12 +185,16 @@ def header_lines(rs: ResultSet) -> list[str]:
     same = {k: v for k, v in constant_settings(rs).items() if v != "default"}
     if same:
         lines.append("in every row: " + ", ".join(f"{k}={v}" for k, v in same.items()))
-    for bs, c in sorted(((rs.ceilings or {}).get("compute") or {}).items(), key=lambda kv: int(kv[0])):
+    for bs, c in sorted(((rs.analysis or {}).get("compute_ceiling") or {}).items(), key=lambda kv: int(kv[0])):
         how = "batch / step time" if c.get("method") == "analytic" else "the step fed one batch already on the device"
         if (c.get("world_size") or 1) > 1:
             how += f", x {c['world_size']} ranks"
+        held = c.get("samples_per_batch")
+        at = f"batch {bs}"
+        if held is not None and abs(held - int(bs)) > 0.05:
+            at += f" (batches held {held:,.1f} samples)"
         lines.append(
-            f"compute ceiling at batch {bs}: {c['samples_per_s']:,.0f} samples/s "
+            f"compute ceiling at {at}: {c['samples_per_s']:,.0f} samples/s "
             f"(step {c['step_s'] * 1e3:.1f} ms; {how})"
         )
     if not _cuda_used(rs):
@@ -232,12 +207,7 @@ def header_lines(rs: ResultSet) -> list[str]:
     return lines
 
 
-CUDA_ONLY_COLUMNS = ("pin_memory", "prefetch", "gpu_util_pct", "h2d")
-
-
-SETTING_COLUMNS = (
-    "prefetch_factor", "persistent_workers", "batch_size", "mp_context", "worker_threads", "main_threads",
-)
+CUDA_ONLY_COLUMNS = (*(a.name for a in GRID_AXES if a.cuda_only), "gpu_util_pct", "h2d")
 
 
 def constant_settings(rs: ResultSet) -> dict[str, str]:
@@ -246,15 +216,15 @@ def constant_settings(rs: ResultSet) -> dict[str, str]:
     out: dict[str, str] = {}
     if not rs.results:
         return out
-    for key in SETTING_COLUMNS:
-        if key in ("worker_threads", "main_threads", "mp_context") and all(
-            getattr(r.settings, key) is None for r in rs.results
-        ):
-            out[key] = "default"  # never asked for: hidden, and not worth a mention
+    for a in GRID_AXES:
+        if a.name == "num_workers" or a.cuda_only:
             continue
-        values = {row_cells(r, cuda=cuda)[key] for r in rs.results if r.settings.num_workers > 0 or key == "batch_size"}
+        if a.optional and all(getattr(r.settings, a.name) is None for r in rs.results):
+            out[a.name] = "default"  # never asked for: hidden, and not worth a mention
+            continue
+        values = {row_cells(r, cuda=cuda)[a.name] for r in rs.results if r.settings.num_workers > 0 or not a.workers_only}
         if len(values) == 1:
-            out[key] = values.pop()
+            out[a.name] = values.pop()
     return out
 
 
@@ -278,12 +248,15 @@ def visible_columns(rs: ResultSet) -> list[tuple[str, str]]:
 #     and the knee mark must stay readable, so columns are left out, least useful first
 #     (DROP_ORDER), until the table fits; a line under the table names what was left out, and
 #     `--wide` (or `--format csv/json`) shows everything. Settings that vary, samples/s, stall
-#     and the verdict are never left out. A column's width is its widest cell plus 3 (padding
-#     and border); the verdict column may wrap, so it counts min(widest verdict, 30).
+#     and the verdict are never left out; when they alone are too wide (several settings vary),
+#     their headers go one word per line. A column's width is its widest cell or header line
+#     plus 3 (padding and border); the verdict column may wrap, so it counts min(widest verdict, 30).
 DROP_ORDER = (
     "storage", "first_batch_s", "memory_mib", "compute_ms", "gpu_util_pct", "loader_ceiling", "cpu_cores",
     "h2d", "rank_rate", "wait_ms", "ceiling_pct", "rank_stall",
 )
+
+
 VERDICT_MIN = 30
 
 
@@ -292,7 +265,7 @@ def _table_rows(rs: ResultSet) -> list[tuple[ConfigResult, dict[str, str], str |
     knee = _knee_key(rs)
     rows = []
     for r in rs.results:
-        cells = row_cells(r, cuda=cuda, ceiling=ceiling_for(rs, r.settings.batch_size))
+        cells = row_cells(r, cuda=cuda)
         style = None
         if r.settings.key() == knee and r.cache != "warm":
             style = "bold green"
@@ -303,17 +276,23 @@ def _table_rows(rs: ResultSet) -> list[tuple[ConfigResult, dict[str, str], str |
     return rows
 
 
+def _stacked(head: str) -> str:
+    """A header on one line per word ("start method" -> "start\nmethod")."""
+    return head.replace(" / ", "/").replace(" ", "\n")
+
+
 def fit_columns(columns: list[tuple[str, str]], rows: list[dict[str, str]], width: int | None) -> tuple[
         list[tuple[str, str]], list[str]]:
     """The columns that fit in `width` characters (all with None) and the headers left out, per
-    NOTE [table width]."""
+    NOTE [table width]. When the columns that are never left out are still too wide, their
+    headers are stacked one word per line (the returned headers hold the line breaks)."""
     if width is None:
         return columns, []
 
     def need(cols: list[tuple[str, str]]) -> int:
         total = 1
         for key, head in cols:
-            widest = max([len(head)] + [len(c[key]) for c in rows])
+            widest = max([max(len(line) for line in head.split("\n"))] + [len(c[key]) for c in rows])
             total += (min(widest, VERDICT_MIN) if key == "verdict" else widest) + 3
         return total
 
@@ -326,6 +305,8 @@ def fit_columns(columns: list[tuple[str, str]], rows: list[dict[str, str]], widt
             if col[0] == key:
                 kept.remove(col)
                 dropped.append(col[1])
+    if need(kept) > width:
+        kept = [(key, _stacked(head)) for key, head in kept]
     return kept, dropped
 
 
@@ -359,202 +340,15 @@ def loader_ceiling_line(rs: ResultSet) -> str:
     if lower is not None:
         text += f", at least {lower['samples_per_s']:,.0f} measured with the step ({lower['config']})"
     if lc.get("compute_ceiling"):
-        text += (
-            f"; compute ceiling {lc['compute_ceiling']:,.0f} samples/s: "
-            f"{'the loader' if lc['binds'] == 'loader' else 'the compute step'} binds."
-        )
+        binds = {
+            "loader": "the loader binds.",
+            "compute": "the compute step binds.",
+            "matched": "within 10% of each other: with no margin, the loader's jitter stalls the step "
+                       "(more workers give the margin).",
+        }[lc["binds"]]
+        text += f"; compute ceiling {lc['compute_ceiling']:,.0f} samples/s: {binds}"
         return text
     return text + "."
-
-
-def _rate(x: float) -> str:
-    return f"{x:,.0f} samples/s"
-
-
-def _ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 1e3:.1f} ms"
-
-
-_REMEDY_WORDS = {
-    "prefetch": "the CUDA-stream prefetcher hides the copy behind the step",
-    "pin_memory": "pin_memory=True (a pinned copy is asynchronous, and the pin thread takes batches "
-                  "from the workers off the step's thread)",
-    "persistent_workers": "persistent_workers=True starts the workers once, not every epoch",
-    "more_workers": "more workers",
-    "larger_batch": "a larger batch pays the per-batch cost over more samples",
-    "pack_tensors": "pack the batch's many small tensors into a few (concatenate each field across "
-                    "the batch, with offsets): each tensor crosses from the worker on its own",
-    "numpy_to_tensors": "return torch tensors from the collate (torch.from_numpy): numpy arrays cross "
-                        "from the worker through the pickler and a pipe, tensors through shared memory",
-    "lazy_sampler": "draw indices lazily, in O(indices used) (a full permutation of a huge dataset "
-                    "costs seconds every epoch)",
-}
-
-
-def _remedy_text(r: dict[str, Any]) -> str:
-    """One remedy of a REMAINING_WAIT finding (see NOTE [advice the measurements support])."""
-    what = _REMEDY_WORDS[r["remedy"]]
-    if not r.get("measured"):
-        return what + (f" (not measured: add {r['flag']})" if r.get("flag") else "")
-    share = ""
-    if r.get("ceiling_share") is not None and r.get("knee_ceiling_share") is not None:
-        share = f", {r['ceiling_share']:.0%} of the compute ceiling vs {r['knee_ceiling_share']:.0%}"
-    return f"{what}: measured {r['config']} {_rate(r['samples_per_s'])} ({r['gain']:+.1%}{share})"
-
-
-_PART_WORDS = {
-    WaitPart.H2D.value: "the host-to-device copy on the step's path",
-    WaitPart.SAMPLER.value: "the sampler drawing indices in the main process",
-    WaitPart.STARTUP.value: "worker start-up at each epoch start",
-    WaitPart.RECEIVE.value: "the main process taking each finished batch from a worker",
-    WaitPart.LOADER.value: "batches not built in time (fetch and prep)",
-}
-
-
-def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> list[str]:
-    """The recommendation's findings as sentences (the only place they are worded)."""
-    out: list[str] = []
-    for f in findings:
-        d = f.data
-        k = f.kind
-        if k == FindingKind.NONE_MEASURED.value:
-            out.append("none (no config was measured successfully).")
-        elif k == FindingKind.KNEE.value:
-            out.append(
-                f"num_workers={d['num_workers']}, pin_memory={d['pin_memory']}, "
-                f"prefetch={'on' if d['prefetch'] else 'off'}: {_rate(d['samples_per_s'])}, "
-                f"stall {d['stall_fraction']:.1%} ({d['band']})."
-            )
-        elif k == FindingKind.BEST_WITHIN_TOLERANCE.value:
-            out.append(
-                f"The best config ({f.config}) reaches {_rate(d['samples_per_s'])}, within "
-                f"{max(d['tolerance'], 0):.0%} or noise of it: "
-                + ("the workers and buffers of this grid buy nothing more, but the loader still binds."
-                   if d["loader_still_binds"] else "more workers or buffers buy nothing.")
-            )
-        elif k == FindingKind.ALSO_FASTEST.value:
-            out.append(
-                "It is also the fastest config ranked (configs that replay the IterableDataset in every "
-                "worker count duplicate samples and are not ranked)." if d.get("replicated_excluded")
-                else "It is also the fastest config measured."
-            )
-        elif k == FindingKind.LOADER_ALONE.value:
-            out.append(
-                f"With --compute none this is the loader alone: its ceiling here is {_rate(d['samples_per_s'])}. "
-                f"Any step slower than {d['step_s'] * 1e3:.1f} ms per batch of this size will not wait for this loader."
-            )
-        elif k == FindingKind.REMAINING_WAIT.value:
-            out.append(_remaining_wait_text(d, f.config))
-        elif k == FindingKind.NOT_CLEARED.value:
-            cause = ""
-            if d["cause"] == "cpu":
-                cause = (f" The process tree used {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs: "
-                         "CPU (decode/augment) saturation binds.")
-            elif d["cause"] == "replicated":
-                cause = (" Configs with more workers replay the IterableDataset in every worker and are not "
-                         "ranked: split its stream with torch.utils.data.get_worker_info(), then sweep again.")
-            elif d["cause"] == "grid_edge":
-                cause = " The fastest config has the most workers of those measured: try more workers."
-                n = d.get("workers_needed")
-                if n:
-                    cause += (f" Estimate (a prediction): about {n} worker{'s' if n != 1 else ''}"
-                              f"{' per rank' if d.get('per_rank') else ''} (batch build time / step time), "
-                              "if the CPUs can run them.")
-            out.append(f"Even the best config is {d['band']} (stall {d['stall_fraction']:.1%}): no setting in "
-                       "this grid clears the loader bottleneck." + cause)
-        elif k == FindingKind.LOWEST_STALL.value:
-            out.append(f"Lowest stall measured: {d['stall_fraction']:.1%} (receiving a batch always costs a "
-                       "little; this floor is not worth chasing).")
-        elif k == FindingKind.STEP_SLOWER.value:
-            text = (f"The knee reaches {d['share']:.0%} of the compute ceiling ({d['ceiling']:,.0f} samples/s) "
-                    f"because the step itself runs slower beside the loader: {d['compute_mean_s'] * 1e3:.1f} ms per "
-                    f"batch on average (median {d['compute_p50_s'] * 1e3:.1f} ms) vs {d['alone_s'] * 1e3:.1f} ms alone.")
-            if d.get("cpu_saturated"):
-                text += (f" The process tree used {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs: the "
-                         "main process (kernel launches, the pin thread) competes with the workers for CPU, so "
-                         "the binding resource is the CPU; cheaper decoding (or GPU decoding) or more CPUs would "
-                         "lift it.")
-            out.append(text)
-        elif k == FindingKind.STEP_BINDS.value:
-            out.append(f"Past the knee the step itself binds: the knee runs at {d['share']:.0%} of the compute "
-                       f"ceiling ({d['ceiling']:,.0f} samples/s).")
-        elif k == FindingKind.TRANSFER.value:
-            text = (f"The worker->main transfer is a large part of the wait: {d['mb_per_s']:,.0f} MB/s of "
-                    f"batches ({(d['batch_bytes'] or 0) / 1e6:,.1f} MB each), {d['receive_s'] * 1e3:.1f} ms to "
-                    "receive one.")
-            if d.get("numpy_leaves"):
-                text += (f" {d['numpy_leaves']} numpy array{'s' if d['numpy_leaves'] != 1 else ''} per batch "
-                         "cross from the worker through the pickler and a pipe, not shared memory: "
-                         + _REMEDY_WORDS["numpy_to_tensors"].split(": ")[0] + ".")
-            elif (d.get("tensor_leaves") or 0) >= 16:
-                text += f" The batch crosses as {d['tensor_leaves']} tensors, each on its own: pack them into a few."
-            out.append(text)
-        elif k == FindingKind.MORE_NOT_BETTER.value:
-            out.append(f"More is not better: {f.config} uses {d['extra_cores']:+.1f} CPU cores over the knee "
-                       f"for {d['gain']:+.1%} throughput.")
-        elif k == FindingKind.STARTUP.value:
-            text = (f"Start-up (first batch {d['first_batch_s']:.2f} s) is {d['share']:.0%} of an epoch of "
-                    f"{d['epoch_batches']} batches (predicted from the first batch; the measured window did not "
-                    "span an epoch)")
-            if d.get("measured"):
-                gaps = ""
-                if d.get("gap_s") is not None and d.get("persistent_gap_s") is not None:
-                    gaps = (f"; epoch-start gaps measured {d['gap_s']:.2f} s without and "
-                            f"{d['persistent_gap_s']:.2f} s with persistent workers")
-                if d.get("advised"):
-                    text += (f": use persistent_workers=True to pay it once (measured {d['config']}: "
-                             f"{_rate(d['samples_per_s'])}{gaps}).")
-                else:
-                    text += (f"; persistent_workers=True does not remove it here ({d['config']}{gaps}): "
-                             "the gap is not worker start-up.")
-            else:
-                text += ": persistent_workers=True would pay it once (not measured: add --persistent-workers off,on)."
-            out.append(text)
-        elif k == FindingKind.EPOCH_FASTER.value:
-            out.append(f"Counting start-up in every epoch of {d['epoch_batches']} batches, {f.config} is predicted "
-                       f"faster per epoch ({d['epoch_samples_per_s']:,.0f} samples/s) than the steady-state knee.")
-        elif k == FindingKind.THREADS.value:
-            parts = [
-                f"torch.set_num_threads({d['worker_threads']}) in each worker (worker_init_fn)"
-                if d.get("worker_threads") is not None else "",
-                f"torch.set_num_threads({d['main_threads']}) in the main process"
-                if d.get("main_threads") is not None else "",
-            ]
-            out.append("Threads: " + ", ".join(p for p in parts if p) + ".")
-        elif k == FindingKind.OVERSUBSCRIBED.value:
-            out.append(f"Note: {d['message']}.")
-    return out
-
-
-def _remaining_wait_text(d: dict[str, Any], config: str | None) -> str:
-    part = d["part"]
-    who = "Its remaining stall" if d.get("subject", "knee") == "knee" else f"With workers ({config}) the stall"
-    text = (f"{who} ({d['stall_fraction']:.1%}, {d['wait_p50_s'] * 1e3:.1f} ms median wait per batch) "
-            f"is mostly {_PART_WORDS[part]}: {d['part_s'] * 1e3:.1f} ms per batch")
-    if part == WaitPart.RECEIVE.value and d.get("receive_s") is not None:
-        what = []
-        if d.get("tensor_leaves"):
-            what.append(f"{d['tensor_leaves']} tensors")
-        if d.get("numpy_leaves"):
-            what.append(f"{d['numpy_leaves']} numpy arrays")
-        if d.get("batch_bytes"):
-            what.append(f"{d['batch_bytes'] / 1e6:,.1f} MB")
-        text += (f" (taking a batch that was already built costs {d['receive_s'] * 1e3:.1f} ms, measured after "
-                 f"the window{'; the batch is ' + ', '.join(what) if what else ''}); more workers cannot remove it")
-    elif part == WaitPart.H2D.value:
-        hidden = d.get("h2d_hidden_fraction")
-        text += f" (copy {_ms(d.get('h2d_s'))}{'' if hidden is None else f', {hidden:.0%} hidden'})"
-    others = {p: v for p, v in (d.get("parts_share") or {}).items() if p != part}
-    if others:
-        text += "; also " + ", ".join(f"{p} {v:.0%} of the step" for p, v in others.items())
-    text += "."
-    remedies = d.get("remedies") or []
-    if remedies:
-        text += " What acts on it: " + "; ".join(_remedy_text(r) for r in remedies) + "."
-    for r in d.get("measured_no_gain") or []:
-        text += (f" Measured without gain: {r['config']} ({r['remedy'].replace('_', ' ')}) "
-                 f"{_rate(r['samples_per_s'])} ({r['gain']:+.1%}).")
-    return text
 
 
 def footer_lines(rs: ResultSet) -> list[str]:
@@ -617,14 +411,29 @@ def footer_lines(rs: ResultSet) -> list[str]:
             d = f.data
             differs = ", ".join(f"{k} {'default' if a is None else a} vs {'default' if b is None else b}"
                                 for k, (a, b) in d.get("differs", {}).items())
+            setting = next(iter(d.get("differs", {})), "")
+            why = {
+                "mp_context": "spawn and forkserver start every worker as a fresh interpreter that imports torch "
+                              "and unpickles the dataset, where fork shares the parent's pages",
+                "pin_memory": "pinned (page-locked) copies of the batches in flight, held by the main process",
+                "prefetch": "the prefetcher holds one more batch, on the device and pinned on the host",
+            }.get(setting, "this setting multiplies memory per worker")
             out.append(
                 f"memory [{f.config}]: {d['mib_per_worker']:,.0f} MiB per worker (PSS) vs "
-                f"{d['ref_mib_per_worker']:,.0f} MiB with {d['ref_config']} ({differs}): this setting "
-                "multiplies memory per worker (a start method that copies the dataset into every worker does)."
+                f"{d['ref_mib_per_worker']:,.0f} MiB with {d['ref_config']} ({differs}): {why}."
+            )
+        elif f.kind == FindingKind.PARTIAL_BATCHES.value:
+            d = f.data
+            spread = "" if d["min"] == d["max"] else f" ({d['min']:,.1f}-{d['max']:,.1f} across configs)"
+            out.append(
+                f"partial batches [batch_size {d['batch_size']}]: batches held {d['samples_per_batch']:,.1f} "
+                f"samples on average{spread}: the epoch ends before a batch fills (a sampler with fewer indices, "
+                "or a short stream split across workers), so samples/s and the ceiling are of these batches, "
+                f"and batch_size={d['batch_size']} in the DataLoader line names fuller batches than were measured."
             )
     for r in rs.results:
         for w in r.warnings:
-            out.append(f"warning [{r.settings.key()}]: {w}")
+            out.append(f"warning [{r.settings.key()}]: {w.message}")
         if r.summary is not None and stats.relative_spread(r.summary) > stats.NOISY_SPREAD:
             out.append(
                 f"noisy [{r.settings.key()}]: throughput spread {stats.relative_spread(r.summary):.0%} of the "
@@ -660,7 +469,7 @@ def to_markdown(rs: ResultSet) -> str:
     lines.append("| " + " | ".join(h for _, h in columns) + " |")
     lines.append("|" + "|".join("---:" if k != "verdict" else "---" for k, _ in columns) + "|")
     for r in rs.results:
-        cells = row_cells(r, cuda=cuda, ceiling=ceiling_for(rs, r.settings.batch_size))
+        cells = row_cells(r, cuda=cuda)
         vals = [cells[k].replace("|", "\\|") for k, _ in columns]
         if r.settings.key() == knee:
             vals = [f"**{v}**" if v else v for v in vals]
@@ -719,27 +528,3 @@ def to_csv(rs: ResultSet) -> str:
 def to_json(rs: ResultSet) -> str:
     """The full result, as in the saved file."""
     return json.dumps(rs.to_dict(), indent=1)
-
-
-def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
-    elif isinstance(value, list) and len(value) > 16:
-        out.append((prefix, f"{len(value)} items: {value[:8]}..."))
-    else:
-        out.append((prefix, "n/a" if value is None else str(value)))
-
-
-def render_env(facts: dict[str, Any], warnings: list[str], console: Console) -> None:
-    """`loaderbench env`: the machine facts as a two-column table, then warnings."""
-    table = Table(title="loaderbench env", title_justify="left", show_header=False, pad_edge=False)
-    table.add_column("fact", style="bold", no_wrap=True)
-    table.add_column("value")
-    rows: list[tuple[str, str]] = []
-    _flatten("", facts, rows)
-    for k, v in rows:
-        table.add_row(k, v)
-    console.print(table)
-    for w in warnings:
-        console.print(Text(f"warning: {w}"))

@@ -1,24 +1,33 @@
 """The CI gate's commands: `loaderbench compare` and `loaderbench check`.
 
-Registered on the app in cli.py (`app.command("compare")(compare_command)`, `app.command("check")
-(check_command)`). Each parses flags, calls the pure core (`compare.compare_results`; `check` first
-runs `sweep.execute_sweep`), renders with `compare_render`, and exits 0 (no regression), 1
+Each parses flags, calls the pure core (`compare.compare_results`; `check` first
+runs `sweep.execute_sweep`), renders with render/compare.py, and exits 0 (no regression), 1
 (regression, or not comparable with --strict) or 2 (usage, config or result-file error, through
-cli._guard). cli is imported inside the functions so that either module can be imported first.
+cli/common.py).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from loaderbench.cli import common
 from loaderbench.errors import ResultsFormatError, UsageError
 
 COMPARE_FORMATS = ("table", "markdown", "json")
+
+# The options compare and check share, declared once.
+Metric = Annotated[str, typer.Option(help="samples_per_s (lower is worse) | stall_fraction (higher is worse).")]
+Threshold = Annotated[str, typer.Option(help="Smallest change that counts: 10% of throughput, or 10 stall points.")]
+Alpha = Annotated[str, typer.Option(help="Significance level of the test (and 1 - the interval's level).")]
+Seed = Annotated[int, typer.Option(help="Seed of the bootstrap interval.")]
+Strict = Annotated[bool, typer.Option("--strict", help="Fail (exit 1) on results that are not comparable.")]
+Format = Annotated[str, typer.Option("--format", help="table | markdown | json.")]
 
 
 def parse_fraction(value: str, flag: str, *, lo: float, hi: float) -> float:
@@ -33,16 +42,10 @@ def parse_fraction(value: str, flag: str, *, lo: float, hi: float) -> float:
     return x
 
 
-def _check_compare_format(fmt: str) -> str:
-    if fmt not in COMPARE_FORMATS:
-        raise UsageError(f"--format: expected one of {', '.join(COMPARE_FORMATS)}, got {fmt!r}")
-    return fmt
-
-
 def load_side(path: Path) -> tuple[Any, int]:
     """A result file, or a folder whose *.json files (runs of the same workload) are pooled.
     Returns (ResultSet, number of files). ResultsFormatError for a missing or empty folder."""
-    from loaderbench.compare import pool_results
+    from loaderbench.analysis.compare import pool_results
     from loaderbench.results import read_results
 
     path = Path(path)
@@ -66,14 +69,14 @@ def display_names(paths: list[Path]) -> list[str]:
 
 
 def _render(comparison: Any, fmt: str, *, strict: bool) -> None:
-    from loaderbench import cli, compare_render
+    from loaderbench.render import compare as compare_render
 
     if fmt == "json":
         sys.stdout.write(compare_render.to_json(comparison, strict=strict) + "\n")
     elif fmt == "markdown":
         sys.stdout.write(compare_render.to_markdown(comparison, strict=strict))
     else:
-        compare_render.render_comparison(comparison, cli._stdout(), strict=strict)
+        compare_render.render_comparison(comparison, common.stdout(), strict=strict)
 
 
 def compare_command(
@@ -81,20 +84,19 @@ def compare_command(
         list[Path],
         typer.Argument(help="BASELINE CURRENT [MORE...]: result files, or folders of runs to pool."),
     ],
-    metric: Annotated[str, typer.Option(help="samples_per_s (lower is worse) | stall_fraction (higher is worse).")] = "samples_per_s",
-    threshold: Annotated[str, typer.Option(help="Smallest change that counts: 10% of throughput, or 10 stall points.")] = "10%",
-    alpha: Annotated[str, typer.Option(help="Significance level of the test (and 1 - the interval's level).")] = "0.05",
-    seed: Annotated[int, typer.Option(help="Seed of the bootstrap interval.")] = 0,
-    strict: Annotated[bool, typer.Option("--strict", help="Fail (exit 1) on results that are not comparable.")] = False,
-    format: Annotated[str, typer.Option("--format", help="table | markdown | json.")] = "table",
+    metric: Metric = "samples_per_s",
+    threshold: Threshold = "10%",
+    alpha: Alpha = "0.05",
+    seed: Seed = 0,
+    strict: Strict = False,
+    format: Format = "table",
 ) -> None:
     """Compare result files config by config: regressed, improved, unchanged, not significant,
     not comparable, missing, new or failed. Exit 0 no regression, 1 regression, 2 error."""
-    from loaderbench import cli
-    from loaderbench.compare import compare_results
+    from loaderbench.analysis.compare import compare_results
 
     def body() -> None:
-        fmt = _check_compare_format(format)
+        fmt = common.check_format(format, COMPARE_FORMATS)
         if len(results) < 2:
             raise UsageError("compare needs a BASELINE and at least one CURRENT result file")
         thr = parse_fraction(threshold, "--threshold", lo=0.0, hi=10.0)
@@ -109,63 +111,28 @@ def compare_command(
         if code:
             raise typer.Exit(code)
 
-    cli._guard(body)
+    common.guard(body)
 
 
-def check_overrides(baseline: Any, *, with_workload: bool) -> dict[str, dict[str, Any]]:
-    """Parsed overrides for `config.build_config` that re-create the baseline's sweep: its grid
-    (from its configs' settings) and, with `with_workload`, its dataset, compute step, measure
-    settings, label and seed (values re-validated with the config parsers)."""
+def check_config(baseline: Any, config_path: Path | None) -> Any:
+    """The sweep `check` runs: the baseline's own config (`SweepConfig.from_dict`), or the
+    dataset, step and measure settings of CONFIG.toml when given, over the grid that re-creates
+    the baseline's configs (`baseline_grid`)."""
     from loaderbench import config as cfgmod
-    from loaderbench.compare import baseline_grid
-    from loaderbench.errors import ConfigError
-    from loaderbench.model import ComputeSpec
+    from loaderbench.analysis.compare import baseline_grid
 
-    out: dict[str, dict[str, Any]] = {"grid": dict(baseline_grid(baseline))}
-    if not with_workload:
-        return out
-    cfg = baseline.config or {}
-    schema = cfgmod.SCHEMA
-
-    def parsed(section: str, key: str, value: Any) -> Any:
-        try:
-            return schema[section][key](value)
-        except ValueError as exc:
-            raise ConfigError(f"baseline config {section}.{key}: {exc}") from None
-
-    ds = dict(cfg.get("dataset") or {})
-    dataset: dict[str, Any] = {}
-    kind = ds.get("kind", "synthetic")
-    dataset["kind"] = ds.get("factory") if kind == "import" else kind
-    if ds.get("data_path"):
-        dataset["data"] = ds["data_path"]
-    applies = cfgmod.KIND_KEYS.get(kind, frozenset()) | cfgmod.COMMON_DATASET_KEYS
-    for key in ("num_samples", "image_size", "jpeg_quality", "sample_shape", "cpu_ms", "io_ms", "collate_fn",
-                "sampler", "samples_per_batch", "seed"):
-        if ds.get(key) is not None and key in applies:
-            dataset[key] = parsed("dataset", key, ds[key])
-    if ds.get("kwargs"):
-        dataset["kwargs"] = dict(ds["kwargs"])
-    dataset["kind"] = parsed("dataset", "kind", dataset["kind"])
-    out["dataset"] = dataset
-    compute = cfg.get("compute")
-    if compute:
-        out["compute"] = {"step": parsed("compute", "step", ComputeSpec.from_dict(compute).label())}
-    measure = cfg.get("measure") or {}
-    out["measure"] = {k: parsed("measure", k, v) for k, v in measure.items() if k in schema["measure"] and v is not None}
-    top: dict[str, Any] = {}
-    if cfg.get("seed") is not None:
-        top["seed"] = parsed("", "seed", cfg["seed"])
-    label = baseline.label or cfg.get("label")
-    if label:
-        top["label"] = str(label)
-    out[""] = top
-    return out
+    grid = baseline_grid(baseline)
+    if config_path is not None:
+        return cfgmod.build_config(config_path).with_grid(**grid)
+    cfg = cfgmod.SweepConfig.from_dict(baseline.config or {})
+    return replace(cfg, label=baseline.label or cfg.label, source=f"baseline {baseline.label or ''}".strip()).with_grid(**grid)
 
 
 def default_check_output(label: str, now: _dt.datetime) -> Path:
     """results/<label>-check-<UTC time>.json (never under results/baselines/)."""
-    return Path("results") / f"{label or 'check'}-check-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    from loaderbench.results import timestamped_path
+
+    return timestamped_path(f"{label or 'check'}-check", now)
 
 
 def check_command(
@@ -173,24 +140,23 @@ def check_command(
     baseline: Annotated[Path, typer.Option(help="Baseline result file, e.g. results/baselines/ci.json.")] = Path("results/baselines/ci.json"),
     update_baseline: Annotated[bool, typer.Option("--update-baseline", help="Write this run as the new baseline (on purpose; exit 0).")] = False,
     output: Annotated[Path | None, typer.Option(help="Where this run goes (default results/<label>-check-<time>.json).")] = None,
-    metric: Annotated[str, typer.Option(help="samples_per_s | stall_fraction.")] = "samples_per_s",
-    threshold: Annotated[str, typer.Option(help="Smallest change that counts, e.g. 10%.")] = "10%",
-    alpha: Annotated[str, typer.Option(help="Significance level.")] = "0.05",
-    seed: Annotated[int, typer.Option(help="Seed of the bootstrap interval.")] = 0,
-    strict: Annotated[bool, typer.Option("--strict", help="Fail (exit 1) on results that are not comparable.")] = False,
-    format: Annotated[str, typer.Option("--format", help="table | markdown | json.")] = "table",
+    metric: Metric = "samples_per_s",
+    threshold: Threshold = "10%",
+    alpha: Alpha = "0.05",
+    seed: Seed = 0,
+    strict: Strict = False,
+    format: Format = "table",
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")] = False,
 ) -> None:
     """Run the baseline's configs here and compare with it in one command (the CI gate).
     Exit 0 no regression, 1 regression, 2 error; --update-baseline writes a new baseline."""
-    from loaderbench import cli
     from loaderbench import config as cfgmod
-    from loaderbench.compare import compare_results
+    from loaderbench.analysis.compare import compare_results
     from loaderbench.results import read_results, save_results
     from loaderbench.sweep import SweepInterruptedAt, execute_sweep
 
     def body() -> None:
-        fmt = _check_compare_format(format)
+        fmt = common.check_format(format, COMPARE_FORMATS)
         thr = parse_fraction(threshold, "--threshold", lo=0.0, hi=10.0)
         a = parse_fraction(alpha, "--alpha", lo=0.0, hi=0.5)
         base_rs = None
@@ -203,9 +169,9 @@ def check_command(
                     f"run `loaderbench sweep CONFIG --nproc-per-node {ranks} --output NEW.json`, then "
                     f"`loaderbench compare {baseline} NEW.json`"
                 )
-            overrides = check_overrides(base_rs, with_workload=config is None)
+            cfg = check_config(base_rs, config)
         elif update_baseline and config is not None:
-            overrides = {}  # first baseline: the whole sweep of CONFIG
+            cfg = cfgmod.build_config(config)  # first baseline: the whole sweep of CONFIG
         elif update_baseline:
             raise UsageError(
                 f"--baseline {baseline} does not exist: pass the sweep's CONFIG.toml to make the first baseline"
@@ -215,24 +181,23 @@ def check_command(
                 f"{baseline}: no such baseline; make one with `loaderbench check --baseline {baseline} "
                 "CONFIG.toml --update-baseline`"
             )
-        cfg = cfgmod.build_config(config, overrides)
         out = output or default_check_output(cfg.label, _dt.datetime.now(_dt.timezone.utc))
         if out.resolve() == baseline.resolve():
             raise UsageError(
                 f"--output {out} is the baseline itself: write runs elsewhere (--update-baseline replaces it on purpose)"
             )
         show_progress = not no_progress and sys.stderr.isatty()
-        with cli._ProgressObserver(show_progress) as obs:
+        with common.ProgressObserver(show_progress) as obs:
             try:
                 current, out_path = execute_sweep(cfg, output=out, observer=obs)
             except SweepInterruptedAt as exc:
                 obs.progress.stop()
-                cli._stderr().print(
+                common.stderr().print(
                     f"loaderbench: interrupted: finished configs are saved in {exc.output}",
                     highlight=False, markup=False,
                 )
                 raise typer.Exit(130) from None
-        err = cli._stderr()
+        err = common.stderr()
         err.print(f"results saved to {out_path}", highlight=False, markup=False, soft_wrap=True)
         code = 0
         if base_rs is not None:
@@ -256,4 +221,4 @@ def check_command(
         if code:
             raise typer.Exit(code)
 
-    cli._guard(body)
+    common.guard(body)

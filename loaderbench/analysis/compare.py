@@ -1,7 +1,7 @@
 """Pure core of `loaderbench compare` and `check`: match configs across result sets, decide.
 
 No torch, no pynvml, no I/O: the CI gate starts fast on a CPU-only runner. Everything is derived
-from the raw per-batch samples kept in every `Trial` (see the timing model in runner.py).
+from the raw per-batch samples kept in every `Trial` (see the timing model in measure/loop.py).
 
 NOTE [ The decision rule ]
 A regression needs BOTH a magnitude and a significance (asv's `compare` rule; a gate that fails
@@ -40,15 +40,16 @@ Two result sets are compared only when all of these match (else every matched co
 "not comparable", and only `--strict` fails the gate on it):
 - the machine fingerprint `environment["fingerprint"]` (CPU model, usable CPUs, memory, GPU,
   torch major.minor: env.environment_fingerprint);
-- the workload fingerprint: a hash of `config["dataset"]` and `config["compute"]`, leaving out
-  values equal to the defaults (a field added in a later version does not break comparability)
-  and `data_path` (comparing the same dataset on different storage is what `compare A B C` is for);
+- the workload fingerprint (kinds.workload_fingerprint): the dataset kind, the keys that
+  define its workload (not the data path: comparing the same dataset on different storage is
+  what `compare A B C` is for), the synthetic generator's version and the transform, the
+  collate function, sampler and samples per batch, and the compute step;
 - the page-cache state (`config["cache"]` or `config["measure"]["cache"]`, "as-is" when not
   recorded); configs measured cold and warm in one run are matched by `ConfigResult.key()`
   (`...-cold`, `...-warm`), so a cold row is never compared with a warm one;
-- the schema version the file was written with (a migrated file keeps its original version in
-  `analysis["schema_migrated_from"]`): numbers measured by a different timing model are not
-  compared with today's;
+- the schema version the file was written with (a migrated file keeps it in
+  `analysis["schema_written"]`): numbers measured differently (schema.measured_alike: version 0
+  measured memory as USS) are not compared with today's;
 - the number of ranks (`environment["distributed"]["world_size"]`, 1 for a single-process
   sweep): a distributed sweep's samples/s is the sum over its ranks.
 """
@@ -56,7 +57,6 @@ Two result sets are compared only when all of these match (else every matched co
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import statistics
@@ -65,9 +65,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loaderbench import stats
+from loaderbench import kinds
+from loaderbench.analysis import statistics as stats
 from loaderbench.errors import UsageError
-from loaderbench.model import ComputeSpec, ConfigResult, DatasetSpec, LoaderSettings, ResultSet, Trial
+from loaderbench.model import GRID_AXES, ComputeSpec, ConfigResult, LoaderSettings, ResultSet, Trial
+from loaderbench.schema import measured_alike
 
 METRICS = ("samples_per_s", "stall_fraction")
 VERDICTS = (
@@ -84,8 +86,6 @@ DEFAULT_THRESHOLD = 0.10
 DEFAULT_ALPHA = 0.05
 MIN_REPEATS = 3
 BOOTSTRAP_RESAMPLES = 2000
-# Dataset keys that do not change what is measured (see NOTE [ What is comparable ]).
-VOLATILE_DATASET_KEYS = frozenset({"data_path"})
 _EPS = 1e-12
 
 
@@ -234,39 +234,20 @@ class Comparison:
 # --------------------------------------------------------------------------------------------
 
 
-def _canonical(value: Any) -> Any:
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
-
-
-_DATASET_DEFAULTS = _canonical(DatasetSpec().to_dict())
-_COMPUTE_DEFAULTS = _canonical(ComputeSpec().to_dict())
-
-
-def _without_defaults(d: dict[str, Any] | None, defaults: dict[str, Any], drop: frozenset[str]) -> dict[str, Any]:
-    d = _canonical(d or {})
-    return {k: v for k, v in d.items() if k not in drop and (k not in defaults or v != defaults[k])}
-
-
-def _workload(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    dataset = _without_defaults(config.get("dataset"), _DATASET_DEFAULTS, VOLATILE_DATASET_KEYS)
-    compute = config.get("compute")
-    return dataset, None if compute is None else _without_defaults(compute, _COMPUTE_DEFAULTS, frozenset())
-
-
 def workload_fields(config: dict[str, Any]) -> dict[str, Any]:
-    """What is measured, as flat `section.key` fields (see `workload_fingerprint`), so that a
-    difference can be named. Pure."""
-    dataset, compute = _workload(config)
-    return {**{f"dataset.{k}": v for k, v in dataset.items()},
-            **{f"compute.{k}": v for k, v in (compute or {}).items()}}
+    """What is measured (kinds.workload), as flat fields, so that a difference can be named."""
+    out: dict[str, Any] = {}
+    for k, v in kinds.workload(config).items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{kk}": vv for kk, vv in v.items()})
+        else:
+            out[f"dataset.{k}"] = v
+    return out
 
 
 def workload_fingerprint(config: dict[str, Any]) -> str:
-    """12 hex digits identifying what is measured: `config["dataset"]` and `config["compute"]`,
-    minus `data_path` and minus values equal to the defaults. Pure."""
-    dataset, compute = _workload(config)
-    blob = json.dumps({"dataset": dataset, "compute": compute}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+    """kinds.workload_fingerprint: 12 hex digits identifying what is measured."""
+    return kinds.workload_fingerprint(config)
 
 
 def cache_state(config: dict[str, Any]) -> str:
@@ -296,26 +277,19 @@ def config_key(r: ConfigResult) -> str:
 
 def written_schema_version(rs: ResultSet) -> int:
     """The schema version the file was written with (before any migration on load)."""
+    written = (rs.analysis or {}).get("schema_written")
     migrated = (rs.analysis or {}).get("schema_migrated_from")
-    return int(migrated) if isinstance(migrated, int) else int(rs.schema_version)
+    for v in (migrated, written):
+        if isinstance(v, int):
+            return v
+    return int(rs.schema_version)
 
 
 def describe_workload(config: dict[str, Any]) -> str:
-    """A short human description, e.g. `tensor 3x32x32 cpu 0.2 ms + io 1 ms | sleep:2`."""
-    ds = config.get("dataset") or {}
-    kind = ds.get("kind", "?")
-    if kind == "tensor":
-        shape = "x".join(str(d) for d in ds.get("sample_shape", []))
-        text = f"tensor {shape} cpu {float(ds.get('cpu_ms', 0)):g} ms + io {float(ds.get('io_ms', 0)):g} ms"
-    elif kind == "import":
-        text = str(ds.get("factory"))
-    elif kind == "folder":
-        text = f"folder {ds.get('data_path')}"
-    else:
-        text = f"{kind} x{ds.get('num_samples', '?')}"
+    """A short human description, e.g. `tensor 3x32x32 cpu 0.2 ms + io 1 ms per sample | sleep:2`."""
     compute = config.get("compute")
     step = "default step" if not compute else ComputeSpec.from_dict(compute).label()
-    return f"{text} | {step}"
+    return f"{kinds.describe(config.get('dataset') or {})} | {step}"
 
 
 def run_info(rs: ResultSet, name: str | None = None, *, files: int = 1) -> RunInfo:
@@ -365,7 +339,7 @@ def comparability(baseline: RunInfo, current: RunInfo) -> list[str]:
             f"different number of ranks ({baseline.ranks} vs {current.ranks}: samples/s is summed "
             "over a distributed sweep's ranks)"
         )
-    if baseline.schema_version != current.schema_version:
+    if not measured_alike(baseline.schema_version, current.schema_version):
         reasons.append(
             f"different loaderbench schema (version {baseline.schema_version} vs {current.schema_version})"
         )
@@ -797,31 +771,15 @@ def pool_results(sets: Sequence[ResultSet], names: Sequence[str]) -> ResultSet:
 
 def baseline_grid(baseline: ResultSet) -> dict[str, tuple[Any, ...]]:
     """The grid axes that re-create the baseline's configs (their product may add a few: those
-    come out as "new" and never fail the gate). Keys are SweepConfig's grid fields; values are
-    parsed values. Raises UsageError for a baseline without configs."""
+    come out as "new" and never fail the gate): per axis of GRID_AXES, the values its configs
+    took (leaving out the idle value a config without workers takes on a workers-only axis), in
+    the axis's cost order. Raises UsageError for a baseline without configs."""
     settings = [r.settings for r in baseline.results]
     if not settings:
         raise UsageError("the baseline has no configs to check; pass a result file with results")
-
-    def axis(values: list[Any]) -> tuple[Any, ...]:
-        out: list[Any] = []
-        for v in values:
-            if v not in out:
-                out.append(v)
-        return tuple(sorted(out, key=lambda v: (v is None, v if v is not None else 0)))
-
-    factors = [s.prefetch_factor for s in settings if s.prefetch_factor is not None]
-    grid: dict[str, tuple[Any, ...]] = {
-        "num_workers": axis([s.num_workers for s in settings]),
-        "pin_memory": axis([s.pin_memory for s in settings]),
-        "prefetch": axis([s.prefetch for s in settings]),
-        "prefetch_factor": axis(factors) if factors else (2,),
-        "persistent_workers": axis([s.persistent_workers for s in settings]),
-        "batch_size": axis([s.batch_size for s in settings]),
-        "mp_context": tuple(dict.fromkeys(s.mp_context for s in settings)),
-    }
-    # Settings fields added later (e.g. thread counts) are grid axes of the same name.
-    for f in dataclasses.fields(LoaderSettings):
-        if f.name not in grid:
-            grid[f.name] = tuple(dict.fromkeys(getattr(s, f.name) for s in settings))
+    grid: dict[str, tuple[Any, ...]] = {}
+    for a in GRID_AXES:
+        values = [getattr(s, a.name) for s in settings if not (a.workers_only and s.num_workers == 0)]
+        unique = sorted(dict.fromkeys(values), key=a.order)
+        grid[a.name] = tuple(unique) if unique else (a.default or (a.idle,))
     return grid

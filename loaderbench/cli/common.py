@@ -1,0 +1,167 @@
+"""What every command shares: the consoles, one place that turns errors into one line and an exit
+code, format checks, the progress display, and SIGTERM handling.
+
+Exit codes: 0 ok, 1 regression (compare/check) or a rank of a distributed sweep that died first,
+2 usage / config / data / results-format error or nothing measured, 130 interrupted (Ctrl-C or
+SIGTERM; finished configs are saved).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from loaderbench.errors import LoaderbenchError, UsageError
+
+SWEEP_FORMATS = ("table", "json", "csv", "markdown")
+
+
+class _State:
+    """Process-wide facts a command needs: the command line `main()` was given (a distributed
+    sweep relaunches it) and whether a SIGTERM (not Ctrl-C) stopped the sweep."""
+
+    argv: list[str] | None = None
+    sigterm_seen = False
+
+
+STATE = _State()
+
+
+def stdout(width: int | None = None) -> Console:
+    """The stdout console. Piped or redirected output takes its width from COLUMNS when set,
+    else 200 (rich would otherwise assume 80 and fold whole table rows)."""
+    if width is None and not sys.stdout.isatty():
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else 200
+    return Console(width=width, soft_wrap=False, emoji=False)
+
+
+def stderr() -> Console:
+    """The stderr console (no emoji codes: a path like /data/a:fire:b prints as written)."""
+    return Console(stderr=True, emoji=False)
+
+
+def say(message: str) -> None:
+    """One line on stderr, printed as written."""
+    stderr().print(message, highlight=False, markup=False, soft_wrap=True)
+
+
+def fail(exc: LoaderbenchError) -> None:
+    """Print `exc` as one line and exit with its code (typer.Exit)."""
+    say(f"loaderbench: error: {exc}")
+    raise typer.Exit(exc.exit_code)
+
+
+def guard(fn: Callable[[], Any]) -> Any:
+    """Run a command body, turning LoaderbenchError into its one-line message and exit code."""
+    try:
+        return fn()
+    except LoaderbenchError as exc:
+        fail(exc)
+
+
+def check_format(value: str, allowed: Sequence[str], flag: str = "--format") -> str:
+    """`value` when it is one of `allowed`, else UsageError naming the flag and the choices."""
+    if value not in allowed:
+        raise UsageError(f"{flag}: expected one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def render_result(rs: Any, fmt: str, console: Console, *, wide: bool = False) -> None:
+    """A sweep's result to stdout in `fmt` (table, json, csv, markdown)."""
+    from loaderbench.render import sweep as render
+
+    if fmt == "table":
+        render.render_table(rs, console, wide=wide)
+    elif fmt == "json":
+        sys.stdout.write(render.to_json(rs) + "\n")
+    elif fmt == "csv":
+        sys.stdout.write(render.to_csv(rs))
+    else:
+        sys.stdout.write(render.to_markdown(rs))
+
+
+def sigterm_as_interrupt() -> None:
+    """SIGTERM stops a sweep like Ctrl-C: workers reaped, finished configs saved (exit 130)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+
+        def handler(signum: int, frame: Any) -> None:
+            STATE.sigterm_seen = True
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, handler)
+
+
+class ProgressObserver:
+    """Rich progress bar and warnings on stderr (the core never prints): trials done, time
+    elapsed and rich's estimate of the time left."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.err = stderr()
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            console=self.err,
+            transient=True,
+            disable=not enabled,
+        )
+        self.task: Any = None
+        self.label = ""
+
+    def __enter__(self) -> ProgressObserver:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def phase(self, text: str) -> None:
+        """Work before the first trial (building the dataset, the compute ceiling): a line with
+        a spinner, so a long wait is never silent."""
+        if self.task is None:
+            self.task = self.progress.add_task(text, total=None)
+        else:
+            self.progress.update(self.task, description=text)
+
+    def sweep_started(self, total_trials: int) -> None:
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task("sweep", total=total_trials)
+
+    def trial_started(self, index: int, settings: Any, repeat: int) -> None:
+        self.label = settings.key() + (f" (repeat {repeat + 1})" if repeat else "")
+        self.progress.update(self.task, description=self.label)
+
+    def batch(self, index: int) -> None:
+        if self.enabled:
+            self.progress.update(self.task, description=f"{self.label} batch {index}")
+
+    def trial_finished(self, result: Any, outcome: Any) -> None:
+        self.progress.advance(self.task)
+        if outcome.status != "ok":
+            self.warning(f"{result.settings.key()}: {outcome.status}: {outcome.error}")
+
+    def warning(self, message: str) -> None:
+        self.err.print(f"loaderbench: warning: {message}", highlight=False, markup=False, soft_wrap=True)

@@ -1,0 +1,432 @@
+"""The measurement loop for one config: one fresh DataLoader, timed batch by batch.
+
+The timed loop (`timed_loop`) and the probes after its window (`probe_receive`, `loader_alone`). It
+runs inside the isolated measuring process (measure/isolation.py); it takes its clock and its step
+markers as parameters, so tests drive it with a fake clock and no hardware.
+
+NOTE [timing model]
+    For every batch N the loop records two instants on one timeline:
+      ready[N]: the batch is usable by the step (on the device when there is one: after the
+                host-to-device (H2D) copy, or after the CUDA-stream prefetcher's copy);
+      end[N]:   the step's work on batch N has finished.
+    Then, per measured batch:
+      data-wait[N] = ready[N] - end[N-1]   (the consumer had nothing to work on)
+      compute[N]   = end[N]   - ready[N]
+      step[N]      = end[N]   - end[N-1] = data-wait[N] + compute[N]
+    so throughput = samples / sum(step) and stall fraction = sum(data-wait) / sum(step).
+    end[-1] of the first measured batch is the end of the last warm-up batch.
+
+    Which clock gives ready and end:
+    - `host` (no CUDA): perf_counter after `next()` returned, and after the step returned.
+    - `sync` (CUDA): perf_counter after synchronising the *compute* stream at both points. Exact,
+      but the host can no longer queue step N+1 while step N runs, which costs a real loop a
+      little (a naive host timer without the sync is wrong: queued GPU
+      work leaks into the next data-wait).
+    - `events` (CUDA, default for GPU steps): CUDA events recorded on the compute stream after the
+      batch is on the device and after the step's kernels. An event's GPU timestamp is when the
+      stream reached it, i.e. max(previous work finished, host enqueued it), so ready[N] -
+      end[N-1] is exactly the time the GPU's compute stream sat idle waiting for input, and no
+      per-step synchronisation is needed: the loop runs like an uninstrumented one. Events are
+      read once, after the window.
+    A `sleep:` step is host work, so it always uses host/sync timing.
+
+NOTE [backlog drain]
+    With W workers and prefetch factor P, up to W*P batches are built while the loop waits for
+    the first batch and for its first (slow) steps. Consuming that backlog is fast and would
+    flatter a slow loader ("100 workers feed 100 batches, then a long wait"). Worse, while the
+    backlog is consumed the workers refill part of it: with production/consumption rate ratio
+    rho < 1 the loop is served without waiting for about W*P / (1 - rho) batches, not W*P.
+    So the warm-up is at least max(--warmup-batches, W*P) batches after the first one, and then
+    goes on until one of:
+      - `next()` has had to block (the ready queue was empty: the backlog is gone);
+      - the loader's ready queue is still (nearly) full after that many batches: production
+        kept up with consumption, so there is no backlog to flatter anything (read from the
+        DataLoader iterator's queue size where the platform supports it);
+      - 8*W*P batches in all: a loader still draining then has rho > ~0.9, and what flattery is
+        left is under ~10%.
+    The window then runs for at least `batches` batches and `min_time_s`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from loaderbench.model import LoaderSettings, Note, WarningKind
+
+Clock = Callable[[], float]
+
+
+class StepMarker(Protocol):
+    """Records ready/end instants (see NOTE [timing model]); `times()` returns them in seconds."""
+
+    def ready(self) -> None: ...
+    def end(self) -> None: ...
+    def times(self) -> tuple[list[float], list[float]]: ...
+
+
+class HostMarker:
+    """ready/end from a host clock, after an optional `sync()` (compute-stream synchronise)."""
+
+    def __init__(self, clock: Clock = time.perf_counter, sync: Callable[[], None] | None = None):
+        self._clock = clock
+        self._sync = sync
+        self._ready: list[float] = []
+        self._end: list[float] = []
+
+    def ready(self) -> None:
+        if self._sync is not None:
+            self._sync()
+        self._ready.append(self._clock())
+
+    def end(self) -> None:
+        if self._sync is not None:
+            self._sync()
+        self._end.append(self._clock())
+
+    def times(self) -> tuple[list[float], list[float]]:
+        return list(self._ready), list(self._end)
+
+
+class CudaEventMarker:
+    """ready/end as CUDA events on the current (compute) stream; read after one synchronise."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+        self._ready: list[Any] = []
+        self._end: list[Any] = []
+
+    def _record(self, into: list[Any]) -> None:
+        ev = self._torch.cuda.Event(enable_timing=True)
+        ev.record()
+        into.append(ev)
+
+    def ready(self) -> None:
+        self._record(self._ready)
+
+    def end(self) -> None:
+        self._record(self._end)
+
+    def times(self) -> tuple[list[float], list[float]]:
+        self._torch.cuda.synchronize()
+        if not self._end:
+            return [], []
+        to_s = [self.seconds(e) for e in self._ready]
+        end_s = [self.seconds(e) for e in self._end]
+        return to_s, end_s
+
+    def seconds(self, event: Any) -> float:
+        """An event's time in seconds on the same timeline as `times()` (after it)."""
+        origin = self._ready[0] if self._ready else self._end[0]
+        return float(origin.elapsed_time(event)) / 1000.0
+
+
+@dataclass
+class LoopTimes:
+    """Raw output of `timed_loop`: per-batch seconds of the measured window and bookkeeping."""
+
+    first_batch_s: float
+    warmup_batches: int
+    data_wait_s: list[float]
+    compute_s: list[float]
+    step_s: list[float]
+    host_wait_s: list[float]
+    samples: int
+    notes: list[Note] = field(default_factory=list)
+    receive_s: list[float] = field(default_factory=list)
+    epoch_gap_s: list[float] = field(default_factory=list)
+    sampler_s: list[float] = field(default_factory=list)
+    epoch_start_batches: list[int] = field(default_factory=list)
+    first_batch_sampler_s: float | None = None
+
+
+def warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int]:
+    """(least, most) batches dropped after the first, per NOTE [backlog drain]:
+    least = max(warmup_batches, W*P); most = max(least, 8*W*P)."""
+    backlog = settings.num_workers * (settings.prefetch_factor or 0)
+    least = max(warmup_batches, backlog)
+    return least, max(least, 8 * backlog)
+
+
+def _median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    return ys[len(ys) // 2] if ys else 0.0
+
+
+def timed_loop(
+    batches: Iterable[Any],
+    step: Callable[[Any], None],
+    *,
+    prepare: Callable[[Any], Any] = lambda b: b,
+    count: Callable[[Any], int],
+    marker: StepMarker,
+    warmup_batches: int,
+    min_batches: int,
+    max_warmup_batches: int | None = None,
+    min_time_s: float,
+    max_batches: int,
+    clock: Clock = time.perf_counter,
+    on_batch: Callable[[int], None] | None = None,
+    on_window_start: Callable[[], None] | None = None,
+    on_window_end: Callable[[], None] | None = None,
+    after_window: Callable[[Iterator[Any], float], list[float]] | None = None,
+    ready_count: Callable[[], int | None] | None = None,
+    full_queue: int | None = None,
+    restart_epochs: bool = False,
+    agree: Callable[[bool], bool] | None = None,
+    sampler_time: Callable[[], float] | None = None,
+) -> LoopTimes:
+    """Run `step` over `batches` and time it per the NOTE [timing model].
+
+    `prepare(batch)` makes a raw loader batch usable (the H2D copy; identity when prefetched or
+    on CPU). The first batch is timed from `iter()` (worker start-up) and kept apart; then at
+    least `warmup_batches` are dropped, and up to `max_warmup_batches` until `next()` first
+    blocks or `ready_count()` (batches the loader has ready) reaches `full_queue` (NOTE [backlog
+    drain]); then batches are measured until at least `min_batches` and
+    `min_time_s` (host clock) are reached, or `max_batches`, or the loader ends. With
+    `restart_epochs`, the end of the loader is the end of an epoch: `iter(batches)` starts the
+    next one, and its cost (worker start-up unless persistent) is part of that batch's wait; the
+    host time of each restart's first batch is kept in `epoch_gap_s`. The loop keeps no
+    reference to a batch beyond its step (a kept batch would hold a shared-memory descriptor open). `on_batch(i)` is called after each step with
+    the 0-based batch index (progress/heartbeat). `after_window(iterator, period_s)` runs once
+    after the window with the live iterator and the median host time per step; the seconds it
+    returns are kept as `receive_s` (see `probe_receive`). `agree(flag)` (distributed sweeps:
+    True only when every rank's flag is true) makes the two decisions, where the warm-up ends
+    and where the window ends, for all ranks at once; it is called at the same batch indices on
+    every rank. `sampler_time()` is the main process's running total of seconds spent drawing
+    indices (sampling.TimedBatchSampler): its growth across each measured `next()` is kept in
+    `sampler_s` (NOTE [sampler cost] in measure/sampling.py). The window positions of batches that
+    started an epoch are kept in `epoch_start_batches`; the sampler's seconds up to the first
+    batch (an epoch's index list drawn, and the first `num_workers * prefetch_factor` index
+    lists) in `first_batch_sampler_s`. Raises ValueError if the loader yields
+    nothing.
+    Returns per-batch lists for the measured batches only, in seconds.
+    """
+    first_s0 = sampler_time() if sampler_time is not None else 0.0
+    t_start = clock()
+    it: Iterator[Any] = iter(batches)
+    try:
+        batch = next(it)
+    except StopIteration:
+        raise ValueError("the loader yielded no batch") from None
+    batch = prepare(batch)
+    marker.ready()
+    first_batch_s = clock() - t_start
+    first_sampler_s = (sampler_time() - first_s0) if sampler_time is not None else None
+    step(batch)
+    marker.end()
+    del batch
+    if on_batch is not None:
+        on_batch(0)
+
+    index = 0
+    measured = 0
+    samples = 0
+    host_wait: list[float] = []
+    periods: list[float] = []
+    window_start: float | None = None
+    warm = 0
+    most = max(warmup_batches, max_warmup_batches or 0)
+    notes: list[Note] = []
+    if warmup_batches == 0:
+        window_start = clock()
+        if on_window_start is not None:
+            on_window_start()
+    last_t0: float | None = None
+    epoch_gaps: list[float] = []
+    sampler_s: list[float] = []
+    epoch_starts: list[int] = []
+    while True:
+        restarted = False
+        s0 = sampler_time() if sampler_time is not None else 0.0
+        t0 = clock()
+        try:
+            batch = next(it)
+        except StopIteration:
+            if not restart_epochs:
+                notes.append(Note.of(WarningKind.LOADER_ENDED, f"the loader ended after {index + 1} batches"))
+                break
+            it = iter(batches)  # a new epoch: workers start again unless persistent
+            try:
+                batch = next(it)
+            except StopIteration:
+                notes.append(Note.of(WarningKind.LOADER_ENDED, "an epoch yielded no batch"))
+                break
+            epoch_gaps.append(clock() - t0)
+            restarted = True
+        t_next = clock()
+        s1 = sampler_time() if sampler_time is not None else 0.0
+        batch = prepare(batch)
+        marker.ready()
+        t1 = clock()
+        n = count(batch)
+        step(batch)
+        marker.end()
+        del batch
+        index += 1
+        if on_batch is not None:
+            on_batch(index)
+        if window_start is None:
+            if last_t0 is not None:
+                periods.append(t0 - last_t0)
+            last_t0 = t0
+            blocked = (t_next - t0) >= max(0.001, 0.1 * _median(periods))
+            if index >= warmup_batches and not blocked and index < most:
+                n_ready = ready_count() if ready_count is not None else None
+                if n_ready is not None and full_queue is not None and n_ready >= full_queue:
+                    blocked = True  # not a drain: the loader keeps up, nothing to flatter
+            start = index >= warmup_batches and (blocked or index >= most)
+            if agree is not None and index >= warmup_batches:
+                start = agree(start)
+            if start:
+                warm = index
+                window_start = clock()
+                if on_window_start is not None:
+                    on_window_start()
+            continue
+        measured += 1
+        samples += n
+        host_wait.append(t1 - t0)
+        sampler_s.append(s1 - s0)
+        if restarted:
+            epoch_starts.append(measured - 1)
+        elapsed = clock() - window_start
+        done = measured >= max_batches or (measured >= min_batches and elapsed >= min_time_s)
+        if agree is not None:
+            done = agree(done)
+        if done:
+            break
+    ready, end = marker.times()
+    if on_window_end is not None:
+        on_window_end()
+    receive: list[float] = []
+    if after_window is not None and measured:
+        window_periods = [b - a for a, b in zip(end[-measured - 1:-1], end[-measured:])]
+        receive = after_window(it, _median(window_periods))
+    if 0 < measured < min_batches:
+        notes.append(Note.of(
+            WarningKind.FEW_BATCHES,
+            f"only {measured} batches measured (fewer than --batches {min_batches}): numbers are rough"
+        ))
+    if measured == 0:
+        raise ValueError(
+            f"no batch left to measure after {index} warm-up batches: "
+            "lower --warmup-batches or use a longer dataset"
+        )
+    # Batch 0 is the first batch; 1..warmup are warm-up; the window is the last `measured` ones.
+    first = len(end) - measured
+    data_wait = [ready[i] - end[i - 1] for i in range(first, len(end))]
+    compute = [end[i] - ready[i] for i in range(first, len(end))]
+    step_s = [end[i] - end[i - 1] for i in range(first, len(end))]
+    return LoopTimes(
+        first_batch_s=first_batch_s,
+        warmup_batches=warm,
+        data_wait_s=data_wait,
+        compute_s=compute,
+        step_s=step_s,
+        host_wait_s=host_wait,
+        samples=samples,
+        notes=notes,
+        receive_s=receive,
+        epoch_gap_s=epoch_gaps,
+        sampler_s=sampler_s if sampler_time is not None else [],
+        epoch_start_batches=epoch_starts,
+        first_batch_sampler_s=first_sampler_s,
+    )
+
+
+def probe_receive(
+    it: Iterator[Any],
+    *,
+    num_workers: int,
+    prefetch_factor: int,
+    period_s: float,
+    max_pause_s: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Clock = time.perf_counter,
+) -> list[float]:
+    """Seconds `next()` takes for batches that are already built: the receive floor.
+
+    NOTE [receive floor]
+        Even a batch that a worker finished long ago costs the main process something to
+        receive (unpickling, mapping its shared memory; about 1-2 ms on a 2-core machine for a
+        small batch, far more for large ones). More workers cannot remove it, so a
+        stall made of it is not "the loader is late". To measure it, the loop pauses after the
+        window long enough for every worker to finish its `prefetch_factor` queued batches
+        (each worker builds a batch in at most num_workers x the measured step period), then
+        times `next()` alone for up to num_workers x prefetch_factor (at most 8) batches.
+    Returns [] for num_workers == 0 or when the loader ends.
+    """
+    if num_workers <= 0:
+        return []
+    pause = min(max_pause_s, 1.2 * prefetch_factor * num_workers * period_s + 0.05)
+    sleep(pause)
+    out: list[float] = []
+    for _ in range(min(8, num_workers * prefetch_factor)):
+        t0 = clock()
+        try:
+            b = next(it)
+        except StopIteration:
+            break
+        out.append(clock() - t0)
+        del b
+    return out
+
+
+def loader_alone(
+    it: Iterator[Any],
+    prepare: Callable[[Any], Any],
+    count: Callable[[Any], int],
+    *,
+    skip: int,
+    restart: Callable[[], Iterator[Any]] | None = None,
+    min_batches: int = 5,
+    max_batches: int = 200,
+    max_time_s: float = 0.5,
+    sync: Callable[[], None] | None = None,
+    clock: Clock = time.perf_counter,
+) -> dict[str, Any]:
+    """The loader ceiling of this config: samples/s of the live loader with no step, the H2D copy
+    included (`prepare`), measured after the window.
+
+    NOTE [loader ceiling]
+        Run on the same DataLoader right after the measured window (and the receive probe, which
+        leaves up to W*P batches ready): the first `skip` batches are taken untimed so the ready
+        backlog does not flatter it, then batches are drawn as fast as the loader delivers them
+        for about `max_time_s` (half a second). This is what the loader alone can feed; set
+        against the compute ceiling it says which of the two binds. When the epoch ends after
+        at least `min_batches` timed batches, those are the measurement; before, `restart()` (if
+        given) starts the next epoch once and the probe begins again after its own `skip`
+        batches (worker start-up is not timed).
+    Returns {"samples_per_s", "batches"}, or {"note": why} when the loader ended before the
+    probe could finish (an epoch shorter than `skip` + `min_batches` batches).
+    """
+    for attempt in range(2):
+        samples = batches = 0
+        try:
+            for _ in range(skip):
+                b = next(it)
+                del b
+            if sync is not None:
+                sync()
+            t0 = clock()
+            while batches < max_batches and (batches < min_batches or clock() - t0 < max_time_s):
+                b = prepare(next(it))
+                samples += count(b)
+                batches += 1
+                del b
+        except StopIteration:
+            if batches < min_batches:  # too few to time: the next epoch, once
+                if restart is None or attempt:
+                    break
+                it = restart()
+                continue
+        if sync is not None:
+            sync()
+        elapsed = clock() - t0
+        return {"samples_per_s": samples / elapsed if elapsed > 0 else None, "batches": batches}
+    return {"note": f"the epoch ended before the probe (it needs {skip + min_batches} batches of one epoch)"}

@@ -1,0 +1,581 @@
+"""One trial in the measuring process: build the dataset, the DataLoader for a config and the step,
+run the timed loop (loop.py) with the window meter (meter.py), and assemble the `Trial`; or
+measure the compute ceiling.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from loaderbench.kinds import KINDS
+from loaderbench.measure.introspect import (
+    _tracking_loader_class,
+    copy_statistics,
+    describe_dead_workers,
+    ready_batches,
+)
+from loaderbench.measure.loop import (
+    Clock,
+    CudaEventMarker,
+    HostMarker,
+    LoopTimes,
+    StepMarker,
+    loader_alone,
+    probe_receive,
+    timed_loop,
+    warmup_for,
+)
+from loaderbench.measure.meter import WindowMeter, WindowReading
+from loaderbench.measure.sampling import TimedBatchSampler
+from loaderbench.model import (
+    ComputeSpec,
+    DatasetSpec,
+    MeasureSpec,
+    Note,
+    Trial,
+    TrialJob,
+    WarningKind,
+)
+
+# ---------------------------------------------------------------------------------------------
+# The whole measurement of one config (inside the isolated process).
+
+
+def resolve_device(measure: MeasureSpec, local_rank: int | None = None) -> str:
+    """'cuda:N' or 'cpu' for `measure.device` ('auto' picks cuda:0 when CUDA is available; in a
+    distributed sweep 'auto' and 'cuda' pick cuda:LOCAL_RANK, one GPU per rank)."""
+    import torch
+
+    if local_rank is not None and measure.device in ("auto", "cuda") and torch.cuda.is_available():
+        return f"cuda:{local_rank}"
+    if measure.device == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if measure.device.startswith("cuda") and not torch.cuda.is_available():
+        from loaderbench.errors import UsageError
+
+        raise UsageError("--device cuda requested but CUDA is not available: use --device cpu")
+    return "cuda:0" if measure.device == "cuda" else measure.device
+
+
+def resolve_timing(measure: MeasureSpec, compute: ComputeSpec, device: str) -> str:
+    """'host' on CPU (whatever was asked: there is no GPU timeline to read; the trial's `timing`
+    records it); on CUDA 'events' for GPU steps (spin/model/none) and 'sync' for sleep, unless
+    `--timing` chose one."""
+    if not device.startswith("cuda"):
+        return "host"
+    if measure.timing != "auto":
+        return measure.timing
+    return "sync" if compute.kind == "sleep" else "events"
+
+
+class _InspectFirst:
+    """Iterates a loader unchanged, handing its first host-side batch to `sink` (pinning and
+    bytes must be read before the H2D copy or the prefetcher moves the batch)."""
+
+    def __init__(self, loader: Any, sink: Callable[[Any], Any]) -> None:
+        self.loader = loader
+        self.sink = sink
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[Any]:
+        first = True
+        for b in self.loader:
+            if first:
+                self.sink(b)
+                first = False
+            yield b
+
+
+def epoch_mode(spec: DatasetSpec, measure: MeasureSpec, iterable: bool) -> bool:
+    """Whether the loop runs real epochs (see MeasureSpec.epoch_batches): with --epoch-batches,
+    or for a dataset whose length means something (kinds.DatasetKind.own_length, or an
+    IterableDataset)."""
+    return bool(measure.epoch_batches) or iterable or KINDS[spec.kind].own_length
+
+
+# NOTE [samples per batch]
+#     samples/s needs the number of samples in every batch, and a batch need not be one stacked
+#     tensor: a numpy collate keeps `[x (B, ...), y (B,)]`, a detection collate keeps
+#     `(tuple of B images, tuple of B target dicts)`, so the first tensor's first dimension (3
+#     channels) or the outer length (2 parts) says nothing about B. The count is taken where it
+#     is known: `CountingCollate` wraps the collate function (it runs in the worker, or in the
+#     main process with 0 workers) and hands `len(items)` over with the batch. For a map-style
+#     dataset the items are one per index the batch sampler gave; for an IterableDataset they are
+#     the items its stream yielded into the batch (fewer at the end of the stream). When an item
+#     is itself several samples, `--samples-per-batch N` says so; an IterableDataset batch in
+#     which no array or sequence has as many rows as items were collated gets a warning
+#     (`check_sample_count`).
+
+
+class Counted(NamedTuple):
+    """A collated batch with the number of samples in it (NOTE [samples per batch]). A
+    namedtuple, so pin_memory, the prefetcher and `batch.move_to_device` keep it intact."""
+
+    samples: int
+    batch: Any
+
+
+class CountingCollate:
+    """A collate function that returns `Counted(len(items), collate(items))` (picklable, so it
+    runs in spawned workers too)."""
+
+    def __init__(self, collate: Callable[[list[Any]], Any]) -> None:
+        self.collate = collate
+
+    def __call__(self, items: list[Any]) -> Counted:
+        return Counted(len(items), self.collate(items))
+
+
+def samples_rule(spec: DatasetSpec, iterable: bool) -> str:
+    """How a trial counts the samples of a batch: 'given' (--samples-per-batch), 'items'
+    (IterableDataset: items collated) or 'indices' (map-style: indices the batch sampler gave)."""
+    if spec.samples_per_batch:
+        return "given"
+    return "items" if iterable else "indices"
+
+
+def check_sample_count(items: int | None, sizes: list[int] | None, *, iterable: bool, fixed: int | None,
+                       rows: list[int] | None = None, dims: set[int] | None = None) -> str:
+    """A warning when the first batch's shape disagrees with its sample count, '' otherwise (a
+    given count is the user's). `items`: items the collate was given; `sizes`:
+    batch.leading_sizes of the batch; `rows` and `dims`: batch.array_rows and batch.array_dims.
+
+    IterableDataset: no array leaf or sequence has `items` rows, so its items are probably
+    several samples each (give --samples-per-batch). Map-style (counted by indices): every array
+    leaf leads with the same L < `items` rows and no dimension anywhere is `items`, so the
+    collate probably dropped samples (a collate that skips bad ones): samples/s may be
+    overstated by up to items / L.
+
+    >>> check_sample_count(64, [2, 64, 64], iterable=True, fixed=None)
+    ''
+    >>> check_sample_count(16, [2, 12, 12], iterable=False, fixed=None, rows=[12, 12], dims={12, 3, 8})[:24]
+    'samples per batch: the c'
+    """
+    if fixed or not items or not sizes or items in sizes:
+        return ""
+    if iterable:
+        common = max(sorted(set(sizes)), key=sizes.count)
+        return (
+            f"samples per batch: the DataLoader collated {items} items per batch, but no part of the batch has "
+            f"{items} rows (most common first dimension: {common}); if each item of the IterableDataset holds "
+            "several samples, give --samples-per-batch"
+        )
+    if not rows or dims is None or items in dims or len(set(rows)) != 1 or rows[0] >= items:
+        return ""
+    kept = rows[0]
+    return (
+        f"samples per batch: the collate function was given {items} indices and returned arrays of {kept} rows: "
+        f"if it drops samples, samples/s counts {items} per batch and overstates by up to {items / kept - 1:.0%}"
+    )
+
+
+def _storage_reads(
+    dataset: Any, sampler: TimedBatchSampler | None, loop: LoopTimes, batch_size: int,
+    read: int | None, wall_s: float,
+) -> dict[str, Any]:
+    """Bytes the process tree read from storage over the window (psutil read_bytes: page-cache
+    hits are not counted) and, for a dataset of files (ImageFolder's `samples`), the bytes the
+    measured batches needed; see storage.read_summary."""
+    from loaderbench import storage
+
+    out: dict[str, Any] = {"storage_read_bytes": read}
+    samples = getattr(dataset, "samples", None)
+    if read is None or sampler is None or sampler.indices is None or not samples:
+        return out
+    try:
+        sizes = [os.stat(path).st_size for path, _ in samples]
+    except (OSError, TypeError, ValueError):
+        return out
+    start = (1 + loop.warmup_batches) * batch_size
+    stop = start + len(loop.step_s) * batch_size
+    needed = storage.needed_bytes(sampler.indices, sizes, start=start, stop=stop)
+    summary = storage.read_summary(read, needed, wall_s)
+    out.update(
+        needed_bytes=needed, storage_mb_per_s=summary.storage_mb_per_s, served_from=summary.served_from
+    )
+    return out
+
+
+def _batch_sampler(
+    dataset: Any, spec: DatasetSpec, batch_size: int, per_rank: int, seed: int, group: Any
+) -> Any:
+    """The batch sampler of one trial (map-style datasets).
+
+    The user's own (`spec.sampler`, made by `sampling.call_factory` with the `batch_size`,
+    `seed`, `rank` and `world_size` it accepts; a plain sampler is batched by torch's
+    `BatchSampler`), else a `BatchSampler` over `sampling.EpochSampler`: seeded random order,
+    `per_rank` samples per epoch per rank, drawn in O(indices used) (NOTE [index drawing]). In a
+    distributed trial every rank draws the same `per_rank x world_size` stream and `RankShard`
+    keeps its own share.
+    """
+    from torch.utils.data import BatchSampler
+
+    from loaderbench import datasets
+    from loaderbench.measure.sampling import EpochSampler, call_factory
+
+    if spec.sampler:
+        factory = datasets.load_callable(spec.sampler, "make_sampler", "--sampler")
+        made = call_factory(
+            factory, dataset, batch_size=batch_size, seed=seed,
+            rank=0 if group is None else group.rank, world_size=1 if group is None else group.world_size,
+        )
+        if spec.sampler_kind == "batch_sampler":
+            return made
+        return BatchSampler(made, batch_size, drop_last=False)
+    world = 1 if group is None else group.world_size
+    sampler: Any = EpochSampler(len(dataset), per_rank * world, seed)
+    if group is not None:
+        from loaderbench.measure.ranks import RankShard
+
+        sampler = RankShard(sampler, group.rank, group.world_size)
+    return BatchSampler(sampler, batch_size, drop_last=False)
+
+
+class WorkerThreadsError(RuntimeError):
+    """This config's worker threads would deadlock (worker_threads.prepare_worker_threads)."""
+
+
+def _set_worker_threads(threads: int, worker_id: int) -> None:
+    """worker_init_fn for `--worker-threads`: intra-op threads of each DataLoader worker (torch
+    sets 1 in workers by default)."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+@dataclass
+class TrialSetup:
+    """What both kinds of trial start from: the device, the timing method, the rank group of a
+    distributed trial, and the built dataset."""
+
+    device: Any
+    device_name: str
+    cuda: bool
+    timing: str
+    group: Any
+    dataset: Any
+
+
+def set_up(job: TrialJob) -> TrialSetup:
+    """Resolve the device (a rank takes cuda:LOCAL_RANK) and the timing, join the rank group of
+    a distributed trial, and build the dataset. Raises what building the dataset raises."""
+    import torch
+
+    from loaderbench import datasets
+
+    local_rank = None if job.distributed is None else int(job.distributed.get("local_rank", 0))
+    device_name = resolve_device(job.measure, local_rank)
+    device = torch.device(device_name)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.set_device(device)
+    group = None
+    if job.distributed is not None:
+        from loaderbench.measure.ranks import RankGroup
+
+        group = RankGroup(job.distributed, device)
+    dataset = datasets.build_dataset(job.dataset, cache_dir=None if job.cache_dir is None else Path(job.cache_dir))
+    return TrialSetup(device, device_name, cuda, resolve_timing(job.measure, job.compute, device_name), group, dataset)
+
+
+def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = None) -> Trial:
+    """Build a fresh DataLoader for `job.settings` and measure it (one trial).
+
+    A distributed job (`job.distributed`) is one rank of a distributed trial: it joins the
+    trial's process group, loads its own shard of the samples on its own device, ends each step
+    with the gradient all-reduce, and agrees with the other ranks on the window (NOTE
+    [distributed sweep] in distributed.py). `on_batch(i)` is called after every batch.
+
+    Raises whatever the dataset, the DataLoader or the step raises (the isolated process turns it
+    into a failed row), and ValueError when nothing could be measured.
+    """
+    import torch
+    from torch.utils.data import IterableDataset, default_collate
+
+    from loaderbench import batch as batch_mod
+    from loaderbench import compute as compute_mod
+    from loaderbench import datasets, gpu
+    from loaderbench.prefetch import CUDAPrefetcher
+
+    settings, dataset_spec, compute_spec, measure, seed = job.settings, job.dataset, job.compute, job.measure, job.seed
+    setup = set_up(job)
+    device, cuda, timing, group, dataset = setup.device, setup.cuda, setup.timing, setup.group, setup.dataset
+    warmup, max_warmup = warmup_for(settings, measure.warmup_batches)
+    total_batches = 1 + max_warmup + measure.max_batches
+    if settings.main_threads is not None:
+        torch.set_num_threads(settings.main_threads)
+    kwargs = settings.dataloader_kwargs()
+    if settings.worker_threads is not None and settings.num_workers > 0:
+        from loaderbench.measure.threads import prepare_worker_threads
+
+        unsafe = prepare_worker_threads(settings.worker_threads, settings.mp_context, num_workers=settings.num_workers)
+        if unsafe:
+            raise WorkerThreadsError(unsafe)
+        kwargs["worker_init_fn"] = functools.partial(_set_worker_threads, settings.worker_threads)
+    kwargs["collate_fn"] = CountingCollate(datasets.build_collate_fn(dataset_spec) or default_collate)
+    iterable = isinstance(dataset, IterableDataset)
+    epochs = epoch_mode(dataset_spec, measure, iterable)
+    batch_sampler: TimedBatchSampler | None = None
+    if not iterable:
+        if epochs and measure.epoch_batches:
+            per_epoch = measure.epoch_batches * settings.batch_size
+        elif epochs:  # the dataset's own epoch, each rank's share of it
+            world = 1 if group is None else group.world_size
+            per_epoch = -(-len(dataset) // world)  # type: ignore[arg-type]
+        else:  # one long epoch: the dataset's length is arbitrary (synthetic, tensor)
+            per_epoch = total_batches * settings.batch_size
+        batch_sampler = TimedBatchSampler(
+            _batch_sampler(dataset, dataset_spec, settings.batch_size, per_epoch, seed, group),
+            record=bool(getattr(dataset, "samples", None)),
+            limit=measure.epoch_batches if dataset_spec.sampler else None,
+        )
+        kwargs["batch_sampler"] = batch_sampler
+        del kwargs["batch_size"]
+    loader = _tracking_loader_class()(dataset, **kwargs)
+
+    step = compute_mod.build_compute(compute_spec, device, distributed=group is not None)
+    first_raw: dict[str, Any] = {}
+
+    def first_batch(c: Counted) -> None:
+        first_raw.setdefault("info", batch_mod.inspect_batch(c.batch))
+        first_raw.setdefault("sizes", batch_mod.leading_sizes(c.batch))
+        first_raw.setdefault("rows", batch_mod.array_rows(c.batch))
+        first_raw.setdefault("dims", batch_mod.array_dims(c.batch))
+        first_raw.setdefault("items", c.samples)
+
+    inspected = _InspectFirst(loader, first_batch)
+    fixed = dataset_spec.samples_per_batch
+
+    def count(c: Counted) -> int:
+        return fixed if fixed else c.samples
+
+    # The H2D copy: done by the prefetcher on its side stream, or here on the compute stream
+    # (non_blocking only from pinned memory, where it can be asynchronous), or not at all on CPU.
+    # Every copy is bracketed by CUDA events (on the side stream for the prefetcher, on the
+    # compute stream otherwise): copy time, GB/s and how much of it compute hid.
+    source: Iterable[Any] = inspected
+    copy_here = cuda and not settings.prefetch
+    copy_events: list[Any] = []
+    if cuda and settings.prefetch:
+        prefetcher = CUDAPrefetcher(inspected, device=device, record_copy_events=True)
+        source = prefetcher
+        copy_events = prefetcher.copy_events
+
+    def prepare(b: Any) -> Any:
+        if not copy_here:
+            return b
+        begin = torch.cuda.Event(enable_timing=True)
+        begin.record()
+        out = batch_mod.move_to_device(b, device, non_blocking=settings.pin_memory)
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        copy_events.append((begin, end))
+        return out
+
+    if timing == "events":
+        marker: StepMarker = CudaEventMarker()
+    elif timing == "sync":
+        stream = torch.cuda.current_stream(device)
+        marker = HostMarker(sync=stream.synchronize)
+    else:
+        marker = HostMarker()
+
+    def reset_gpu() -> None:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
+
+    meter = WindowMeter(gpu.make_util_sampler(device.index if cuda else None), reset_gpu=reset_gpu if cuda else None)
+    window: dict[str, WindowReading] = {}
+
+    def on_window_end() -> None:
+        # CPU, memory and GPU utilisation cover the measured window only (not the probe after it).
+        window["reading"] = meter.stop()
+
+    alone: dict[str, Any] = {}
+
+    def after_window(it: Iterator[Any], period: float) -> list[float]:
+        received = probe_receive(
+            it, num_workers=settings.num_workers, prefetch_factor=settings.prefetch_factor or 0,
+            period_s=period,
+        )
+        sync = torch.cuda.synchronize if cuda else None
+        alone.update(
+            loader_alone(
+                it, prepare, count,
+                skip=settings.num_workers * (settings.prefetch_factor or 0), sync=sync,
+                restart=(lambda: iter(source)) if epochs else None,
+            )
+        )
+        return received
+
+    if group is not None:
+        group.barrier()  # every rank has its loader and step built: the trial starts together
+    try:
+        loop = timed_loop(
+            source,
+            lambda c: step(c.batch),
+            prepare=prepare,
+            count=count,
+            marker=marker,
+            warmup_batches=warmup,
+            max_warmup_batches=max_warmup,
+            min_batches=measure.batches,
+            min_time_s=measure.min_time_s,
+            max_batches=measure.max_batches,
+            on_batch=on_batch,
+            on_window_start=meter.start,
+            on_window_end=on_window_end,
+            restart_epochs=epochs,
+            ready_count=lambda: ready_batches(loader),
+            full_queue=max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2),
+            after_window=after_window,
+            agree=None if group is None else group.agree,
+            sampler_time=None if batch_sampler is None else (lambda: batch_sampler.spent_s),
+        )
+    except RuntimeError as exc:
+        dead = describe_dead_workers(loader)
+        if dead:
+            raise RuntimeError(f"{exc} [{dead}]") from exc
+        raise
+    reading = window["reading"]
+    wall, cpu_s, util = reading.wall_s, reading.cpu_s, reading.util
+    info = first_raw.get("info")
+    h2d_s, hidden = copy_statistics(
+        copy_events, marker, measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s)
+    )
+    reads = _storage_reads(dataset, batch_sampler, loop, settings.batch_size, reading.read_bytes, wall)
+    trial = Trial(
+        first_batch_s=loop.first_batch_s,
+        warmup_batches=loop.warmup_batches,
+        data_wait_s=loop.data_wait_s,
+        compute_s=loop.compute_s,
+        step_s=loop.step_s,
+        samples=loop.samples,
+        wall_s=wall,
+        timing=timing,
+        host_wait_s=loop.host_wait_s,
+        cpu_time_s=cpu_s,
+        processes=reading.processes,
+        cpu_util_pct=100.0 * cpu_s / wall if wall > 0 else None,
+        main_cpu_util_pct=100.0 * reading.main_cpu_s / wall if wall > 0 else None,
+        memory_uss_bytes=reading.memory_uss_bytes,
+        memory_pss_bytes=reading.memory_pss_bytes,
+        gpu_util_pct=util.util_pct,
+        gpu_util_window_s=util.window_s,
+        gpu_util_note=util.note or None,
+        gpu_sm_active_pct=getattr(util, "sm_active_pct", None),
+        gpu_mem_peak_bytes=int(torch.cuda.max_memory_reserved(device)) if cuda else None,
+        batch_bytes=None if info is None else info.nbytes,
+        numpy_leaves=None if info is None else info.numpy_leaves,
+        h2d_bytes_per_batch=None if (info is None or not cuda) else info.tensor_nbytes,
+        pinned_leaves=None if info is None else info.pinned_leaves,
+        tensor_leaves=None if info is None else info.tensor_leaves,
+        torch_threads_main=torch.get_num_threads(),
+        torch_threads_worker=(settings.worker_threads or 1) if settings.num_workers else None,
+        receive_s=loop.receive_s,
+        epoch_gap_s=loop.epoch_gap_s,
+        sampler_s=loop.sampler_s,
+        epoch_start_batches=loop.epoch_start_batches,
+        first_batch_sampler_s=loop.first_batch_sampler_s,
+        samples_rule=samples_rule(dataset_spec, iterable),
+        loader_alone_samples_per_s=alone.get("samples_per_s"),
+        loader_alone_note=alone.get("note"),
+        h2d_s=h2d_s,
+        h2d_hidden_fraction=hidden,
+        **reads,
+        notes=list(loop.notes),
+        rank=None if group is None else group.rank,
+        world_size=None if group is None else group.world_size,
+    )
+    if group is not None:
+        group.barrier()  # ... and ends together (the probes after the window are per rank)
+    if cuda and settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
+        trial.notes.append(Note.of(WarningKind.PINNING_INEFFECTIVE,
+                                   "pinning ineffective: pin_memory=True but no tensor leaf of the batch is pinned"))
+    check = check_sample_count(first_raw.get("items"), first_raw.get("sizes"), iterable=iterable, fixed=fixed,
+                               rows=first_raw.get("rows"), dims=first_raw.get("dims"))
+    if check:
+        trial.notes.append(Note.of(WarningKind.SAMPLE_COUNT, check))
+    return trial
+
+
+def measure_compute_ceiling(job: TrialJob, *, clock: Clock = time.perf_counter) -> dict[str, Any]:
+    """The compute ceiling at `job.settings.batch_size`: the step fed one batch, already on the
+    device, over and over.
+
+    A distributed job is measured on every rank at once with the gradient all-reduce in the step
+    (DDP), the ranks agreeing on when to stop; the result is this rank's.
+
+    No loader, no copy: the most samples/s the step can take. One batch of `batch_size` samples
+    (indices 0..batch_size-1, wrapping around, collated with the dataset's collate function) is
+    moved to the device once; the step then runs `warmup_batches` times untimed and at least
+    `batches` times and `min_time_s` seconds timed, end to end (CUDA events around the whole run
+    on a GPU, so launch gaps count as they would in training).
+    Returns {"samples_per_s", "samples_per_batch" (samples in the batch fed), "step_s", "batches",
+    "batch_size", "device"}.
+    """
+    import torch
+    from torch.utils.data import IterableDataset, default_collate
+
+    from loaderbench import batch as batch_mod
+    from loaderbench import compute as compute_mod
+    from loaderbench import datasets
+
+    dataset_spec, compute_spec, measure, batch_size = job.dataset, job.compute, job.measure, job.settings.batch_size
+    setup = set_up(job)
+    device, device_name, cuda, group, dataset = setup.device, setup.device_name, setup.cuda, setup.group, setup.dataset
+    collate = datasets.build_collate_fn(dataset_spec) or default_collate
+    if isinstance(dataset, IterableDataset):
+        samples = []
+        for item in dataset:
+            samples.append(item)
+            if len(samples) == batch_size:
+                break
+    else:
+        n = len(dataset)  # type: ignore[arg-type]
+        samples = [dataset[i % n] for i in range(batch_size)]
+    one = batch_mod.move_to_device(collate(samples), device) if cuda else collate(samples)
+    step = compute_mod.build_compute(compute_spec, device, distributed=group is not None)
+    for _ in range(max(3, measure.warmup_batches)):
+        step(one)
+    if cuda:
+        torch.cuda.synchronize()
+    if group is not None:
+        group.barrier()
+    count = 0
+    t0 = clock()
+    if cuda:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+    while True:
+        step(one)
+        count += 1
+        done = count >= measure.batches and clock() - t0 >= min(measure.min_time_s, 10.0)
+        if group is not None:
+            done = group.agree(done)
+        if done:
+            break
+    if cuda:
+        end.record()
+        end.synchronize()
+        total_s = start.elapsed_time(end) / 1000.0
+    else:
+        total_s = clock() - t0
+    step_s = total_s / count
+    fed = dataset_spec.samples_per_batch or len(samples)
+    return {
+        "samples_per_s": fed / step_s,
+        "samples_per_batch": fed,
+        "step_s": step_s,
+        "batches": count,
+        "batch_size": batch_size,
+        "device": device_name,
+    }

@@ -1,0 +1,126 @@
+"""The package's shape: no import circle, no import from a lower layer to a higher one, and the
+commands that read saved results (show, compare, check) never import torch."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "loaderbench"
+
+# Layer of every module (the first matching prefix wins); a module may import its own layer and
+# the ones listed as allowed below it.
+LAYERS = {
+    "model": ("loaderbench.model", "loaderbench.errors", "loaderbench.config", "loaderbench.grid",
+              "loaderbench.schema", "loaderbench.results", "loaderbench.kinds", "loaderbench.parsers"),
+    "leaf": ("loaderbench.batch", "loaderbench.gpu", "loaderbench.env", "loaderbench.bandwidth",
+             "loaderbench.datasets", "loaderbench.compute", "loaderbench.prefetch", "loaderbench.processes"),
+    "storage": ("loaderbench.storage",),
+    "analysis": ("loaderbench.analysis",),
+    "measure": ("loaderbench.measure",),
+    "orchestration": ("loaderbench.sweep", "loaderbench.distributed", "loaderbench.preflight"),
+    "render": ("loaderbench.render",),
+    "cli": ("loaderbench.cli", "loaderbench.__main__"),
+    "api": ("loaderbench",),
+}
+ALLOWED = {
+    "model": {"model"},
+    "leaf": {"model", "leaf"},
+    "storage": {"model", "leaf", "storage"},
+    "analysis": {"model", "analysis"},
+    "measure": {"model", "leaf", "storage", "measure"},
+    "orchestration": {"model", "leaf", "storage", "analysis", "measure", "orchestration"},
+    "render": {"model", "analysis", "render"},
+    "cli": set(LAYERS),
+    "api": set(LAYERS),
+}
+
+
+def layer_of(module: str) -> str:
+    for layer, prefixes in LAYERS.items():
+        if layer != "api" and any(module == p or module.startswith(p + ".") for p in prefixes):
+            return layer
+    return "api"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every loaderbench module `path` imports, lazy imports inside functions included."""
+    name = module_name(path)
+    modules = {module_name(p) for p in PKG.rglob("*.py")}
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("loaderbench"))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            if base.startswith("loaderbench"):
+                subs = {f"{base}.{a.name}" for a in node.names} & modules
+                # `from pkg import submodule` depends on the submodule; anything else on `base`.
+                out.update(subs if subs else {base})
+    resolved = set()
+    for target in out:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != name and target != "loaderbench":
+            resolved.add(target)
+    return resolved
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in PKG.rglob("*.py")}
+
+
+def test_no_import_goes_up_a_layer():
+    wrong = [
+        f"{a} ({layer_of(a)}) imports {b} ({layer_of(b)})"
+        for a, targets in graph().items() for b in sorted(targets)
+        if layer_of(b) not in ALLOWED[layer_of(a)]
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_circle():
+    g = graph()
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(g.get(node, ())):
+            if state.get(nxt) == 1:
+                return path + [node, nxt]
+            if nxt not in state:
+                found = visit(nxt, path + [node])
+                if found:
+                    return found
+        state[node] = 2
+        return None
+
+    for start in sorted(g):
+        if start not in state:
+            cycle = visit(start, [])
+            assert cycle is None, " -> ".join(cycle)
+
+
+def test_reading_results_never_imports_torch():
+    code = (
+        "import sys\n"
+        "import loaderbench.cli\n"
+        "from loaderbench.analysis import analyze\n"
+        "from loaderbench.analysis.compare import compare_results\n"
+        "from loaderbench.results import read_results\n"
+        "from loaderbench.render import compare, findings, sweep\n"
+        "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:5]\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)
