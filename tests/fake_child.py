@@ -13,7 +13,35 @@ TRIAL = {"first_batch_s": 0.1, "warmup_batches": 0, "data_wait_s": [0.01], "comp
          "step_s": [0.02], "samples": 4, "wall_s": 0.02, "timing": "host"}
 
 
+def serve() -> int:
+    """The warm process's protocol: `JOB RESULT` lines in, `done` out. The job's seed picks the
+    behaviour ($FAKE_SEED_<seed>: ok | fail | crash | hang); an ok trial's `samples` is this
+    process's pid, so a test can tell a kept process from a fresh one."""
+    for line in sys.stdin:
+        job, result = (Path(p) for p in line.split())
+        mode = os.environ.get(f"FAKE_SEED_{json.loads(job.read_text())['seed']}", "ok")
+        sys.stdout.write("batch 0\n")
+        sys.stdout.flush()
+        if mode == "hang":
+            time.sleep(3600)
+        if mode == "crash":
+            sys.stderr.write("Fatal Python error: Segmentation fault\n")
+            sys.stderr.flush()
+            os._exit(-11 % 256)
+        if mode == "fail":
+            result.write_text(json.dumps({"status": "failed", "error": "ValueError: bad sample"}))
+            sys.stdout.write("done\n")
+            sys.stdout.flush()
+            os._exit(1)
+        result.write_text(json.dumps({"status": "ok", "trial": {**TRIAL, "samples": os.getpid()}}))
+        sys.stdout.write("done\n")
+        sys.stdout.flush()
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[-1:] == ["--serve"]:
+        return serve()
     job, result = Path(argv[-2]), Path(argv[-1])
     json.loads(job.read_text())  # the job is readable JSON
     mode = os.environ.get("FAKE_CHILD", "ok")

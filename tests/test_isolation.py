@@ -105,3 +105,25 @@ def test_the_whole_process_tree_is_killed(fake_python, tmp_path):
         assert time.monotonic() < deadline, "the grandchild survived"
         time.sleep(0.05)
     assert json.loads(json.dumps(out.error))  # one line, JSON-able
+
+
+def test_a_warm_process_serves_configs_and_a_failure_costs_one_config(fake_python):
+    from dataclasses import replace
+
+    from loaderbench.measure.warm import WarmRunner
+
+    env = dict(os.environ, FAKE_SEED_1="fail", FAKE_SEED_3="crash", FAKE_SEED_5="hang")
+    with WarmRunner(python=fake_python, env=env) as runner:
+        outs = []
+        for seed in range(7):
+            seen: list[int] = []
+            outs.append(runner(replace(job(timeout_s=1.0), seed=seed), on_batch=seen.append))
+            assert seen == [0]
+        # ok (kept process), failed (that process ends), ok (a fresh one), crash, ok, hang, ok.
+        assert [o.status for o in outs] == ["ok", "failed", "ok", "failed", "ok", "hung", "ok"]
+        assert outs[1].error == "ValueError: bad sample"
+        assert "Segmentation fault" in outs[3].error or "SIG" in outs[3].error
+        assert outs[5].error.startswith("no end within --config-timeout 1s (after batch 0)")
+        pids = [o.trial.samples for o in outs if o.status == "ok"]
+        assert len(set(pids)) == 4  # one process per stretch between failures
+        assert runner.starts == 4

@@ -1,8 +1,12 @@
-"""Entry point of the isolated per-config process: `python -m loaderbench.measure.child JOB RESULT`.
+"""Entry point of the measuring process.
 
-Reads the job (JSON), measures one trial with `runner.measure_config`, writes the result (JSON)
-atomically. Progress goes to stdout as `batch N` lines. Any exception becomes
-`{"status": "failed", "error": <one line>, "traceback": ...}`; see measure/isolation.py for the rest.
+`python -m loaderbench.measure.child JOB RESULT` measures one config: reads the job (JSON),
+measures one trial with `trial.measure_config` (or the compute ceiling), writes the result (JSON)
+atomically and exits. `python -m loaderbench.measure.child --serve` is a warm measuring process
+(NOTE [warm measuring process] in measure/trial.py): it reads `JOB RESULT` lines on stdin and
+answers each with `done` on stdout once RESULT is written, until stdin closes. Progress goes to
+stdout as `batch N` lines. Any exception becomes `{"status": "failed", "error": <one line>,
+"traceback": ...}`; see measure/isolation.py and measure/warm.py for the parent's side.
 """
 
 from __future__ import annotations
@@ -44,8 +48,33 @@ def main(argv: list[str]) -> int:
     # stacks to stderr, which the parent keeps as the row's detail.
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
-    job_path, result_path = Path(argv[0]), Path(argv[1])
+    if argv[:1] == ["--serve"]:
+        return serve()
+    return run_job(Path(argv[0]), Path(argv[1]))
 
+
+def serve() -> int:
+    """The warm measuring process's loop: one `JOB RESULT` line per config."""
+    from loaderbench.measure.trial import keep_between_configs, reset_between_configs
+
+    keep_between_configs()
+    for line in sys.stdin:
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        reset_between_configs()
+        code = run_job(Path(parts[0]), Path(parts[1]))
+        sys.stdout.write("done\n")
+        sys.stdout.flush()
+        if code != 0:
+            # A failed config may leave dead workers whose loader cannot be torn down safely
+            # (see _exit_now): the parent starts a fresh process for the next config.
+            _exit_now(code)
+    return 0
+
+
+def run_job(job_path: Path, result_path: Path) -> int:
+    """Measure the job at `job_path` and write its result to `result_path`; 0 ok, 1 failed."""
     from loaderbench.measure.trial import measure_compute_ceiling, measure_config
     from loaderbench.model import TrialJob
 

@@ -144,6 +144,9 @@ class LoopTimes:
     first_batch_sampler_s: float | None = None
 
 
+MIN_READY_RECEIVES = 5  # receives timed in the window on ready batches that make the pause probe unneeded
+
+
 def warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int]:
     """(least, most) batches dropped after the first, per NOTE [backlog drain]:
     least = max(warmup_batches, W*P); most = max(least, 8*W*P)."""
@@ -240,9 +243,14 @@ def timed_loop(
     epoch_gaps: list[float] = []
     sampler_s: list[float] = []
     epoch_starts: list[int] = []
+    in_window_receive: list[float] = []
     while True:
         restarted = False
         s0 = sampler_time() if sampler_time is not None else 0.0
+        # NOTE [receive in the window]: a next() on a batch that is already built costs only
+        # the receive; measured here for free whenever one is ready, the pause probe after the
+        # window (probe_receive) is needed only when too few were.
+        was_ready = window_start is not None and ready_count is not None and (ready_count() or 0) >= 1
         t0 = clock()
         try:
             batch = next(it)
@@ -259,6 +267,8 @@ def timed_loop(
             epoch_gaps.append(clock() - t0)
             restarted = True
         t_next = clock()
+        if was_ready and not restarted:
+            in_window_receive.append(t_next - t0)
         s1 = sampler_time() if sampler_time is not None else 0.0
         batch = prepare(batch)
         marker.ready()
@@ -304,9 +314,12 @@ def timed_loop(
     if on_window_end is not None:
         on_window_end()
     receive: list[float] = []
+    if len(in_window_receive) >= MIN_READY_RECEIVES:
+        receive = in_window_receive[-64:]
     if after_window is not None and measured:
         window_periods = [b - a for a, b in zip(end[-measured - 1:-1], end[-measured:])]
-        receive = after_window(it, _median(window_periods))
+        probed = after_window(it, _median(window_periods) if not receive else -1.0)
+        receive = receive or probed
     if 0 < measured < min_batches:
         notes.append(Note.of(
             WarningKind.FEW_BATCHES,

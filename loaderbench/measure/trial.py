@@ -264,6 +264,51 @@ class TrialSetup:
     dataset: Any
 
 
+# NOTE [warm measuring process]
+#     A measuring process that serves many configs (measure/warm.py) keeps what is costly to
+#     build and the same for every config of a sweep: the dataset object (and for a folder, its
+#     file list), the compute step (the model on the device, cuDNN's chosen kernels) and the CUDA
+#     context. Every config still gets a fresh DataLoader with fresh workers, its own thread
+#     settings (the main process's intra-op threads are put back to their start value first),
+#     and an emptied CUDA caching allocator; see `reset_between_configs`. `REUSE` is None in a
+#     one-config process, so nothing is kept there.
+REUSE: dict[str, Any] | None = None
+
+
+def _reused(kind: str, key: Any, build: Callable[[], Any]) -> Any:
+    """`build()`, or the object built for the same `key` earlier in a warm process."""
+    if REUSE is None:
+        return build()
+    slot = f"{kind}:{key!r}"
+    if slot not in REUSE:
+        REUSE[slot] = build()
+    return REUSE[slot]
+
+
+def keep_between_configs() -> None:
+    """Make this process a warm one: datasets and compute steps are kept across configs."""
+    import torch
+
+    global REUSE
+    REUSE = {"threads": torch.get_num_threads()}
+
+
+def reset_between_configs() -> None:
+    """Put the process back as a fresh config finds it: torch's intra-op threads at their start
+    value, garbage collected, the CUDA caching allocator emptied and its peak statistics reset."""
+    import gc
+
+    import torch
+
+    if REUSE is not None:
+        torch.set_num_threads(int(REUSE["threads"]))
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
 def set_up(job: TrialJob) -> TrialSetup:
     """Resolve the device (a rank takes cuda:LOCAL_RANK) and the timing, join the rank group of
     a distributed trial, and build the dataset. Raises what building the dataset raises."""
@@ -282,7 +327,8 @@ def set_up(job: TrialJob) -> TrialSetup:
         from loaderbench.measure.ranks import RankGroup
 
         group = RankGroup(job.distributed, device)
-    dataset = datasets.build_dataset(job.dataset, cache_dir=None if job.cache_dir is None else Path(job.cache_dir))
+    dataset = _reused("dataset", (job.dataset.to_dict(), job.cache_dir), lambda: datasets.build_dataset(
+        job.dataset, cache_dir=None if job.cache_dir is None else Path(job.cache_dir)))
     return TrialSetup(device, device_name, cuda, resolve_timing(job.measure, job.compute, device_name), group, dataset)
 
 
@@ -341,7 +387,8 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         del kwargs["batch_size"]
     loader = _tracking_loader_class()(dataset, **kwargs)
 
-    step = compute_mod.build_compute(compute_spec, device, distributed=group is not None)
+    step = _reused("step", (compute_spec.to_dict(), str(device), group is not None),
+                   lambda: compute_mod.build_compute(compute_spec, device, distributed=group is not None))
     first_raw: dict[str, Any] = {}
 
     def first_batch(c: Counted) -> None:
@@ -402,7 +449,8 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     alone: dict[str, Any] = {}
 
     def after_window(it: Iterator[Any], period: float) -> list[float]:
-        received = probe_receive(
+        # period < 0: the window already timed enough receives (NOTE [receive in the window]).
+        received = [] if period < 0 else probe_receive(
             it, num_workers=settings.num_workers, prefetch_factor=settings.prefetch_factor or 0,
             period_s=period,
         )
@@ -543,7 +591,8 @@ def measure_compute_ceiling(job: TrialJob, *, clock: Clock = time.perf_counter) 
         n = len(dataset)  # type: ignore[arg-type]
         samples = [dataset[i % n] for i in range(batch_size)]
     one = batch_mod.move_to_device(collate(samples), device) if cuda else collate(samples)
-    step = compute_mod.build_compute(compute_spec, device, distributed=group is not None)
+    step = _reused("step", (compute_spec.to_dict(), str(device), group is not None),
+                   lambda: compute_mod.build_compute(compute_spec, device, distributed=group is not None))
     for _ in range(max(3, measure.warmup_batches)):
         step(one)
     if cuda:

@@ -1,0 +1,189 @@
+"""Run trials in one warm measuring process, with the same watchdog as a fresh process per config.
+
+NOTE [why a warm process, and what it keeps]
+    Starting a measuring process per config costs a new interpreter, torch's import, the CUDA
+    context, the model on the device and cuDNN's kernel choice, and the dataset object: seconds
+    per config on a GPU machine, most of a short sweep. `WarmRunner` keeps one process
+    (`python -m loaderbench.measure.child --serve`) for the whole sweep and sends it one config
+    at a time; what it keeps and what every config still gets fresh is in NOTE [warm measuring
+    process] in measure/trial.py. What isolation buys is kept where it matters: a config that
+    fails ends that process (the next config starts a fresh one), a hang is killed with its
+    whole process tree by the same deadlines as `run_isolated`, and the sweep re-measures its
+    first config at the end to check that nothing carried over (the drift check in sweep.py).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from loaderbench.measure.isolation import (
+    Outcome,
+    _outcome_from,
+    _read_result,
+    classify_failure,
+    dump_stacks,
+    hang_hint,
+    kill_tree,
+)
+from loaderbench.model import TrialJob
+
+
+class WarmRunner:
+    """A `Runner` that measures every trial in one warm measuring process, restarted after a
+    config that failed, crashed or hung. Use as a context manager (or call `close()`).
+
+    `starts` counts the measuring processes started; `python` and `env` are the interpreter and
+    environment of the measuring process (a fake child in tests). Never raises for a config's
+    faults; KeyboardInterrupt kills the process tree and is re-raised.
+    """
+
+    def __init__(self, *, python: str = sys.executable, env: dict[str, str] | None = None,
+                 poll_s: float = 0.2) -> None:
+        self.python, self.env, self.poll_s = python, env, poll_s
+        self._tmp = tempfile.TemporaryDirectory(prefix="loaderbench-warm-")
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._err: IO[bytes] | None = None
+        self._err_path: Path | None = None
+        self._jobs = 0
+        self.starts = 0
+
+    def __enter__(self) -> WarmRunner:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        self.starts += 1
+        self._err_path = Path(self._tmp.name, f"stderr-{self.starts}.txt")
+        self._err = open(self._err_path, "wb")  # noqa: SIM115 - lives as long as the process
+        proc = subprocess.Popen(
+            [self.python, "-m", "loaderbench.measure.child", "--serve"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
+            start_new_session=True, env=self.env,
+        )
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                lines.put(raw.decode(errors="replace").strip())
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        self._proc, self._lines = proc, lines
+        return proc
+
+    def _stop(self) -> None:
+        """Kill the measuring process's tree; the next trial starts a fresh one."""
+        if self._proc is not None:
+            kill_tree(self._proc.pid)
+            self._proc.wait()
+            self._proc = None
+        if self._err is not None:
+            self._err.close()
+            self._err = None
+
+    def _stderr_since(self, offset: int, limit: int) -> str:
+        if self._err_path is None:
+            return ""
+        with open(self._err_path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")[-limit:]
+
+    def __call__(self, job: TrialJob, *, on_batch: Callable[[int], None] | None = None) -> Outcome:
+        proc = self._proc if self._proc is not None and self._proc.poll() is None else None
+        if proc is None:
+            self._stop()
+            proc = self._start()
+        self._jobs += 1
+        job_path = Path(self._tmp.name, f"job-{self._jobs}.json")
+        result_path = Path(self._tmp.name, f"result-{self._jobs}.json")
+        job_path.write_text(json.dumps(job.to_dict()))
+        assert self._err_path is not None and proc.stdin is not None
+        offset = self._err_path.stat().st_size
+        last: int | None = None
+        try:
+            proc.stdin.write(f"{job_path} {result_path}\n".encode())
+            proc.stdin.flush()
+            started = time.monotonic()
+            deadline = started + job.timeout_s
+            first_deadline = started + min(job.timeout_s, job.first_batch_timeout_s or job.timeout_s)
+            while True:
+                try:
+                    line = self._lines.get(timeout=self.poll_s)
+                except queue.Empty:
+                    now = time.monotonic()
+                    if now >= deadline or (last is None and now >= first_deadline):
+                        return self._hung(job, result_path, offset, last, now < deadline)
+                    continue
+                if line is None or line == "done":
+                    break
+                if line.startswith("batch "):
+                    try:
+                        last = int(line.split()[1])
+                    except ValueError:
+                        continue
+                    if on_batch is not None:
+                        on_batch(last)
+        except BrokenPipeError:
+            line = None
+        except KeyboardInterrupt:
+            self._stop()
+            raise
+        finished = _read_result(result_path)
+        if line is None or (finished is not None and finished.get("status") != "ok"):
+            rc = proc.wait(timeout=10) if line is None else None
+            self._stop()
+            if finished is None:
+                tail = self._stderr_since(offset, 4000)
+                return Outcome(status="failed", error=classify_failure(tail, rc), last_batch=last,
+                               detail=tail or None)
+        assert finished is not None
+        return _outcome_from(finished, last)
+
+    def _hung(self, job: TrialJob, result_path: Path, offset: int, last: int | None,
+              before_deadline: bool) -> Outcome:
+        """Kill a config that passed its deadline (stacks first) and describe it, as
+        `run_isolated` does; a config that wrote its result is kept."""
+        assert self._proc is not None
+        finished = _read_result(result_path)
+        if finished is not None:
+            self._stop()
+            return _outcome_from(finished, last)
+        dump_stacks(self._proc.pid, log=self._err)
+        self._stop()
+        if last is None and before_deadline:
+            what = (f"no first batch within {job.first_batch_timeout_s:g}s (10x the slowest first batch "
+                    "of the configs measured before it, at least 60 s)")
+        else:
+            where = "before the first batch" if last is None else f"after batch {last}"
+            what = f"no end within --config-timeout {job.timeout_s:g}s ({where})"
+        return Outcome(
+            status="hung",
+            error=f"{what}; process tree killed (stacks in the result file's detail)"
+            + hang_hint(job.settings, started=last is not None),
+            last_batch=last,
+            detail=self._stderr_since(offset, 64000) or None,
+        )
+
+    def close(self) -> None:
+        """End the measuring process (stdin closed, then its tree killed) and remove the files."""
+        if self._proc is not None and self._proc.stdin is not None:
+            try:
+                self._proc.stdin.close()
+                self._proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self._stop()
+        self._tmp.cleanup()
