@@ -16,8 +16,9 @@ it. A TOML file has a few top-level keys and four tables (every key optional):
     [grid]      num_workers, pin_memory, prefetch, prefetch_factor, persistent_workers,
                 batch_size, mp_context, worker_threads, main_threads
                 (lists, or comma strings like "0,2,4")
-    [measure]   batches, warmup_batches, min_time_s, max_batches, repeats, config_timeout_s,
-                tolerance, epoch_batches, cache, drop_caches, timing, device
+    [measure]   batches, warmup_batches, min_time_s, max_batches, repeats, search, isolation,
+                time_budget_s, config_timeout_s, tolerance, epoch_batches, cache, drop_caches,
+                timing, device
 
 Every error names the file or flag, the key, and the allowed values (ConfigError / UsageError,
 exit code 2).
@@ -42,6 +43,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 TIMINGS = ("auto", "events", "sync", "host")
+SEARCHES = ("auto", "grid")
+ISOLATIONS = ("warm", "process")
 CACHE_STATES = ("as-is", "cold", "warm", "both")
 
 
@@ -157,7 +160,16 @@ OPTIONS: tuple[Option, ...] = (
            "Measure at least this many seconds per config (default 1).", flag="--min-time"),
     Option("measure", "max_batches", parsers.int_in(1, 10_000_000), "N",
            "Measure at most this many batches per config (default 10000)."),
-    Option("measure", "repeats", parsers.int_in(1, 100), "N", "Fresh-process repeats per config, interleaved (default 3)."),
+    Option("measure", "repeats", parsers.int_in(1, 100), "N",
+           "Repeats per config, interleaved (default 3); with --search auto, the most a deciding config gets."),
+    Option("measure", "search", parsers.choice(SEARCHES), "HOW",
+           "auto: measure where the model says the knee is, and its neighbours (default); grid: every config.",
+           flag="--search"),
+    Option("measure", "isolation", parsers.choice(ISOLATIONS), "HOW",
+           "warm: one measuring process kept across configs, fresh DataLoader and workers each (default); "
+           "process: a fresh process per config.", flag="--isolation"),
+    Option("measure", "time_budget_s", parsers.float_in(1.0, 7 * 86_400.0), "S",
+           "With --search auto, add no more repeats or refinements after this many seconds of sweep (default 120); the knee and its neighbours are always measured.", flag="--time-budget"),
     Option("measure", "config_timeout_s", parsers.float_in(1.0, 7 * 86_400.0), "S",
            "Watchdog seconds per config: kills its process tree (default 600).", flag="--config-timeout"),
     Option("measure", "tolerance", parsers.float_in(0.0, 0.5), "FRACTION",
@@ -183,7 +195,8 @@ def option(section: str, key: str) -> Option:
 
 
 # The keys in [measure] that are not MeasureSpec fields but sweep-level settings.
-_SWEEP_MEASURE_KEYS = {"repeats": 3, "config_timeout_s": 600.0, "tolerance": 0.05, "cache": "as-is", "drop_caches": False}
+_SWEEP_MEASURE_KEYS = {"repeats": 3, "config_timeout_s": 600.0, "tolerance": 0.05, "cache": "as-is", "drop_caches": False,
+                       "search": "auto", "isolation": "warm", "time_budget_s": 120.0}
 
 
 @dataclass(frozen=True)
@@ -201,6 +214,12 @@ class SweepConfig:
     tolerance: float = 0.05
     cache: str = "as-is"
     drop_caches: bool = False
+    search: str = "auto"
+    isolation: str = "warm"
+    time_budget_s: float = 120.0
+    # Set by sweep.resolve_defaults when --num-workers was not given: the search may then try
+    # every worker count up to the default grid's largest (not saved: the file keeps the grid).
+    dense_workers: bool = False
     label: str = ""
     output: str | None = None
     seed: int = 0
@@ -228,6 +247,9 @@ class SweepConfig:
                 "tolerance": self.tolerance,
                 "cache": self.cache,
                 "drop_caches": self.drop_caches,
+                "search": self.search,
+                "isolation": self.isolation,
+                "time_budget_s": self.time_budget_s,
             },
             "source": self.source,
         }
@@ -256,6 +278,9 @@ class SweepConfig:
             tolerance=float(extra["tolerance"]),
             cache=str(extra["cache"]),
             drop_caches=bool(extra["drop_caches"]),
+            search=str(extra["search"]),
+            isolation=str(extra["isolation"]),
+            time_budget_s=float(extra["time_budget_s"]),
             label=str(d.get("label") or ""),
             seed=int(d.get("seed") or 0),
             baseline_settings=dict(d.get("baseline_settings") or {}),
@@ -387,6 +412,9 @@ def build_config(
         tolerance=extra["tolerance"],
         cache=extra["cache"],
         drop_caches=extra["drop_caches"],
+        search=extra["search"],
+        isolation=extra["isolation"],
+        time_budget_s=extra["time_budget_s"],
         label=top.get("label", Path(config_path).stem if config_path else ""),
         output=top.get("output"),
         seed=top.get("seed", 0),

@@ -9,6 +9,7 @@ import datetime as _dt
 import hashlib
 import json
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,10 +17,12 @@ from typing import Any, Protocol
 
 from loaderbench import __version__
 from loaderbench.analysis import analyze
+from loaderbench.analysis.predict import Prediction, fit, predict, prediction_errors, series_of
 from loaderbench.config import SweepConfig
 from loaderbench.grid import GridPoint, default_num_workers, expand_grid
 from loaderbench.kinds import KINDS
 from loaderbench.measure.isolation import Outcome, Runner, run_isolated
+from loaderbench.measure.warm import WarmRunner
 from loaderbench.model import (
     ComputeSpec,
     ConfigResult,
@@ -39,6 +42,7 @@ from loaderbench.preflight import (
     shm_verdict,
     workload_facts,
 )
+from loaderbench.search import Search
 from loaderbench.storage import list_files, set_cache_state
 
 DEFAULT_SLEEP_MS = 100.0
@@ -128,7 +132,7 @@ def resolve_defaults(config: SweepConfig, machine: Machine) -> SweepConfig:
             if machine.cuda
             else ComputeSpec(kind="sleep", ms=DEFAULT_SLEEP_MS)
         )
-    return replace(config, compute=compute).with_grid(
+    return replace(config, compute=compute, dense_workers=config.grid["num_workers"] is None).with_grid(
         num_workers=config.grid["num_workers"] or tuple(default_num_workers(machine.cpus_per_rank)),
         batch_size=config.grid["batch_size"] or ((DEFAULT_BATCH_GPU,) if machine.cuda else (DEFAULT_BATCH_CPU,)),
     )
@@ -189,17 +193,26 @@ def run_sweep(
     save: Callable[[ResultSet, Path], None] | None = None,
     now: Callable[[], _dt.datetime] = lambda: _dt.datetime.now(_dt.timezone.utc),
     facts: WorkloadFacts | None = None,
+    fresh_runner: Runner | None = None,
 ) -> ResultSet:
-    """Measure every config of `config` (already resolved), `config.repeats` times, interleaved
-    across configs (repeat 1 of every config, then repeat 2, ...), each trial in a fresh process.
+    """Measure the configs of `config` (already resolved): with `config.search` "grid" every
+    config, `config.repeats` times, interleaved across configs (repeat 1 of every config, then
+    repeat 2, ...); with "auto" the model-guided search (search.py) chooses which configs to
+    measure and which to repeat. Each trial runs through `runner`.
 
     The result file at `output` is rewritten atomically after every trial, so an interrupted
     sweep keeps what it measured. A failing or hanging config becomes a row with its status and
     error and the sweep goes on. With `facts` (from `validate_workload`), configs that cannot fit
     in /dev/shm are skipped with the reason, oversubscribed ones get a warning, and configs of an
-    IterableDataset that every worker replays are flagged and never ranked (preflight.py). KeyboardInterrupt is re-raised after the save.
+    IterableDataset that every worker replays are flagged and never ranked (preflight.py).
+    With `fresh_runner` (a process per config, when `runner` keeps one warm process), the first
+    measured config is measured again at the end, and if it moved by more than the tolerance the
+    competing configs are measured again through `fresh_runner` (`analysis["drift"]`).
+    KeyboardInterrupt is re-raised after the save.
     Returns the final ResultSet and where it was saved with summaries, verdicts and the recommendation.
     """
+    import time
+
     from loaderbench.results import save_results
 
     obs = observer or NullObserver()
@@ -226,11 +239,15 @@ def run_sweep(
     )
 
     started = now()
+    timing = {"trials": 0, "trial_wall_s": 0.0, "window_s": 0.0}
 
     def snapshot() -> None:
         result_set.analysis["sweep_wall_s"] = (now() - started).total_seconds()
         result_set.analysis["configs_planned"] = len(points)
-        result_set.results = [r for r, d in zip(results, done) if d]
+        result_set.analysis["timing"] = dict(timing)
+        order = {p.settings: i for i, p in enumerate(points)}
+        measured = [r for r, d in zip(results, done) if d]
+        result_set.results = sorted(measured, key=lambda r: _row_order(r.settings, order))
         analyze(result_set)
         save_fn(result_set, output)
 
@@ -245,47 +262,164 @@ def run_sweep(
     result_set.ceilings = {
         "compute": measure_ceilings(config, compute, points, runner, cache_dir, obs, world_size=machine.world_size)
     }
-    obs.sweep_started(len(entries) * config.repeats)
-    trial_index = 0
-    for repeat in range(config.repeats):
-        for i, (point, state) in enumerate(entries):
-            res = results[i]
-            if res.status in ("failed", "hung", "skipped"):
-                if res.status == "skipped" and not done[i]:
-                    done[i] = True
-                    snapshot()
-                continue  # a config that failed once is not retried in later repeats
-            obs.trial_started(trial_index, point.settings, repeat)
-            trial_index += 1
-            cache_state = None
-            if state != "as-is":
-                cache_state = set_cache_state(files, state, config.drop_caches).to_dict()
-                if cache_state["achieved"] != state:
-                    note = (
-                        f"--cache {state}: achieved {cache_state['achieved']}"
-                        + (f" ({cache_state['reason']})" if cache_state.get("reason") else "")
-                    )
-                    if res.warn(Note.of(WarningKind.CACHE_NOT_ACHIEVED, note)):
-                        obs.warning(f"{res.key()}: {note}")
-                    res.cache = f"not {state}"  # never labelled with a state it was not in
-            job = TrialJob(
-                point.settings, config.dataset, compute, config.measure, seed=config.seed + repeat,
-                cache_dir=cache_dir, timeout_s=config.config_timeout_s,
-                first_batch_timeout_s=first_batch_deadline(point.settings, results, config.config_timeout_s),
-            )
-            try:
-                outcome = runner(job, on_batch=obs.batch)
-            except KeyboardInterrupt:
-                result_set.analysis["interrupted"] = True
+
+    def run_trial(i: int, repeat: int, via: Runner = runner) -> ConfigResult:
+        """One trial of entry `i` (its repeat index `repeat`), folded into its result."""
+        point, state = entries[i]
+        res = results[i]
+        if res.status in ("failed", "hung", "skipped"):
+            if res.status == "skipped" and not done[i]:
+                done[i] = True
                 snapshot()
-                raise
-            if outcome.trial is not None:
-                outcome.trial.cache_state = cache_state
-            _apply(res, outcome)
-            done[i] = True
-            obs.trial_finished(res, outcome)
+            return res  # a config that failed once is not retried in later repeats
+        obs.trial_started(int(timing["trials"]), point.settings, repeat)
+        cache_state = None
+        if state != "as-is":
+            cache_state = set_cache_state(files, state, config.drop_caches).to_dict()
+            if cache_state["achieved"] != state:
+                note = (
+                    f"--cache {state}: achieved {cache_state['achieved']}"
+                    + (f" ({cache_state['reason']})" if cache_state.get("reason") else "")
+                )
+                if res.warn(Note.of(WarningKind.CACHE_NOT_ACHIEVED, note)):
+                    obs.warning(f"{res.key()}: {note}")
+                res.cache = f"not {state}"  # never labelled with a state it was not in
+        job = TrialJob(
+            point.settings, config.dataset, compute, config.measure, seed=config.seed + repeat,
+            cache_dir=cache_dir, timeout_s=config.config_timeout_s,
+            first_batch_timeout_s=first_batch_deadline(point.settings, results, config.config_timeout_s),
+        )
+        t0 = time.monotonic()
+        try:
+            outcome = via(job, on_batch=obs.batch)
+        except KeyboardInterrupt:
+            result_set.analysis["interrupted"] = True
             snapshot()
+            raise
+        timing["trials"] += 1
+        timing["trial_wall_s"] += time.monotonic() - t0
+        if outcome.trial is not None:
+            outcome.trial.cache_state = cache_state
+            timing["window_s"] += outcome.trial.wall_s
+        _apply(res, outcome)
+        done[i] = True
+        obs.trial_finished(res, outcome)
+        snapshot()
+        return res
+
+    searched = config.search == "auto" and states == ("as-is",) and len(points) > 2
+    if searched:
+        index = {p.settings: i for i, p in enumerate(points)}
+
+        def measure(settings: LoaderSettings, repeat: int) -> ConfigResult:
+            if settings not in index:  # a worker count between the grid's (dense search)
+                index[settings] = len(entries)
+                entries.append((GridPoint(settings), "as-is"))
+                results.append(ConfigResult(settings=settings, status="ok", cache="as-is"))
+                done.append(False)
+                preflight([results[-1]], facts, environment, machine, NullObserver())
+            return run_trial(index[settings], repeat)
+
+        search = Search(
+            [p.settings for p in points], measure=measure, tolerance=config.tolerance, repeats=config.repeats,
+            budget_s=max(1.0, config.time_budget_s - (now() - started).total_seconds()),
+            usable_cpus=machine.cpus_per_rank,
+            cuda=machine.cuda and config.measure.device != "cpu",
+            dense_workers=config.dense_workers,
+        )
+        obs.sweep_started(search.estimated_trials())
+        search.run()
+        result_set.analysis["search"] = search.log.to_dict()
+    else:
+        obs.sweep_started(len(entries) * config.repeats)
+        for repeat in range(config.repeats):
+            for i in range(len(entries)):
+                run_trial(i, repeat)
+    if fresh_runner is not None:
+        check_drift(result_set, results, done, run_trial, fresh_runner, config.tolerance, obs)
+        snapshot()
+    if searched:
+        add_predictions(result_set, [p.settings for p in points], machine.cpus_per_rank)
+        save_fn(result_set, output)
     return result_set
+
+
+def _row_order(s: LoaderSettings, order: dict[LoaderSettings, int]) -> tuple[Any, ...]:
+    """Table order: the grid's, a worker count between the grid's just before the next count."""
+    if s in order:
+        return (s.batch_size, order[s], 0)
+    after = [i for t, i in order.items() if t.batch_size == s.batch_size and t.num_workers > s.num_workers
+             and series_of(t) == series_of(s)]
+    return (s.batch_size, min(after) if after else len(order), -1)
+
+
+DRIFT_MIN_CONFIGS = 3
+DRIFT_TOLERANCE_FACTOR = 2.0  # one trial against another: twice the knee tolerance counts as drift
+
+
+def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[bool],
+                run_trial: Callable[..., ConfigResult], fresh_runner: Runner, tolerance: float,
+                obs: SweepObserver) -> None:
+    """The warm process's check (NOTE [why a warm process, and what it keeps] in
+    measure/warm.py): the recommended config is measured once more, in a fresh process, at the
+    end. When that moved by more than twice `tolerance` from its warm trials' median (one trial
+    against a few: twice the knee's tolerance, so run-to-run noise alone does not trigger it;
+    drift over the
+    sweep, or something the warm process carried), the configs that compete for the pick are
+    measured again, each in a fresh process, and their warm trials are dropped; all recorded in
+    `analysis["drift"]`."""
+    from loaderbench.analysis.knee import find_knee
+
+    measured = [i for i, (r, d) in enumerate(zip(results, done)) if d and r.status == "ok" and r.trials]
+    if len(measured) < DRIFT_MIN_CONFIGS:
+        return
+    knee = find_knee([results[i] for i in measured], tolerance=tolerance)
+    if knee is None:
+        return
+    i = results.index(knee)
+    before = statistics.median(t.samples / max(1e-12, sum(t.step_s)) for t in knee.trials)
+    res = run_trial(i, len(knee.trials), via=fresh_runner)
+    if res.status != "ok" or not res.trials:
+        return
+    after = res.trials[-1].samples / max(1e-12, sum(res.trials[-1].step_s))
+    change = after / before - 1.0 if before > 0 else 0.0
+    drift: dict[str, Any] = {"config": res.settings.key(), "warm_samples_per_s": before,
+                             "fresh_samples_per_s": after, "change": change, "remeasured": []}
+    if abs(change) > DRIFT_TOLERANCE_FACTOR * tolerance:
+        obs.warning(f"drift: {res.settings.key()} measured {change:+.1%} in a fresh process against the warm "
+                    "one; measuring the competing configs again, each in a fresh process")
+        ok = [j for j in measured if results[j].summary is not None]
+        top = max((results[j].summary.samples_per_s for j in ok), default=0.0)  # type: ignore[union-attr]
+        for j in ok:
+            s = results[j].summary
+            if j != i and s is not None and s.samples_per_s >= (1.0 - 2 * tolerance) * top:
+                results[j].trials = []
+                run_trial(j, 0, via=fresh_runner)
+                drift["remeasured"].append(results[j].settings.key())
+        results[i].trials = results[i].trials[-1:]  # the fresh trial only
+        drift["remeasured"].append(results[i].settings.key())
+    result_set.analysis["drift"] = drift
+
+
+def add_predictions(result_set: ResultSet, cells: list[LoaderSettings], usable_cpus: int | None) -> None:
+    """The model's predictions (analysis/predict.py) for the grid cells the search did not
+    measure, and leave-one-out predictions for those it did (their errors), in
+    `analysis["predictions"]` with the model's inputs in `analysis["model"]`."""
+    measured = {r.settings for r in result_set.results if r.status == "ok" and r.summary is not None}
+    unmeasured = [c for c in dict.fromkeys(cells) if c not in measured]
+    preds = predict(result_set.results, unmeasured, usable_cpus)
+    loo = predict(result_set.results, sorted(measured, key=lambda s: s.structural_key()), usable_cpus,
+                  exclude_measured=True)
+    result_set.analysis["predictions"] = [p.to_dict() for p in preds]
+    result_set.analysis["prediction_check"] = {
+        "leave_one_out": [p.to_dict() for p in loo],
+        "errors": prediction_errors(loo),
+        "before_measured": prediction_errors([Prediction.from_dict(d) for d in
+                                              (result_set.analysis.get("search") or {}).get(
+                                                  "predicted_before_measured", [])]),
+    }
+    bases = list(dict.fromkeys(series_of(c) for c in cells))
+    result_set.analysis["model"] = {s.key(): fit(result_set.results, s, usable_cpus).inputs for s in bases}
 
 
 def cache_plan(config: SweepConfig, obs: SweepObserver) -> tuple[list[Path], tuple[str, ...]]:
@@ -625,10 +759,18 @@ def execute_sweep(
     for w in preflight_warnings(environment):
         obs.warning(w)
     try:
-        rs = run_sweep(
-            config, output=out, environment=environment, machine=machine, observer=obs,
-            cache_dir=cache_dir, facts=facts, runner=runner,
-        )
+        if config.isolation == "warm" and runner is run_isolated:
+            with WarmRunner() as warm:
+                rs = run_sweep(
+                    config, output=out, environment=environment, machine=machine, observer=obs,
+                    cache_dir=cache_dir, facts=facts, runner=warm, fresh_runner=run_isolated,
+                )
+                rs.analysis["measuring_processes"] = warm.starts
+        else:
+            rs = run_sweep(
+                config, output=out, environment=environment, machine=machine, observer=obs,
+                cache_dir=cache_dir, facts=facts, runner=runner,
+            )
     except KeyboardInterrupt as exc:
         raise SweepInterruptedAt(out) from exc
     return rs, out

@@ -25,6 +25,7 @@ def _at_repo_root(monkeypatch):
 def sweep(tmp_path: Path, *args: str, name: str = "r.json"):
     out = tmp_path / name
     extra = [] if "--repeats" in args else ["--repeats", "1"]
+    extra += [] if "--search" in args else ["--search", "grid"]  # these tests check every row
     res = runner.invoke(app, ["sweep", *args, *extra, "--output", str(out), "--no-progress"])
     data = json.loads(out.read_text()) if out.exists() else None
     return res, data

@@ -24,7 +24,8 @@ def _at_repo_root(monkeypatch):
 
 def sweep(tmp_path: Path, *args: str):
     out = tmp_path / "r.json"
-    extra = [] if "--repeats" in args else ["--repeats", "1"]  # keep the suite fast
+    extra = [] if "--repeats" in args else ["--repeats", "1"]
+    extra += [] if "--search" in args else ["--search", "grid"]  # these tests check every row  # keep the suite fast
     res = runner.invoke(app, ["sweep", *args, *extra, "--output", str(out), "--no-progress"])
     return res, out
 
@@ -46,9 +47,10 @@ def test_ground_truth_tensor_sweep(tmp_path):
     rows = by_workers(data)
     s0, s4, s8 = rows[0]["summary"], rows[4]["summary"], rows[8]["summary"]
     # 0 workers: 16 x 2 ms + 12 ms = 44 ms per batch, 364 samples/s at most. Every sleep
-    # overshoots a little, more on a busy VM (324 = -11% seen once in a clean-clone CI run), and
-    # nothing can make the loop faster than the sleeps: one-sided bounds.
-    assert 0.85 * 16 / 0.044 < s0["samples_per_s"] <= 1.01 * 16 / 0.044
+    # overshoots a little, more on a busy VM (-11% seen in a clean-clone CI run, -17% on a
+    # 2-core VM running other tests), and nothing can make the loop faster than the sleeps:
+    # one-sided bounds (a miscount would be off by the batch size, 16x).
+    assert 0.80 * 16 / 0.044 < s0["samples_per_s"] <= 1.01 * 16 / 0.044
     assert s0["stall_fraction"] == pytest.approx(32 / 44, abs=0.05)  # ~0.73
     # 4 workers deliver a batch every 8 ms < 12 ms: the step is the limit, 1333 samples/s less
     # the cost of receiving each batch from a worker, which the sweep measures (receive_p50_s:

@@ -25,7 +25,7 @@ def _sweep(tmp_path: Path, *args: str, timeout: float = 240) -> tuple[subprocess
     # name it (how the leftover check below tells this test's processes from any other's).
     proc = subprocess.run(
         [sys.executable, "-m", "loaderbench", "sweep", "--nproc-per-node", "2", "--output", str(out),
-         "--no-progress", "--repeats", "1", *args],
+         "--no-progress", "--repeats", "1", *([] if "--search" in args else ["--search", "grid"]), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, TMPDIR=str(tmp_path)),
     )
     data = json.loads(out.read_text()) if out.exists() else {}

@@ -20,7 +20,7 @@ LAYERS = {
     "storage": ("loaderbench.storage",),
     "analysis": ("loaderbench.analysis",),
     "measure": ("loaderbench.measure",),
-    "orchestration": ("loaderbench.sweep", "loaderbench.distributed", "loaderbench.preflight"),
+    "orchestration": ("loaderbench.sweep", "loaderbench.search", "loaderbench.distributed", "loaderbench.preflight"),
     "render": ("loaderbench.render",),
     "cli": ("loaderbench.cli", "loaderbench.__main__"),
     "api": ("loaderbench",),

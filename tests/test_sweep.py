@@ -22,7 +22,7 @@ def config(**grid):
         "dataset": {"kind": "tensor"},
         "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
         "grid": {"num_workers": (0, 2, 4), "batch_size": (16,), **grid},
-        "measure": {"repeats": 2},
+        "measure": {"repeats": 2, "search": "grid"},
     })
     return resolve_defaults(cfg, MACHINE)
 
@@ -124,3 +124,68 @@ def test_an_iterable_dataset_replayed_by_every_worker_is_detected():
     assert workload_facts(make_stream(), check_replication=True).replicated_across_workers is True
     assert workload_facts(make_split_stream(), check_replication=True).replicated_across_workers is False
     assert workload_facts(make_stream(), check_replication=False).replicated_across_workers is None
+
+
+def _pipeline_outcome(nw: int, *, build_s: float = 0.064, step_s: float = 0.012) -> Outcome:
+    """A loader whose worker builds a 16-sample batch in `build_s`, a `step_s` step: W workers
+    deliver a batch every build_s / W (0 workers: build, then step)."""
+    period = build_s + step_s if nw == 0 else max(step_s, build_s / nw)
+    t = trial(period - step_s, step_s)
+    t.loader_alone_samples_per_s = 16 / build_s * max(1, nw)
+    t.receive_s = [0.0002] * 4 if nw else []
+    return Outcome(status="ok", trial=t)
+
+
+def test_the_search_measures_the_knee_and_its_neighbours_and_predicts_the_rest(tmp_path):
+    # 64 ms per batch per worker, 12 ms step: 6 workers keep up (64 / 12 = 5.3).
+    cfg = build_config(None, {
+        "dataset": {"kind": "tensor"}, "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
+        "grid": {"num_workers": (0, 1, 2, 4, 6, 8, 12, 16), "batch_size": (16,)},
+        "measure": {"repeats": 1},
+    })
+    runner = FakeRunner({w: (lambda w=w: _pipeline_outcome(w)) for w in range(17)})
+    rs = run_sweep(resolve_defaults(cfg, Machine(cuda=False, usable_cpus=16)), output=tmp_path / "r.json",
+                   environment={"usable_cpus": 16}, machine=Machine(cuda=False, usable_cpus=16),
+                   runner=runner, save=lambda r, p: None)
+    measured = sorted(w for w, _, kind in runner.calls if kind == "config")
+    assert rs.recommendation.settings.num_workers == 6
+    assert {4, 6, 8} <= set(measured) and len(measured) < 8  # the knee, its neighbours, not the grid
+    # Only measured configs are rows; the others are predictions, never ranked.
+    assert sorted(r.settings.num_workers for r in rs.results) == measured
+    predicted = {p["settings"]["num_workers"]: p for p in rs.analysis["predictions"]}
+    assert set(predicted) == {0, 1, 2, 4, 6, 8, 12, 16} - set(measured)
+    # 12 and 16 workers are past the knee: the model says the step's 1,333/s binds.
+    for w in {12, 16} & set(predicted):
+        assert predicted[w]["samples_per_s"] == pytest.approx(16 / 0.012, rel=0.10)
+    first = rs.analysis["search"]["steps"][0]  # the probe: 16 CPUs / 4
+    assert first["config"].startswith("w4-") and first["why"] == "probe: a quarter of the CPUs in workers"
+
+
+def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp_path):
+    # The knee (2 workers: as fast as 4, cheaper) measures 30% slower in a fresh process than in
+    # the warm one: the configs that compete for the pick are measured again, fresh.
+    from dataclasses import replace
+
+    warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
+    fresh = FakeRunner({2: Outcome(status="ok", trial=trial(0.0055, 0.012)), 4: ok(4)})
+    rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=warm, fresh_runner=fresh, save=lambda r, p: None)
+    drift = rs.analysis["drift"]
+    assert drift["config"].startswith("w2-") and drift["change"] == pytest.approx(0.013 / 0.0175 - 1, abs=0.01)
+    assert [w for w, _, _ in fresh.calls] == [2, 4]  # the knee, then its competitor
+    assert sorted(drift["remeasured"]) == sorted(r.settings.key() for r in rs.results if r.settings.num_workers)
+    # Only fresh trials stand for them now: 4 workers are the knee.
+    assert all(len(r.trials) == 1 for r in rs.results)
+    assert rs.recommendation.settings.num_workers == 4
+
+
+def test_no_drift_keeps_the_warm_trials_and_says_so(tmp_path):
+    from dataclasses import replace
+
+    warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
+    fresh = FakeRunner({2: ok(2)})
+    rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=warm, fresh_runner=fresh, save=lambda r, p: None)
+    assert rs.analysis["drift"]["remeasured"] == [] and abs(rs.analysis["drift"]["change"]) < 0.01
+    knee = [r for r in rs.results if r.settings.num_workers == 2][0]
+    assert len(knee.trials) == 2  # the fresh trial counts as a repeat

@@ -558,11 +558,23 @@ def headroom(result: ConfigResult, ceiling_samples_per_s: float | None) -> dict[
     }
 
 
+def _probe_contradicts_window(r: ConfigResult) -> bool:
+    """A config with workers whose window was loader-bound while its loader-alone probe says the
+    loader outpaces the step by more than 10%: the probe read something the loop never saw (a
+    backlog it did not drain), so it does not stand for the loader's ceiling."""
+    s = r.summary
+    assert s is not None
+    return bool(r.settings.num_workers > 0 and s.verdict == Verdict.LOADER_BOUND.value
+                and s.compute_ceiling_samples_per_s and s.loader_ceiling_samples_per_s
+                and s.loader_ceiling_samples_per_s > (1.0 + MATCHED) * s.compute_ceiling_samples_per_s)
+
+
 def loader_ceiling(results: Sequence[ConfigResult]) -> dict[str, Any] | None:
     """The loader ceiling (NOTE [loader ceiling] in the measuring loop) over the ranked configs,
     set against the compute ceiling; None when no ranked config was probed.
 
-    The loader alone delivers at least what the loop measured with the step, so when the best
+    A probe that contradicts its own window (`_probe_contradicts_window`) is left out. The
+    loader alone delivers at least what the loop measured with the step, so when the best
     probe reads lower than the best measured throughput, that throughput is the ceiling's lower
     bound (`lower_bound_from`). When some configs could not be probed (their loader ended
     first) and ran faster than every probe, nothing is concluded (`binds` None, `probed` <
@@ -570,7 +582,8 @@ def loader_ceiling(results: Sequence[ConfigResult]) -> dict[str, Any] | None:
     binds ("loader" | "compute" | "matched": within 10% of each other | None).
     """
     ranked = rankable(results)
-    probed = [r for r in ranked if r.summary.loader_ceiling_samples_per_s]  # type: ignore[union-attr]
+    probed = [r for r in ranked if r.summary.loader_ceiling_samples_per_s  # type: ignore[union-attr]
+              and not _probe_contradicts_window(r)]
     if not probed:
         return None
     top = max(probed, key=lambda r: r.summary.loader_ceiling_samples_per_s or 0.0)  # type: ignore[union-attr]

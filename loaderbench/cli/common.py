@@ -72,6 +72,36 @@ def check_format(value: str, allowed: Sequence[str], flag: str = "--format") -> 
     return value
 
 
+WHAT_IF_HELP = ("cpus=K: also predict the knee and the curve with K usable CPUs, from the pipeline model "
+                "fitted on the measured configs (labelled a prediction).")
+
+
+def parse_what_if(spec: str | None) -> int | None:
+    """`--what-if cpus=K` -> K (None when not given); UsageError naming the flag otherwise."""
+    if spec is None:
+        return None
+    from loaderbench.analysis.predict import parse_what_if as parse
+
+    try:
+        return parse(spec)
+    except ValueError as exc:
+        raise UsageError(f"--what-if: {exc}") from None
+
+
+def apply_what_if(rs: Any, cpus: int | None) -> None:
+    """Put the what-if prediction for `cpus` usable CPUs into `rs.analysis["what_if"]` (every
+    output format then carries it), for the recommended config's series."""
+    if cpus is None:
+        return
+    from loaderbench.analysis.predict import what_if_cpus
+
+    rec = rs.recommendation
+    base = None if rec is None else rec.settings
+    tolerance = float(((rs.config or {}).get("measure") or {}).get("tolerance", 0.05))
+    what = None if base is None else what_if_cpus(rs.results, base, cpus, tolerance)
+    rs.analysis["what_if"] = what or {"cpus": cpus, "knee_workers": None}
+
+
 def render_result(rs: Any, fmt: str, console: Console, *, wide: bool = False) -> None:
     """A sweep's result to stdout in `fmt` (table, json, csv, markdown)."""
     from loaderbench.render import sweep as render

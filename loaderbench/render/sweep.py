@@ -15,6 +15,7 @@ from rich.text import Text
 
 from loaderbench import kinds
 from loaderbench.analysis import statistics as stats
+from loaderbench.analysis.predict import Prediction
 from loaderbench.model import GRID_AXES, ConfigResult, Finding, FindingKind, ResultSet, WarningKind
 from loaderbench.render.findings import finding_sentences
 
@@ -260,10 +261,38 @@ DROP_ORDER = (
 VERDICT_MIN = 30
 
 
-def _table_rows(rs: ResultSet) -> list[tuple[ConfigResult, dict[str, str], str | None]]:
+PREDICTED = "predicted (not measured)"
+
+
+def predicted_cells(p: Prediction, *, cuda: bool, compute_ceiling: float | None) -> dict[str, str]:
+    """The cells of a config the search did not measure: its settings, and the model's
+    samples/s and stall marked with ~ (analysis/predict.py); the measured-only columns empty."""
+    s = p.settings
+    cells = {"cache": ""}
+    for a in GRID_AXES:
+        idle = (a.cuda_only and not cuda) or (a.workers_only and s.num_workers == 0)
+        cells[a.name] = NA if idle else a.cell(getattr(s, a.name))
+    cells.update({k: "" for k in METRIC_COLUMNS})
+    cells["samples_per_s"] = f"~{p.samples_per_s:,.0f}"
+    if compute_ceiling:
+        cells["ceiling_pct"] = f"~{100 * p.samples_per_s / compute_ceiling:.0f}%"
+    if p.stall_fraction is not None:
+        cells["stall"] = "~" + (f"{p.stall_fraction:.0%}" if p.stall_fraction >= 0.10 else f"{p.stall_fraction:.1%}")
+    cells["verdict"] = PREDICTED
+    return cells
+
+
+def predictions(rs: ResultSet) -> list[Prediction]:
+    """The model's predictions for the grid cells a search did not measure (none for a grid)."""
+    return [Prediction.from_dict(d) for d in (rs.analysis or {}).get("predictions") or []]
+
+
+def _table_rows(rs: ResultSet) -> list[tuple[ConfigResult | None, dict[str, str], str | None]]:
+    """Every row of the table: the measured configs in grid order, and the predicted ones (dim)
+    placed among them by batch size and worker count."""
     cuda = _cuda_used(rs)
     knee = _knee_key(rs)
-    rows = []
+    rows: list[tuple[tuple[int, int], ConfigResult | None, dict[str, str], str | None]] = []
     for r in rs.results:
         cells = row_cells(r, cuda=cuda)
         style = None
@@ -272,8 +301,14 @@ def _table_rows(rs: ResultSet) -> list[tuple[ConfigResult, dict[str, str], str |
             cells["verdict"] = cells["verdict"] + "  ◀ knee"
         elif r.status != "ok":
             style = "red"
-        rows.append((r, cells, style))
-    return rows
+        rows.append(((r.settings.batch_size, r.settings.num_workers), r, cells, style))
+    ceilings = (rs.analysis or {}).get("compute_ceiling") or {}
+    for p in predictions(rs):
+        c = (ceilings.get(str(p.settings.batch_size)) or {}).get("samples_per_s")
+        rows.append(((p.settings.batch_size, p.settings.num_workers), None,
+                     predicted_cells(p, cuda=cuda, compute_ceiling=c), "dim"))
+    rows.sort(key=lambda row: row[0])  # stable: the grid order within a worker count
+    return [(r, cells, style) for _, r, cells, style in rows]
 
 
 def _stacked(head: str) -> str:
@@ -351,11 +386,57 @@ def loader_ceiling_line(rs: ResultSet) -> str:
     return text + "."
 
 
+def search_lines(rs: ResultSet) -> list[str]:
+    """How a model-guided search chose what to measure, how well its model predicted the
+    configs it then measured, and the drift check of a warm measuring process."""
+    a = rs.analysis or {}
+    log = a.get("search") or {}
+    measured = sum(1 for r in rs.results if r.status != "skipped")
+    repeated = [f"{r.settings.key()} x{len(r.trials)}" for r in rs.results if len(r.trials) > 1]
+    span = log.get("workers_searched") or []
+    over = f", worker counts {span[0]}-{span[1]}" if len(span) == 2 else ""
+    text = (f"Search (model-guided, --search auto): measured {measured} configs (grid: {log.get('grid_configs')} "
+            f"configs{over}) in {a.get('sweep_wall_s', 0):.0f} s: the predicted knee, its neighbours and the variants there; "
+            + (f"repeats where they decide: {', '.join(repeated)}" if repeated else "no config competed closely enough to need repeats")
+            + f" ({log.get('stopped') or 'done'}).")
+    out = [text]
+    check = a.get("prediction_check") or {}
+    before, loo = check.get("before_measured"), check.get("errors")
+    parts = []
+    if before:
+        parts.append(f"before measuring them, median error {before['median_abs']:.0%} (p90 {before['p90_abs']:.0%}) "
+                     f"over {before['n']} configs")
+    if loo:
+        parts.append(f"leaving each measured config out, median {loo['median_abs']:.0%} (p90 {loo['p90_abs']:.0%})")
+    if a.get("predictions"):
+        out.append("Rows marked ~ are predicted by the pipeline model (loader rate per worker, CPU per sample, "
+                   "receive floor, compute ceiling), never ranked or recommended"
+                   + (f"; its error: {'; '.join(parts)}." if parts else "."))
+    drift = a.get("drift")
+    if drift and "fresh_samples_per_s" not in drift:
+        # The first form of the check: the first config measured again in the warm process.
+        out.append(f"Drift: {drift['config']} moved {drift['change']:+.1%} between its first and last trial in the "
+                   "warm measuring process" + (f"; measured again, each in a fresh process: "
+                                               f"{', '.join(drift['remeasured'])}." if drift.get("remeasured") else "."))
+    elif drift:
+        moved = f"{drift['change']:+.1%}"
+        if drift.get("remeasured"):
+            out.append(f"Drift: the knee ({drift['config']}) measured {moved} in a fresh process against the warm "
+                       f"measuring process; measured again, each in a fresh process: {', '.join(drift['remeasured'])}.")
+        else:
+            out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process: "
+                       f"{moved} against the warm process (within the tolerance).")
+    return out
+
+
 def footer_lines(rs: ResultSet) -> list[str]:
     """The recommendation, the ready-to-paste call and the caveats."""
     out: list[str] = []
     planned = (rs.analysis or {}).get("configs_planned")
-    if (rs.analysis or {}).get("interrupted") or (planned and len(rs.results) < planned):
+    searched = (rs.analysis or {}).get("search")
+    if searched:
+        out.extend(search_lines(rs))
+    if (rs.analysis or {}).get("interrupted") or (not searched and planned and len(rs.results) < planned):
         repeats = int(((rs.config or {}).get("measure") or {}).get("repeats") or 1)
         short = sum(1 for r in rs.results if r.status == "ok" and 0 < len(r.trials) < repeats)
         fewer = f", {short} of them with fewer than {repeats} repeats" if short else ""
@@ -405,6 +486,8 @@ def footer_lines(rs: ResultSet) -> list[str]:
                        and r.summary.loader_ceiling_samples_per_s is None for t in r.trials if t.loader_alone_note})
     for note in unprobed:
         out.append(f"loader alone /s n/a: {note}.")
+    if (rs.analysis or {}).get("what_if"):
+        out.extend(what_if_lines(rs.analysis["what_if"]))
     for fd in (rs.analysis or {}).get("config_findings") or []:
         f = Finding.from_dict(fd)
         if f.kind == FindingKind.MEMORY_PER_WORKER.value:
@@ -461,17 +544,16 @@ def render_table(rs: ResultSet, console: Console, *, wide: bool = False) -> None
 
 def to_markdown(rs: ResultSet) -> str:
     """A GitHub-flavoured markdown table plus the recommendation (for pull-request comments)."""
-    cuda = _cuda_used(rs)
     knee = _knee_key(rs)
     lines = [f"**{line}**" if i == 0 else f"_{line}_" for i, line in enumerate(header_lines(rs))]
     lines.append("")
     columns = visible_columns(rs)
     lines.append("| " + " | ".join(h for _, h in columns) + " |")
     lines.append("|" + "|".join("---:" if k != "verdict" else "---" for k, _ in columns) + "|")
-    for r in rs.results:
-        cells = row_cells(r, cuda=cuda)
+    for r, cells, _ in _table_rows(rs):
         vals = [cells[k].replace("|", "\\|") for k, _ in columns]
-        if r.settings.key() == knee:
+        if r is not None and r.settings.key() == knee and r.cache != "warm":
+            vals[-1] = vals[-1].replace("  ◀ knee", "")
             vals = [f"**{v}**" if v else v for v in vals]
             vals[-1] += " ◀ knee"
         lines.append("| " + " | ".join(vals) + " |")
@@ -528,3 +610,31 @@ def to_csv(rs: ResultSet) -> str:
 def to_json(rs: ResultSet) -> str:
     """The full result, as in the saved file."""
     return json.dumps(rs.to_dict(), indent=1)
+
+
+def what_if_lines(what: dict[str, Any]) -> list[str]:
+    """The what-if prediction (analysis.predict.what_if_cpus, `analysis["what_if"]`) in words,
+    labelled a prediction."""
+    cpus = what["cpus"]
+    if what.get("knee_workers") is None:
+        return [f"What if {cpus} usable CPUs: no prediction (no config with workers was measured)."]
+    stall = what["knee_stall_fraction"]
+    curve = ", ".join(f"{w}: ~{x:,.0f}" for w, x in what["curve"] if w in _curve_points(what))
+    return [
+        f"What if {cpus} usable CPUs (a prediction from the pipeline model fitted on this run's measured configs, "
+        f"not a measurement): knee ~{what['knee_workers']} workers, ~{what['knee_samples_per_s']:,.0f} samples/s"
+        + ("" if stall is None else f", stall ~{stall:.0%}")
+        + f" ({what['config']}). Predicted samples/s by num_workers: {curve}."
+    ]
+
+
+def _curve_points(what: dict[str, Any]) -> set[int]:
+    """The worker counts shown: 0, powers of two, the CPU count and the knee's neighbours."""
+    k = what["knee_workers"]
+    top = max(w for w, _ in what["curve"])
+    pts = {0, what["cpus"], k - 1, k, k + 1, top}
+    p = 1
+    while p <= top:
+        pts.add(p)
+        p *= 2
+    return {w for w in pts if 0 <= w <= top}

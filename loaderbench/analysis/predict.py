@@ -1,0 +1,286 @@
+"""A model of the input pipeline fitted to measured configs: predicted samples/s and stall for the
+configs that were not measured, what-if questions (fewer or more CPUs), and the error of each
+prediction where the config was measured too.
+
+Pure: no torch, no I/O.
+
+NOTE [pipeline model]
+    A training step takes batches from the loader; in steady state the loop runs at the slower
+    of two rates, softened where they meet (jitter in either makes the other wait): the main
+    thread's, and the loader's rate L(W) with W workers, bounded two ways:
+          W x r      one worker builds r samples/s (the loader alone, probed after each
+                     config, over its workers, at a count where the CPUs are not shared);
+          U / kappa  every sample costs the process tree kappa CPU-seconds (its measured CPU
+                     over its throughput), and there are U usable CPUs: the curve bends where
+                     the CPUs saturate.
+    The main thread takes each finished batch from a worker (the receive floor, measured
+    directly) and then steps (the compute ceiling C: the step fed a batch already on the
+    device): in series, so its rate is C' = 1 / (1/C + 1/R) with R = samples-per-batch /
+    receive seconds.
+    With workers, loading overlaps the main thread: S = softmin(L, C') = (L^-k + C'^-k)^(-1/k),
+    k calibrated on the measured configs (the larger k, the sharper the corner). With 0 workers
+    the main process builds and then steps: S = 1 / (1/L0 + 1/C). The stall is 1 - S/C.
+    This is the roofline idea (Williams et al., CACM 2009) applied to a loader and a step, as
+    pipeline analysers such as Plumber (Kuchnik et al., MLSys 2022) do for tf.data: each
+    resource's measured rate is a ceiling and the smallest one binds. Rates are fitted per
+    series of configs that differ only in num_workers (pin_memory, the prefetcher and the
+    batch size change C, R and k), and r and kappa are pooled over all series (building a
+    batch does not depend on them).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from loaderbench.analysis.knee import rankable
+from loaderbench.analysis.wait import samples_per_batch
+from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, Verdict
+
+DEFAULT_SHARPNESS = 6.0
+UNCONTENDED_SHARE = 0.5  # configs with at most this share of the CPUs in workers give the per-worker rate
+
+
+def softmin(a: float, b: float, k: float) -> float:
+    """(a^-k + b^-k)^(-1/k): the smaller of a and b, softened where they meet.
+
+    >>> round(softmin(800.0, 800.0, 6.0), 1)
+    712.7
+    """
+    if a <= 0 or b <= 0:
+        return 0.0
+    lo = min(a, b)
+    return lo * ((a / lo) ** -k + (b / lo) ** -k) ** (-1.0 / k)
+
+
+def series_of(settings: LoaderSettings) -> LoaderSettings:
+    """The settings without their worker count (num_workers 0, the workers-only axes idle): the
+    series a config belongs to, and the 0-worker config every series shares."""
+    values = settings.to_dict()
+    values["num_workers"] = 0
+    for a in GRID_AXES:
+        if a.workers_only:
+            values[a.name] = a.idle
+    return LoaderSettings(**values)
+
+
+def with_workers(base: LoaderSettings, workers: int) -> LoaderSettings:
+    """`base` (a config of the series) at `workers` workers, normalised for 0 workers."""
+    return series_of(base) if workers == 0 else replace(base, num_workers=workers)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One series' fitted rates (NOTE [pipeline model]); every rate in samples/s, None when
+    nothing measured it."""
+
+    per_worker: float | None
+    cpu_s_per_sample: float | None
+    main: float | None
+    zero_workers: float | None
+    compute: float | None
+    sharpness: float
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    def loader(self, workers: int, usable_cpus: int | None) -> float | None:
+        """L(W): the loader's rate with `workers` workers on `usable_cpus` CPUs."""
+        if workers == 0:
+            return self.zero_workers or self.per_worker
+        if not self.per_worker:
+            return None
+        bounds = [workers * self.per_worker]
+        if usable_cpus and self.cpu_s_per_sample:
+            bounds.append(usable_cpus / self.cpu_s_per_sample)
+        out = bounds[0]
+        for b in bounds[1:]:
+            out = softmin(out, b, self.sharpness)
+        return out
+
+    def samples_per_s(self, workers: int, usable_cpus: int | None) -> float | None:
+        """Predicted throughput at `workers` workers, in samples/s (None when unknown)."""
+        load = self.loader(workers, usable_cpus)
+        if load is None:
+            return None
+        if not self.compute:
+            return load
+        if workers == 0:
+            return 1.0 / (1.0 / load + 1.0 / self.compute)
+        # The main process receives each batch, then steps: in series, one rate.
+        step = self.compute if not self.main else 1.0 / (1.0 / self.compute + 1.0 / self.main)
+        return softmin(load, step, self.sharpness)
+
+    def stall_fraction(self, samples_per_s: float) -> float | None:
+        """1 - S / C, the predicted share of the step's time spent waiting."""
+        return None if not self.compute else max(0.0, 1.0 - samples_per_s / self.compute)
+
+
+def _loader_rate(r: ConfigResult) -> float | None:
+    """The loader's own rate at this config: the probed loader-alone rate, else (when it binds)
+    the measured throughput."""
+    s = r.summary
+    assert s is not None
+    if s.loader_ceiling_samples_per_s:
+        return max(s.loader_ceiling_samples_per_s, s.samples_per_s)
+    return s.samples_per_s if s.verdict == Verdict.LOADER_BOUND.value else None
+
+
+def _sharpness(rows: Sequence[ConfigResult]) -> float:
+    """k such that softmin(L, C, k) meets the measured throughput, median over the configs
+    with workers where L and C are known and the loop ran below both (bisection on k in
+    [1.5, 30]); a config whose L and C are within 25% of each other and that ran at the lower
+    one counts as a hard corner (30). DEFAULT_SHARPNESS when no config says."""
+    ks = []
+    for r in rows:
+        s = r.summary
+        assert s is not None
+        load, c = _loader_rate(r), s.compute_ceiling_samples_per_s
+        if r.settings.num_workers == 0 or not load or not c:
+            continue
+        if s.samples_per_s >= 0.99 * min(load, c):
+            if 0.8 <= load / c <= 1.25:
+                ks.append(30.0)  # both rates close, and the loop ran at the lower: a hard corner
+            continue
+        lo, hi = 1.5, 30.0
+        if softmin(load, c, lo) > s.samples_per_s:
+            ks.append(lo)
+            continue
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            if softmin(load, c, mid) < s.samples_per_s:
+                lo = mid
+            else:
+                hi = mid
+        ks.append((lo + hi) / 2)
+    return float(statistics.median(ks)) if ks else DEFAULT_SHARPNESS
+
+
+def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: int | None) -> Fit:
+    """The model of `series` (a `series_of` value) from the measured configs: its own configs
+    for C, R, k and L0, and every config with workers (all series) for r and kappa."""
+    ok = rankable(results)
+    with_w = [r for r in ok if r.settings.num_workers > 0]
+    mine = [r for r in ok if series_of(r.settings) == series]
+    mine_w = [r for r in mine if r.settings.num_workers > 0]
+    inputs: dict[str, Any] = {"configs": sorted(r.settings.key() for r in ok)}
+    # r: one worker's rate, from configs whose workers do not share the CPUs (else the least
+    # contended ones), pooled over series.
+    cap = (usable_cpus or 1) * UNCONTENDED_SHARE
+    rates = [(r.settings.num_workers, load / r.settings.num_workers) for r in with_w
+             if (load := _loader_rate(r))]
+    free = [x for w, x in rates if w <= max(1.0, cap)] or [x for w, x in rates if w == min(w for w, _ in rates)]
+    per_worker = max(free) if free else None
+    # kappa: CPU-seconds of the process tree per sample.
+    kappas = [r.summary.cpu_util_pct / 100.0 / r.summary.samples_per_s for r in with_w  # type: ignore[union-attr]
+              if r.summary.cpu_util_pct and r.summary.samples_per_s > 0]  # type: ignore[union-attr]
+    kappa = float(statistics.median(kappas)) if kappas else None
+    # R: samples per batch over the receive floor, from this series' configs with workers.
+    mains = [samples_per_batch(r) / r.summary.receive_p50_s for r in mine_w  # type: ignore[union-attr]
+             if r.summary.receive_p50_s and r.summary.receive_p50_s > 0]  # type: ignore[union-attr]
+    main = float(statistics.median(mains)) if mains else None
+    zero = next((r for r in mine if r.settings.num_workers == 0), None)
+    zero_rate = None if zero is None else _loader_rate(zero)
+    ceilings = [r.summary.compute_ceiling_samples_per_s for r in (mine or ok)  # type: ignore[union-attr]
+                if r.summary.compute_ceiling_samples_per_s]  # type: ignore[union-attr]
+    compute = float(statistics.median(ceilings)) if ceilings else None
+    inputs.update(per_worker_samples_per_s=per_worker, cpu_s_per_sample=kappa, main_samples_per_s=main,
+                  zero_workers_samples_per_s=zero_rate, compute_samples_per_s=compute, usable_cpus=usable_cpus)
+    k = _sharpness(mine_w or with_w)
+    inputs["sharpness"] = k
+    return Fit(per_worker, kappa, main, zero_rate, compute, k, inputs)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted config: samples/s and stall from the model, and, where the config was
+    measured too, the measured samples/s and the relative error (predicted / measured - 1)."""
+
+    settings: LoaderSettings
+    samples_per_s: float
+    stall_fraction: float | None
+    measured_samples_per_s: float | None = None
+
+    @property
+    def error(self) -> float | None:
+        m = self.measured_samples_per_s
+        return None if not m else self.samples_per_s / m - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.settings.key(), "settings": self.settings.to_dict(),
+                "samples_per_s": self.samples_per_s, "stall_fraction": self.stall_fraction,
+                "measured_samples_per_s": self.measured_samples_per_s, "error": self.error}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Prediction:
+        return cls(LoaderSettings.from_dict(d["settings"]), float(d["samples_per_s"]),
+                   d.get("stall_fraction"), d.get("measured_samples_per_s"))
+
+
+def predict(results: Sequence[ConfigResult], cells: Sequence[LoaderSettings], usable_cpus: int | None,
+            *, exclude_measured: bool = False) -> list[Prediction]:
+    """The model's prediction for every cell (a config of the grid), fitted on `results` (the
+    measured configs; a prediction never uses the cell's own measurement when
+    `exclude_measured`, which gives honest errors: leave-one-out). Cells whose series has no
+    rates are left out."""
+    ok = {r.settings: r for r in rankable(results)}
+    fits: dict[LoaderSettings, Fit] = {}
+    out = []
+    for cell in cells:
+        measured = ok.get(cell)
+        pool = [r for r in results if r.settings != cell] if exclude_measured and measured else results
+        key = series_of(cell)
+        f = fit(pool, key, usable_cpus) if exclude_measured and measured else fits.setdefault(
+            key, fit(results, key, usable_cpus))
+        rate = f.samples_per_s(cell.num_workers, usable_cpus)
+        if rate is None or not math.isfinite(rate):
+            continue
+        out.append(Prediction(cell, rate, f.stall_fraction(rate),
+                              None if measured is None else measured.summary.samples_per_s))  # type: ignore[union-attr]
+    return out
+
+
+def prediction_errors(predictions: Sequence[Prediction]) -> dict[str, Any] | None:
+    """Median and p90 of |error| over the predictions that were also measured (None if none)."""
+    errs = sorted(abs(p.error) for p in predictions if p.error is not None)
+    if not errs:
+        return None
+    p90 = errs[min(len(errs) - 1, math.ceil(0.9 * len(errs)) - 1)]
+    return {"n": len(errs), "median_abs": float(statistics.median(errs)), "p90_abs": p90}
+
+
+def predicted_knee(predictions: Sequence[Prediction], tolerance: float) -> Prediction | None:
+    """The fewest-workers predicted config within `tolerance` of the best prediction (ties: the
+    structural order), or None."""
+    if not predictions:
+        return None
+    top = max(p.samples_per_s for p in predictions)
+    within = [p for p in predictions if p.samples_per_s >= (1.0 - tolerance) * top]
+    return min(within, key=lambda p: p.settings.structural_key())
+
+
+def parse_what_if(text: str) -> int:
+    """`cpus=K` -> K (ValueError naming the form otherwise)."""
+    key, _, value = str(text).partition("=")
+    if key.strip() != "cpus" or not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"expected cpus=K with K a whole number of usable CPUs, e.g. cpus=8, got {text!r}")
+    return int(value)
+
+
+def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: int, tolerance: float,
+                 max_workers: int | None = None) -> dict[str, Any] | None:
+    """Predicted throughput of `base`'s series with `cpus` usable CPUs, at every worker count
+    from 0 to `max_workers` (default 2 x cpus), and its predicted knee (the fewest workers within
+    `tolerance` of the best prediction): the model fitted on `results` with U = cpus (NOTE
+    [pipeline model]). None when the series cannot be predicted. Keys: cpus, knee_workers,
+    knee_samples_per_s, knee_stall_fraction, curve ([workers, samples/s] pairs)."""
+    top_w = max_workers if max_workers is not None else 2 * cpus
+    cells = [with_workers(base, w) for w in range(0, top_w + 1)]
+    preds = predict(results, cells, cpus)
+    knee = predicted_knee(preds, tolerance)
+    if knee is None:
+        return None
+    return {"cpus": cpus, "config": knee.settings.key(), "knee_workers": knee.settings.num_workers,
+            "knee_samples_per_s": knee.samples_per_s, "knee_stall_fraction": knee.stall_fraction,
+            "curve": [[p.settings.num_workers, p.samples_per_s] for p in preds]}

@@ -1,0 +1,325 @@
+"""The model-guided search (`--search auto`): measure where the knee is predicted to be and its
+neighbours, not the whole grid.
+
+NOTE [model-guided search]
+    The grid is a set of series (configs that differ only in num_workers) per batch size. For
+    each batch size:
+      1. base series: the prefetcher and pin_memory on where the grid has them on a GPU (they
+         usually help, and the search measures the others at the knee anyway), every other
+         axis at its first listed value;
+      2. probe: the worker count nearest a quarter of the usable CPUs (an uncontended
+         per-worker rate, and batches that come often enough to measure it quickly);
+      3. fit the pipeline model (analysis/predict.py) on everything measured so far, predict
+         every worker count of the series, and measure the predicted knee (the fewest workers
+         within the tolerance of the best prediction) if it is not measured yet;
+      4. take the measured knee of the series (analysis/knee.py: measured configs only) and
+         measure its neighbours in the worker list (one fewer step, one more); repeat 3-4 until
+         the measured knee's neighbours are measured;
+      5. variants: every other combination of the non-worker axes at the knee's worker count;
+         where a variant measures best, its series gets steps 3-4 from there;
+      6. repeats where they decide: the configs between half and twice the tolerance below the
+         best (a repeat may move them across the knee's edge), with the best and the knee, get
+         repeats, interleaved, up to --repeats, while --time-budget lasts and any config is left
+         near the edge; the knee is taken again after each round, and a new knee gets its
+         neighbours measured.
+    When the worker list was not given (--num-workers), the list searched is every count from
+    0 to twice the default grid's largest (the usable CPUs), so the knee is found to one worker,
+    not to a power of two, and an I/O-bound loader may use more workers than CPUs.
+    Nothing is ranked or recommended that was not measured: the model only chooses what to
+    measure next; its predictions for the cells left unmeasured are shown as predictions, with
+    the error of every prediction that was measured later.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from loaderbench.analysis.knee import find_knee, rankable
+from loaderbench.analysis.predict import Prediction, predict, series_of, with_workers
+from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings
+
+Measure = Callable[[LoaderSettings, int], ConfigResult]
+"""Measure one trial (repeat index) of a config; returns its result with every trial so far,
+summarised (status ok, failed, hung or skipped)."""
+
+
+@dataclass
+class SearchLog:
+    """What the search did, for the result file (`analysis["search"]`)."""
+
+    method: str = "model-guided"
+    grid_configs: int = 0
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    predicted_before_measured: list[dict[str, Any]] = field(default_factory=list)
+    stopped: str = ""
+    budget_s: float | None = None
+    workers_searched: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "grid_configs": self.grid_configs, "workers_searched": self.workers_searched,
+                "steps": self.steps,
+                "predicted_before_measured": self.predicted_before_measured, "stopped": self.stopped,
+                "budget_s": self.budget_s}
+
+
+class Search:
+    """One model-guided search over `cells` (the normalised grid, plus every worker count when
+    `dense_workers`). `measure(settings, repeat)` runs one trial; `clock()` is monotonic
+    seconds (a fake in tests)."""
+
+    def __init__(self, cells: Sequence[LoaderSettings], *, measure: Measure, tolerance: float, repeats: int,
+                 budget_s: float, usable_cpus: int | None, cuda: bool, dense_workers: bool,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cells = list(dict.fromkeys(cells))
+        self.measure_fn, self.tolerance, self.repeats = measure, tolerance, repeats
+        self.usable_cpus, self.cuda, self.dense = usable_cpus, cuda, dense_workers
+        self.clock = clock
+        self.deadline = clock() + budget_s
+        self.results: dict[LoaderSettings, ConfigResult] = {}
+        self.log = SearchLog(grid_configs=len(self.cells), budget_s=budget_s)
+
+    # -- bookkeeping ------------------------------------------------------------------------
+
+    def estimated_trials(self) -> int:
+        """A first estimate of the trials the search will run (for the progress bar's time
+        left): per batch size, the probe, the predicted knee and its two neighbours, one
+        variant per other series, then the extra repeats of about three competing configs."""
+        total = 0
+        for bs in {c.batch_size for c in self.cells}:
+            series = {_base_of(c) for c in self.cells if c.batch_size == bs and c.num_workers > 0}
+            total += 4 + max(0, len(series) - 1)
+        return min(len(self.cells) * self.repeats, total + 3 * (self.repeats - 1))
+
+    def measured(self) -> list[ConfigResult]:
+        return list(self.results.values())
+
+    def _ok(self, s: LoaderSettings) -> bool:
+        r = self.results.get(s)
+        return r is not None and r.status == "ok" and r.summary is not None
+
+    def _measure(self, s: LoaderSettings, why: str) -> ConfigResult:
+        """Measure `s` once (its first trial), logging the model's prediction for it first."""
+        if s in self.results:
+            return self.results[s]
+        preds = predict(self.measured(), [s], self.usable_cpus)
+        pred = preds[0] if preds else None
+        r = self.measure_fn(s, 0)
+        self.results[s] = r
+        entry: dict[str, Any] = {"config": s.key(), "why": why, "status": r.status}
+        if pred is not None:
+            entry["predicted_samples_per_s"] = pred.samples_per_s
+            if r.summary is not None:
+                entry["measured_samples_per_s"] = r.summary.samples_per_s
+                self.log.predicted_before_measured.append(
+                    Prediction(s, pred.samples_per_s, pred.stall_fraction, r.summary.samples_per_s).to_dict())
+        self.log.steps.append(entry)
+        return r
+
+    def workers_of(self, base: LoaderSettings) -> list[int]:
+        """The worker counts searched for `base`'s series, ascending."""
+        counts = {c.num_workers for c in self.cells if series_of(c) == series_of(base)
+                  and (c.num_workers == 0 or _same_but_workers(c, base))}
+        if self.dense and counts:
+            # Every count up to the default grid's largest (the usable CPUs), or twice that for
+            # a loader whose workers wait more than they compute (under half a core each, as
+            # measured): it gains from more workers than CPUs.
+            top = max(counts)
+            counts = set(range(0, (2 * top if self.io_bound() else top) + 1))
+        return sorted(counts)
+
+    def io_bound(self) -> bool:
+        """Whether the measured configs with workers used under half a CPU core per worker
+        (median over them); False before any was measured."""
+        shares = []
+        for r in rankable(self.measured()):
+            cpu = None if r.summary is None else r.summary.cpu_util_pct
+            if r.settings.num_workers > 0 and cpu is not None:
+                shares.append(cpu / 100.0 / r.settings.num_workers)
+        shares.sort()
+        return bool(shares) and shares[len(shares) // 2] < 0.5
+
+    # -- the search ----------------------------------------------------------------------------
+
+    def run(self) -> list[ConfigResult]:
+        """Search every batch size; returns the measured configs."""
+        for batch_size in sorted({c.batch_size for c in self.cells}):
+            cells = [c for c in self.cells if c.batch_size == batch_size]
+            self._search_batch(cells)
+        self._repeat_where_it_decides()
+        counts = sorted({w for c in self.cells for w in self.workers_of(c)})
+        self.log.workers_searched = [counts[0], counts[-1]] if counts else []
+        return self.measured()
+
+    def _search_batch(self, cells: list[LoaderSettings]) -> None:
+        with_w = [c for c in cells if c.num_workers > 0]
+        if not with_w:
+            for c in cells:
+                self._measure(c, "the grid has no workers")
+            return
+        bases = list(dict.fromkeys(_base_of(c) for c in with_w))
+        base = self._choose_base(bases)
+        knee_w = self._search_workers(base)
+        # Variants at the knee: every other series at the knee's worker count.
+        for other in bases:
+            if other != base and self.clock() < self.deadline:
+                self._measure(with_workers(other, knee_w or _fewest_workers(self.workers_of(other))),
+                              "a variant at the knee's worker count")
+        mine = [r for r in self.measured() if r.settings.batch_size == cells[0].batch_size]
+        knee = find_knee(mine, tolerance=self.tolerance)
+        if knee is not None and knee.settings.num_workers > 0 and _base_of(knee.settings) != base:
+            self._search_workers(_base_of(knee.settings), start=knee.settings.num_workers)
+
+    def _choose_base(self, bases: list[LoaderSettings]) -> LoaderSettings:
+        def score(b: LoaderSettings) -> tuple[int, ...]:
+            on = int(b.pin_memory) + int(b.prefetch) if self.cuda else 0
+            return (-on, bases.index(b))
+        return min(bases, key=score)
+
+    def _search_workers(self, base: LoaderSettings, start: int | None = None) -> int | None:
+        """Steps 2-4 of NOTE [model-guided search] for `base`'s series; returns the measured
+        knee's worker count (None when nothing of the series could be measured)."""
+        counts = self.workers_of(base)
+        if not counts:
+            return None
+        if start is None:
+            probe = self._probe_count(counts)
+            self._measure(with_workers(base, probe), "probe: a quarter of the CPUs in workers")
+        for _ in range(2 * len(counts) + 2):
+            counts = self.workers_of(base)
+            if self.clock() >= self.deadline:
+                self.log.stopped = "--time-budget reached during the search: the knee of what was measured"
+                break
+            series = [r for r in self.measured() if series_of(r.settings) == series_of(base)
+                      and (r.settings.num_workers == 0 or _same_but_workers(r.settings, base))]
+            target = self._predicted_knee(base, counts)
+            if target is not None and with_workers(base, target) not in self.results:
+                self._measure(with_workers(base, target), "the predicted knee")
+                continue
+            knee = find_knee(series, tolerance=self.tolerance)
+            if knee is None:
+                # Nothing of the series measured well (the probe failed): the next count up.
+                left = [c for c in counts if with_workers(base, c) not in self.results]
+                if not left:
+                    return None
+                self._measure(with_workers(base, left[0]), "nothing measured yet: the next count")
+                continue
+            w = knee.settings.num_workers
+            tried = {r.settings.num_workers for r in series}
+            below = [c for c in tried if c < w]
+            # Between the most workers measured below the knee and the knee: the model's
+            # predicted knee there (refitted after every measurement), else the knee's own
+            # lower neighbour, until they are neighbours.
+            gap = [c for c in counts if (max(below) if below else -1) < c < w]
+            if below and gap:
+                guess = self._predicted_knee(base, gap, relative_to=knee)
+                # No count in the gap is predicted to qualify: check the knee's own neighbour.
+                pick = guess if guess is not None else gap[-1]
+                self._measure(with_workers(base, pick), "between the knee and the most workers below it")
+                continue
+            i = counts.index(w) if w in counts else None
+            nbrs = [] if i is None else [n for n in (self._neighbour(base, counts, i, -1),
+                                                     self._neighbour(base, counts, i, +1)) if n is not None]
+            todo = [n for n in nbrs if with_workers(base, n) not in self.results]
+            if not todo:
+                return w
+            self._measure(with_workers(base, todo[0]), "a neighbour of the measured knee")
+        knee = find_knee([r for r in self.measured() if series_of(r.settings) == series_of(base)],
+                         tolerance=self.tolerance)
+        return None if knee is None else knee.settings.num_workers
+
+    def _neighbour(self, base: LoaderSettings, counts: list[int], i: int, step: int) -> int | None:
+        """The next count from counts[i] in direction `step` that did not fail (a failed or hung
+        config says nothing about the curve: the one past it is the neighbour)."""
+        j = i + step
+        while 0 <= j < len(counts):
+            r = self.results.get(with_workers(base, counts[j]))
+            if r is None or r.status == "ok":
+                return counts[j]
+            j += step
+        return None
+
+    def _probe_count(self, counts: list[int]) -> int:
+        """The first count measured: the one nearest a quarter of the usable CPUs (at least 1),
+        so its workers do not share CPUs (an uncontended per-worker rate) and its batches come
+        often enough to measure it quickly."""
+        target = max(1.0, (self.usable_cpus or 1) / 4)
+        nonzero = [c for c in counts if c > 0] or counts
+        return min(nonzero, key=lambda c: (abs(c - target), c))
+
+    def _predicted_knee(self, base: LoaderSettings, counts: list[int],
+                        relative_to: ConfigResult | None = None) -> int | None:
+        """The fewest workers among `counts` predicted within the tolerance of the best
+        prediction (or of `relative_to`'s measured throughput); None when nothing is predicted
+        or (with `relative_to`) no count qualifies."""
+        cells = [with_workers(base, w) for w in counts]
+        preds = predict(self.measured(), cells, self.usable_cpus)
+        if not preds:
+            return None
+        top = (max(p.samples_per_s for p in preds) if relative_to is None or relative_to.summary is None
+               else relative_to.summary.samples_per_s)
+        within = [p for p in preds if p.samples_per_s >= (1.0 - self.tolerance) * top]
+        return min(p.settings.num_workers for p in within) if within else None
+
+    def _repeat_where_it_decides(self) -> None:
+        """Step 6: repeats for the configs that compete with the best, then the knee's
+        neighbours again if the knee moved."""
+        if self.log.stopped:
+            return
+        for repeat in range(1, self.repeats):
+            if self.clock() >= self.deadline:
+                self.log.stopped = f"--time-budget reached before repeat {repeat + 1}"
+                return
+            for r in self.competitors():
+                if self.clock() >= self.deadline:
+                    self.log.stopped = f"--time-budget reached during repeat {repeat + 1}"
+                    return
+                if len(r.trials) <= repeat and r.status == "ok":
+                    self.results[r.settings] = self.measure_fn(r.settings, repeat)
+            knee = find_knee(self.measured(), tolerance=self.tolerance)
+            if knee is not None and knee.settings.num_workers > 0:
+                self._search_workers(_base_of(knee.settings), start=knee.settings.num_workers)
+            if not self.competitors():
+                self.log.stopped = "the ranking is clear: no config near the knee's edge"
+                return
+        self.log.stopped = f"every config near the knee's edge measured {self.repeats} times"
+
+    def competitors(self) -> list[ConfigResult]:
+        """The measured configs whose place decides the pick: those between half the tolerance
+        and twice the tolerance below the best (a repeat may move them across the knee's edge),
+        with the best and the knee when there is any such config. A config within half the
+        tolerance is equal to the best whatever a repeat says, one further than twice the
+        tolerance is out (analysis.knee.qualifies caps noise there), so neither gets repeats."""
+        ok = rankable(self.measured())
+        if not ok:
+            return []
+        best = max(ok, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
+        top = best.summary.samples_per_s  # type: ignore[union-attr]
+        edge = [r for r in ok if (1.0 - 2 * self.tolerance) * top <= r.summary.samples_per_s  # type: ignore[union-attr]
+                < (1.0 - self.tolerance / 2) * top]
+        if not edge:
+            return []
+        knee = find_knee(ok, tolerance=self.tolerance)
+        chosen = {r.settings: r for r in [*edge, best, *([knee] if knee is not None else [])]}
+        return sorted(chosen.values(), key=lambda r: r.settings.structural_key())
+
+
+def _same_but_workers(a: LoaderSettings, b: LoaderSettings) -> bool:
+    return _base_of(a) == _base_of(b)
+
+
+def _base_of(s: LoaderSettings) -> LoaderSettings:
+    """The settings with num_workers set to 1 (the workers-only axes kept): a series key for
+    configs with workers."""
+    return LoaderSettings(**{**s.to_dict(), "num_workers": 1}) if s.num_workers > 0 else s
+
+
+def _fewest_workers(counts: list[int]) -> int:
+    return next((w for w in counts if w > 0), counts[0])
+
+
+def axes_varied(cells: Sequence[LoaderSettings]) -> list[str]:
+    """The grid axes with more than one value among `cells`."""
+    return [a.name for a in GRID_AXES if len({getattr(c, a.name) for c in cells}) > 1]

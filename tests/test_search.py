@@ -1,0 +1,168 @@
+"""The model-guided search against pipelines of known rates (no processes): it finds the knee a
+full grid finds, measures fewer configs, never ranks a prediction, and its model predicts the
+configs it did not measure."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from loaderbench.analysis import summarize_config
+from loaderbench.analysis.knee import find_knee
+from loaderbench.analysis.predict import Fit, predict, series_of, softmin
+from loaderbench.model import ConfigResult, LoaderSettings
+from loaderbench.search import Search
+from tests.helpers import FakeClock, settings, trial
+
+
+def pipeline(build_ms_per_sample: float, step_ms: float, *, bs: int = 16, cpus: int = 16,
+             cpu_per_sample_s: float = 0.0, receive_ms: float = 0.2):
+    """A loader whose workers each build a batch in bs x build_ms, a step of step_ms, on `cpus`
+    CPUs: the measured throughput of W workers is min(W x r, cpus / kappa, C) with r = 1000 /
+    build_ms samples/s per worker (0 workers: build, then step). Returns measure(settings, repeat)."""
+    r = 1000.0 / build_ms_per_sample
+    c = bs * 1000.0 / step_ms
+    calls: list[tuple[LoaderSettings, int]] = []
+    results: dict[LoaderSettings, ConfigResult] = {}
+
+    def measure(s: LoaderSettings, repeat: int) -> ConfigResult:
+        calls.append((s, repeat))
+        w = s.num_workers
+        cpu_cap = cpus / cpu_per_sample_s if cpu_per_sample_s else math.inf
+        if w == 0:
+            loader = r
+            rate = 1.0 / (1.0 / r + 1.0 / c)
+        else:
+            loader = min(w * r, cpu_cap)
+            rate = min(loader, c)
+        step_s = bs / rate
+        compute_s = step_ms / 1000.0
+        t = trial(max(0.0, step_s - compute_s), compute_s, n=30, bs=bs)
+        t.loader_alone_samples_per_s = loader
+        t.receive_s = [receive_ms / 1000.0] * 4 if w else []
+        t.cpu_util_pct = 100.0 * (cpu_per_sample_s * rate + 0.05)
+        res = results.setdefault(s, ConfigResult(settings=s, status="ok"))
+        res.trials.append(t)
+        summarize_config(res)
+        res.summary.compute_ceiling_samples_per_s = c
+        return res
+
+    return measure, calls
+
+
+def grid(workers, **kw) -> list[LoaderSettings]:
+    return [settings(w, **kw) if w else settings(0, bs=kw.get("bs", 16)) for w in workers]
+
+
+@pytest.mark.parametrize("build_ms, step_ms, knee", [
+    (2.0, 12.0, 3),   # 32 ms per batch per worker, 12 ms step: 3 workers (32 / 12 = 2.7)
+    (3.0, 16.0, 3),   # 24 ms per batch of 8... here bs 16: 48 / 16 = 3
+    (1.0, 8.0, 2),    # 16 / 8 = 2
+    (5.0, 10.0, 8),   # 80 / 10 = 8
+    (0.5, 40.0, 1),   # a fast loader: 1 worker (0 workers build and step in turn)
+])
+def test_the_search_finds_the_full_grids_knee_with_fewer_configs(build_ms, step_ms, knee):
+    cells = grid(range(0, 13))
+    measure, calls = pipeline(build_ms, step_ms)
+    search = Search(cells, measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=16,
+                    cuda=False, dense_workers=False, clock=FakeClock())
+    found = find_knee(search.run(), tolerance=0.05)
+    full_measure, _ = pipeline(build_ms, step_ms)
+    full = find_knee([full_measure(c, 0) for c in cells], tolerance=0.05)
+    assert found.settings == full.settings
+    assert found.settings.num_workers == knee
+    assert len({s for s, _ in calls}) <= 6 < len(cells)
+    # Every measured config is one the search chose; the knee's neighbours were measured.
+    measured = {s.num_workers for s, _ in calls}
+    assert {knee - 1, knee + 1} & set(range(13)) <= measured
+
+
+def test_a_dense_worker_search_finds_the_knee_between_powers_of_two():
+    # 6 workers needed (96 ms per batch per worker, 16 ms step); the default grid is 0,1,2,4,8,16.
+    cells = grid([0, 1, 2, 4, 8, 16])
+    measure, calls = pipeline(6.0, 16.0)
+    search = Search(cells, measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=16,
+                    cuda=False, dense_workers=True, clock=FakeClock())
+    knee = find_knee(search.run(), tolerance=0.05)
+    assert knee.settings.num_workers == 6
+    assert {5, 6, 7} <= {s.num_workers for s, _ in calls}
+
+
+def test_the_cpu_ceiling_bends_the_curve_and_the_model_predicts_it():
+    # Each sample costs 10 ms of CPU: 4 CPUs build at most 400 samples/s, whatever the workers;
+    # one worker builds 100/s (10 ms per sample); the step could take 1,600/s.
+    cells = grid([0, 1, 2, 4, 8, 16])
+    measure, calls = pipeline(10.0, 10.0, cpus=4, cpu_per_sample_s=0.010)
+    search = Search(cells, measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=4,
+                    cuda=False, dense_workers=False, clock=FakeClock())
+    ran = search.run()
+    knee = find_knee(ran, tolerance=0.05)
+    assert knee.settings.num_workers == 4
+    [p16] = predict(ran, [settings(16)], 4)
+    assert p16.samples_per_s == pytest.approx(400.0, rel=0.15)  # the CPUs bind, not 16 x 100
+    assert p16.stall_fraction == pytest.approx(1 - 400 / 1600, abs=0.05)
+
+
+def test_repeats_go_only_to_the_configs_that_decide_the_pick():
+    # 2.4 ms per sample: a worker builds 417 samples/s; the 12 ms step takes 1,333/s. 3 workers
+    # reach 1,250/s, 6% under the best: near the knee's edge (between 2.5% and 10% under), so a
+    # repeat may move it across; 4 (the knee, the best) get repeats with it, 8 does not.
+    cells = grid([0, 1, 2, 3, 4, 8])
+    measure, calls = pipeline(2.4, 12.0)
+    search = Search(cells, measure=measure, tolerance=0.05, repeats=3, budget_s=600, usable_cpus=16,
+                    cuda=False, dense_workers=False, clock=FakeClock())
+    search.run()
+    assert {s.num_workers for s, rep in calls if rep > 0} == {3, 4}
+    assert search.log.stopped == "every config near the knee's edge measured 3 times"
+    # 2 ms per sample: 4 and 8 workers both reach the step's 1,333/s and 2 workers are far
+    # below (1,000/s): the ranking is clear, nothing is repeated.
+    measure, calls = pipeline(2.0, 12.0)
+    search = Search(grid([0, 1, 2, 4, 8]), measure=measure, tolerance=0.05, repeats=3, budget_s=600,
+                    usable_cpus=16, cuda=False, dense_workers=False, clock=FakeClock())
+    search.run()
+    assert all(rep == 0 for _, rep in calls)
+    assert search.log.stopped == "the ranking is clear: no config near the knee's edge"
+
+
+def test_the_time_budget_stops_the_repeats_and_says_so():
+    clock = FakeClock()
+    cells = grid([0, 1, 2, 4, 8])
+    measure, calls = pipeline(2.0, 12.0)
+
+    def slow(s, rep):
+        clock.advance(50.0)
+        return measure(s, rep)
+
+    search = Search(cells, measure=slow, tolerance=0.05, repeats=3, budget_s=120, usable_cpus=16,
+                    cuda=False, dense_workers=False, clock=clock)
+    search.run()
+    assert search.log.stopped.startswith("--time-budget reached")
+    assert all(rep == 0 for s, rep in calls[:3])
+
+
+def test_softmin_and_the_zero_worker_series():
+    assert softmin(100.0, 1e9, 6.0) == pytest.approx(100.0)
+    f = Fit(per_worker=100.0, cpu_s_per_sample=None, main=None, zero_workers=None, compute=400.0, sharpness=6.0)
+    assert f.samples_per_s(0, 4) == pytest.approx(1 / (1 / 100 + 1 / 400))  # build, then step
+    s = replace(settings(4, pin=True, factor=4), persistent_workers=True)
+    assert series_of(s) == settings(0, pin=True)
+
+
+def test_a_probe_that_fails_moves_the_search_on():
+    # The probe's config fails (a worker crashed): the search measures the next count up, and
+    # never recommends the failed one.
+    measure, calls = pipeline(2.0, 12.0)
+
+    def flaky(s, rep):
+        r = measure(s, rep)
+        if s.num_workers == 4:
+            r.status, r.summary, r.trials, r.error = "failed", None, [], "worker killed"
+        return r
+
+    search = Search(grid([0, 1, 2, 4, 8]), measure=flaky, tolerance=0.05, repeats=1, budget_s=600,
+                    usable_cpus=16, cuda=False, dense_workers=False, clock=FakeClock())
+    knee = find_knee(search.run(), tolerance=0.05)
+    assert [s.num_workers for s, _ in calls][:2] == [4, 0]
+    assert knee is not None and knee.settings.num_workers == 8
