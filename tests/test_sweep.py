@@ -188,4 +188,23 @@ def test_no_drift_keeps_the_warm_trials_and_says_so(tmp_path):
                    runner=warm, fresh_runner=fresh, save=lambda r, p: None)
     assert rs.analysis["drift"]["remeasured"] == [] and abs(rs.analysis["drift"]["change"]) < 0.01
     knee = [r for r in rs.results if r.settings.num_workers == 2][0]
-    assert len(knee.trials) == 2  # the fresh trial counts as a repeat
+    assert len(knee.trials) == 1  # the fresh trial is a check, not a repeat
+    assert rs.analysis["drift"]["fresh_samples_per_s"] == pytest.approx(16 / 0.013, rel=0.01)
+
+
+def test_a_fresh_check_within_the_tolerance_never_moves_the_pick(tmp_path):
+    # Warm: 2 workers at 16 / 13.0 ms, 4 workers at 16 / 12.8 ms (1.5% apart: equal, so 2 is the
+    # knee). The fresh check of 2 workers reads 7% slower (within twice the 5% tolerance). Folded
+    # in as a repeat, it would pull 2 workers' median 3.5% down, 5% below 4 workers, and move the
+    # pick to 4 on a measurement of another kind; the pick stays 2.
+    from dataclasses import replace
+
+    warm = FakeRunner({0: ok(0), 2: Outcome(status="ok", trial=trial(0.001, 0.012)),
+                       4: Outcome(status="ok", trial=trial(0.0008, 0.012))})
+    fresh = FakeRunner({2: Outcome(status="ok", trial=trial(0.002, 0.012))})
+    rs = run_sweep(replace(config(), repeats=1, tolerance=0.05), output=tmp_path / "r.json", environment=ENV,
+                   machine=MACHINE, runner=warm, fresh_runner=fresh, save=lambda r, p: None)
+    drift = rs.analysis["drift"]
+    assert drift["config"].startswith("w2-") and drift["change"] == pytest.approx(0.013 / 0.014 - 1, abs=0.005)
+    assert drift["remeasured"] == []
+    assert rs.recommendation.settings.num_workers == 2

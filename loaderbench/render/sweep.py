@@ -425,7 +425,8 @@ def search_lines(rs: ResultSet) -> list[str]:
                        f"measuring process; measured again, each in a fresh process: {', '.join(drift['remeasured'])}.")
         else:
             out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process: "
-                       f"{moved} against the warm process (within the tolerance).")
+                       f"{moved} against the warm process (within twice the tolerance; a check, not counted as a "
+                       "repeat).")
     return out
 
 
