@@ -195,10 +195,10 @@ def _torch_facts() -> dict[str, Any]:
         facts["cudnn_version"] = torch.backends.cudnn.version()
     except Exception:  # noqa: BLE001 (a broken cuDNN install is just "unknown")
         facts["cudnn_version"] = None
-    try:
-        import torchvision
+    try:  # the installed version, without importing torchvision (seconds on a small machine)
+        from importlib.metadata import version
 
-        facts["torchvision_version"] = torchvision.__version__
+        facts["torchvision_version"] = version("torchvision")
     except Exception:  # noqa: BLE001 (absent or broken torchvision is just "unknown")
         facts["torchvision_version"] = None
     return facts

@@ -752,24 +752,26 @@ def execute_sweep(
     check_result_path(out)
     check_baseline_settings(config, plan(config, machine))
     obs = observer or NullObserver()
-    obs.phase(f"building the dataset ({config.dataset.factory or config.dataset.kind}) to check it")
-    facts = validate_workload(config, machine, cache_dir=cache_dir)
-    if facts.sampler_kind:
-        config = replace(config, dataset=replace(config.dataset, sampler_kind=facts.sampler_kind))
-    cuda_in_use = machine.cuda and config.measure.device != "cpu"
-    environment = capture_environment(device_index=0 if cuda_in_use else None)
-    if distributed is not None:
-        environment["distributed"] = distributed
-    for w in preflight_warnings(environment):
-        obs.warning(w)
+    warm = WarmRunner() if config.isolation == "warm" and runner is run_isolated else None
     try:
-        if config.isolation == "warm" and runner is run_isolated:
-            with WarmRunner() as warm:
-                rs = run_sweep(
-                    config, output=out, environment=environment, machine=machine, observer=obs,
-                    cache_dir=cache_dir, facts=facts, runner=warm, fresh_runner=run_isolated,
-                )
-                rs.analysis["measuring_processes"] = warm.starts
+        if warm is not None:
+            warm.prestart()  # its start-up overlaps the checks below
+        obs.phase(f"building the dataset ({config.dataset.factory or config.dataset.kind}) to check it")
+        facts = validate_workload(config, machine, cache_dir=cache_dir)
+        if facts.sampler_kind:
+            config = replace(config, dataset=replace(config.dataset, sampler_kind=facts.sampler_kind))
+        cuda_in_use = machine.cuda and config.measure.device != "cpu"
+        environment = capture_environment(device_index=0 if cuda_in_use else None)
+        if distributed is not None:
+            environment["distributed"] = distributed
+        for w in preflight_warnings(environment):
+            obs.warning(w)
+        if warm is not None:
+            rs = run_sweep(
+                config, output=out, environment=environment, machine=machine, observer=obs,
+                cache_dir=cache_dir, facts=facts, runner=warm, fresh_runner=run_isolated,
+            )
+            rs.analysis["measuring_processes"] = warm.starts
         else:
             rs = run_sweep(
                 config, output=out, environment=environment, machine=machine, observer=obs,
@@ -777,6 +779,9 @@ def execute_sweep(
             )
     except KeyboardInterrupt as exc:
         raise SweepInterruptedAt(out) from exc
+    finally:
+        if warm is not None:
+            warm.close()
     return rs, out
 
 

@@ -16,7 +16,9 @@ TRIAL = {"first_batch_s": 0.1, "warmup_batches": 0, "data_wait_s": [0.01], "comp
 def serve() -> int:
     """The warm process's protocol: `JOB RESULT` lines in, `done` out. The job's seed picks the
     behaviour ($FAKE_SEED_<seed>: ok | fail | crash | hang); an ok trial's `samples` is this
-    process's pid, so a test can tell a kept process from a fresh one."""
+    process's pid, so a test can tell a kept process from a fresh one. $FAKE_START_S: seconds
+    of start-up (torch's import) before it reads its first job."""
+    time.sleep(float(os.environ.get("FAKE_START_S", "0")))
     for line in sys.stdin:
         job, result = (Path(p) for p in line.split())
         mode = os.environ.get(f"FAKE_SEED_{json.loads(job.read_text())['seed']}", "ok")

@@ -127,3 +127,21 @@ def test_a_warm_process_serves_configs_and_a_failure_costs_one_config(fake_pytho
         pids = [o.trial.samples for o in outs if o.status == "ok"]
         assert len(set(pids)) == 4  # one process per stretch between failures
         assert runner.starts == 4
+
+
+def test_a_prestarted_warm_process_serves_the_first_config_and_an_unused_one_ends_at_once(fake_python):
+    from loaderbench.measure.warm import WarmRunner
+
+    with WarmRunner(python=fake_python) as runner:
+        runner.prestart()
+        runner.prestart()  # a no-op while it runs
+        assert runner.starts == 1
+        assert runner(job(timeout_s=5.0)).status == "ok"
+        assert runner.starts == 1  # the first config went to the process started early
+    # One that never got a job (the sweep stopped on bad input) and is still starting up (10 s)
+    # is killed, not waited for.
+    unused = WarmRunner(python=fake_python, env=dict(os.environ, FAKE_START_S="10"))
+    unused.prestart()
+    t0 = time.monotonic()
+    unused.close()
+    assert time.monotonic() - t0 < 2.0 and unused._proc is None

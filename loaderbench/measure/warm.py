@@ -60,6 +60,13 @@ class WarmRunner:
     def __enter__(self) -> WarmRunner:
         return self
 
+    def prestart(self) -> None:
+        """Start the measuring process now (its interpreter and torch's import then overlap
+        whatever the caller does before the first trial); a no-op when one is running."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._stop()
+            self._start()
+
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
@@ -178,8 +185,9 @@ class WarmRunner:
         )
 
     def close(self) -> None:
-        """End the measuring process (stdin closed, then its tree killed) and remove the files."""
-        if self._proc is not None and self._proc.stdin is not None:
+        """End the measuring process (stdin closed, then its tree killed; killed at once when it
+        never got a job, as when the sweep stops on bad input) and remove the files."""
+        if self._proc is not None and self._proc.stdin is not None and self._jobs > 0:
             try:
                 self._proc.stdin.close()
                 self._proc.wait(timeout=5)
