@@ -35,16 +35,17 @@ def int_in(lo: int, hi: int) -> Parser:
 
 def float_in(lo: float, hi: float) -> Parser:
     """A number from `lo` to `hi`; `5%` is 0.05."""
+    span = f"a number from {lo:g} to {hi:g}" + (f" ({lo * 100:g}% to {hi * 100:g}%)" if hi <= 1.0 else "")
 
     def parse(v: Any) -> float:
         if isinstance(v, bool):
-            raise ValueError(f"expected a number from {lo:g} to {hi:g}")
+            raise ValueError(f"expected {span}")
         try:
             x = float(str(v).strip().rstrip("%")) / (100.0 if str(v).strip().endswith("%") else 1.0)
         except ValueError:
-            raise ValueError(f"expected a number from {lo:g} to {hi:g}, got {v!r}") from None
+            raise ValueError(f"expected {span}, got {v!r}") from None
         if math.isnan(x) or not lo <= x <= hi:
-            raise ValueError(f"expected a number from {lo:g} to {hi:g}, got {v!r}")
+            raise ValueError(f"expected {span}, got {v!r}")
         return x
 
     return parse

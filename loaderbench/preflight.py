@@ -144,9 +144,14 @@ def workload_facts(dataset: Any, *, check_replication: bool, timeout_s: float = 
         try:
             loader = DataLoader(dataset, batch_size=None, num_workers=2, timeout=timeout_s)
             it = iter(loader)
-            a, b = next(it), next(it)
-            del it
+            a, b = next(it), next(it)  # worker 0's first sample, worker 1's first
             replicated = _same(a, b, torch)
+            if replicated:  # their second samples too, where the stream has them
+                try:
+                    replicated = _same(next(it), next(it), torch)
+                except StopIteration:
+                    pass
+            del it
         except Exception:  # noqa: BLE001
             replicated = None
     try:
@@ -160,11 +165,24 @@ def workload_facts(dataset: Any, *, check_replication: bool, timeout_s: float = 
 
 
 def _same(a: Any, b: Any, torch: Any) -> bool:
-    from loaderbench.batch import iter_tensors
+    """Whether two samples are equal in every part: tensors (shape, dtype, values), numpy
+    arrays, containers (same keys or length, parts equal) and other values (==). A label or an
+    index that differs makes them different even when the tensors are equal."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(torch.equal(a, b)))
+    if type(a).__module__ == "numpy" or type(b).__module__ == "numpy":
+        import numpy
 
-    ta, tb = list(iter_tensors(a)), list(iter_tensors(b))
-    if ta or tb:
-        return len(ta) == len(tb) and all(
-            x.shape == y.shape and x.dtype == y.dtype and bool(torch.equal(x, y)) for x, y in zip(ta, tb)
-        )
-    return bool(a == b)
+        try:
+            return bool(numpy.array_equal(a, b))
+        except Exception:  # noqa: BLE001 - incomparable parts are different parts
+            return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k], torch) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y, torch) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001
+        return False

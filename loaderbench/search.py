@@ -23,8 +23,12 @@ NOTE [model-guided search]
          near the edge; the knee is taken again after each round, and a new knee gets its
          neighbours measured.
     When the worker list was not given (--num-workers), the list searched is every count from
-    0 to twice the default grid's largest (the usable CPUs), so the knee is found to one worker,
-    not to a power of two, and an I/O-bound loader may use more workers than CPUs.
+    0 to the default grid's largest (the usable CPUs), or twice that for a loader whose workers
+    use under half a core each (I/O-bound) or that is still loader-bound at the usable CPUs with
+    CPUs to spare, so the knee is found to one worker, not to a power
+    of two, and an I/O-bound loader may use more workers than CPUs. `--baseline-settings` (the
+    user's current settings) are measured first; 0 workers is measured when it may compete
+    (Search._maybe_no_workers), else predicted.
     Nothing is ranked or recommended that was not measured: the model only chooses what to
     measure next; its predictions for the cells left unmeasured are shown as predictions, with
     the error of every prediction that was measured later.
@@ -37,9 +41,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loaderbench.analysis.advice import CPU_SATURATED
 from loaderbench.analysis.knee import find_knee, rankable
 from loaderbench.analysis.predict import Prediction, predict, series_of, with_workers
-from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings
+from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, Verdict
 
 Measure = Callable[[LoaderSettings, int], ConfigResult]
 """Measure one trial (repeat index) of a config; returns its result with every trial so far,
@@ -72,8 +77,9 @@ class Search:
 
     def __init__(self, cells: Sequence[LoaderSettings], *, measure: Measure, tolerance: float, repeats: int,
                  budget_s: float, usable_cpus: int | None, cuda: bool, dense_workers: bool,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, first: Sequence[LoaderSettings] = ()) -> None:
         self.cells = list(dict.fromkeys(cells))
+        self.first = [c for c in dict.fromkeys(first) if c in self.cells]  # the user's own settings
         self.measure_fn, self.tolerance, self.repeats = measure, tolerance, repeats
         self.usable_cpus, self.cuda, self.dense = usable_cpus, cuda, dense_workers
         self.clock = clock
@@ -127,8 +133,19 @@ class Search:
             # a loader whose workers wait more than they compute (under half a core each, as
             # measured): it gains from more workers than CPUs.
             top = max(counts)
-            counts = set(range(0, (2 * top if self.io_bound() else top) + 1))
+            wider = self.io_bound() or self._starved_at(base, top)
+            counts = set(range(0, (2 * top if wider else top) + 1))
         return sorted(counts)
+
+    def _starved_at(self, base: LoaderSettings, workers: int) -> bool:
+        """Whether `workers` of `base`'s series measured loader-bound with CPUs to spare (the
+        process tree under the saturation mark): more workers than CPUs may still help, so the
+        search goes on past the usable CPUs instead of advising to try more workers."""
+        r = self.results.get(with_workers(base, workers))
+        s = None if r is None or r.status != "ok" else r.summary
+        if s is None or s.verdict != Verdict.LOADER_BOUND.value or s.cpu_util_pct is None or not self.usable_cpus:
+            return False
+        return s.cpu_util_pct < 100.0 * CPU_SATURATED * self.usable_cpus
 
     def io_bound(self) -> bool:
         """Whether the measured configs with workers used under half a CPU core per worker
@@ -154,6 +171,9 @@ class Search:
         return self.measured()
 
     def _search_batch(self, cells: list[LoaderSettings]) -> None:
+        for c in self.first:
+            if c.batch_size == cells[0].batch_size:
+                self._measure(c, "--baseline-settings: your current settings")
         with_w = [c for c in cells if c.num_workers > 0]
         if not with_w:
             for c in cells:
@@ -162,6 +182,7 @@ class Search:
         bases = list(dict.fromkeys(_base_of(c) for c in with_w))
         base = self._choose_base(bases)
         knee_w = self._search_workers(base)
+        self._maybe_no_workers(base)
         # Variants at the knee: every other series at the knee's worker count.
         for other in bases:
             if other != base and self.clock() < self.deadline:
@@ -171,6 +192,25 @@ class Search:
         knee = find_knee(mine, tolerance=self.tolerance)
         if knee is not None and knee.settings.num_workers > 0 and _base_of(knee.settings) != base:
             self._search_workers(_base_of(knee.settings), start=knee.settings.num_workers)
+
+    def _maybe_no_workers(self, base: LoaderSettings) -> None:
+        """Measure 0 workers of `base`'s series when it may compete: the model predicts it from
+        the workers' rate, which includes handing every batch to the main process, a cost 0
+        workers never pays. So when a measured row of the series is bound by that hand-off (the
+        receive floor), or 0 workers is predicted at half the best measured throughput or more,
+        it is measured rather than predicted."""
+        if 0 not in self.workers_of(base) or with_workers(base, 0) in self.results or self.clock() >= self.deadline:
+            return
+        series = [r for r in rankable(self.measured()) if series_of(r.settings) == series_of(base)]
+        if not series:
+            return
+        if any(r.summary is not None and r.summary.verdict == Verdict.RECEIVE_FLOOR.value for r in series):
+            self._measure(with_workers(base, 0), "0 workers: the hand-off from the workers binds, and 0 workers has none")
+            return
+        best = max(r.summary.samples_per_s for r in series)  # type: ignore[union-attr]
+        preds = predict(self.measured(), [with_workers(base, 0)], self.usable_cpus)
+        if preds and preds[0].samples_per_s >= 0.5 * best:
+            self._measure(with_workers(base, 0), "0 workers: predicted at half the best or more")
 
     def _choose_base(self, bases: list[LoaderSettings]) -> LoaderSettings:
         def score(b: LoaderSettings) -> tuple[int, ...]:

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from loaderbench import __version__
 from loaderbench.analysis import analyze
@@ -326,6 +326,8 @@ def run_sweep(
             usable_cpus=machine.cpus_per_rank,
             cuda=machine.cuda and config.measure.device != "cpu",
             dense_workers=config.dense_workers,
+            first=[p.settings for p in points if config.baseline_settings and all(
+                getattr(p.settings, k) == v for k, v in config.baseline_settings.items())][:1],
         )
         obs.sweep_started(search.estimated_trials())
         search.run()
@@ -570,19 +572,32 @@ def _apply(res: ConfigResult, outcome: Outcome) -> None:
 
 def _build_with_deadline(config: SweepConfig, cache_dir: str | None) -> Any:
     """Build the dataset in this process, under a deadline of `--config-timeout` seconds (a user
-    factory that never returns must not hang the sweep). The deadline is a SIGALRM, so it
-    applies only in the main thread of the main interpreter; elsewhere the build runs plain."""
-    import signal
-    import threading
-
+    factory that never returns must not hang the sweep)."""
     from loaderbench import datasets
-    from loaderbench.errors import DataError
 
     def build() -> Any:
         return datasets.build_dataset(config.dataset, cache_dir=None if cache_dir is None else Path(cache_dir))
 
+    name = config.dataset.factory or config.dataset.kind
+    return _with_deadline(config, build, f"building the dataset ({name})", "check the factory")
+
+
+T = TypeVar("T")
+
+
+def _with_deadline(config: SweepConfig, fn: Callable[[], T], what: str, fix: str) -> T:
+    """`fn()` under a deadline of `--config-timeout` seconds: the user's code that runs in this
+    process (the factory, the first samples and their collate, the sampler) must not hang the
+    sweep. DataError "<what> took over N s (--config-timeout): <fix>, or raise --config-timeout"
+    when it expires. The deadline is a SIGALRM, so it applies only in the main thread of the
+    main interpreter; elsewhere `fn` runs plain."""
+    import signal
+    import threading
+
+    from loaderbench.errors import DataError
+
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
-        return build()
+        return fn()
 
     def expired(signum: int, frame: Any) -> None:
         raise _DeadlineExpired
@@ -591,12 +606,9 @@ def _build_with_deadline(config: SweepConfig, cache_dir: str | None) -> Any:
     previous = signal.signal(signal.SIGALRM, expired)
     signal.alarm(seconds)
     try:
-        return build()
+        return fn()
     except _DeadlineExpired:
-        raise DataError(
-            f"building the dataset ({config.dataset.factory or config.dataset.kind}) took over "
-            f"{seconds} s (--config-timeout): check the factory, or raise --config-timeout"
-        ) from None
+        raise DataError(f"{what} took over {seconds} s (--config-timeout): {fix}, or raise --config-timeout") from None
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
@@ -646,10 +658,17 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
             f"exists; give --batch-size {size} or less"
         )
     many_workers = any(n >= 2 for n in (config.grid["num_workers"] or ()))
-    facts = workload_facts(dataset, check_replication=many_workers)
-    warm_up(dataset, config)
+    name = config.dataset.factory or config.dataset.kind
+    facts = _with_deadline(config, lambda: workload_facts(dataset, check_replication=many_workers),
+                           f"reading the first samples of the dataset ({name}) in this process",
+                           "a sample that never returns hangs every config; check __getitem__ / __iter__")
+    _with_deadline(config, lambda: warm_up(dataset, config),
+                   f"loading one batch of the dataset ({name}) in this process before the first config",
+                   "a sample or the collate never returned; check __getitem__ and --collate-fn")
     if config.dataset.sampler:
-        kind, indices = _sampler_kind(config, dataset, facts)
+        kind, indices = _with_deadline(config, lambda: _sampler_kind(config, dataset, facts),
+                                       f"drawing from --sampler {config.dataset.sampler}",
+                                       "check the sampler factory")
         facts = replace(facts, sampler_kind=kind)
         too_big = sorted(b for b in (config.grid["batch_size"] or ()) if indices is not None and own_epochs and b > indices)
         if kind == "sampler" and too_big:

@@ -379,3 +379,44 @@ def make_pre_batched_stream() -> torch.utils.data.IterableDataset:
 def collate_concat(items):
     """Concatenate chunks along the sample axis: (items x 16, 3)."""
     return torch.cat(items)
+
+
+class HangsAt(Dataset):
+    """Sample `at` never returns (a stuck read): in the main process as in the workers."""
+
+    def __init__(self, at: int = 3, n: int = 64) -> None:
+        self.at, self.n = at, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i == self.at:
+            time.sleep(3600)
+        return torch.zeros(3)
+
+
+def make_hangs_at_3() -> Dataset:
+    return HangsAt(3)
+
+
+class SplitLabelledStream(torch.utils.data.IterableDataset):
+    """A stream split across workers whose samples are an equal image and a different label:
+    `(zeros(3, 8, 8), i)`; `replicate=True` makes every worker replay it."""
+
+    def __init__(self, replicate: bool = False) -> None:
+        self.replicate = replicate
+
+    def __iter__(self):
+        info = get_worker_info()
+        start, step = (0, 1) if info is None or self.replicate else (info.id, info.num_workers)
+        for i in range(start, 4000, step):
+            yield torch.zeros(3, 8, 8), i
+
+
+def make_split_labelled_stream() -> torch.utils.data.IterableDataset:
+    return SplitLabelledStream()
+
+
+def make_replicated_labelled_stream() -> torch.utils.data.IterableDataset:
+    return SplitLabelledStream(replicate=True)

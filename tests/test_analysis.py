@@ -579,3 +579,12 @@ def test_batches_that_hold_fewer_samples_than_batch_size_are_named():
     assert partial_batches([result(settings(0, bs=25), trial(0.01, 0.02, n=10, bs=25))], {}) == []
     assert partial_batches([r], {"sampler_kind": "batch_sampler"}) == []
     assert partial_batches([r], {"samples_per_batch": 25}) == []
+
+
+def test_uniform_waits_that_wobble_in_a_cycle_are_not_periodic_stalls():
+    # 0 workers: every batch waits 37-44 ms (the main process builds it); a 3-batch wobble of a
+    # few ms correlates at lag 3, but no wait stands out from the others: no sawtooth.
+    waits = [0.037, 0.040, 0.044] * 30
+    assert stall_period(waits, [0.005] * 90) is None
+    # The same cycle with a real stall (44 ms against 2 ms) is one.
+    assert stall_period([0.002, 0.002, 0.044] * 30, [0.005] * 90) == 3

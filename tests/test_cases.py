@@ -5,6 +5,7 @@ that would otherwise be ignored silently. Each asserts the right value, worked o
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,16 @@ def test_a_batch_that_cannot_fit_in_memory_is_skipped_with_the_fix(tmp_path):
     [row] = data["results"]
     assert row["status"] == "skipped" and row["error"].startswith("host memory: the batches of this config need about")
     assert "lower batch_size, num_workers or prefetch_factor" in row["error"]
+
+
+def test_a_sample_that_never_returns_in_the_first_batch_ends_the_check_within_the_timeout(tmp_path):
+    # The sweep reads the first samples in its own process before any config (to check the
+    # dataset and warm it): a stuck read there is bounded by --config-timeout, one line, exit 2.
+    t0 = time.monotonic()
+    res = runner.invoke(app, ["sweep", "--dataset", f"{FIX}:make_hangs_at_3", "--batch-size", "4",
+                              "--num-workers", "0", "--compute", "sleep:1", "--config-timeout", "2",
+                              "--output", str(tmp_path / "r.json"), "--no-progress"])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("loaderbench: error:")]
+    assert len(lines) == 1 and "took over 2 s (--config-timeout)" in lines[0] and FIX in lines[0]
+    assert time.monotonic() - t0 < 30

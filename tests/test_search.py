@@ -166,3 +166,51 @@ def test_a_probe_that_fails_moves_the_search_on():
     knee = find_knee(search.run(), tolerance=0.05)
     assert [s.num_workers for s, _ in calls][:2] == [4, 0]
     assert knee is not None and knee.settings.num_workers == 8
+
+
+def test_the_users_baseline_settings_are_measured_first():
+    cells = grid(range(0, 13))
+    measure, calls = pipeline(2.0, 12.0)
+    Search(cells, measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=16, cuda=False,
+           dense_workers=False, clock=FakeClock(), first=[settings(0)]).run()
+    assert calls[0] == (settings(0), 0)
+
+
+def test_zero_workers_is_measured_only_when_it_may_compete():
+    from loaderbench.model import Verdict
+
+    def run(measure):
+        s = Search(grid(range(0, 13)), measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=16,
+                   cuda=False, dense_workers=False, clock=FakeClock())
+        s.run()
+        return {r.settings.num_workers for r in s.measured()}
+
+    # 32 ms per batch per worker, 12 ms step: 0 workers (363/s) is under half the knee's 1,333/s.
+    measure, _ = pipeline(2.0, 12.0)
+    assert 0 not in run(measure)
+    # A fast loader and a 40 ms step: 0 workers (333/s) is predicted near the best (400/s).
+    measure, _ = pipeline(0.5, 40.0)
+    assert 0 in run(measure)
+    # The same slow loader, but every row with workers is bound by the hand-off to the main
+    # process, which 0 workers never pays: 0 workers is measured.
+    slow, _ = pipeline(2.0, 12.0)
+
+    def handoff_bound(s: LoaderSettings, repeat: int) -> ConfigResult:
+        r = slow(s, repeat)
+        if s.num_workers:
+            r.summary.verdict = Verdict.RECEIVE_FLOOR.value
+        return r
+
+    assert 0 in run(handoff_bound)
+
+
+def test_a_loader_still_starved_at_the_usable_cpus_with_cpus_to_spare_is_searched_past_them():
+    # 4 CPUs; a worker builds 16 samples at 5 ms each and is busy 60% of that time (not I/O-bound):
+    # W workers give 200 W samples/s until the CPUs cap it at 4 / 0.003 = 1,333/s (W = 6.7). At
+    # 4 workers the tree uses 2.45 of 4 CPUs, still loader-bound: the search goes past 4.
+    measure, calls = pipeline(5.0, 2.0, cpus=4, cpu_per_sample_s=0.003)
+    s = Search(grid(range(0, 5)), measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=4,
+               cuda=False, dense_workers=True, clock=FakeClock())
+    knee = find_knee(s.run(), tolerance=0.05)
+    assert max(c.num_workers for c, _ in calls) > 4
+    assert knee.settings.num_workers in (6, 7)  # 6 x 200 = 1,200 is within 10% of 1,333; 5% needs 7

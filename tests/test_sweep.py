@@ -126,6 +126,16 @@ def test_an_iterable_dataset_replayed_by_every_worker_is_detected():
     assert workload_facts(make_stream(), check_replication=False).replicated_across_workers is None
 
 
+@pytest.mark.slow
+def test_a_split_stream_whose_images_are_equal_and_labels_differ_is_not_replicated():
+    # Every part of a sample counts: equal tensors with different labels are different samples.
+    from loaderbench.preflight import workload_facts
+    from tests.fixture_datasets import make_replicated_labelled_stream, make_split_labelled_stream
+
+    assert workload_facts(make_split_labelled_stream(), check_replication=True).replicated_across_workers is False
+    assert workload_facts(make_replicated_labelled_stream(), check_replication=True).replicated_across_workers is True
+
+
 def _pipeline_outcome(nw: int, *, build_s: float = 0.064, step_s: float = 0.012) -> Outcome:
     """A loader whose worker builds a 16-sample batch in `build_s`, a `step_s` step: W workers
     deliver a batch every build_s / W (0 workers: build, then step)."""

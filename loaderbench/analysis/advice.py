@@ -335,7 +335,8 @@ def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, 
                 "cpu_cores": None if ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0,
                 "usable_cpus": usable_cpus,
             }))
-        else:
+        elif ks.verdict == Verdict.COMPUTE_BOUND.value:
+            # (A knee at the receive floor is explained by its own finding: the hand-off binds.)
             out.append(Finding(FindingKind.STEP_BINDS.value, knee.settings.key(), {"share": share, "ceiling": ceiling}))
     elif not fed and not (usable_cpus and bs.cpu_util_pct is not None
                           and bs.cpu_util_pct >= 100.0 * CPU_SATURATED * usable_cpus):

@@ -264,7 +264,7 @@ def parse_what_if(text: str) -> int:
     """`cpus=K` -> K (ValueError naming the form otherwise)."""
     key, _, value = str(text).partition("=")
     if key.strip() != "cpus" or not value.strip().isdigit() or int(value) < 1:
-        raise ValueError(f"expected cpus=K with K a whole number of usable CPUs, e.g. cpus=8, got {text!r}")
+        raise ValueError(f"expected cpus=K with K the usable CPUs, a whole number from 1, e.g. cpus=8, got {text!r}")
     return int(value)
 
 

@@ -173,8 +173,9 @@ def stall_period(data_wait_s: Sequence[float], step_s: Sequence[float]) -> int |
     the waits first reaches 0.5, unless a later lag that is not a multiple of it (a multiple of
     the period correlates as well) beats it by 0.1 (the waits themselves, not a
     thresholded stall indicator: a stall that splits over two batches, or a phase that slips by
-    one batch now and then, still correlates). It must be a stall that lasts: the longest wait is
-    at least a quarter of the median step, and the stalls (the upper class of the waits split by
+    one batch now and then, still correlates). It must be a stall that stands out and lasts: the
+    longest wait is at least a quarter of the median step, the stalls average at least twice the
+    other waits, and the stalls (the upper class of the waits split by
     `split_threshold`) number at least half of the n / L a period of L over the whole window
     makes and span at least two periods (a pattern that stops, as when one of two unevenly loaded
     workers runs dry, is not a period). Needs 12 batches or more.
@@ -191,8 +192,8 @@ def stall_period(data_wait_s: Sequence[float], step_s: Sequence[float]) -> int |
         return None
     lag = best[0]
     split = split_threshold(data_wait_s)
-    if split is None:
-        return None
+    if split is None or split[2] < 2.0 * split[1]:
+        return None  # no stall stands out: waits of 37-44 ms that wobble in a cycle are not stalls
     stalls = [i for i, w in enumerate(data_wait_s) if w >= split[0]]
     lasting = len(stalls) >= 0.5 * n / lag and stalls[-1] - stalls[0] >= 2 * lag
     return lag if lasting else None

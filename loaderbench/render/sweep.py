@@ -378,8 +378,7 @@ def loader_ceiling_line(rs: ResultSet) -> str:
         binds = {
             "loader": "the loader binds.",
             "compute": "the compute step binds.",
-            "matched": "within 10% of each other: with no margin, the loader's jitter stalls the step "
-                       "(more workers give the margin).",
+            "matched": "within 10% of each other: with no margin, the loader's jitter stalls the step.",
         }[lc["binds"]]
         text += f"; compute ceiling {lc['compute_ceiling']:,.0f} samples/s: {binds}"
         return text
@@ -394,9 +393,9 @@ def search_lines(rs: ResultSet) -> list[str]:
     measured = sum(1 for r in rs.results if r.status != "skipped")
     repeated = [f"{r.settings.key()} x{len(r.trials)}" for r in rs.results if len(r.trials) > 1]
     span = log.get("workers_searched") or []
-    over = f", worker counts {span[0]}-{span[1]}" if len(span) == 2 else ""
-    text = (f"Search (model-guided, --search auto): measured {measured} configs (grid: {log.get('grid_configs')} "
-            f"configs{over}) in {a.get('sweep_wall_s', 0):.0f} s: the predicted knee, its neighbours and the variants there; "
+    over = f"; worker counts searched: {span[0]}-{span[1]}" if len(span) == 2 else ""
+    text = (f"Search (model-guided, --search auto): measured {measured} configs (the grid lists {log.get('grid_configs')}"
+            f"{over}) in {a.get('sweep_wall_s', 0):.0f} s: the predicted knee, its neighbours and the variants there; "
             + (f"repeats where they decide: {', '.join(repeated)}" if repeated else "no config competed closely enough to need repeats")
             + f" ({log.get('stopped') or 'done'}).")
     out = [text]
