@@ -214,3 +214,19 @@ def test_a_loader_still_starved_at_the_usable_cpus_with_cpus_to_spare_is_searche
     knee = find_knee(s.run(), tolerance=0.05)
     assert max(c.num_workers for c, _ in calls) > 4
     assert knee.settings.num_workers in (6, 7)  # 6 x 200 = 1,200 is within 10% of 1,333; 5% needs 7
+
+
+def test_more_usable_cpus_never_predict_less_at_the_same_worker_count():
+    # A CPU-bent loader measured on 4 CPUs (1 ms of CPU per sample: 4,000/s at most), a 2 ms step.
+    from loaderbench.analysis.predict import what_if_cpus
+
+    measure, _ = pipeline(5.0, 2.0, cpus=4, cpu_per_sample_s=0.001)
+    rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 8)]
+    curves = {k: dict(what_if_cpus(rows, settings(1), k, 0.05, max_workers=16, measured_cpus=4)["curve"])
+              for k in (2, 4, 8, 16)}
+    for w in range(0, 17):
+        values = [curves[k][w] for k in (2, 4, 8, 16)]
+        assert values == sorted(values), (w, values)
+    # Where the CPUs bind, more of them lift the curve: 16 workers x 200/s = 3,200/s is under
+    # 4 CPUs' 4,000/s and the 8,000/s step; on 2 CPUs the cap is 2,000/s.
+    assert curves[2][16] == pytest.approx(2000, rel=0.15) and curves[16][16] > 1.3 * curves[2][16]

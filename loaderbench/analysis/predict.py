@@ -219,11 +219,12 @@ class Prediction:
 
 
 def predict(results: Sequence[ConfigResult], cells: Sequence[LoaderSettings], usable_cpus: int | None,
-            *, exclude_measured: bool = False) -> list[Prediction]:
-    """The model's prediction for every cell (a config of the grid), fitted on `results` (the
-    measured configs; a prediction never uses the cell's own measurement when
-    `exclude_measured`, which gives honest errors: leave-one-out). Cells whose series has no
-    rates are left out."""
+            *, exclude_measured: bool = False, fit_cpus: int | None = None) -> list[Prediction]:
+    """The model's prediction for every cell (a config of the grid) with `usable_cpus` CPUs,
+    fitted on `results` (the measured configs, measured with `fit_cpus` CPUs, default
+    `usable_cpus`; a prediction never uses the cell's own measurement when `exclude_measured`,
+    which gives honest errors: leave-one-out). Cells whose series has no rates are left out."""
+    fit_on = usable_cpus if fit_cpus is None else fit_cpus
     ok = {r.settings: r for r in rankable(results)}
     fits: dict[LoaderSettings, Fit] = {}
     out = []
@@ -231,8 +232,8 @@ def predict(results: Sequence[ConfigResult], cells: Sequence[LoaderSettings], us
         measured = ok.get(cell)
         pool = [r for r in results if r.settings != cell] if exclude_measured and measured else results
         key = series_of(cell)
-        f = fit(pool, key, usable_cpus) if exclude_measured and measured else fits.setdefault(
-            key, fit(results, key, usable_cpus))
+        f = fit(pool, key, fit_on) if exclude_measured and measured else fits.setdefault(
+            key, fit(results, key, fit_on))
         rate = f.samples_per_s(cell.num_workers, usable_cpus)
         if rate is None or not math.isfinite(rate):
             continue
@@ -269,15 +270,16 @@ def parse_what_if(text: str) -> int:
 
 
 def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: int, tolerance: float,
-                 max_workers: int | None = None) -> dict[str, Any] | None:
+                 max_workers: int | None = None, measured_cpus: int | None = None) -> dict[str, Any] | None:
     """Predicted throughput of `base`'s series with `cpus` usable CPUs, at every worker count
     from 0 to `max_workers` (default 2 x cpus), and its predicted knee (the fewest workers within
-    `tolerance` of the best prediction): the model fitted on `results` with U = cpus (NOTE
+    `tolerance` of the best prediction): the model fitted on `results` (measured with
+    `measured_cpus` CPUs, which decides which of them ran uncontended) and evaluated with U = cpus (NOTE
     [pipeline model]). None when the series cannot be predicted. Keys: cpus, knee_workers,
     knee_samples_per_s, knee_stall_fraction, curve ([workers, samples/s] pairs)."""
     top_w = max_workers if max_workers is not None else 2 * cpus
     cells = [with_workers(base, w) for w in range(0, top_w + 1)]
-    preds = predict(results, cells, cpus)
+    preds = predict(results, cells, cpus, fit_cpus=measured_cpus)
     knee = predicted_knee(preds, tolerance)
     if knee is None:
         return None

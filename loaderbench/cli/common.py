@@ -98,7 +98,9 @@ def apply_what_if(rs: Any, cpus: int | None) -> None:
     rec = rs.recommendation
     base = None if rec is None else rec.settings
     tolerance = float(((rs.config or {}).get("measure") or {}).get("tolerance", 0.05))
-    what = None if base is None else what_if_cpus(rs.results, base, cpus, tolerance)
+    measured_cpus = (rs.environment or {}).get("usable_cpus")
+    what = None if base is None else what_if_cpus(rs.results, base, cpus, tolerance,
+                                                  measured_cpus=measured_cpus if isinstance(measured_cpus, int) else None)
     rs.analysis["what_if"] = what or {"cpus": cpus, "knee_workers": None}
 
 
