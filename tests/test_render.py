@@ -130,7 +130,7 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
     analyze(rs)
     line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
     assert line.endswith("compute ceiling 4,000 samples/s: within 10% of each other: with no margin, the "
-                         "loader's jitter stalls the step (more workers give the margin).")
+                         "loader's jitter stalls the step.")
 
 
 def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked_rows():
