@@ -196,21 +196,23 @@ class Search:
     def _maybe_no_workers(self, base: LoaderSettings) -> None:
         """Measure 0 workers of `base`'s series when it may compete: the model predicts it from
         the workers' rate, which includes handing every batch to the main process, a cost 0
-        workers never pays. So when a measured row of the series is bound by that hand-off (the
-        receive floor), or 0 workers is predicted at half the best measured throughput or more,
-        it is measured rather than predicted."""
+        workers never pays. So when 0 workers is predicted at half the best measured throughput
+        or more, or at a quarter or more while a measured row of the series is bound by that
+        hand-off (the receive floor), it is measured rather than predicted (a 0-worker config
+        predicted far below, as decoding on a GPU host, is not worth its slow window)."""
         if 0 not in self.workers_of(base) or with_workers(base, 0) in self.results or self.clock() >= self.deadline:
             return
         series = [r for r in rankable(self.measured()) if series_of(r.settings) == series_of(base)]
-        if not series:
-            return
-        if any(r.summary is not None and r.summary.verdict == Verdict.RECEIVE_FLOOR.value for r in series):
-            self._measure(with_workers(base, 0), "0 workers: the hand-off from the workers binds, and 0 workers has none")
+        preds = predict(self.measured(), [with_workers(base, 0)], self.usable_cpus)
+        if not series or not preds:
             return
         best = max(r.summary.samples_per_s for r in series)  # type: ignore[union-attr]
-        preds = predict(self.measured(), [with_workers(base, 0)], self.usable_cpus)
-        if preds and preds[0].samples_per_s >= 0.5 * best:
+        share = preds[0].samples_per_s / best if best > 0 else 0.0
+        if share >= 0.5:
             self._measure(with_workers(base, 0), "0 workers: predicted at half the best or more")
+        elif share >= 0.25 and any(r.summary is not None and r.summary.verdict == Verdict.RECEIVE_FLOOR.value
+                                   for r in series):
+            self._measure(with_workers(base, 0), "0 workers: the hand-off from the workers binds, and 0 workers has none")
 
     def _choose_base(self, bases: list[LoaderSettings]) -> LoaderSettings:
         def score(b: LoaderSettings) -> tuple[int, ...]:
