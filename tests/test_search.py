@@ -191,28 +191,22 @@ def test_zero_workers_is_measured_only_when_it_may_compete():
     # A fast loader and a 40 ms step: 0 workers (333/s) is predicted near the best (400/s).
     measure, _ = pipeline(0.5, 40.0)
     assert 0 in run(measure)
-    # The same slow loader, but every row with workers is bound by the hand-off to the main
-    # process, which 0 workers never pays: 0 workers is measured.
-    slow, _ = pipeline(2.0, 12.0)
 
-    def handoff_bound(s: LoaderSettings, repeat: int) -> ConfigResult:
-        r = slow(s, repeat)
-        if s.num_workers:
-            r.summary.verdict = Verdict.RECEIVE_FLOOR.value
-        return r
+    def handoff_bound(measure):
+        """The same pipeline, every row with workers bound by the hand-off to the main process."""
+        def measure_handoff(s: LoaderSettings, repeat: int) -> ConfigResult:
+            r = measure(s, repeat)
+            if s.num_workers:
+                r.summary.verdict = Verdict.RECEIVE_FLOOR.value
+            return r
+        return measure_handoff
 
-    assert 0 in run(handoff_bound)
+    # The slow loader bound by the hand-off, which 0 workers never pays: 0 workers (a quarter of
+    # the best or more) is measured.
+    assert 0 in run(handoff_bound(pipeline(2.0, 12.0)[0]))
     # Bound by the hand-off too, but 0 workers is predicted at a tenth of the best (80 ms per
     # batch against 2,400/s with 12 workers): its slow window is not worth measuring.
-    far, _ = pipeline(5.0, 2.0)
-
-    def far_handoff_bound(s: LoaderSettings, repeat: int) -> ConfigResult:
-        r = far(s, repeat)
-        if s.num_workers:
-            r.summary.verdict = Verdict.RECEIVE_FLOOR.value
-        return r
-
-    assert 0 not in run(far_handoff_bound)
+    assert 0 not in run(handoff_bound(pipeline(5.0, 2.0)[0]))
 
 
 def test_a_loader_still_starved_at_the_usable_cpus_with_cpus_to_spare_is_searched_past_them():
