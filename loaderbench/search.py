@@ -25,7 +25,7 @@ NOTE [model-guided search]
     When the worker list was not given (--num-workers), the list searched is every count from
     0 to the default grid's largest (the usable CPUs), or twice that for a loader whose workers
     use under half a core each (I/O-bound) or that is still loader-bound at the usable CPUs with
-    CPUs to spare, so the knee is found to one worker, not to a power
+    CPUs to spare (and twice again, up to 8x, while it stays so at the widest count), so the knee is found to one worker, not to a power
     of two, and an I/O-bound loader may use more workers than CPUs. `--baseline-settings` (the
     user's current settings) are measured first; 0 workers is measured when it may compete
     (Search._maybe_no_workers), else predicted.
@@ -79,7 +79,7 @@ class Search:
                  budget_s: float, usable_cpus: int | None, cuda: bool, dense_workers: bool,
                  clock: Callable[[], float] = time.monotonic, first: Sequence[LoaderSettings] = ()) -> None:
         self.cells = list(dict.fromkeys(cells))
-        self.first = [c for c in dict.fromkeys(first) if c in self.cells]  # the user's own settings
+        self.first = list(dict.fromkeys(first))  # the user's own settings, measured first
         self.measure_fn, self.tolerance, self.repeats = measure, tolerance, repeats
         self.usable_cpus, self.cuda, self.dense = usable_cpus, cuda, dense_workers
         self.clock = clock
@@ -133,8 +133,11 @@ class Search:
             # a loader whose workers wait more than they compute (under half a core each, as
             # measured): it gains from more workers than CPUs.
             top = max(counts)
-            wider = self.io_bound() or self._starved_at(base, top)
-            counts = set(range(0, (2 * top if wider else top) + 1))
+            limit = 2 * top if self.io_bound() or self._starved_at(base, top) else top
+            # Still starved at the widest count with CPUs to spare: wider again (up to 8x).
+            while limit < 8 * max(1, top) and self._starved_at(base, limit):
+                limit *= 2
+            counts = set(range(0, limit + 1))
         return sorted(counts)
 
     def _starved_at(self, base: LoaderSettings, workers: int) -> bool:
@@ -266,6 +269,16 @@ class Search:
                                                      self._neighbour(base, counts, i, +1)) if n is not None]
             todo = [n for n in nbrs if with_workers(base, n) not in self.results]
             if not todo:
+                # The most workers measured is the fastest and still starves for data: the
+                # curve has not flattened yet, so one step further.
+                top = max(series, key=lambda r: r.settings.num_workers)
+                fastest = max(rankable(series), key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
+                j = counts.index(top.settings.num_workers) if top.settings.num_workers in counts else None
+                nxt = None if j is None else self._neighbour(base, counts, j, +1)
+                if (fastest is top and top.summary is not None and top.summary.verdict == Verdict.LOADER_BOUND.value
+                        and nxt is not None and with_workers(base, nxt) not in self.results):
+                    self._measure(with_workers(base, nxt), "the fastest measured still waits for data: one more step")
+                    continue
                 return w
             self._measure(with_workers(base, todo[0]), "a neighbour of the measured knee")
         knee = find_knee([r for r in self.measured() if series_of(r.settings) == series_of(base)],

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from loaderbench import __version__
 from loaderbench.analysis import analyze
-from loaderbench.analysis.predict import Prediction, fit, predict, prediction_errors, series_of
+from loaderbench.analysis.predict import Prediction, fit, predict, prediction_errors, series_of, with_workers
 from loaderbench.config import SweepConfig
 from loaderbench.grid import GridPoint, default_num_workers, expand_grid
 from loaderbench.kinds import KINDS
@@ -147,12 +147,34 @@ def plan(config: SweepConfig, machine: Machine) -> list[GridPoint]:
     return expand_grid(axes, cuda=cuda_in_use)
 
 
-def check_baseline_settings(config: SweepConfig, points: list[GridPoint]) -> None:
-    """UsageError when `--baseline-settings` matches no config of the grid (the headroom would
-    otherwise silently start from the first row)."""
+def baseline_cell(config: SweepConfig, points: list[GridPoint]) -> LoaderSettings | None:
+    """The config `--baseline-settings` names: the first grid config that matches it; in a
+    model-guided search over every worker count (no --num-workers given), also a worker count
+    between the grid's, up to twice its largest (the counts the search may measure). None when
+    nothing matches or no baseline was given."""
     wanted = config.baseline_settings
-    if not wanted or any(all(getattr(p.settings, k) == v for k, v in wanted.items()) for p in points):
+    if not wanted:
+        return None
+    for p in points:
+        if all(getattr(p.settings, k) == v for k, v in wanted.items()):
+            return p.settings
+    w = wanted.get("num_workers")
+    top = max((p.settings.num_workers for p in points), default=0)
+    if config.search != "auto" or not config.dense_workers or not isinstance(w, int) or not 0 < w <= 2 * top:
+        return None
+    rest = {k: v for k, v in wanted.items() if k != "num_workers"}
+    for p in points:
+        if p.settings.num_workers > 0 and all(getattr(p.settings, k) == v for k, v in rest.items()):
+            return with_workers(p.settings, w)
+    return None
+
+
+def check_baseline_settings(config: SweepConfig, points: list[GridPoint]) -> None:
+    """UsageError when `--baseline-settings` matches no config the sweep may measure (the
+    headroom would otherwise silently start from the first row)."""
+    if not config.baseline_settings or baseline_cell(config, points) is not None:
         return
+    wanted = config.baseline_settings
     from loaderbench.errors import UsageError
 
     def show(v: Any) -> str:
@@ -307,7 +329,11 @@ def run_sweep(
         snapshot()
         return res
 
-    searched = config.search == "auto" and states == ("as-is",) and len(points) > 2
+    replicated = facts is not None and facts.replicated_across_workers is True
+    if config.search == "auto" and replicated:
+        obs.warning("the dataset's workers replay the same stream: every config is measured (as --search "
+                    "grid), since only a measured row shows the duplicates")
+    searched = config.search == "auto" and states == ("as-is",) and len(points) > 2 and not replicated
     if searched:
         index = {p.settings: i for i, p in enumerate(points)}
 
@@ -326,8 +352,7 @@ def run_sweep(
             usable_cpus=machine.cpus_per_rank,
             cuda=machine.cuda and config.measure.device != "cpu",
             dense_workers=config.dense_workers,
-            first=[p.settings for p in points if config.baseline_settings and all(
-                getattr(p.settings, k) == v for k, v in config.baseline_settings.items())][:1],
+            first=[c for c in [baseline_cell(config, points)] if c is not None],
         )
         obs.sweep_started(search.estimated_trials())
         search.run()

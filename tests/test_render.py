@@ -185,3 +185,16 @@ def test_three_varying_settings_fit_80_columns_with_stacked_headers():
     assert all(ln.endswith(("┓", "┃", "┩", "│", "┘")) for ln in table)  # the right border is there
     assert any("◀ knee" in ln for ln in table)
     assert any(ln.split("┃")[2].strip() == "start" for ln in table if ln.startswith("┃"))
+
+
+def test_a_search_where_every_config_hung_says_nothing_was_ranked():
+    from loaderbench.model import ConfigResult
+
+    rows = [ConfigResult(settings=settings(w), status="hung", error="no end within --config-timeout 5s")
+            for w in (0, 1, 2)]
+    rs = ResultSet(config={}, environment={}, results=rows,
+                   analysis={"search": {"workers_searched": [0, 2], "grid_configs": 3, "stopped": None},
+                             "sweep_wall_s": 27.0})
+    lines = render.search_lines(rs)
+    assert lines == ["Search (model-guided, --search auto): 3 configs tried in 27 s; none finished, so nothing "
+                     "was ranked (each row says why)."]

@@ -235,3 +235,15 @@ def test_more_usable_cpus_never_predict_less_at_the_same_worker_count():
     # Where the CPUs bind, more of them lift the curve: 16 workers x 200/s = 3,200/s is under
     # 4 CPUs' 4,000/s and the 8,000/s step; on 2 CPUs the cap is 2,000/s.
     assert curves[2][16] == pytest.approx(2000, rel=0.15) and curves[16][16] > 1.3 * curves[2][16]
+
+
+def test_a_light_loader_starved_at_twice_the_cpus_is_searched_wider_again():
+    # 4 CPUs; a worker builds a sample in 20 ms using 2 ms of CPU (I/O-bound: 0.1 core each), a
+    # 10 ms step of 16: W workers give 50 W samples/s up to the step's 1,600/s at W = 32. Twice
+    # the CPUs (8) is still starved with CPUs idle: the search widens to 16, then 32.
+    measure, calls = pipeline(20.0, 10.0, cpus=4, cpu_per_sample_s=0.002)
+    s = Search(grid(range(0, 5)), measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=4,
+               cuda=False, dense_workers=True, clock=FakeClock())
+    knee = find_knee(s.run(), tolerance=0.05)
+    assert max(c.num_workers for c, _ in calls) > 16
+    assert 30 <= knee.settings.num_workers <= 32  # 50 W within 5% of 1,600: W >= 30.4

@@ -218,3 +218,34 @@ def test_a_fresh_check_within_the_tolerance_never_moves_the_pick(tmp_path):
     assert drift["config"].startswith("w2-") and drift["change"] == pytest.approx(0.013 / 0.014 - 1, abs=0.005)
     assert drift["remeasured"] == []
     assert rs.recommendation.settings.num_workers == 2
+
+
+def test_baseline_settings_between_the_grids_counts_are_measured_first_by_the_search(tmp_path):
+    # No --num-workers: the search may measure any count up to twice the grid's largest (2 CPUs:
+    # grid 0,1,2), so num_workers=4 is a valid baseline; it is measured first and starts the headroom.
+    cfg = build_config(None, {
+        "dataset": {"kind": "tensor"}, "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
+        "grid": {"batch_size": (16,)}, "measure": {"repeats": 1}, "": {"baseline_settings": {"num_workers": 4}},
+    })
+    runner = FakeRunner({w: (lambda w=w: _pipeline_outcome(w)) for w in range(9)})
+    from loaderbench.sweep import check_baseline_settings, plan
+
+    resolved = resolve_defaults(cfg, MACHINE)
+    check_baseline_settings(resolved, plan(resolved, MACHINE))  # no UsageError
+    rs = run_sweep(resolved, output=tmp_path / "r.json", environment=ENV, machine=MACHINE, runner=runner,
+                   save=lambda r, p: None)
+    assert [w for w, _, kind in runner.calls if kind == "config"][0] == 4
+    assert rs.analysis["headroom"]["key"].startswith("w4-") and rs.analysis["headroom"]["which"] == "current"
+
+
+def test_a_stream_every_worker_replays_is_measured_as_a_grid(tmp_path):
+    # Only a measured row shows the duplicates: the search is not used for such a stream.
+    from dataclasses import replace
+
+    from loaderbench.preflight import WorkloadFacts
+
+    runner = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
+    facts = WorkloadFacts(sample_bytes=64, iterable=True, replicated_across_workers=True)
+    rs = run_sweep(replace(config(), repeats=1, search="auto"), output=tmp_path / "r.json", environment=ENV,
+                   machine=MACHINE, runner=runner, save=lambda r, p: None, facts=facts)
+    assert sorted(w for w, _, _ in runner.calls) == [0, 2, 4] and "search" not in rs.analysis

@@ -393,6 +393,9 @@ def search_lines(rs: ResultSet) -> list[str]:
     measured = sum(1 for r in rs.results if r.status != "skipped")
     repeated = [f"{r.settings.key()} x{len(r.trials)}" for r in rs.results if len(r.trials) > 1]
     span = log.get("workers_searched") or []
+    if not any(r.status == "ok" and r.summary is not None for r in rs.results):
+        return [f"Search (model-guided, --search auto): {measured} configs tried in {a.get('sweep_wall_s', 0):.0f} s; "
+                "none finished, so nothing was ranked (each row says why)."]
     over = f"; worker counts searched: {span[0]}-{span[1]}" if len(span) == 2 else ""
     text = (f"Search (model-guided, --search auto): measured {measured} configs (the grid lists {log.get('grid_configs')}"
             f"{over}) in {a.get('sweep_wall_s', 0):.0f} s: the predicted knee, its neighbours and the variants there; "
