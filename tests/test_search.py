@@ -247,3 +247,19 @@ def test_a_light_loader_starved_at_twice_the_cpus_is_searched_wider_again():
     knee = find_knee(s.run(), tolerance=0.05)
     assert max(c.num_workers for c, _ in calls) > 16
     assert 30 <= knee.settings.num_workers <= 32  # 50 W within 5% of 1,600: W >= 30.4
+
+
+def test_the_what_if_at_the_measured_cpus_gives_back_the_measured_rows_and_more_cpus_never_less():
+    # The model alone is off by a few percent here (its corner is soft); anchored to the rows,
+    # the what-if with the machine's own CPUs reproduces them, and with more CPUs never predicts
+    # less than was measured on fewer.
+    from loaderbench.analysis.predict import what_if_cpus
+
+    measure, _ = pipeline(5.0, 2.0, cpus=4, cpu_per_sample_s=0.001)
+    rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 8)]
+    measured = {r.settings.num_workers: r.summary.samples_per_s for r in rows}
+    same = dict(what_if_cpus(rows, settings(1), 4, 0.05, max_workers=16, measured_cpus=4)["curve"])
+    for w, rate in measured.items():
+        assert same[w] == pytest.approx(rate, rel=1e-9)
+    more = dict(what_if_cpus(rows, settings(1), 16, 0.05, max_workers=16, measured_cpus=4)["curve"])
+    assert all(more[w] >= 0.999 * rate for w, rate in measured.items())

@@ -261,6 +261,28 @@ def predicted_knee(predictions: Sequence[Prediction], tolerance: float) -> Predi
     return min(within, key=lambda p: p.settings.structural_key())
 
 
+def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: Sequence[LoaderSettings],
+              measured_cpus: int) -> list[Prediction]:
+    """The what-if curve anchored to the measured rows: each prediction times the model's own
+    error at the nearest measured worker count of the series on the machine that was measured
+    (measured / predicted there, with `measured_cpus` CPUs), so that with K = measured_cpus the
+    measured counts come out as measured and the model supplies only how K changes them."""
+    here = {p.settings.num_workers: p.samples_per_s for p in predict(results, cells, measured_cpus)}
+    ok = {r.settings.num_workers: r.summary.samples_per_s for r in rankable(results)  # type: ignore[union-attr]
+          if r.settings in set(cells)}
+    factors = {w: ok[w] / here[w] for w in ok if here.get(w)}
+    if not factors:
+        return preds
+    out = []
+    for p in preds:
+        w = p.settings.num_workers
+        nearest = min(factors, key=lambda m: (abs(m - w), m))
+        rate = p.samples_per_s * factors[nearest]
+        out.append(Prediction(p.settings, rate, None if p.stall_fraction is None else
+                              max(0.0, 1.0 - (1.0 - p.stall_fraction) * factors[nearest]), p.measured_samples_per_s))
+    return out
+
+
 def parse_what_if(text: str) -> int:
     """`cpus=K` -> K (ValueError naming the form otherwise)."""
     key, _, value = str(text).partition("=")
@@ -275,11 +297,14 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     from 0 to `max_workers` (default 2 x cpus), and its predicted knee (the fewest workers within
     `tolerance` of the best prediction): the model fitted on `results` (measured with
     `measured_cpus` CPUs, which decides which of them ran uncontended) and evaluated with U = cpus (NOTE
-    [pipeline model]). None when the series cannot be predicted. Keys: cpus, knee_workers,
+    [pipeline model]), anchored to the measured rows when `measured_cpus` is known (`_anchored`).
+    None when the series cannot be predicted. Keys: cpus, knee_workers,
     knee_samples_per_s, knee_stall_fraction, curve ([workers, samples/s] pairs)."""
     top_w = max_workers if max_workers is not None else 2 * cpus
     cells = [with_workers(base, w) for w in range(0, top_w + 1)]
     preds = predict(results, cells, cpus, fit_cpus=measured_cpus)
+    if measured_cpus:
+        preds = _anchored(preds, results, cells, measured_cpus)
     knee = predicted_knee(preds, tolerance)
     if knee is None:
         return None
