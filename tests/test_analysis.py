@@ -534,9 +534,15 @@ def test_a_wait_that_building_batches_does_not_explain_is_not_sent_to_more_worke
     assert nc.data["explained_stall"] == pytest.approx(1600 / 65_600)
     text = reason(rec)
     assert "accounts for a stall of 2.4% at most; more workers are not the cure" in text
+    assert "The wait sits in its tail (0.7 ms median, 4.9 ms p95)" in text
     assert "try more workers" not in text
     # No "floor not worth chasing" at a stall of 10% or more.
     assert finding(rec, FindingKind.LOWEST_STALL) is None
+    # The same stall spread evenly over every batch (1.15 ms each): steady, not a tail.
+    even = with_(result(settings(0, bs=8), trial(0, 0.005, waits=[0.00115] * 40, bs=8)),
+                 loader_alone_samples_per_s=64_000.0)
+    with_ceilings([even], {8: 1600.0})
+    assert "The wait is steady, a fixed cost per batch (1.1 ms median, 1.1 ms p95)" in reason(recommend([even]))
 
 
 def test_a_loader_bound_knee_is_named_even_when_the_best_config_is_bound_by_receiving():

@@ -104,9 +104,11 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
                 cause = (f" Building batches does not explain it: the loader alone delivers "
                          f"{_rate(d['loader_alone'])}, {d['loader_alone'] / d['compute_ceiling']:.1f}x the compute "
                          f"ceiling, which accounts for a stall of {d['explained_stall']:.1%} at most; more workers "
-                         f"are not the cure. The wait sits in its tail ({d['wait_p50_s'] * 1e3:.1f} ms median, "
-                         f"{d['wait_p95_s'] * 1e3:.1f} ms p95): contention for the CPUs or the main process's "
-                         "own work between steps.")
+                         "are not the cure. "
+                         + ("The wait sits in its tail" if d["wait_p95_s"] > 1.5 * d["wait_p50_s"] else
+                            "The wait is steady, a fixed cost per batch")
+                         + f" ({d['wait_p50_s'] * 1e3:.1f} ms median, {d['wait_p95_s'] * 1e3:.1f} ms p95): "
+                         "contention for the CPUs or the main process's own work between steps.")
             elif d["cause"] == "grid_edge":
                 cause = (f" {'The fastest config' if d.get('subject', 'best') == 'best' else 'The recommended config'} "
                          "has the most workers of those measured: try more workers.")
