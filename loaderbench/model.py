@@ -280,7 +280,7 @@ class LoaderSettings:
         values = {}
         for a in GRID_AXES:
             v = d.get(a.name, a.idle)
-            values[a.name] = v if v is None or a.name == "mp_context" else a.parse(v)
+            values[a.name] = v if v is None else a.parse(v)
         return cls(**values)
 
 
