@@ -398,6 +398,7 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
     measured 5-7% apart from the warm one on 2 CPUs, enough to move a knee across the edge).
     Both cases are recorded in `analysis["drift"]`."""
     from loaderbench.analysis.knee import find_knee
+    from loaderbench.analysis.statistics import trial_samples_per_s
 
     measured = [i for i, (r, d) in enumerate(zip(results, done)) if d and r.status == "ok" and r.trials]
     if len(measured) < DRIFT_MIN_CONFIGS:
@@ -406,11 +407,11 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
     if knee is None:
         return
     i = results.index(knee)
-    before = statistics.median(t.samples / max(1e-12, sum(t.step_s)) for t in knee.trials)
+    before = statistics.median(trial_samples_per_s(t) for t in knee.trials)
     res = run_trial(i, len(knee.trials), via=fresh_runner)
     if res.status != "ok" or not res.trials:
         return
-    after = res.trials[-1].samples / max(1e-12, sum(res.trials[-1].step_s))
+    after = trial_samples_per_s(res.trials[-1])
     change = after / before - 1.0 if before > 0 else 0.0
     drift: dict[str, Any] = {"config": res.settings.key(), "warm_samples_per_s": before,
                              "fresh_samples_per_s": after, "change": change, "remeasured": []}
