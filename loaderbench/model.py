@@ -277,7 +277,7 @@ class LoaderSettings:
     def from_dict(cls, d: dict[str, Any]) -> LoaderSettings:
         """From `to_dict` output; an axis missing from `d` (a file written before the axis existed)
         takes its idle value."""
-        values = {}
+        values: dict[str, Any] = {}
         for a in GRID_AXES:
             v = d.get(a.name, a.idle)
             values[a.name] = v if v is None else a.parse(v)

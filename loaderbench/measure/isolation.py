@@ -168,6 +168,21 @@ class Runner(Protocol):
     def __call__(self, job: TrialJob, *, on_batch: Callable[[int], None] | None = None) -> Outcome: ...
 
 
+def hang_error(job: TrialJob, last: int | None, *, before_deadline: bool) -> str:
+    """The one-line error of a config killed by its watchdog: no first batch within the
+    first-batch deadline (when that fired before --config-timeout), else no end within
+    --config-timeout (before the first batch or after batch `last`), with the hint for its
+    settings."""
+    if last is None and before_deadline:
+        what = (f"no first batch within {job.first_batch_timeout_s:g}s (10x the slowest first batch "
+                "of the configs measured before it, at least 60 s)")
+    else:
+        where = "before the first batch" if last is None else f"after batch {last}"
+        what = f"no end within --config-timeout {job.timeout_s:g}s ({where})"
+    return (f"{what}; process tree killed (stacks in the result file's detail)"
+            + hang_hint(job.settings, started=last is not None))
+
+
 def run_isolated(
     job: TrialJob,
     *,
@@ -189,7 +204,7 @@ def run_isolated(
     """
     import time
 
-    settings, timeout_s = job.settings, job.timeout_s
+    timeout_s = job.timeout_s
     with tempfile.TemporaryDirectory(prefix="loaderbench-") as tmp:
         job_path = Path(tmp, "job.json")
         result_path = Path(tmp, "result.json")
@@ -253,16 +268,9 @@ def run_isolated(
                 kill_tree(proc.pid)
                 proc.wait()
                 reader.join(timeout=2)
-                if last["batch"] is None and time.monotonic() < deadline:
-                    what = (f"no first batch within {job.first_batch_timeout_s:g}s (10x the slowest first batch "
-                            "of the configs measured before it, at least 60 s)")
-                else:
-                    where = "before the first batch" if last["batch"] is None else f"after batch {last['batch']}"
-                    what = f"no end within --config-timeout {timeout_s:g}s ({where})"
                 return Outcome(
                     status="hung",
-                    error=f"{what}; process tree killed (stacks in the result file's detail)"
-                    + hang_hint(settings, started=last["batch"] is not None),
+                    error=hang_error(job, last["batch"], before_deadline=time.monotonic() < deadline),
                     last_batch=last["batch"],
                     detail=err_path.read_text(errors="replace")[-64000:] or None,
                 )

@@ -31,7 +31,7 @@ from loaderbench.measure.isolation import (
     _read_result,
     classify_failure,
     dump_stacks,
-    hang_hint,
+    hang_error,
     kill_tree,
 )
 from loaderbench.model import TrialJob
@@ -170,19 +170,8 @@ class WarmRunner:
             return _outcome_from(finished, last)
         dump_stacks(self._proc.pid, log=self._err)
         self._stop()
-        if last is None and before_deadline:
-            what = (f"no first batch within {job.first_batch_timeout_s:g}s (10x the slowest first batch "
-                    "of the configs measured before it, at least 60 s)")
-        else:
-            where = "before the first batch" if last is None else f"after batch {last}"
-            what = f"no end within --config-timeout {job.timeout_s:g}s ({where})"
-        return Outcome(
-            status="hung",
-            error=f"{what}; process tree killed (stacks in the result file's detail)"
-            + hang_hint(job.settings, started=last is not None),
-            last_batch=last,
-            detail=self._stderr_since(offset, 64000) or None,
-        )
+        return Outcome(status="hung", error=hang_error(job, last, before_deadline=before_deadline), last_batch=last,
+                       detail=self._stderr_since(offset, 64000) or None)
 
     def close(self) -> None:
         """End the measuring process (stdin closed, then its tree killed; killed at once when it
