@@ -503,6 +503,7 @@ class Trial:
     numpy_leaves: int | None = None
     loader_alone_samples_per_s: float | None = None
     loader_alone_note: str | None = None  # why the loader ceiling was not probed
+    probe_s: float | None = None  # seconds the probes after the window took (receive, loader alone)
     notes: list[Note] = field(default_factory=list)
     # Distributed sweeps (torchrun): the rank that measured this trial, the job's world size and,
     # on the trial the leader keeps per repeat (a copy of the slowest rank's), every rank's own

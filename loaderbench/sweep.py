@@ -261,7 +261,10 @@ def run_sweep(
     )
 
     started = now()
-    timing = {"trials": 0, "trial_wall_s": 0.0, "window_s": 0.0}
+    # Where a sweep's time goes: trials, their measured windows, the worker start-up to the first
+    # batch, the probes after the windows, and the compute ceiling (docs/benchmarks.md).
+    timing = {"trials": 0, "trial_wall_s": 0.0, "window_s": 0.0, "first_batch_s": 0.0, "probe_s": 0.0,
+              "ceiling_s": 0.0}
 
     def snapshot() -> None:
         result_set.analysis["sweep_wall_s"] = (now() - started).total_seconds()
@@ -281,9 +284,11 @@ def run_sweep(
         # Per rank: DistributedSampler gives each of the world_size ranks its share of an epoch.
         bs = min(p.settings.batch_size for p in points)
         result_set.analysis["epoch_batches"] = max(1, facts.num_samples // (bs * machine.world_size))
+    t_ceiling = time.monotonic()
     result_set.ceilings = {
         "compute": measure_ceilings(config, compute, points, runner, cache_dir, obs, world_size=machine.world_size)
     }
+    timing["ceiling_s"] = time.monotonic() - t_ceiling
 
     def run_trial(i: int, repeat: int, via: Runner = runner) -> ConfigResult:
         """One trial of entry `i` (its repeat index `repeat`), folded into its result."""
@@ -323,6 +328,8 @@ def run_sweep(
         if outcome.trial is not None:
             outcome.trial.cache_state = cache_state
             timing["window_s"] += outcome.trial.wall_s
+            timing["first_batch_s"] += outcome.trial.first_batch_s
+            timing["probe_s"] += outcome.trial.probe_s or 0.0
         _apply(res, outcome)
         done[i] = True
         obs.trial_finished(res, outcome)

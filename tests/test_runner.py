@@ -183,6 +183,46 @@ def test_receive_probe_pauses_for_the_backlog_then_times_next_only():
     assert probe_receive(batches(), num_workers=0, prefetch_factor=2, period_s=0.05) == []
 
 
+def test_receive_probe_ends_its_pause_when_the_batches_are_ready():
+    # 4 workers x prefetch 2: 8 batches to time; the loader builds one every 30 ms, so the
+    # pause ends after 8 x 30 ms = 0.24 s, not the worst case 1.2 * 2 * 4 * 0.5 + 0.05 = 4.85 s.
+    clock = FakeClock()
+    t_start = clock()
+
+    def sleep(s):
+        clock.advance(s)
+
+    def ready():
+        return int((clock() - t_start) / 0.030 + 1e-9)
+
+    def batches():
+        while True:
+            clock.advance(0.002)
+            yield [0] * 4
+
+    out = probe_receive(batches(), num_workers=4, prefetch_factor=2, period_s=0.5, ready_count=ready,
+                        poll_s=0.01, sleep=sleep, clock=clock)
+    assert clock() - t_start == pytest.approx(0.24 + 8 * 0.002, abs=0.011)
+    assert out == pytest.approx([0.002] * 8)
+
+
+def test_receive_probe_pause_is_capped_when_the_batches_never_come():
+    clock = FakeClock()
+    out = probe_receive(iter([[0]] * 3), num_workers=4, prefetch_factor=2, period_s=0.05,
+                        ready_count=lambda: 1, poll_s=0.02, sleep=clock.advance, clock=clock)
+    assert clock() == pytest.approx(1.2 * 2 * 4 * 0.05 + 0.05)
+    assert len(out) == 3  # the loader ended after 3
+
+
+def test_loader_alone_skips_what_is_built_and_one_partial_batch_per_worker():
+    from loaderbench.measure.loop import skip_for
+
+    assert skip_for(16, 2, 3) == 19  # 3 built + one partly built per worker
+    assert skip_for(16, 2, 30) == 32  # never more than the loader can have outstanding
+    assert skip_for(16, 2, None) == 32  # unknown: all it can have outstanding
+    assert skip_for(0, 0, None) == 0
+
+
 def test_a_loader_that_keeps_up_ends_warmup_at_the_least_count():
     # The ready queue stays full: production keeps up, nothing to flatter; no need to run to
     # the cap.

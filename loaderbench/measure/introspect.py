@@ -69,15 +69,23 @@ def ready_batches(loader: Any) -> int | None:
     """Batches the loader's current iterator has built and not yet handed out, or None when
     unknown (0 workers, or a platform whose queues cannot report their size).
 
-    Reads the multiprocessing iterator's result queue and its stash of out-of-order batches:
-    private torch attributes, read defensively, used only to end the warm-up early.
+    Reads the multiprocessing iterator's result queues (with pin_memory, the batches waiting
+    for the pin thread too) and its stash of out-of-order batches:
+    private torch attributes, read defensively, used to end the warm-up early and to size
+    the probes after the window.
     """
     it = getattr(loader, "last_iterator", None)
     queue = getattr(it, "_data_queue", None)
     if queue is None:
         return None
+    # With pin_memory the data queue holds pinned batches; the ones built and still waiting
+    # for the pin thread sit in the workers' result queue.
+    queues = [queue]
+    built = getattr(it, "_worker_result_queue", None)
+    if built is not None and built is not queue:
+        queues.append(built)
     try:
-        n = int(queue.qsize())
+        n = sum(int(q.qsize()) for q in queues)
     except (NotImplementedError, OSError, AttributeError):
         return None
     stash = getattr(it, "_task_info", None) or {}

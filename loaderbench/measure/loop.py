@@ -359,6 +359,8 @@ def probe_receive(
     prefetch_factor: int,
     period_s: float,
     max_pause_s: float = 5.0,
+    ready_count: Callable[[], int | None] | None = None,
+    poll_s: float = 0.02,
     sleep: Callable[[float], None] = time.sleep,
     clock: Clock = time.perf_counter,
 ) -> list[float]:
@@ -372,14 +374,23 @@ def probe_receive(
         window long enough for every worker to finish its `prefetch_factor` queued batches
         (each worker builds a batch in at most num_workers x the measured step period), then
         times `next()` alone for up to num_workers x prefetch_factor (at most 8) batches.
+        With `ready_count()` (batches the loader has built and not handed out) the pause ends
+        as soon as that many are ready, polled every `poll_s`: a loader near its knee fills
+        them in a fraction of the worst-case pause.
     Returns [] for num_workers == 0 or when the loader ends.
     """
     if num_workers <= 0:
         return []
     pause = min(max_pause_s, 1.2 * prefetch_factor * num_workers * period_s + 0.05)
-    sleep(pause)
+    wanted = min(8, num_workers * prefetch_factor)
+    if ready_count is None or ready_count() is None:
+        sleep(pause)
+    else:
+        t0 = clock()
+        while (ready_count() or 0) < wanted and clock() - t0 < pause:
+            sleep(min(poll_s, max(0.0, pause - (clock() - t0))))
     out: list[float] = []
-    for _ in range(min(8, num_workers * prefetch_factor)):
+    for _ in range(wanted):
         t0 = clock()
         try:
             b = next(it)
@@ -388,6 +399,17 @@ def probe_receive(
         out.append(clock() - t0)
         del b
     return out
+
+
+def skip_for(num_workers: int, prefetch_factor: int, ready: int | None) -> int:
+    """Batches to take untimed before the loader-alone probe (NOTE [loader ceiling]): the
+    `ready` ones already built (when known) and one partly built per worker, never more than
+    the `num_workers` x `prefetch_factor` the loader can have outstanding.
+    """
+    most = num_workers * prefetch_factor
+    if ready is None:
+        return most
+    return min(most, max(0, ready) + num_workers)
 
 
 def loader_alone(
@@ -414,7 +436,9 @@ def loader_alone(
         against the compute ceiling it says which of the two binds. When the epoch ends after
         at least `min_batches` timed batches, those are the measurement; before, `restart()` (if
         given) starts the next epoch once and the probe begins again after its own `skip`
-        batches (worker start-up is not timed).
+        batches (worker start-up is not timed). The caller's `skip` is what could flatter:
+        the batches built and not yet handed out, plus at most one partly built per worker
+        (`skip_for`).
     Returns {"samples_per_s", "batches"}, or {"note": why} when the loader ended before the
     probe could finish (an epoch shorter than `skip` + `min_batches` batches).
     """

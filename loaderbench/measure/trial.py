@@ -28,6 +28,7 @@ from loaderbench.measure.loop import (
     StepMarker,
     loader_alone,
     probe_receive,
+    skip_for,
     timed_loop,
     warmup_for,
 )
@@ -449,16 +450,24 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     alone: dict[str, Any] = {}
 
     def after_window(it: Iterator[Any], period: float) -> list[float]:
+        t0 = time.perf_counter()
+        try:
+            return _after_window(it, period)
+        finally:
+            alone["probe_s"] = time.perf_counter() - t0
+
+    def _after_window(it: Iterator[Any], period: float) -> list[float]:
         # period < 0: the window already timed enough receives (NOTE [receive in the window]).
         received = [] if period < 0 else probe_receive(
             it, num_workers=settings.num_workers, prefetch_factor=settings.prefetch_factor or 0,
-            period_s=period,
+            period_s=period, ready_count=lambda: ready_batches(loader),
         )
         sync = torch.cuda.synchronize if cuda else None
+        skip = skip_for(settings.num_workers, settings.prefetch_factor or 0, ready_batches(loader))
         alone.update(
             loader_alone(
                 it, prepare, count,
-                skip=settings.num_workers * (settings.prefetch_factor or 0), sync=sync,
+                skip=skip, sync=sync,
                 restart=(lambda: iter(source)) if epochs else None,
             )
         )
@@ -536,6 +545,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         samples_rule=samples_rule(dataset_spec, iterable),
         loader_alone_samples_per_s=alone.get("samples_per_s"),
         loader_alone_note=alone.get("note"),
+        probe_s=alone.get("probe_s"),
         h2d_s=h2d_s,
         h2d_hidden_fraction=hidden,
         **reads,
