@@ -77,11 +77,16 @@ class Search:
 
     def __init__(self, cells: Sequence[LoaderSettings], *, measure: Measure, tolerance: float, repeats: int,
                  budget_s: float, usable_cpus: int | None, cuda: bool, dense_workers: bool,
-                 clock: Callable[[], float] = time.monotonic, first: Sequence[LoaderSettings] = ()) -> None:
+                 clock: Callable[[], float] = time.monotonic, first: Sequence[LoaderSettings] = (),
+                 ranks: int = 1) -> None:
         self.cells = list(dict.fromkeys(cells))
         self.first = list(dict.fromkeys(first))  # the user's own settings, measured first
         self.measure_fn, self.tolerance, self.repeats = measure, tolerance, repeats
         self.usable_cpus, self.cuda, self.dense = usable_cpus, cuda, dense_workers
+        # A distributed sweep's rows are the whole job's (samples/s and CPU summed over its
+        # `ranks`): the model and the CPU-saturation check use the job's CPUs; worker counts
+        # (per rank) use one rank's share, `usable_cpus`.
+        self.model_cpus = None if usable_cpus is None else usable_cpus * max(1, ranks)
         self.clock = clock
         self.deadline = clock() + budget_s
         self.results: dict[LoaderSettings, ConfigResult] = {}
@@ -110,7 +115,7 @@ class Search:
         """Measure `s` once (its first trial), logging the model's prediction for it first."""
         if s in self.results:
             return self.results[s]
-        preds = predict(self.measured(), [s], self.usable_cpus)
+        preds = predict(self.measured(), [s], self.model_cpus)
         pred = preds[0] if preds else None
         r = self.measure_fn(s, 0)
         self.results[s] = r
@@ -146,9 +151,9 @@ class Search:
         search goes on past the usable CPUs instead of advising to try more workers."""
         r = self.results.get(with_workers(base, workers))
         s = None if r is None or r.status != "ok" else r.summary
-        if s is None or s.verdict != Verdict.LOADER_BOUND.value or s.cpu_util_pct is None or not self.usable_cpus:
+        if s is None or s.verdict != Verdict.LOADER_BOUND.value or s.cpu_util_pct is None or not self.model_cpus:
             return False
-        return s.cpu_util_pct < 100.0 * CPU_SATURATED * self.usable_cpus
+        return s.cpu_util_pct < 100.0 * CPU_SATURATED * self.model_cpus
 
     def io_bound(self) -> bool:
         """Whether the measured configs with workers used under half a CPU core per worker
@@ -206,7 +211,7 @@ class Search:
         if 0 not in self.workers_of(base) or with_workers(base, 0) in self.results or self.clock() >= self.deadline:
             return
         series = [r for r in rankable(self.measured()) if series_of(r.settings) == series_of(base)]
-        preds = predict(self.measured(), [with_workers(base, 0)], self.usable_cpus)
+        preds = predict(self.measured(), [with_workers(base, 0)], self.model_cpus)
         if not series or not preds:
             return
         best = max(r.summary.samples_per_s for r in series)  # type: ignore[union-attr]
@@ -310,7 +315,7 @@ class Search:
         prediction (or of `relative_to`'s measured throughput); None when nothing is predicted
         or (with `relative_to`) no count qualifies."""
         cells = [with_workers(base, w) for w in counts]
-        preds = predict(self.measured(), cells, self.usable_cpus)
+        preds = predict(self.measured(), cells, self.model_cpus)
         if not preds:
             return None
         top = (max(p.samples_per_s for p in preds) if relative_to is None or relative_to.summary is None

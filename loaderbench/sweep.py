@@ -356,7 +356,7 @@ def run_sweep(
         search = Search(
             [p.settings for p in points], measure=measure, tolerance=config.tolerance, repeats=config.repeats,
             budget_s=max(1.0, config.time_budget_s - (now() - started).total_seconds()),
-            usable_cpus=machine.cpus_per_rank,
+            usable_cpus=machine.cpus_per_rank, ranks=machine.world_size,
             cuda=machine.cuda and config.measure.device != "cpu",
             dense_workers=config.dense_workers,
             first=[c for c in [baseline_cell(config, points)] if c is not None],
@@ -373,7 +373,9 @@ def run_sweep(
         check_drift(result_set, results, done, run_trial, fresh_runner, config.tolerance, obs)
         snapshot()
     if searched:
-        add_predictions(result_set, [p.settings for p in points], machine.cpus_per_rank)
+        # The rows of a distributed sweep are the whole job's (samples/s and CPU summed over
+        # ranks): the model runs on the job's CPUs.
+        add_predictions(result_set, [p.settings for p in points], machine.cpus_per_rank * machine.world_size)
         save_fn(result_set, output)
     return result_set
 

@@ -263,3 +263,49 @@ def test_the_what_if_at_the_measured_cpus_gives_back_the_measured_rows_and_more_
         assert same[w] == pytest.approx(rate, rel=1e-9)
     more = dict(what_if_cpus(rows, settings(1), 16, 0.05, max_workers=16, measured_cpus=4)["curve"])
     assert all(more[w] >= 0.999 * rate for w, rate in measured.items())
+
+
+def two_ranks(build_ms_per_sample: float, step_ms: float, cpu_per_sample_s: float, *, bs: int = 16,
+              cpus_per_rank: int = 16):
+    """The same pipeline run by two ranks at once (a distributed sweep): each rank's own trial
+    as `pipeline` measures it on its share of the CPUs, merged as the distributed sweep merges
+    them (samples/s, CPU, loader ceiling and compute ceiling summed over ranks)."""
+    from loaderbench.distributed import merge_trials
+
+    one, _ = pipeline(build_ms_per_sample, step_ms, bs=bs, cpus=cpus_per_rank, cpu_per_sample_s=cpu_per_sample_s)
+    calls: list[LoaderSettings] = []
+    results: dict[LoaderSettings, ConfigResult] = {}
+
+    def measure(s: LoaderSettings, repeat: int) -> ConfigResult:
+        calls.append(s)
+        rank = one(s, repeat)
+        t = rank.trials[-1]
+        res = results.setdefault(s, ConfigResult(settings=s, status="ok"))
+        res.trials.append(merge_trials([t, replace(t)]))
+        summarize_config(res)
+        res.summary.compute_ceiling_samples_per_s = 2 * rank.summary.compute_ceiling_samples_per_s
+        return res
+
+    return measure, calls
+
+
+def test_a_distributed_search_models_the_whole_job_on_the_jobs_cpus():
+    # Per rank: 1 ms per sample per worker (r = 1,000/s), a 4 ms step of 16 (C = 4,000/s), and
+    # 3 ms of CPU per sample: one rank's 16 CPUs feed at most 16 / 0.003 = 5,333/s, so per rank
+    # the loader binds until 4 workers (4 x 1,000 = C). Summed over two ranks every row doubles
+    # (CPU too); the model must predict the job's rows on the job's 32 CPUs (a model on one
+    # rank's 16 would cap the job at 5,333/s, a third low).
+    cells = grid(range(0, 17))
+    measure, calls = two_ranks(1.0, 4.0, 0.003)
+    search = Search(cells, measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=16, ranks=2,
+                    cuda=False, dense_workers=False, clock=FakeClock())
+    knee = find_knee(search.run(), tolerance=0.05)
+    assert knee.settings.num_workers == 4
+    assert knee.summary.samples_per_s == pytest.approx(2 * 4000, rel=0.01)
+    errors = [abs(e["error"]) for e in search.log.to_dict()["predicted_before_measured"]]
+    assert errors and max(errors) < 0.10  # a per-rank model would be 50% low
+    preds = {p.settings.num_workers: p.samples_per_s for p in predict(search.measured(), cells, 32)}
+    assert preds[2] == pytest.approx(2 * 2 * 1000, rel=0.1)
+    # Each rank's main process receives its own batches: 16 samples per 0.2 ms, twice.
+    from loaderbench.analysis.predict import fit
+    assert fit(search.measured(), series_of(settings(4)), 32).main == pytest.approx(2 * 16 / 0.0002)

@@ -157,6 +157,11 @@ def _sharpness(rows: Sequence[ConfigResult]) -> float:
     return float(statistics.median(ks)) if ks else DEFAULT_SHARPNESS
 
 
+def _ranks(r: ConfigResult) -> int:
+    """The ranks whose rows were summed into `r` (1 outside a distributed sweep)."""
+    return max([t.world_size or 1 for t in r.trials] or [1])
+
+
 def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: int | None) -> Fit:
     """The model of `series` (a `series_of` value) from the measured configs: its own configs
     for C, R, k and L0, and every config with workers (all series) for r and kappa."""
@@ -176,8 +181,9 @@ def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: in
     kappas = [r.summary.cpu_util_pct / 100.0 / r.summary.samples_per_s for r in with_w  # type: ignore[union-attr]
               if r.summary.cpu_util_pct and r.summary.samples_per_s > 0]  # type: ignore[union-attr]
     kappa = float(statistics.median(kappas)) if kappas else None
-    # R: samples per batch over the receive floor, from this series' configs with workers.
-    mains = [samples_per_batch(r) / r.summary.receive_p50_s for r in mine_w  # type: ignore[union-attr]
+    # R: samples per batch over the receive floor, from this series' configs with workers; in a
+    # distributed sweep every rank's main process receives its own batches (x world size).
+    mains = [_ranks(r) * samples_per_batch(r) / r.summary.receive_p50_s for r in mine_w  # type: ignore[union-attr]
              if r.summary.receive_p50_s and r.summary.receive_p50_s > 0]  # type: ignore[union-attr]
     main = float(statistics.median(mains)) if mains else None
     zero = next((r for r in mine if r.settings.num_workers == 0), None)
