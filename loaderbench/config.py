@@ -109,6 +109,7 @@ class Option:
     flag: str | None = None
     cli: bool = True
     toggle: bool = False
+    many: bool = False  # the flag may be given more than once (`--data A --data B`)
 
     @property
     def flag_name(self) -> str:
@@ -133,7 +134,9 @@ OPTIONS: tuple[Option, ...] = (
            "Your current settings for the headroom line, e.g. num_workers=4,pin_memory=off (default: the first row)."),
     Option("dataset", "kind", _dataset_kind, "KIND", "synthetic (default) | folder | tensor | MODULE:FACTORY.",
            flag="--dataset"),
-    Option("dataset", "data", parsers.string, "PATH", "An image folder (implies --dataset folder)."),
+    Option("dataset", "data", parsers.paths, "PATH",
+           "An image folder (implies --dataset folder), or the files a MODULE:FACTORY dataset reads "
+           "(give it once per folder): --cache acts on them and reads are set against them.", many=True),
     Option("dataset", "num_samples", parsers.int_in(1, 100_000_000), "N",
            "Samples in the synthetic/tensor dataset (default 512)."),
     Option("dataset", "image_size", parsers.size, "WxH", "Synthetic image size (default 500x375)."),
@@ -380,13 +383,21 @@ def build_config(
     factory = None
     if kinds.kind_name(kind) == "import":
         factory, kind = kind, "import"
-    if kinds.KINDS[kind].in_files and not data:
+    if kinds.KINDS[kind].needs_data and not data:
         raise ConfigError(f"{source}: dataset '{kind}' needs a path: --data PATH (or dataset.data)")
     if data and not kinds.KINDS[kind].in_files:
         # A data path implies the folder dataset unless something else was asked for explicitly.
         if "kind" in sections["dataset"]:
-            raise ConfigError(f"{source}: --data (dataset.data) is for --dataset folder, not '{kind}'")
+            raise ConfigError(
+                f"{source}: --data (dataset.data) is for --dataset folder or MODULE:FACTORY, not '{kind}' "
+                "(it is built in memory and reads no files)"
+            )
         kind = "folder"
+    if kind == "folder" and isinstance(data, list):
+        raise ConfigError(
+            f"{source}: --dataset folder takes one --data folder (an ImageFolder root), got {len(data)}; "
+            "several folders are for a MODULE:FACTORY dataset that reads them"
+        )
     dataset = DatasetSpec(kind=kind, data_path=data, factory=factory, **ds)
 
     top = sections[""]

@@ -621,9 +621,9 @@ def build_synthetic(spec: DatasetSpec, cache_dir: Path | None) -> Dataset[Any]:
 
 def build_folder(spec: DatasetSpec, cache_dir: Path | None) -> Dataset[Any]:
     """`load_image_folder(spec.data_path)`; items `(uint8 (3, 224, 224), int)`."""
-    if not spec.data_path:
-        raise DataError("dataset kind 'folder' needs a folder; pass --data PATH")
-    folder: Dataset[Any] = load_image_folder(spec.data_path)
+    if len(spec.data_roots) != 1:
+        raise DataError("dataset kind 'folder' needs one folder; pass --data PATH once")
+    folder: Dataset[Any] = load_image_folder(spec.data_roots[0])
     return folder
 
 
@@ -633,10 +633,26 @@ def build_tensor(spec: DatasetSpec, cache_dir: Path | None) -> Dataset[Any]:
 
 
 def build_import(spec: DatasetSpec, cache_dir: Path | None) -> Dataset[Any]:
-    """`load_factory(spec.factory, spec.kwargs)`; items are whatever the factory's are."""
+    """`load_factory(spec.factory, spec.kwargs)`; items are whatever the factory's are. A factory
+    with a `root` parameter that the kwargs do not set gets the --data path (a list when
+    several were given)."""
     if not spec.factory:
         raise DataError("dataset kind 'import' needs a factory; pass --dataset MODULE:FACTORY")
-    return load_factory(spec.factory, dict(spec.kwargs))
+    kwargs = dict(spec.kwargs)
+    if spec.data_roots and "root" not in kwargs and _takes_root(spec.factory):
+        kwargs["root"] = spec.data_path
+    return load_factory(spec.factory, kwargs)
+
+
+def _takes_root(factory: str) -> bool:
+    """Whether the callable `factory` ("module:name") names a `root` parameter (False when it
+    cannot be inspected; load_factory then reports any import error)."""
+    import inspect
+
+    try:
+        return "root" in inspect.signature(load_callable(factory, "make_dataset", "dataset factory")).parameters
+    except (DataError, TypeError, ValueError):  # load_factory reports a bad reference clearly
+        return False
 
 
 def build_dataset(spec: DatasetSpec, *, cache_dir: Path | None = None) -> Dataset[Any]:

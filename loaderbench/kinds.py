@@ -33,8 +33,9 @@ class DatasetKind:
 
     `keys`: the [dataset] keys (and flags) it uses besides COMMON_KEYS; any other is refused.
     `own_length`: its length means something, so it runs real epochs (else one long epoch unless
-    --epoch-batches). `in_files`: its samples live in files under --data, whose page-cache state
-    --cache controls. `describe(d)`: one line from a config's dataset dict. `fingerprint`: the
+    --epoch-batches). `in_files`: its samples may live in files under --data, whose page-cache
+    state --cache controls and whose bytes the reads are set against; `needs_data`: --data is
+    required (the folder dataset is its root). `describe(d)`: one line from a config's dataset dict. `fingerprint`: the
     keys (and constants) that define its workload. `builder`: "module:function" building it from
     a DatasetSpec (imported when a dataset is built).
     """
@@ -47,11 +48,20 @@ class DatasetKind:
     fingerprint: tuple[str, ...]
     builder: str
     constants: dict[str, Any] = field(default_factory=dict)
+    needs_data: bool = False
+    file_extensions: str | None = None  # "images": only the files ImageFolder loads count
 
 
 def _tensor_text(d: dict[str, Any]) -> str:
     shape = "x".join(str(x) for x in d.get("sample_shape", []))
     return f"tensor {shape} cpu {float(d.get('cpu_ms', 0)):g} ms + io {float(d.get('io_ms', 0)):g} ms per sample"
+
+
+def _import_text(d: dict[str, Any]) -> str:
+    roots = d.get("data_path")
+    if not roots:
+        return str(d.get("factory"))
+    return f"{d.get('factory')} reading {', '.join(roots) if isinstance(roots, list) else roots}"
 
 
 KINDS: dict[str, DatasetKind] = {
@@ -68,6 +78,7 @@ KINDS: dict[str, DatasetKind] = {
             "folder", frozenset({"data"}), own_length=True, in_files=True,
             describe=lambda d: f"folder {d.get('data_path')}", fingerprint=(),
             builder="loaderbench.datasets:build_folder", constants={"transform": TRANSFORM},
+            needs_data=True, file_extensions="images",
         ),
         DatasetKind(
             "tensor", frozenset({"num_samples", "sample_shape", "cpu_ms", "io_ms", "seed"}), own_length=False,
@@ -75,8 +86,8 @@ KINDS: dict[str, DatasetKind] = {
             builder="loaderbench.datasets:build_tensor",
         ),
         DatasetKind(
-            "import", frozenset({"kwargs"}), own_length=True, in_files=False,
-            describe=lambda d: str(d.get("factory")), fingerprint=("factory", "kwargs"),
+            "import", frozenset({"kwargs", "data"}), own_length=True, in_files=True,
+            describe=_import_text, fingerprint=("factory", "kwargs"),
             builder="loaderbench.datasets:build_import",
         ),
     )

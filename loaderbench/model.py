@@ -19,6 +19,25 @@ Status = Literal["ok", "failed", "hung", "skipped", "interrupted"]
 MP_CONTEXTS = parsers.MP_CONTEXTS
 
 
+class ServedFrom(str, Enum):
+    """Where a window's samples came from (storage.read_summary decides it from the bytes read
+    from the device, the bytes read() returned and the residency of the files; NOTE [which cache
+    served it]). `Trial.served_from` holds the value."""
+
+    STORAGE = "storage"  # at least 90% of the bytes needed came from the device
+    PAGE_CACHE = "page cache"  # read() returned them, the device did not: the OS page cache
+    MEMORY_FS = "memory filesystem"  # the files live on tmpfs/ramfs: no device to read
+    DATASET_CACHE = "dataset cache"  # neither the device nor read() saw them: a cache in the dataset
+    CACHE = "cache"  # a cache whose kind the counters cannot tell (e.g. memory-mapped files)
+    MIXED = "mixed"  # part from the device, part from a cache
+    UNKNOWN = "unknown"  # no counters, or the bytes needed are not known
+
+    @property
+    def is_cache(self) -> bool:
+        """Whether the samples came from a cache rather than the device."""
+        return self in (ServedFrom.PAGE_CACHE, ServedFrom.MEMORY_FS, ServedFrom.DATASET_CACHE, ServedFrom.CACHE)
+
+
 class Verdict(str, Enum):
     """What binds one measured config (analysis/wait.py decides it from the wait breakdown).
 
@@ -67,6 +86,7 @@ class FindingKind(str, Enum):
     OVERSUBSCRIBED = "oversubscribed"  # the knee has more workers (or threads) than CPUs
     MEMORY_PER_WORKER = "memory-per-worker"  # a setting multiplies memory per worker
     PARTIAL_BATCHES = "partial-batches"  # batches held clearly fewer samples than batch_size
+    SERVED_FROM_CACHE = "served-from-cache"  # rows whose samples came from a cache, not the device
     NONE_MEASURED = "none-measured"  # nothing could be ranked
 
 
@@ -291,7 +311,9 @@ class DatasetSpec:
     - synthetic: `num_samples` JPEGs of `image_size` (W, H), made in memory from `seed`.
     - folder: a torchvision ImageFolder at `data_path`.
     - tensor: `num_samples` tensors of `sample_shape` costing `cpu_ms` busy CPU + `io_ms` sleep.
-    - import: `factory` = "module:callable", called with `kwargs`; optional `collate_fn`.
+    - import: `factory` = "module:callable", called with `kwargs`; optional `collate_fn`;
+      `data_path`, when given, names the files it reads (passed as `root` to a factory that
+      takes a `root` parameter the kwargs do not set).
 
     `sampler`: "module:callable" making the user's own sampler or batch sampler from the dataset
     (map-style datasets; see sampling.call_factory); `sampler_kind` ("sampler" or
@@ -302,7 +324,7 @@ class DatasetSpec:
     """
 
     kind: str = "synthetic"
-    data_path: str | None = None
+    data_path: str | list[str] | None = None  # one root (a string) or several (a list)
     num_samples: int = 512
     image_size: tuple[int, int] = (500, 375)
     jpeg_quality: int = 90
@@ -316,6 +338,14 @@ class DatasetSpec:
     sampler: str | None = None
     sampler_kind: str | None = None
     samples_per_batch: int | None = None
+
+    @property
+    def data_roots(self) -> tuple[str, ...]:
+        """The --data paths: the folder dataset's root, or the folders and files a MODULE:FACTORY
+        dataset reads ((), when none was given)."""
+        if not self.data_path:
+            return ()
+        return (self.data_path,) if isinstance(self.data_path, str) else tuple(self.data_path)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -484,7 +514,14 @@ class Trial:
     h2d_s: list[float] = field(default_factory=list)
     h2d_hidden_fraction: float | None = None
     storage_read_bytes: int | None = None
+    storage_read_chars: int | None = None  # bytes the tree's read() calls returned (cache hits too)
     needed_bytes: int | None = None
+    needed_rule: str | None = None  # "exact" (the files of the items loaded) or "estimated" (mean per sample)
+    data_resident_fraction: float | None = None  # files under --data in the page cache after the window
+    # Per complete epoch of the trial (warm-up included): [bytes from the device, bytes through
+    # read()] of the process tree; and whether every epoch after the first came from a cache.
+    epoch_reads: list[list[int | None]] = field(default_factory=list)
+    served_after_first_epoch: bool = False
     storage_mb_per_s: float | None = None
     served_from: str | None = None
     cache_state: dict[str, Any] | None = None
@@ -553,6 +590,7 @@ class Summary:
     compute_ceiling_samples_per_s: float | None = None
     storage_mb_per_s: float | None = None
     storage_fraction: float | None = None
+    served_from: str | None = None  # a ServedFrom value, the trials' most common
     stall_period_batches: int | None = None
     workers_needed: int | None = None
     # Mean seconds per measured batch of each part of the data-wait (WaitPart values as keys,

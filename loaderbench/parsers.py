@@ -82,6 +82,16 @@ def string(v: Any) -> str:
     return v
 
 
+def paths(v: Any) -> str | list[str]:
+    """One path (a string) or several (a TOML list, or the flag given more than once): one path
+    stays a string, several a list in the order given (repeats dropped)."""
+    raw = [v] if isinstance(v, str) else v
+    if not isinstance(raw, (list, tuple)) or not raw or not all(isinstance(p, str) and p.strip() for p in raw):
+        raise ValueError(f"expected a path or a list of paths, got {v!r}")
+    out = list(dict.fromkeys(p.strip() for p in raw))
+    return out[0] if len(out) == 1 else out
+
+
 def list_of(item: Parser, *, dedupe: bool = True) -> Parser:
     """A comma list (`0,2,4`) or a TOML list of `item` values, in the order given (repeats
     dropped with `dedupe`)."""

@@ -43,7 +43,7 @@ from loaderbench.preflight import (
     workload_facts,
 )
 from loaderbench.search import Search
-from loaderbench.storage import list_files, set_cache_state
+from loaderbench.storage import data_files, set_cache_state
 
 DEFAULT_SLEEP_MS = 100.0
 DEFAULT_BATCH_GPU = 256
@@ -464,21 +464,19 @@ def add_predictions(result_set: ResultSet, cells: list[LoaderSettings], usable_c
 
 
 def cache_plan(config: SweepConfig, obs: SweepObserver) -> tuple[list[Path], tuple[str, ...]]:
-    """The dataset files whose page-cache state `--cache` controls, and the states to run each
-    config in (`both` = cold then warm). Only a dataset kind that lives in files
-    (kinds.DatasetKind.in_files) has a cache state; for any other the state is n/a and every
-    config runs as-is (with a warning)."""
+    """The dataset files whose page-cache state `--cache` controls (the files under --data, for
+    any dataset kind that reads files: storage.data_files), and the states to run each config in
+    (`both` = cold then warm). A dataset that names no files has no cache state: n/a, and every
+    config runs as-is (with a warning saying how to name them)."""
     if config.cache == "as-is":
         return [], ("as-is",)
-    if not KINDS[config.dataset.kind].in_files or not config.dataset.data_path:
-        obs.warning(
-            f"--cache {config.cache} applies to a folder dataset (files on disk); "
-            f"'{config.dataset.kind}' is built in memory, so the cache state is n/a"
-        )
+    if not config.dataset.data_roots:
+        kind = config.dataset.factory or config.dataset.kind
+        how = (" give the files it reads with --data PATH (once per folder)" if KINDS[config.dataset.kind].in_files
+               else " it is built in memory")
+        obs.warning(f"--cache {config.cache}: '{kind}' names no files, so the cache state is n/a;{how}")
         return [], ("as-is",)
-    from torchvision.datasets.folder import IMG_EXTENSIONS
-
-    files = list_files(config.dataset.data_path, extensions=IMG_EXTENSIONS)
+    files = data_files(config.dataset)
     return files, (("cold", "warm") if config.cache == "both" else (config.cache,))
 
 
@@ -805,6 +803,7 @@ def execute_sweep(
     out = output or (Path(config.output) if config.output else default_output_path(config, now))
     check_result_path(out)
     check_baseline_settings(config, plan(config, machine))
+    data_files(config.dataset)  # a --data path that is missing, unreadable or empty: one line, now
     obs = observer or NullObserver()
     warm = WarmRunner() if config.isolation == "warm" and runner is run_isolated else None
     try:

@@ -420,3 +420,60 @@ def make_split_labelled_stream() -> torch.utils.data.IterableDataset:
 
 def make_replicated_labelled_stream() -> torch.utils.data.IterableDataset:
     return SplitLabelledStream(replicate=True)
+
+
+class FileSamples(Dataset):
+    """One sample per file under `root` (every file, sorted): its bytes as a uint8 tensor, read
+    with read(); `keep=True` keeps what it read in its own memory (a cache inside the dataset,
+    per process), so a repeat never reaches the files."""
+
+    def __init__(self, root, keep: bool = False) -> None:
+        import os
+
+        self.paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+        self.keep = keep
+        self.kept: dict[int, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        if i in self.kept:
+            return self.kept[i]
+        with open(self.paths[i], "rb") as f:
+            x = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)[:1024].clone()
+        if self.keep:
+            self.kept[i] = x
+        return x
+
+
+def make_file_samples(root, keep: bool = False) -> Dataset:
+    return FileSamples(root, keep)
+
+
+class ShardStream(torch.utils.data.IterableDataset):
+    """Records of `record_bytes` read in turn from every shard file under `root`, split across
+    workers by shard; its length is the records in all shards."""
+
+    def __init__(self, root, record_bytes: int = 65536) -> None:
+        import os
+
+        self.paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+        self.record_bytes = record_bytes
+        self.records = sum(os.path.getsize(p) // record_bytes for p in self.paths)
+
+    def __len__(self) -> int:
+        return self.records
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        mine = self.paths if info is None else self.paths[info.id::info.num_workers]
+        for p in mine:
+            with open(p, "rb") as f:
+                while chunk := f.read(self.record_bytes):
+                    if len(chunk) == self.record_bytes:
+                        yield torch.frombuffer(bytearray(chunk), dtype=torch.uint8)[:1024].clone()
+
+
+def make_shard_stream(root, record_bytes: int = 65536) -> torch.utils.data.IterableDataset:
+    return ShardStream(root, record_bytes)

@@ -1,6 +1,15 @@
-"""Hand-made trials and results for tests that need no hardware."""
+"""Hand-made trials and results for tests that need no hardware; a throttled block device for
+the storage tests that do (root only)."""
 
 from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 from loaderbench.analysis import summarize_config
 from loaderbench.model import ConfigResult, LoaderSettings, Trial
@@ -64,3 +73,60 @@ def with_ceilings(results: list[ConfigResult], by_batch: dict[int, float]) -> li
         if r.summary is not None:
             r.summary.compute_ceiling_samples_per_s = by_batch.get(r.settings.batch_size)
     return results
+
+
+# ---------------------------------------------------------------------------------------------
+# A throttled block device: loop device + ext4 + cgroup v1 blkio read throttle (root only)
+# ---------------------------------------------------------------------------------------------
+
+MiB = 1 << 20
+
+BLKIO = Path("/sys/fs/cgroup/blkio")
+
+
+def loop_unavailable() -> str | None:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "needs root (losetup, mount, cgroup blkio)"
+    for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
+        return "no cgroup v1 blkio controller with throttling at /sys/fs/cgroup/blkio"
+    if not Path("/dev/loop-control").exists():
+        return "no loop device support (/dev/loop-control missing)"
+    return None
+
+
+def run_cmd(*cmd: str) -> str:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+@dataclass
+class ThrottledDisk:
+    mount: Path
+    device: str  # /dev/loopN
+    major_minor: str
+    image: Path
+    cgroup: Path
+
+    def throttle(self, bytes_per_s: int) -> None:
+        (self.cgroup / "blkio.throttle.read_bps_device").write_text(f"{self.major_minor} {bytes_per_s}\n")
+
+
+def own_blkio_cgroup() -> Path:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "blkio" in controllers.split(","):
+            return BLKIO / path.lstrip("/")
+    return BLKIO
+
+
+@contextmanager
+def in_cgroup(cgroup: Path) -> Iterator[None]:
+    """Move this (test) process into `cgroup` and back."""
+    home = own_blkio_cgroup()
+    (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+    try:
+        yield
+    finally:
+        (home / "cgroup.procs").write_text(str(os.getpid()))

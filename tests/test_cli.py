@@ -222,7 +222,7 @@ def test_ctrl_c_exits_130_keeps_finished_configs_and_reaps_workers(tmp_path, sig
     proc = subprocess.Popen(
         [sys.executable, "-m", "loaderbench", "sweep", "--dataset", "tensor", "--io-ms", "1",
          "--batch-size", "8", "--compute", "sleep:5", "--num-workers", "0,2,2,2", "--prefetch-factor", "2,3,4",
-         "--min-time", "3", "--output", str(out), "--no-progress"],
+         "--min-time", "3", "--search", "grid", "--output", str(out), "--no-progress"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
@@ -260,7 +260,7 @@ def test_cache_both_measures_cold_and_warm_reads_and_splits_the_stall(tmp_path):
         assert cold["cache_state"]["achieved"] == "cold"
         assert cold["storage_read_bytes"] >= 0.9 * cold["needed_bytes"]
         assert warm["storage_read_bytes"] < 0.1 * warm["needed_bytes"]
-        assert warm["served_from"] == "cache"
+        assert warm["served_from"] == "page cache"  # read() returned the bytes, the device did not
         assert "w0-nopin-nopf-f--once-b8" in data["analysis"]["fetch_prep"]
     finally:
         import shutil

@@ -17,8 +17,6 @@ import subprocess
 import sys
 import time
 from collections import namedtuple
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +41,7 @@ from loaderbench.storage import (
     size_stats,
     static_evictability,
 )
+from tests.helpers import ThrottledDisk, in_cgroup
 
 MiB = 1 << 20
 
@@ -78,10 +77,11 @@ def test_read_summary_flags_cache_and_storage() -> None:
     assert read_summary(10, 0, 2.0).served_from == "unknown"
 
 
-def test_needed_bytes_counts_first_reads_in_the_window_only() -> None:
+def test_needed_bytes_counts_every_item_the_window_loads() -> None:
     sizes = [10, 20, 30, 40]
-    # warm-up read items 0 and 1; the window reads 1 (already cached), 2, 3, 2 (cached by then)
-    assert needed_bytes([0, 1, 1, 2, 3, 2], sizes, start=2, stop=6) == 70
+    # warm-up loaded items 0 and 1; the window loads 1, 2, 3 and 2 again: each needs its bytes
+    # (a repeat that no storage read serves was served by a cache)
+    assert needed_bytes([0, 1, 1, 2, 3, 2], sizes, start=2, stop=6) == 20 + 30 + 40 + 30
 
 
 def test_parse_fincore_rows() -> None:
@@ -403,25 +403,6 @@ def test_storage_table_golden() -> None:
 # Real storage on this machine (slow)
 
 
-@pytest.fixture
-def disk_dir(tmp_path: Path) -> Iterator[Path]:
-    """A folder on an evictable (disk) filesystem: tmp_path, else under /var/tmp; skip if neither."""
-    for cand in (tmp_path, Path("/var/tmp")):
-        fs = filesystem_of(cand)
-        if fs is not None and static_evictability(fs.fstype)[0] and os.access(cand, os.W_OK):
-            if cand == tmp_path:
-                yield tmp_path
-                return
-            d = cand / f"lb-storage-test-{os.getpid()}"
-            d.mkdir(exist_ok=True)
-            try:
-                yield d
-            finally:
-                shutil.rmtree(d, ignore_errors=True)
-            return
-    pytest.skip("no disk-backed folder (tmp_path and /var/tmp are in-memory filesystems)")
-
-
 @pytest.mark.slow
 def test_tmpfs_is_reported_not_evictable() -> None:
     shm = Path("/dev/shm")
@@ -513,92 +494,6 @@ def test_read_bytes_of_a_process_tree_cold_and_warm(disk_dir: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # A throttled block device: loop device + ext4 + cgroup v1 blkio read throttle (root only)
 
-BLKIO = Path("/sys/fs/cgroup/blkio")
-
-
-def _loop_unavailable() -> str | None:
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return "needs root (losetup, mount, cgroup blkio)"
-    for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
-    if not (BLKIO / "blkio.throttle.read_bps_device").exists():
-        return "no cgroup v1 blkio controller with throttling at /sys/fs/cgroup/blkio"
-    if not Path("/dev/loop-control").exists():
-        return "no loop device support (/dev/loop-control missing)"
-    return None
-
-
-def _run(*cmd: str) -> str:
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60).stdout.strip()
-
-
-@dataclass
-class ThrottledDisk:
-    mount: Path
-    device: str  # /dev/loopN
-    major_minor: str
-    image: Path
-    cgroup: Path
-
-    def throttle(self, bytes_per_s: int) -> None:
-        (self.cgroup / "blkio.throttle.read_bps_device").write_text(f"{self.major_minor} {bytes_per_s}\n")
-
-
-def _own_blkio_cgroup() -> Path:
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "blkio" in controllers.split(","):
-            return BLKIO / path.lstrip("/")
-    return BLKIO
-
-
-@pytest.fixture(scope="module")
-def throttled_disk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThrottledDisk]:
-    why = _loop_unavailable()
-    if why:
-        pytest.skip(f"throttled loop device unavailable: {why}")
-    base = tmp_path_factory.mktemp("loopdisk")
-    image, mnt = base / "disk.img", base / "mnt"
-    mnt.mkdir()
-    with open(image, "wb") as f:
-        f.truncate(64 * MiB)
-    device = ""
-    mounted = False
-    cgroup = BLKIO / f"loaderbench-test-{os.getpid()}"
-    try:
-        try:
-            device = _run("losetup", "-f", "--show", "--direct-io=on", str(image))
-        except subprocess.CalledProcessError:
-            device = _run("losetup", "-f", "--show", str(image))
-        _run("mkfs.ext4", "-q", "-F", device)
-        _run("mount", device, str(mnt))
-        mounted = True
-        mm = Path(f"/sys/block/{Path(device).name}/dev").read_text().strip()
-        cgroup.mkdir()
-        yield ThrottledDisk(mnt, device, mm, image, cgroup)
-    except (subprocess.CalledProcessError, OSError) as exc:
-        pytest.skip(f"could not set up a throttled loop device: {exc}")
-    finally:
-        if cgroup.exists():
-            parent = BLKIO / "cgroup.procs"
-            for pid in (cgroup / "cgroup.procs").read_text().split():
-                try:
-                    parent.write_text(pid)
-                except OSError:
-                    pass
-            try:
-                cgroup.rmdir()
-            except OSError:
-                pass
-        if mounted:
-            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
-                subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-        if device:
-            subprocess.run(["losetup", "-d", device], capture_output=True)
-        image.unlink(missing_ok=True)
-
-
 def _write_files(folder: Path, n: int, size: int) -> list[Path]:
     folder.mkdir(exist_ok=True)
     out = []
@@ -651,17 +546,6 @@ def test_throttled_loop_device_reads_at_the_cap(throttled_disk: ThrottledDisk) -
     assert 0.8 * cap <= rate <= 1.2 * cap, f"cold read {rate / MiB:.1f} MiB/s at a {cap / MiB:.0f} MiB/s cap"
     assert r["warm_bytes"] < 0.1 * needed, r
     assert needed / r["warm_s"] > 5 * cap, "warm reads should come from the page cache, far above the cap"
-
-
-@contextmanager
-def _in_cgroup(cgroup: Path) -> Iterator[None]:
-    """Move this (test) process into `cgroup` and back."""
-    home = _own_blkio_cgroup()
-    (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-    try:
-        yield
-    finally:
-        (home / "cgroup.procs").write_text(str(os.getpid()))
 
 
 class FilesWithDecode:
@@ -734,7 +618,7 @@ def test_fetch_prep_split_on_a_throttled_device(throttled_disk: ThrottledDisk) -
     primer = _write_files(throttled_disk.mount / "primer", 1, MiB)
     throttled_disk.throttle(cap)
     dataset = FilesWithDecode(files, decode_s)
-    with _in_cgroup(throttled_disk.cgroup):
+    with in_cgroup(throttled_disk.cgroup):
         assert set_cache_state(primer, "cold").achieved == "cold"
         split = _split(files, dataset, primer=lambda: storage.warm(primer))
     expected_fetch, expected_prep = n * size / cap, n * decode_s  # 2.0 s and 0.12 s

@@ -14,6 +14,7 @@ from loaderbench.analysis.advice import (
     memory_per_worker,
     partial_batches,
     recommend,
+    served_from_cache,
 )
 from loaderbench.analysis.ceiling import ceilings_by_batch, compute_ceiling
 from loaderbench.analysis.statistics import DEFAULT_TOLERANCE, fetch_prep, summarize
@@ -87,4 +88,5 @@ def analyze(result_set: ResultSet) -> None:
     analysis["compute_ceiling"] = ceilings_by_batch(result_set.results, raw_ceilings, compute_kind)
     analysis["config_findings"] = [f.to_dict() for f in [
         *memory_per_worker(result_set.results), *partial_batches(result_set.results, cfg.get("dataset")),
+        *served_from_cache(result_set.results),
     ]]

@@ -32,6 +32,7 @@ from loaderbench.model import (
     FindingKind,
     LoaderSettings,
     Recommendation,
+    ServedFrom,
     Verdict,
     WaitPart,
     WarningKind,
@@ -524,6 +525,34 @@ def partial_batches(results: Sequence[ConfigResult], dataset: dict[str, Any] | N
                 "min": held[0], "max": held[-1],
             }))
     return out
+
+
+def served_from_cache(results: Sequence[ConfigResult]) -> list[Finding]:
+    """SERVED_FROM_CACHE when measured rows read from the device under a tenth of the bytes their
+    samples needed (storage.read_summary, NOTE [which cache served it]): their throughput is a
+    cache's, not the storage's. Data: the rows (config, cache state, bytes read from the device
+    and through read(), bytes needed and how they were counted, the share of the files in the
+    page cache after the window, which cache), and whether every row was so served (`all`)."""
+    rows = []
+    measured = [r for r in results if r.status == "ok" and r.summary is not None and r.trials]
+    for r in measured:
+        served = r.summary.served_from if r.summary is not None else None
+        if served is None or not ServedFrom(served).is_cache:
+            continue
+        t = next((t for t in r.trials if t.served_from == served), r.trials[0])
+        rows.append({"config": r.settings.key(), "cache": r.cache, "served_from": served,
+                     "read_bytes": t.storage_read_bytes, "read_chars": t.storage_read_chars,
+                     "needed_bytes": t.needed_bytes, "needed_rule": t.needed_rule,
+                     "resident_fraction": t.data_resident_fraction})
+        if t.served_after_first_epoch and len(t.epoch_reads) >= 2:
+            later = t.epoch_reads[1:]
+            rows[-1].update(first_epoch_read_bytes=t.epoch_reads[0][0],
+                            later_epoch_read_bytes=max(e[0] or 0 for e in later),
+                            later_epoch_read_chars=None if any(e[1] is None for e in later)
+                            else max(e[1] or 0 for e in later))
+    if not rows:
+        return []
+    return [Finding(FindingKind.SERVED_FROM_CACHE.value, None, {"rows": rows, "all": len(rows) == len(measured)})]
 
 
 def _differs(a: LoaderSettings, b: LoaderSettings) -> dict[str, list[Any]]:

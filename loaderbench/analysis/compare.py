@@ -68,7 +68,15 @@ from typing import Any
 from loaderbench import kinds
 from loaderbench.analysis import statistics as stats
 from loaderbench.errors import UsageError
-from loaderbench.model import GRID_AXES, ComputeSpec, ConfigResult, LoaderSettings, ResultSet, Trial
+from loaderbench.model import (
+    GRID_AXES,
+    ComputeSpec,
+    ConfigResult,
+    LoaderSettings,
+    ResultSet,
+    ServedFrom,
+    Trial,
+)
 from loaderbench.schema import measured_alike
 
 METRICS = ("samples_per_s", "stall_fraction")
@@ -661,6 +669,21 @@ def compare_pair(
     diffs = _measure_differences(baseline, current)
     if diffs:
         warnings.append("measured differently: " + "; ".join(diffs))
+    cached = [_cache_served(baseline), _cache_served(current)]
+    if cached[0][0] * 2 > cached[0][1] and cached[1][0] * 2 > cached[1][1]:
+        names = ", ".join(sorted(cached[0][2] | cached[1][2]))
+        warnings.append(
+            f"both runs were served from caches ({names}): {cached[0][0]} of {cached[0][1]} rows of the baseline "
+            f"and {cached[1][0]} of {cached[1][1]} of this run got their samples from a cache, not the device "
+            "(`loaderbench show` gives each row's bytes), so this comparison measured caches rather than devices"
+        )
+    else:
+        for (n, total, which), who in zip(cached, ("the baseline", "this run")):
+            if n:
+                warnings.append(
+                    f"{n} of {total} rows of {who} were served from a cache ({', '.join(sorted(which))}), not "
+                    "the device: their throughput is not the storage's"
+                )
     if any(r.unit == "batches" for r in rows):
         warnings.append(
             f"fewer than {MIN_REPEATS} repeats on a side: the test uses per-batch samples and sees "
@@ -670,6 +693,14 @@ def compare_pair(
         current=current_info, comparable=comparable, reasons=tuple(reasons), rows=tuple(rows),
         warnings=tuple(warnings),
     )
+
+
+def _cache_served(rs: ResultSet) -> tuple[int, int, set[str]]:
+    """(rows served from a cache, rows measured, which caches) of a result set (model.ServedFrom)."""
+    measured = [r for r in rs.results if r.status == "ok" and r.summary is not None]
+    served = [r.summary.served_from for r in measured if r.summary is not None and r.summary.served_from]
+    caches = [v for v in served if ServedFrom(v).is_cache]
+    return len(caches), len(measured), set(caches)
 
 
 def compare_results(

@@ -154,6 +154,7 @@ def summarize(trials: Sequence[Trial]) -> Summary:
             [t.storage_read_bytes / t.needed_bytes if t.storage_read_bytes is not None and t.needed_bytes else None
              for t in trials]
         ),
+        served_from=_most_common([t.served_from for t in trials]),
         samples_per_s_min=float(min(rates)),
         samples_per_s_max=float(max(rates)),
         repeats=len(trials),
@@ -186,6 +187,12 @@ def relative_spread(summary: Summary) -> float:
     if summary.repeats < 2 or not summary.samples_per_s or summary.samples_per_s_min is None:
         return 0.0
     return ((summary.samples_per_s_max or 0.0) - summary.samples_per_s_min) / summary.samples_per_s
+
+
+def _most_common(values: Sequence[str | None]) -> str | None:
+    """The most common non-None value (the first seen on a tie), None when there is none."""
+    seen = [v for v in values if v is not None]
+    return max(dict.fromkeys(seen), key=seen.count) if seen else None
 
 
 def fetch_prep(results: Sequence[ConfigResult]) -> dict[str, dict[str, object]]:

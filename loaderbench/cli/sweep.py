@@ -42,6 +42,12 @@ def _option_param(opt: Option) -> tuple[str, Any, Any]:
     if opt.toggle:
         return _param_name(opt), Annotated[bool, typer.Option(opt.flag_name, help=opt.help)], False
     list_help = " A comma list makes the grid." if opt.section == "grid" else ""
+    if opt.many:
+        return (
+            _param_name(opt),
+            Annotated[list[str] | None, typer.Option(opt.flag_name, metavar=opt.metavar, help=opt.help)],
+            None,
+        )
     return (
         _param_name(opt),
         Annotated[str | None, typer.Option(opt.flag_name, metavar=opt.metavar, help=opt.help + list_help)],

@@ -31,7 +31,8 @@ Clock = Callable[[], float]
 class WindowReading:
     """What one window used. `cpu_s`: CPU seconds of every process that lived in it; `processes`:
     the most alive at once; `memory_*_bytes`: the tree's summed USS / PSS at the end;
-    `read_bytes`: storage bytes read over the window (None where unknown); `util`: the GPU
+    `read_bytes`: storage bytes read over the window (None where unknown); `read_chars`: bytes
+    the tree's read() calls returned over it (page-cache hits included); `util`: the GPU
     utilisation reading (gpu.GpuUtilReading)."""
 
     wall_s: float
@@ -42,6 +43,11 @@ class WindowReading:
     memory_pss_bytes: int | None
     read_bytes: int | None
     util: Any
+    read_chars: int | None = None
+
+
+def _delta(before: int | None, after: int | None) -> int | None:
+    return None if before is None or after is None else max(0, after - before)
 
 
 def tree_memory(procs: list[Any]) -> tuple[int | None, int | None]:
@@ -82,7 +88,7 @@ class WindowMeter:
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
         self._main0 = 0.0
-        self._io0: int | None = None
+        self._io0: tuple[int | None, int | None] = (None, None)
 
     def _read(self, *, start: bool = False) -> list[Any]:
         procs = process_tree(self._me)
@@ -110,7 +116,7 @@ class WindowMeter:
         """Begin the window: read the tree, start the sampling thread and the GPU sampler."""
         from loaderbench import storage
 
-        self._io0 = storage.io_counters_tree(self._me)
+        self._io0 = storage.io_tree(self._me)
         if self._reset_gpu is not None:
             self._reset_gpu()
         self._read(start=True)
@@ -132,12 +138,13 @@ class WindowMeter:
         procs = self._read()
         main_cpu = sum(self._me.cpu_times()[:2]) - self._main0
         uss, pss = tree_memory(procs)
-        io1 = storage.io_counters_tree(self._me)
+        io1 = storage.io_tree(self._me)
         with self._lock:
             cpu = sum(max(0.0, last - self._base.get(key, 0.0)) for key, last in self._last.items())
         return WindowReading(
             wall_s=wall, cpu_s=cpu, main_cpu_s=main_cpu, processes=self._most,
             memory_uss_bytes=uss, memory_pss_bytes=pss,
-            read_bytes=None if self._io0 is None or io1 is None else max(0, io1 - self._io0),
+            read_bytes=_delta(self._io0[0], io1[0]),
             util=util,
+            read_chars=_delta(self._io0[1], io1[1]),
         )

@@ -5,10 +5,11 @@ measure the compute ceiling.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -79,14 +80,17 @@ class _InspectFirst:
     """Iterates a loader unchanged, handing its first host-side batch to `sink` (pinning and
     bytes must be read before the H2D copy or the prefetcher moves the batch)."""
 
-    def __init__(self, loader: Any, sink: Callable[[Any], Any]) -> None:
+    def __init__(self, loader: Any, sink: Callable[[Any], Any], on_epoch: Callable[[], None] | None = None) -> None:
         self.loader = loader
         self.sink = sink
+        self.on_epoch = on_epoch
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def __iter__(self) -> Iterator[Any]:
+        if self.on_epoch is not None:
+            self.on_epoch()
         first = True
         for b in self.loader:
             if first:
@@ -179,29 +183,89 @@ def check_sample_count(items: int | None, sizes: list[int] | None, *, iterable: 
 
 
 def _storage_reads(
-    dataset: Any, sampler: TimedBatchSampler | None, loop: LoopTimes, batch_size: int,
-    read: int | None, wall_s: float,
+    dataset: Any, spec: DatasetSpec, sampler: TimedBatchSampler | None, loop: LoopTimes, batch_size: int,
+    reading: WindowReading, epoch_io: Sequence[tuple[int | None, int | None]] = (),
 ) -> dict[str, Any]:
-    """Bytes the process tree read from storage over the window (psutil read_bytes: page-cache
-    hits are not counted) and, for a dataset of files (ImageFolder's `samples`), the bytes the
-    measured batches needed; see storage.read_summary."""
+    """Bytes the process tree read over the window: from storage (psutil read_bytes: page-cache
+    hits are not counted) and through read() (read_chars: hits included); the bytes the
+    measured samples needed, and where they came from (storage.read_summary, NOTE [which cache
+    served it]).
+
+    Bytes needed: for a dataset of files with known paths (ImageFolder's `samples`) the sizes of
+    the items the window loaded ("exact"); for any other dataset with --data paths, the samples
+    measured times the mean bytes per sample, the files' total over the dataset's length
+    ("estimated"); unknown otherwise (an IterableDataset without a length).
+
+    Per epoch (`epoch_io`: the tree's counters at each epoch start, warm-up included): the bytes
+    each complete epoch read from the device and through read() (`epoch_reads`). When the first
+    epoch read at least half the files and every later one under a tenth, the samples after the
+    first epoch came from a cache, whichever share of the window they were: `served_from` names
+    that cache, judged on the later epochs against the files' total.
+    """
     from loaderbench import storage
 
-    out: dict[str, Any] = {"storage_read_bytes": read}
+    read, wall_s = reading.read_bytes, reading.wall_s
+    out: dict[str, Any] = {"storage_read_bytes": read, "storage_read_chars": reading.read_chars}
+    needed: int | None = None
     samples = getattr(dataset, "samples", None)
-    if read is None or sampler is None or sampler.indices is None or not samples:
+    if sampler is not None and sampler.indices is not None and samples:
+        try:
+            sizes = [os.stat(path).st_size for path, _ in samples]
+        except (OSError, TypeError, ValueError):
+            sizes = []
+        if sizes:
+            start = (1 + loop.warmup_batches) * batch_size
+            stop = start + len(loop.step_s) * batch_size
+            needed = storage.needed_bytes(sampler.indices, sizes, start=start, stop=stop)
+            out["needed_rule"] = "exact"
+    files: list[Path] = []
+    total_bytes = 0
+    if spec.data_roots:
+        files = _reused("data_files", spec.data_roots, lambda: storage.data_files(spec))
+        total_bytes = _reused("data_bytes", spec.data_roots, lambda: sum(storage.file_sizes(files)))
+        if needed is None:
+            try:
+                length = len(dataset)
+            except TypeError:  # an IterableDataset without __len__
+                length = 0
+            if length > 0 and total_bytes > 0:
+                needed = round(loop.samples * total_bytes / length)
+                out["needed_rule"] = "estimated"
+    epochs = [(b[0] - a[0], None if a[1] is None or b[1] is None else b[1] - a[1])
+              for a, b in zip(epoch_io, epoch_io[1:]) if a[0] is not None and b[0] is not None]
+    if epochs:
+        out["epoch_reads"] = [list(e) for e in epochs]
+    if needed is None:
         return out
-    try:
-        sizes = [os.stat(path).st_size for path, _ in samples]
-    except (OSError, TypeError, ValueError):
-        return out
-    start = (1 + loop.warmup_batches) * batch_size
-    stop = start + len(loop.step_s) * batch_size
-    needed = storage.needed_bytes(sampler.indices, sizes, start=start, stop=stop)
-    summary = storage.read_summary(read, needed, wall_s)
-    out.update(
-        needed_bytes=needed, storage_mb_per_s=summary.storage_mb_per_s, served_from=summary.served_from
-    )
+    memory_fs = False
+    resident = None
+    if spec.data_roots:
+        fstype = _reused("data_fstype", spec.data_roots, lambda: storage.fstype_of(Path(spec.data_roots[0])))
+        memory_fs = storage.is_memory_fs(fstype)
+    mapped: bool | None = None
+
+    def look_closer() -> None:  # only when the device gave almost nothing: residency and maps
+        nonlocal resident, mapped
+        if resident is None and not memory_fs:
+            res = storage.residency(files[:: max(1, len(files) // 2000)])  # at most ~2,000 files
+            resident = None if res is None or not res[1] else res[0] / res[1]
+            mapped = storage.maps_any(files) if resident is not None and resident >= 0.5 else None
+
+    if files and read is not None and read < storage.CACHE_MAX_FRACTION * needed:
+        look_closer()
+    summary = storage.read_summary(read, needed, wall_s, read_chars=reading.read_chars, memory_fs=memory_fs,
+                                   resident_fraction=resident, mapped=mapped)
+    if (len(epochs) >= 2 and total_bytes and epochs[0][0] >= 0.5 * total_bytes
+            and all(e[0] < storage.CACHE_MAX_FRACTION * total_bytes for e in epochs[1:])):
+        later_chars = [e[1] for e in epochs[1:]]
+        chars = None if any(c is None for c in later_chars) else min(c for c in later_chars if c is not None)
+        look_closer()
+        later = storage.read_summary(max(e[0] for e in epochs[1:]), total_bytes, wall_s, read_chars=chars,
+                                     memory_fs=memory_fs, resident_fraction=resident, mapped=mapped)
+        out["served_after_first_epoch"] = True
+        summary = dataclasses.replace(summary, served_from=later.served_from)
+    out.update(needed_bytes=needed, storage_mb_per_s=summary.storage_mb_per_s, served_from=summary.served_from,
+               data_resident_fraction=resident)
     return out
 
 
@@ -399,7 +463,14 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         first_raw.setdefault("dims", batch_mod.array_dims(c.batch))
         first_raw.setdefault("items", c.samples)
 
-    inspected = _InspectFirst(loader, first_batch)
+    epoch_io: list[tuple[int | None, int | None]] = []  # the tree's (read_bytes, read_chars) at each epoch start
+
+    def on_epoch() -> None:
+        from loaderbench import storage
+
+        epoch_io.append(storage.io_tree())
+
+    inspected = _InspectFirst(loader, first_batch, on_epoch if dataset_spec.data_roots else None)
     fixed = dataset_spec.samples_per_batch
 
     def count(c: Counted) -> int:
@@ -508,7 +579,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     h2d_s, hidden = copy_statistics(
         copy_events, marker, measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s)
     )
-    reads = _storage_reads(dataset, batch_sampler, loop, settings.batch_size, reading.read_bytes, wall)
+    reads = _storage_reads(dataset, dataset_spec, batch_sampler, loop, settings.batch_size, reading, epoch_io)
     trial = Trial(
         first_batch_s=loop.first_batch_s,
         warmup_batches=loop.warmup_batches,

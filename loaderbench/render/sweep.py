@@ -16,7 +16,15 @@ from rich.text import Text
 from loaderbench import kinds
 from loaderbench.analysis import statistics as stats
 from loaderbench.analysis.predict import Prediction
-from loaderbench.model import GRID_AXES, ConfigResult, Finding, FindingKind, ResultSet, WarningKind
+from loaderbench.model import (
+    GRID_AXES,
+    ConfigResult,
+    Finding,
+    FindingKind,
+    ResultSet,
+    ServedFrom,
+    WarningKind,
+)
 from loaderbench.render.findings import finding_sentences
 
 NA = "n/a"
@@ -83,8 +91,7 @@ def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
             "compute_ms": _fmt(m.compute_p50_s, ".1f", 1e3),
             "h2d": _h2d_cell(m),
             "storage": NA if m.storage_fraction is None else (
-                f"{m.storage_mb_per_s or 0:,.1f} · {m.storage_fraction:.0%}"
-                + (" (part cached)" if 0.1 <= m.storage_fraction < 0.9 else "")
+                f"{m.storage_mb_per_s or 0:,.1f} · {m.storage_fraction:.0%}" + _served_suffix(m)
             ),
             "gpu_util_pct": _fmt(m.gpu_util_pct, ".0f")
             + ("" if m.gpu_sm_active_pct is None else f" (SM {m.gpu_sm_active_pct:.0f})"),
@@ -100,6 +107,63 @@ def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
     elif stats.relative_spread(m) > stats.NOISY_SPREAD:
         cells["verdict"] += " (noisy)"
     return cells
+
+
+def _served_suffix(m: Any) -> str:
+    """` (part cached)` or ` (page cache)`-like: where the samples came from, when not the device."""
+    served = m.served_from
+    if served in (None, ServedFrom.STORAGE.value, ServedFrom.UNKNOWN.value):
+        return " (part cached)" if m.storage_fraction is not None and 0.1 <= m.storage_fraction < 0.9 else ""
+    return " (part cached)" if served == ServedFrom.MIXED.value else f" ({served})"
+
+
+def _mb(x: float | None) -> str:
+    return "?" if x is None else f"{x / 1e6:,.1f} MB"
+
+
+def served_from_cache_lines(d: dict[str, Any]) -> list[str]:
+    """The SERVED_FROM_CACHE finding in words: per row, what the device gave against what the
+    samples needed, and which cache served the rest."""
+    out = []
+    why = {
+        ServedFrom.PAGE_CACHE.value: "read() returned {chars}: the OS page cache served them",
+        ServedFrom.MEMORY_FS.value: "the files live on an in-memory filesystem (tmpfs): there is no device to read",
+        ServedFrom.DATASET_CACHE.value: ("read() returned {chars} and {resident} of the files were in the page "
+                                         "cache: a cache inside the dataset or its workers served them"),
+        ServedFrom.CACHE.value: ("read() returned {chars} with {resident} of the files in the page cache: "
+                                 "memory-mapped files or a cache inside the dataset served them"),
+    }
+    for row in d["rows"]:
+        resident = "?" if row.get("resident_fraction") is None else f"{row['resident_fraction']:.0%}"
+        how = "estimated: files under --data / dataset length" if row.get("needed_rule") == "estimated" else "their files"
+        cache = "" if row.get("cache") in (None, "as-is") else f" ({row['cache']})"
+        chars = _mb(row.get("read_chars"))
+        if "first_epoch_read_bytes" in row:
+            chars = _mb(row.get("later_epoch_read_chars"))
+            read = (f"its first epoch read {_mb(row['first_epoch_read_bytes'])} from the device, every later epoch "
+                    f"at most {_mb(row['later_epoch_read_bytes'])}; over the window {_mb(row['read_bytes'])} of "
+                    f"{_mb(row['needed_bytes'])} the samples needed ({how}); after the first epoch ")
+        else:
+            read = (f"{_mb(row['read_bytes'])} read from the device of {_mb(row['needed_bytes'])} the samples "
+                    f"needed ({how}); ")
+        out.append(
+            f"served from a cache [{row['config']}{cache}]: {read}"
+            + why.get(row["served_from"], "a cache served them").format(chars=chars, resident=resident) + "."
+        )
+    if d.get("all"):
+        kinds = {row["served_from"] for row in d["rows"]}
+        cold = all(row.get("cache") == "cold" for row in d["rows"])
+        if kinds & {ServedFrom.DATASET_CACHE.value, ServedFrom.CACHE.value}:
+            fix = "the dataset (or its workers) keeps what it read: turn that cache off to measure the device"
+        elif kinds == {ServedFrom.MEMORY_FS.value}:
+            fix = "put a copy of the files on the device to measure it"
+        elif cold:
+            fix = ("the window read the files again after the page cache held them (a dataset smaller than "
+                   "the window): use more files, or fewer batches (--max-batches)")
+        else:
+            fix = "run with --cache cold (or a dataset larger than RAM) to measure the device"
+        out.append(f"Every row was served from a cache: these throughputs are the cache's, not the storage's; {fix}.")
+    return out
 
 
 def _pct(x: float) -> str:
@@ -508,6 +572,8 @@ def footer_lines(rs: ResultSet) -> list[str]:
                 f"memory [{f.config}]: {d['mib_per_worker']:,.0f} MiB per worker (PSS) vs "
                 f"{d['ref_mib_per_worker']:,.0f} MiB with {d['ref_config']} ({differs}): {why}."
             )
+        elif f.kind == FindingKind.SERVED_FROM_CACHE.value:
+            out.extend(served_from_cache_lines(f.data))
         elif f.kind == FindingKind.PARTIAL_BATCHES.value:
             d = f.data
             spread = "" if d["min"] == d["max"] else f" ({d['min']:,.1f}-{d['max']:,.1f} across configs)"

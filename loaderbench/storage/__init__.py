@@ -11,7 +11,15 @@ Answers "is the disk what starves the GPU?" without torch (the sweep's parent pr
 - `probe`: `probe_storage`, sequential and random read rates at several reader counts.
 """
 
-from loaderbench.storage.accounting import ReadSummary, io_counters_tree, needed_bytes, read_summary
+from loaderbench.storage.accounting import (
+    CACHE_MAX_FRACTION,
+    ReadSummary,
+    io_counters_tree,
+    io_tree,
+    maps_any,
+    needed_bytes,
+    read_summary,
+)
 from loaderbench.storage.cache import (
     CACHE_STATES,
     CacheOps,
@@ -19,6 +27,8 @@ from loaderbench.storage.cache import (
     EvictReport,
     drop_all_caches,
     evict,
+    fstype_of,
+    is_memory_fs,
     is_root,
     residency,
     set_cache_state,
@@ -32,10 +42,11 @@ from loaderbench.storage.devices import (
     filesystem_of,
     is_rotational,
 )
-from loaderbench.storage.files import FileStats, list_files, size_stats
+from loaderbench.storage.files import FileStats, data_files, file_sizes, list_files, size_stats
 from loaderbench.storage.probe import ProbeRow, StorageProbe, probe_storage
 
 __all__ = [
+    "CACHE_MAX_FRACTION",
     "CACHE_STATES",
     "BlockDevice",
     "CacheOps",
@@ -47,10 +58,16 @@ __all__ = [
     "ReadSummary",
     "StorageProbe",
     "block_device_of",
+    "data_files",
     "drop_all_caches",
     "evict",
+    "file_sizes",
     "filesystem_of",
+    "fstype_of",
     "io_counters_tree",
+    "io_tree",
+    "is_memory_fs",
+    "maps_any",
     "is_rotational",
     "is_root",
     "list_files",

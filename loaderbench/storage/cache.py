@@ -343,9 +343,15 @@ def static_evictability(fstype: str | None) -> tuple[bool, str | None]:
 # --------------------------------------------------------------------------------------------
 
 
-def _fstype_of(path: Path) -> str | None:
+def fstype_of(path: Path) -> str | None:
+    """The type of the filesystem holding `path` (e.g. "ext4", "tmpfs"), None when unknown."""
     fs = filesystem_of(path)
     return None if fs is None else fs.fstype
+
+
+def is_memory_fs(fstype: str | None) -> bool:
+    """Whether `fstype` is an in-memory filesystem (tmpfs, ramfs, ...): no device behind it."""
+    return fstype is not None and (fstype in IN_MEMORY_FS or fstype.split(".")[0] in IN_MEMORY_FS)
 
 
 @dataclass(frozen=True)
@@ -355,7 +361,7 @@ class CacheOps:
     evict: Callable[..., EvictReport] = evict
     warm: Callable[[Sequence[Path]], int] = warm
     residency: Callable[[Sequence[Path]], tuple[int, int] | None] = residency
-    fstype: Callable[[Path], str | None] = _fstype_of
+    fstype: Callable[[Path], str | None] = fstype_of
 
 
 @dataclass

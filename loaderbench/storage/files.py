@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loaderbench.errors import DataError
+from loaderbench.kinds import KINDS
+from loaderbench.model import DatasetSpec
 
 # --------------------------------------------------------------------------------------------
 # Files
@@ -77,4 +79,36 @@ def file_sizes(paths: Iterable[Path]) -> list[int]:
             out.append(os.stat(p).st_size)
         except OSError:
             out.append(0)
+    return out
+
+
+def data_files(spec: DatasetSpec) -> list[Path]:
+    """Every file under the --data paths of `spec` (`spec.data_roots`), sorted per root: for the
+    folder dataset the image files ImageFolder loads, for any other kind every regular file.
+    [] when no path was given.
+
+    Raises `DataError` (one line naming the path and the fix) when a path does not exist, cannot
+    be read, or holds no files.
+    """
+    kind = KINDS.get(spec.kind)
+    exts: Sequence[str] | None = None
+    if kind is not None and kind.file_extensions == "images":
+        from torchvision.datasets.folder import IMG_EXTENSIONS
+
+        exts = IMG_EXTENSIONS
+    out: list[Path] = []
+    for root in spec.data_roots:
+        base = Path(root)
+        if not base.exists():
+            raise DataError(f"--data {root}: no such file or folder; give the folder your dataset reads")
+        if not os.access(base, os.R_OK) or (base.is_dir() and not os.access(base, os.X_OK)):
+            raise DataError(f"--data {root}: not readable by this user; fix its permissions or run as its owner")
+        try:
+            files = list_files(base, extensions=exts)
+        except OSError as exc:
+            raise DataError(f"--data {root}: cannot be listed ({exc.strerror or exc})") from None
+        if not files:
+            what = "no image files" if exts else "no files"
+            raise DataError(f"--data {root}: {what} under it; give the folder that holds the dataset's files")
+        out.extend(files)
     return out

@@ -1,0 +1,185 @@
+"""Storage comparisons with the user's own dataset: `--data` names the files a MODULE:FACTORY
+dataset reads (any kind), `--cache` acts on them, every row counts the bytes read from the device
+and through read() against the bytes its samples needed, and says when a cache served them
+(the page cache, a memory filesystem, or a cache inside the dataset)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from loaderbench.cli import app
+from loaderbench.config import build_config
+from loaderbench.errors import ConfigError
+from loaderbench.storage import read_summary
+from tests.helpers import MiB, ThrottledDisk, in_cgroup
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _at_repo_root(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the measuring process imports tests.fixture_datasets from here
+
+
+def _files(folder: Path, n: int, size: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (folder / f"s{i:03d}.bin").write_bytes(os.urandom(size))
+    return folder
+
+
+def _sweep(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "r.json"
+    res = runner.invoke(app, ["sweep", *args, "--repeats", "1", "--search", "grid", "--output", str(out),
+                              "--no-progress"])
+    assert res.exit_code == 0, res.output
+    return json.loads(out.read_text())
+
+
+def _trial(data: dict, cache: str = "as-is") -> dict:
+    return next(r for r in data["results"] if r["cache"] == cache)["trials"][0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Config: --data for any dataset that reads files
+# ---------------------------------------------------------------------------------------------
+
+
+def test_data_names_the_files_of_a_factory_dataset_once_or_several_times():
+    one = build_config(overrides={"dataset": {"kind": "tests.fixture_datasets:make_file_samples", "data": "/d/a"}})
+    assert one.dataset.kind == "import" and one.dataset.data_roots == ("/d/a",)
+    two = build_config(overrides={"dataset": {"kind": "tests.fixture_datasets:make_file_samples",
+                                              "data": ["/d/a", "/d/b"]}})
+    assert two.dataset.data_roots == ("/d/a", "/d/b")
+    assert build_config(overrides={"dataset": {"data": "/d/a"}}).dataset.kind == "folder"  # alone: a folder
+    with pytest.raises(ConfigError, match="one --data folder"):
+        build_config(overrides={"dataset": {"kind": "folder", "data": ["/d/a", "/d/b"]}})
+    with pytest.raises(ConfigError, match="built in memory and reads no files"):
+        build_config(overrides={"dataset": {"kind": "tensor", "data": "/d/a"}})
+
+
+def test_a_factory_with_a_root_parameter_gets_the_data_path(tmp_path):
+    from loaderbench.datasets import build_dataset
+
+    folder = _files(tmp_path / "f", 3, 2048)
+    cfg = build_config(overrides={"dataset": {"kind": "tests.fixture_datasets:make_file_samples",
+                                              "data": str(folder)}})
+    ds = build_dataset(cfg.dataset)
+    assert len(ds) == 3 and ds[0].numel() == 1024  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda p: p / "missing", "no such file or folder"),
+    (lambda p: (p / "empty").mkdir() or p / "empty", "no files under it"),
+])
+def test_a_bad_data_path_is_one_line_and_exit_2(tmp_path, make, says):
+    path = make(tmp_path)
+    res = runner.invoke(app, ["sweep", "--dataset", "tests.fixture_datasets:make_file_samples", "--data", str(path),
+                              "--output", str(tmp_path / "r.json"), "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert f"--data {path}: {says}" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_dataset_that_names_no_files_keeps_the_cache_state_na(tmp_path):
+    data = _sweep(tmp_path, "--dataset", "tensor", "--num-samples", "64", "--cache", "cold", "--num-workers", "0",
+                  "--batch-size", "8", "--compute", "sleep:1", "--batches", "3", "--min-time", "0")
+    assert data["results"][0]["cache"] == "as-is"
+
+
+# ---------------------------------------------------------------------------------------------
+# Which cache served it (storage.read_summary, NOTE [which cache served it])
+# ---------------------------------------------------------------------------------------------
+
+
+def test_read_summary_names_the_cache_from_the_counters():
+    n = 100 * MiB
+    assert read_summary(95 * MiB, n, 1.0).served_from == "storage"
+    assert read_summary(40 * MiB, n, 1.0).served_from == "mixed"
+    assert read_summary(0, n, 1.0, read_chars=n).served_from == "page cache"
+    assert read_summary(0, n, 1.0, read_chars=n, memory_fs=True).served_from == "memory filesystem"
+    # neither the device nor read() gave the bytes: not resident -> the dataset kept them
+    assert read_summary(0, n, 1.0, read_chars=0, resident_fraction=0.0).served_from == "dataset cache"
+    # resident and nobody maps the files -> the dataset kept them; mapped (or unknown) -> can't tell
+    assert read_summary(0, n, 1.0, read_chars=0, resident_fraction=1.0, mapped=False).served_from == "dataset cache"
+    assert read_summary(0, n, 1.0, read_chars=0, resident_fraction=1.0, mapped=True).served_from == "cache"
+    assert read_summary(0, n, 1.0, read_chars=0, resident_fraction=1.0).served_from == "cache"
+
+
+@pytest.mark.slow
+def test_a_dataset_that_keeps_what_it_read_is_flagged_as_served_from_its_cache(tmp_path, disk_dir):
+    # 20 files of 256 KiB, batch 4: an epoch is 5 batches, so the window runs through several
+    # epochs; with keep=true the dataset (0 workers: the main process) keeps every sample after
+    # the first epoch, and --cache cold evicts the files before the config.
+    folder = _files(disk_dir / "keep", 20, 256 * 1024)
+    toml = tmp_path / "keep.toml"
+    toml.write_text(f'[dataset]\nkind = "tests.fixture_datasets:make_file_samples"\ndata = "{folder}"\n'
+                    "[dataset.kwargs]\nkeep = true\n")
+    data = _sweep(tmp_path, str(toml), "--cache", "cold", "--num-workers", "0", "--batch-size", "4",
+                  "--compute", "sleep:2", "--batches", "12", "--min-time", "0")
+    t = _trial(data, "cold")
+    assert t["cache_state"]["achieved"] == "cold"
+    first, *later = t["epoch_reads"]
+    assert first[0] >= 0.9 * 20 * 256 * 1024  # the first epoch read every file from the device
+    assert later and all(e[0] < 0.1 * 20 * 256 * 1024 and e[1] < 0.1 * 20 * 256 * 1024 for e in later)
+    assert t["served_from"] == "dataset cache" and t["served_after_first_epoch"]
+    [finding] = [f for f in data["analysis"]["config_findings"] if f["kind"] == "served-from-cache"]
+    assert finding["data"]["all"] and finding["data"]["rows"][0]["served_from"] == "dataset cache"
+    shown = runner.invoke(app, ["show", str(tmp_path / "r.json")], env={"COLUMNS": "200"})
+    assert "a cache inside the dataset or its workers served them" in shown.output
+    # the same files, no cache in the dataset: after the first epoch the page cache serves them
+    plain = _sweep(tmp_path, "--dataset", "tests.fixture_datasets:make_file_samples", "--data", str(folder),
+                   "--cache", "cold", "--num-workers", "0", "--batch-size", "4", "--compute", "sleep:2",
+                   "--batches", "12", "--min-time", "0")
+    assert _trial(plain, "cold")["served_from"] == "page cache"
+    # compare of two such runs says it measured caches
+    cmp = runner.invoke(app, ["compare", str(tmp_path / "r.json"), str(tmp_path / "r.json")])
+    assert "this comparison measured caches rather than devices" in cmp.output
+
+
+# ---------------------------------------------------------------------------------------------
+# A throttled device: cold reads at the cap, warm from the page cache
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["map", "iterable"])
+def test_own_dataset_cold_vs_warm_on_a_throttled_device(tmp_path, throttled_disk: ThrottledDisk, kind):
+    # 48 files of 256 KiB on a loop device read at 4 MiB/s: 0 workers read one file per sample,
+    # 62.5 ms each, then a 2 ms step per batch of 4: about 4 / (4 x 0.0625 + 0.002) = 15.9
+    # samples/s cold (one shard of 256 KiB per record for the stream, the same bytes per sample).
+    # An epoch is 12 batches: the first batch, the warm-up and the window all fall in the first.
+    # Warm, the page cache serves them far faster.
+    size = 256 * 1024
+    folder = throttled_disk.mount / f"own-{kind}"
+    _files(folder, 48, size)
+    cap = 4 * MiB
+    throttled_disk.throttle(cap)
+    factory = ("tests.fixture_datasets:make_file_samples" if kind == "map"
+               else "tests.fixture_datasets:make_shard_stream")
+    args = ["--dataset", factory, "--data", str(folder), "--cache", "both", "--num-workers", "0",
+            "--batch-size", "4", "--compute", "sleep:2", "--batches", "4", "--min-time", "0"]
+    if kind == "iterable":
+        toml = tmp_path / "stream.toml"
+        toml.write_text(f'[dataset]\nkind = "{factory}"\ndata = "{folder}"\n[dataset.kwargs]\n'
+                        f"record_bytes = {size}\n")
+        args = [str(toml), *args[4:]]
+    with in_cgroup(throttled_disk.cgroup):
+        data = _sweep(tmp_path, *args)
+    cold, warm = _trial(data, "cold"), _trial(data, "warm")
+    assert cold["cache_state"]["achieved"] == "cold"
+    assert cold["needed_rule"] == "estimated" and cold["needed_bytes"] == pytest.approx(cold["samples"] * size)
+    assert cold["storage_read_bytes"] >= 0.9 * cold["needed_bytes"], cold
+    assert cold["served_from"] == "storage"
+    assert warm["storage_read_bytes"] < 0.1 * warm["needed_bytes"], warm
+    assert warm["served_from"] == "page cache"
+    rows = {r["cache"]: r["summary"]["samples_per_s"] for r in data["results"]}
+    expected = 4 / (4 * (size / cap) + 0.002)
+    assert rows["cold"] == pytest.approx(expected, rel=0.25)
+    assert rows["warm"] > 3 * rows["cold"]
