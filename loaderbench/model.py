@@ -517,6 +517,7 @@ class Trial:
     storage_read_chars: int | None = None  # bytes the tree's read() calls returned (cache hits too)
     needed_bytes: int | None = None
     needed_rule: str | None = None  # "exact" (the files of the items loaded) or "estimated" (mean per sample)
+    files_per_sample: float | None = None  # file reads per sample: 1 per item, or files / dataset length
     data_resident_fraction: float | None = None  # files under --data in the page cache after the window
     # Per complete epoch of the trial (warm-up included): [bytes from the device, bytes through
     # read()] of the process tree; and whether every epoch after the first came from a cache.

@@ -183,3 +183,91 @@ def test_own_dataset_cold_vs_warm_on_a_throttled_device(tmp_path, throttled_disk
     expected = 4 / (4 * (size / cap) + 0.002)
     assert rows["cold"] == pytest.approx(expected, rel=0.25)
     assert rows["warm"] > 3 * rows["cold"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Storage what-if (analysis.predict.what_if_disk, NOTE [storage what-if])
+# ---------------------------------------------------------------------------------------------
+
+
+def _warm_rows(per_worker: float, bytes_per_sample: int, *, cpus: int = 4, step_ms: float = 4.0):
+    """Rows served from the page cache, 0-4 workers: one worker builds `per_worker` samples/s,
+    the step takes `step_ms` per batch of 16 (C = 16 / step), no CPU bound within 4 workers."""
+    from loaderbench.analysis import summarize_config
+    from loaderbench.model import ConfigResult
+    from tests.helpers import settings, trial
+
+    c = 16 / (step_ms / 1e3)
+    rows = []
+    for w in (0, 1, 2, 4):
+        load = per_worker if w == 0 else w * per_worker
+        rate = 1 / (1 / load + 1 / c) if w == 0 else min(load, c)
+        t = trial(16 / rate - step_ms / 1e3, step_ms / 1e3, n=30)
+        t.loader_alone_samples_per_s = load
+        t.receive_s = [0.0001] * 4 if w else []
+        t.cpu_util_pct = 100.0 * (0.001 * rate + 0.05)
+        t.needed_bytes, t.files_per_sample = t.samples * bytes_per_sample, 1.0
+        t.storage_read_bytes, t.storage_read_chars = 0, t.needed_bytes
+        t.served_from = "page cache"
+        r = ConfigResult(settings=settings(w), status="ok", trials=[t])
+        summarize_config(r)
+        r.summary.compute_ceiling_samples_per_s = c
+        rows.append(r)
+    return rows
+
+
+def test_the_disk_what_if_caps_the_loader_at_what_the_device_feeds():
+    from loaderbench.analysis.predict import parse_what_if, what_if_disk
+    from tests.helpers import settings
+
+    # one worker builds 100 samples/s from the page cache; a sample is 250 kB; the step could
+    # take 4,000/s. A 10 MB/s device feeds 10e6 / 250e3 = 40 samples/s whatever the workers.
+    rows = _warm_rows(100.0, 250_000)
+    what = what_if_disk(rows, settings(2), 10.0, None, 0.05, 4, max_workers=8)
+    curve = dict(what["curve"])
+    assert what["device_samples_per_s"] == pytest.approx(40.0)
+    assert all(x <= 40.0 + 1e-9 for x in curve.values())
+    assert curve[1] == pytest.approx(40.0, rel=0.02)
+    # 0 workers read, build and step in turn: at most 1 / (1/40 + 1/4000) = 39.6, within the
+    # tolerance of the cap: the fewest workers that reach it is 0
+    assert curve[0] == pytest.approx(1 / (1 / 40 + 1 / 4000), rel=0.02) and what["knee_workers"] == 0
+    # 200 reads/s and one file per sample: each read keeps its worker 5 ms, and the device
+    # serves 200 samples/s; at 100 MB/s (400 samples/s) one worker makes 1 / (0.01 + 0.005)
+    fast = dict(what_if_disk(rows, settings(2), 100.0, 200.0, 0.05, 4, max_workers=8)["curve"])
+    assert fast[1] == pytest.approx(1 / (1 / 100 + 1 / 200), rel=0.05)
+    assert fast[4] == pytest.approx(200.0, rel=0.02)  # the device's reads/s bind
+    assert parse_what_if("disk=150,200").disk_iops == 200.0 and parse_what_if("disk=80").disk_mb_per_s == 80.0
+    for bad in ("disk=", "disk=0", "disk=fast", "disk=1,2,3", "cpus=0", "gpu=2"):
+        with pytest.raises(ValueError, match="disk=MBPS"):
+            parse_what_if(bad)
+
+
+def test_the_disk_what_if_needs_rows_served_from_a_cache():
+    from loaderbench.analysis.predict import what_if_disk
+    from tests.helpers import settings
+
+    rows = _warm_rows(100.0, 250_000)
+    for r in rows:
+        for t in r.trials:
+            t.served_from = "storage"
+        r.summary.served_from = "storage"
+    what = what_if_disk(rows, settings(2), 10.0, None, 0.05, 4)
+    assert what["knee_workers"] is None and "--cache both" in what["why"]
+
+
+def test_show_what_if_disk_says_it_is_a_prediction_and_bad_forms_exit_2(tmp_path):
+    from loaderbench.analysis import analyze
+    from loaderbench.model import ResultSet
+    from loaderbench.results import save_results
+
+    rs = ResultSet(config={"measure": {"tolerance": 0.05}}, environment={"usable_cpus": 4},
+                   results=_warm_rows(100.0, 250_000), label="warm")
+    analyze(rs)
+    path = tmp_path / "warm.json"
+    save_results(rs, path)
+    res = runner.invoke(app, ["show", str(path), "--what-if", "disk=10"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "What if the files were on a device of 10 MB/s (a prediction" in res.output
+    assert "the device feeds at most ~40 samples/s" in res.output
+    bad = runner.invoke(app, ["show", str(path), "--what-if", "disk=fast"])
+    assert bad.exit_code == 2 and "--what-if: expected cpus=K" in bad.output and "Traceback" not in bad.output

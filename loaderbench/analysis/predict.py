@@ -38,7 +38,7 @@ from typing import Any
 
 from loaderbench.analysis.knee import rankable
 from loaderbench.analysis.wait import samples_per_batch
-from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, Verdict
+from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, ServedFrom, Verdict
 
 DEFAULT_SHARPNESS = 6.0
 UNCONTENDED_SHARE = 0.5  # configs with at most this share of the CPUs in workers give the per-worker rate
@@ -84,11 +84,13 @@ class Fit:
     compute: float | None
     sharpness: float
     inputs: dict[str, Any] = field(default_factory=dict)
+    device: float | None = None  # what the storage device can feed, samples/s (what_if_disk)
 
     def loader(self, workers: int, usable_cpus: int | None) -> float | None:
         """L(W): the loader's rate with `workers` workers on `usable_cpus` CPUs."""
         if workers == 0:
-            return self.zero_workers or self.per_worker
+            zero = self.zero_workers or self.per_worker
+            return min(zero, self.device) if zero and self.device else zero
         if not self.per_worker:
             return None
         bounds = [workers * self.per_worker]
@@ -97,7 +99,8 @@ class Fit:
         out = bounds[0]
         for b in bounds[1:]:
             out = softmin(out, b, self.sharpness)
-        return out
+        # The device serves every worker's reads: its rate is a hard ceiling (NOTE [storage what-if]).
+        return min(out, self.device) if self.device else out
 
     def samples_per_s(self, workers: int, usable_cpus: int | None) -> float | None:
         """Predicted throughput at `workers` workers, in samples/s (None when unknown)."""
@@ -289,12 +292,32 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
     return out
 
 
-def parse_what_if(text: str) -> int:
-    """`cpus=K` -> K (ValueError naming the form otherwise)."""
+@dataclass(frozen=True)
+class WhatIf:
+    """A what-if question: `cpus` usable CPUs, or a storage device of `disk_mb_per_s` MB/s
+    (10^6 bytes) and, optionally, `disk_iops` reads/s."""
+
+    cpus: int | None = None
+    disk_mb_per_s: float | None = None
+    disk_iops: float | None = None
+
+
+def parse_what_if(text: str) -> WhatIf:
+    """`cpus=K` or `disk=MBPS[,IOPS]` -> a WhatIf (ValueError naming the forms otherwise)."""
+    forms = "cpus=K (usable CPUs, e.g. cpus=8) or disk=MBPS[,IOPS] (a device's MB/s and reads/s, e.g. disk=150,200)"
     key, _, value = str(text).partition("=")
-    if key.strip() != "cpus" or not value.strip().isdigit() or int(value) < 1:
-        raise ValueError(f"expected cpus=K with K the usable CPUs, a whole number from 1, e.g. cpus=8, got {text!r}")
-    return int(value)
+    key, value = key.strip(), value.strip()
+    if key == "cpus" and value.isdigit() and int(value) >= 1:
+        return WhatIf(cpus=int(value))
+    if key == "disk":
+        parts = [p.strip() for p in value.split(",")]
+        try:
+            nums = [float(p) for p in parts]
+        except ValueError:
+            nums = []
+        if 1 <= len(nums) <= 2 and all(math.isfinite(x) and x > 0 for x in nums):
+            return WhatIf(disk_mb_per_s=nums[0], disk_iops=nums[1] if len(nums) == 2 else None)
+    raise ValueError(f"expected {forms}, got {text!r}")
 
 
 def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: int, tolerance: float,
@@ -317,3 +340,81 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     return {"cpus": cpus, "config": knee.settings.key(), "knee_workers": knee.settings.num_workers,
             "knee_samples_per_s": knee.samples_per_s, "knee_stall_fraction": knee.stall_fraction,
             "curve": [[p.settings.num_workers, p.samples_per_s] for p in preds]}
+
+
+def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s: float, iops: float | None,
+                 tolerance: float, usable_cpus: int | None, max_workers: int | None = None) -> dict[str, Any]:
+    """Predicted throughput of `base`'s series if the dataset's files were read from a device of
+    `mb_per_s` MB/s (10^6 bytes) and `iops` reads/s, at every worker count from 0 to
+    `max_workers` (default 2 x usable_cpus), and its predicted knee.
+
+    NOTE [storage what-if]
+        The rows served from a cache (warm: model.ServedFrom) measured the work per sample
+        without this device's reads: the pipeline model fitted on them gives one worker's rate
+        r, the CPU per sample, the receive floor and the step (NOTE [pipeline model]). The new
+        device serves every reader together at most D = min(M / B, IOPS / F) samples/s, for B
+        bytes and F file reads per sample (measured: the bytes the samples needed, the files
+        per sample) at M bytes/s and IOPS reads/s: a hard ceiling on the loader, with any
+        number of workers (0 too). Each file read also keeps the worker that issues it waiting
+        one access, 1 / IOPS, so one worker makes r' = 1 / (1/r + F/IOPS). The transfer itself,
+        B / M, is not added per worker: reads in flight and the kernel's readahead overlap it
+        with the work (measured on a loop device capped by cgroup blkio: 0 and 1 worker ran at
+        the cap, docs/benchmarks.md); a device slower per request than its rate says (a disk
+        seeking at queue depth 1) is given by its IOPS. Like the CPU what-if, the curve is
+        anchored to the measured rows (the model's own error at the nearest measured worker
+        count), then capped by D (with 0 workers, reading and stepping in turn:
+        1 / (1/D + 1/C)).
+    Returns the question, the measured inputs and, when they are known, knee_workers,
+    knee_samples_per_s, knee_stall_fraction, config and curve ([workers, samples/s]); else
+    `why` (no rows served from a cache, or no bytes per sample).
+    """
+    out: dict[str, Any] = {"disk_mb_per_s": mb_per_s, "disk_iops": iops, "knee_workers": None}
+    ok = rankable(results)
+    cached = [r for r in ok if r.summary is not None and r.summary.served_from
+              and ServedFrom(r.summary.served_from).is_cache]
+    per_sample = [t.needed_bytes / t.samples for r in ok for t in r.trials if t.needed_bytes and t.samples]
+    files = [t.files_per_sample for r in ok for t in r.trials if t.files_per_sample]
+    if not per_sample:
+        out["why"] = ("the bytes per sample are not known (give the files the dataset reads with --data, "
+                      "for a dataset with a length)")
+        return out
+    if not cached:
+        out["why"] = ("no row was served from a cache, so the work per sample cannot be told from this device's "
+                      "reads: sweep with --cache both (or warm)")
+        return out
+    b = float(statistics.median(per_sample))
+    f_reads = float(statistics.median(files)) if files else 1.0
+    fit_ = fit(cached, series_of(base), usable_cpus)
+    fetch_s = f_reads / iops if iops else 0.0  # the access each read waits for, per sample
+    device = min(mb_per_s * 1e6 / b, iops / f_reads if iops else math.inf)
+    disk = replace(
+        fit_,
+        per_worker=None if not fit_.per_worker else 1.0 / (1.0 / fit_.per_worker + fetch_s),
+        zero_workers=None if not fit_.zero_workers else 1.0 / (1.0 / fit_.zero_workers + fetch_s),
+    )
+    top = max_workers if max_workers is not None else 2 * (usable_cpus or 1)
+    cells = [with_workers(base, w) for w in range(0, top + 1)]
+    unbound = []
+    for cell in cells:
+        rate = disk.samples_per_s(cell.num_workers, usable_cpus)
+        if rate is not None and math.isfinite(rate):
+            unbound.append(Prediction(cell, rate, disk.stall_fraction(rate)))
+    # Anchored to the rows served from a cache (their measured rates where the model is off),
+    # then the device's ceiling: with workers it overlaps the step, with 0 it runs in turn.
+    if usable_cpus:
+        unbound = _anchored(unbound, cached, cells, usable_cpus)
+    preds = []
+    for p in unbound:
+        cap = device if p.settings.num_workers or not fit_.compute else 1.0 / (1.0 / device + 1.0 / fit_.compute)
+        rate = min(p.samples_per_s, cap)
+        preds.append(Prediction(p.settings, rate, disk.stall_fraction(rate)))
+    out.update(bytes_per_sample=b, files_per_sample=f_reads, fetch_s_per_sample=fetch_s,
+               device_samples_per_s=device, from_rows=sorted(r.settings.key() for r in cached))
+    knee = predicted_knee(preds, tolerance)
+    if knee is None:
+        out["why"] = "the rows served from a cache give no loader rate for this series"
+        return out
+    out.update(config=knee.settings.key(), knee_workers=knee.settings.num_workers,
+               knee_samples_per_s=knee.samples_per_s, knee_stall_fraction=knee.stall_fraction,
+               curve=[[p.settings.num_workers, p.samples_per_s] for p in preds])
+    return out

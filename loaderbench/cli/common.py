@@ -72,12 +72,14 @@ def check_format(value: str, allowed: Sequence[str], flag: str = "--format") -> 
     return value
 
 
-WHAT_IF_HELP = ("cpus=K: also predict the knee and the curve with K usable CPUs, from the pipeline model "
-                "fitted on the measured configs (labelled a prediction).")
+WHAT_IF_HELP = ("cpus=K: also predict the knee and the curve with K usable CPUs; disk=MBPS[,IOPS]: with the "
+                "dataset's files on a device of MBPS MB/s (and IOPS reads/s). From the pipeline model fitted on "
+                "the measured configs (labelled a prediction); disk needs rows served from a cache (--cache both).")
 
 
-def parse_what_if(spec: str | None) -> int | None:
-    """`--what-if cpus=K` -> K (None when not given); UsageError naming the flag otherwise."""
+def parse_what_if(spec: str | None) -> Any:
+    """`--what-if cpus=K | disk=MBPS[,IOPS]` -> an analysis.predict.WhatIf (None when not given);
+    UsageError naming the flag otherwise."""
     if spec is None:
         return None
     from loaderbench.analysis.predict import parse_what_if as parse
@@ -88,20 +90,28 @@ def parse_what_if(spec: str | None) -> int | None:
         raise UsageError(f"--what-if: {exc}") from None
 
 
-def apply_what_if(rs: Any, cpus: int | None) -> None:
-    """Put the what-if prediction for `cpus` usable CPUs into `rs.analysis["what_if"]` (every
-    output format then carries it), for the recommended config's series."""
-    if cpus is None:
+def apply_what_if(rs: Any, what: Any) -> None:
+    """Put the what-if prediction (`what`, a WhatIf) into `rs.analysis["what_if"]` (every output
+    format then carries it), for the recommended config's series."""
+    if what is None:
         return
-    from loaderbench.analysis.predict import what_if_cpus
+    from loaderbench.analysis.predict import what_if_cpus, what_if_disk
 
     rec = rs.recommendation
     base = None if rec is None else rec.settings
     tolerance = float(((rs.config or {}).get("measure") or {}).get("tolerance", 0.05))
     measured_cpus = (rs.environment or {}).get("usable_cpus")
-    what = None if base is None else what_if_cpus(rs.results, base, cpus, tolerance,
-                                                  measured_cpus=measured_cpus if isinstance(measured_cpus, int) else None)
-    rs.analysis["what_if"] = what or {"cpus": cpus, "knee_workers": None}
+    measured_cpus = measured_cpus if isinstance(measured_cpus, int) else None
+    if what.cpus is not None:
+        found = None if base is None else what_if_cpus(rs.results, base, what.cpus, tolerance,
+                                                       measured_cpus=measured_cpus)
+        rs.analysis["what_if"] = found or {"cpus": what.cpus, "knee_workers": None}
+        return
+    rs.analysis["what_if"] = (
+        {"disk_mb_per_s": what.disk_mb_per_s, "disk_iops": what.disk_iops, "knee_workers": None,
+         "why": "no config was measured"} if base is None
+        else what_if_disk(rs.results, base, what.disk_mb_per_s, what.disk_iops, tolerance, measured_cpus)
+    )
 
 
 def render_result(rs: Any, fmt: str, console: Console, *, wide: bool = False) -> None:

@@ -16,7 +16,7 @@ def show_command(
     result: Annotated[Path, typer.Argument(help="A result JSON written by `loaderbench sweep`.")],
     format: Annotated[str, typer.Option("--format", help="table | json | csv | markdown.")] = "table",
     wide: Annotated[bool, typer.Option("--wide", help="Every table column, whatever the terminal width.")] = False,
-    what_if: Annotated[str | None, typer.Option("--what-if", metavar="cpus=K", help=common.WHAT_IF_HELP)] = None,
+    what_if: Annotated[str | None, typer.Option("--what-if", metavar="cpus=K|disk=MBPS[,IOPS]", help=common.WHAT_IF_HELP)] = None,
 ) -> None:
     """Render a saved result again."""
     from loaderbench.analysis import analyze
@@ -24,10 +24,10 @@ def show_command(
 
     def body() -> None:
         fmt = common.check_format(format, common.SWEEP_FORMATS)
-        cpus = common.parse_what_if(what_if)
+        question = common.parse_what_if(what_if)
         rs = read_results(result)
         analyze(rs)  # statistics are re-derived from the raw per-batch samples
-        common.apply_what_if(rs, cpus)
+        common.apply_what_if(rs, question)
         common.render_result(rs, fmt, common.stdout(), wide=wide)
 
     common.guard(body)

@@ -26,7 +26,7 @@ _FIXED: list[tuple[str, Any, Any]] = [
     ("no_progress", Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")], False),
     ("wide", Annotated[bool, typer.Option("--wide", help="Every table column, whatever the terminal width.")], False),
     ("plot", Annotated[bool, typer.Option("--plot", help="Also write a PNG plot beside the result file.")], False),
-    ("what_if", Annotated[str | None, typer.Option("--what-if", metavar="cpus=K", help=common.WHAT_IF_HELP)], None),
+    ("what_if", Annotated[str | None, typer.Option("--what-if", metavar="cpus=K|disk=MBPS[,IOPS]", help=common.WHAT_IF_HELP)], None),
     ("nproc_per_node", Annotated[str | None, typer.Option(
         "--nproc-per-node", metavar="N",
         help="Distributed sweep: run every config on N ranks of this node at once, one GPU and one DataLoader "
@@ -104,7 +104,7 @@ def sweep_command(**kwargs: Any) -> None:
                 raise typer.Exit(1) from None
             return
         fmt = common.check_format(format, common.SWEEP_FORMATS)
-        cpus = common.parse_what_if(what_if)
+        question = common.parse_what_if(what_if)
         overrides: dict[str, dict[str, Any]] = {}
         for section, key, value, flag in flags:
             if value is not None:
@@ -132,7 +132,7 @@ def sweep_command(**kwargs: Any) -> None:
                     how = "stopped by the launcher (SIGTERM)" if info is not None else "stopped (SIGTERM)"
                 report_interrupted(exc.output, fmt, how)
                 raise typer.Exit(130) from None
-        common.apply_what_if(rs, cpus)
+        common.apply_what_if(rs, question)
         common.render_result(rs, fmt, common.stdout(), wide=wide)
         common.stderr().print(f"results saved to {out}", highlight=False, markup=False)
         if not any(r.status == "ok" for r in rs.results):

@@ -217,7 +217,7 @@ def _storage_reads(
             start = (1 + loop.warmup_batches) * batch_size
             stop = start + len(loop.step_s) * batch_size
             needed = storage.needed_bytes(sampler.indices, sizes, start=start, stop=stop)
-            out["needed_rule"] = "exact"
+            out.update(needed_rule="exact", files_per_sample=1.0)
     files: list[Path] = []
     total_bytes = 0
     if spec.data_roots:
@@ -230,7 +230,7 @@ def _storage_reads(
                 length = 0
             if length > 0 and total_bytes > 0:
                 needed = round(loop.samples * total_bytes / length)
-                out["needed_rule"] = "estimated"
+                out.update(needed_rule="estimated", files_per_sample=len(files) / length)
     epochs = [(b[0] - a[0], None if a[1] is None or b[1] is None else b[1] - a[1])
               for a, b in zip(epoch_io, epoch_io[1:]) if a[0] is not None and b[0] is not None]
     if epochs:

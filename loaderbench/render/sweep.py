@@ -684,6 +684,8 @@ def to_json(rs: ResultSet) -> str:
 def what_if_lines(what: dict[str, Any]) -> list[str]:
     """The what-if prediction (analysis.predict.what_if_cpus, `analysis["what_if"]`) in words,
     labelled a prediction."""
+    if "disk_mb_per_s" in what:
+        return _what_if_disk_lines(what)
     cpus = what["cpus"]
     if what.get("knee_workers") is None:
         return [f"What if {cpus} usable CPUs: no prediction (no config with workers was measured)."]
@@ -697,11 +699,28 @@ def what_if_lines(what: dict[str, Any]) -> list[str]:
     ]
 
 
+def _what_if_disk_lines(what: dict[str, Any]) -> list[str]:
+    """The storage what-if (analysis.predict.what_if_disk) in words, labelled a prediction."""
+    device = f"{what['disk_mb_per_s']:g} MB/s" + ("" if not what.get("disk_iops") else f", {what['disk_iops']:g} reads/s")
+    if what.get("knee_workers") is None:
+        return [f"What if the files were on a device of {device}: no prediction ({what.get('why', 'nothing to fit')})."]
+    stall = what["knee_stall_fraction"]
+    curve = ", ".join(f"{w}: ~{x:,.0f}" for w, x in what["curve"] if w in _curve_points(what))
+    return [
+        f"What if the files were on a device of {device} (a prediction from the pipeline model fitted on the rows "
+        f"served from a cache, {', '.join(what['from_rows'])}, plus {what['bytes_per_sample'] / 1e3:,.1f} kB and "
+        f"{what['files_per_sample']:.2g} file reads per sample from the device; not a measurement): the device "
+        f"feeds at most ~{what['device_samples_per_s']:,.0f} samples/s; knee ~{what['knee_workers']} workers, "
+        f"~{what['knee_samples_per_s']:,.0f} samples/s" + ("" if stall is None else f", stall ~{stall:.0%}")
+        + f" ({what['config']}). Predicted samples/s by num_workers: {curve}."
+    ]
+
+
 def _curve_points(what: dict[str, Any]) -> set[int]:
     """The worker counts shown: 0, powers of two, the CPU count and the knee's neighbours."""
     k = what["knee_workers"]
     top = max(w for w, _ in what["curve"])
-    pts = {0, what["cpus"], k - 1, k, k + 1, top}
+    pts = {0, k - 1, k, k + 1, top} | ({what["cpus"]} if what.get("cpus") else set())
     p = 1
     while p <= top:
         pts.add(p)
