@@ -171,8 +171,9 @@ def build_table(c: Comparison) -> Table:
     unit = metric_title(c.metric)
     effect_name = "ratio" if c.effect_kind == "ratio" else "Δ stall"
     table = Table(title=f"loaderbench compare — {c.metric}", title_justify="left")
-    table.add_column("config", no_wrap=True)
-    table.add_column(f"{c.baseline.name} {unit}", justify="right")
+    # Narrow terminals: the config key folds, the numbers never shrink out of sight.
+    table.add_column("config", overflow="fold")
+    table.add_column(f"{c.baseline.name} {unit}", justify="right", no_wrap=True)
     single = len(c.pairs) == 1
     for p in c.pairs:
         name = p.current.name

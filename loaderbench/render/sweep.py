@@ -397,7 +397,12 @@ def fit_columns(columns: list[tuple[str, str]], rows: list[dict[str, str]], widt
 
     kept = list(columns)
     dropped: list[str] = []
-    for key in DROP_ORDER:
+    order = list(DROP_ORDER)
+    if any(c.get("cache") not in (None, "", "as-is") for c in rows):
+        # A storage comparison (--cache): the bytes read are what it is about; they go last.
+        order.remove("storage")
+        order.append("storage")
+    for key in order:
         if need(kept) <= width:
             break
         for col in kept:
@@ -709,7 +714,8 @@ def _what_if_disk_lines(what: dict[str, Any]) -> list[str]:
     return [
         f"What if the files were on a device of {device} (a prediction from the pipeline model fitted on the rows "
         f"served from a cache, {', '.join(what['from_rows'])}, plus {what['bytes_per_sample'] / 1e3:,.1f} kB and "
-        f"{what['files_per_sample']:.2g} file reads per sample from the device; not a measurement): the device "
+        f"{what['files_per_sample']:.2g} file read{'' if what['files_per_sample'] == 1 else 's'} per sample from "
+        "the device; not a measurement): the device "
         f"feeds at most ~{what['device_samples_per_s']:,.0f} samples/s; knee ~{what['knee_workers']} workers, "
         f"~{what['knee_samples_per_s']:,.0f} samples/s" + ("" if stall is None else f", stall ~{stall:.0%}")
         + f" ({what['config']}). Predicted samples/s by num_workers: {curve}."
