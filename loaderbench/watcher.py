@@ -348,6 +348,7 @@ class Watch:
         self._host_t0: float | None = None
         self._t0_ref: int | None = None
         self._was_ready = False
+        self._last_result: tuple[int, ResultSet] | None = None
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -589,6 +590,11 @@ class Watch:
     # -- results -------------------------------------------------------------------------------
 
     @property
+    def has_open_step(self) -> bool:
+        """Whether a batch was handed out and its step has not ended yet."""
+        return self._open is not None
+
+    @property
     def measured_steps(self) -> int:
         """Complete steps measured so far (warm-up excluded)."""
         return len(self._steps)
@@ -709,7 +715,9 @@ class Watch:
         would give (a prediction, not a measurement).
 
         Under torch.distributed (a process group initialised, more than one rank) every rank
-        must call it (it gathers each rank's trial with `all_gather_object`); the config then
+        must call it, at the same point of the loop (it gathers each rank's trial with
+        `all_gather_object`, a collective: a rank that does not call it leaves the others
+        waiting); the config then
         holds the job's trial (distributed.merge_trials: the slowest rank's waits, each rank's
         own trial kept). A window with no complete measured step gives a `failed` config whose
         error says why (too few batches, an empty loader). Safe to call more than once (each
@@ -737,11 +745,13 @@ class Watch:
                            trials=[] if trial is None else [trial])
         if trial is not None:
             row.warnings = list(trial.notes)
-        return build_result_set(row, label=self.label, source=describe_source(self.loader), timing=self.timing,
+        rs = build_result_set(row, label=self.label, source=describe_source(self.loader), timing=self.timing,
                                 device=str(self._device) if self._device is not None else ("cuda" if self._cuda else "cpu"),
                                 warmup_batches=self._warmup_batches, max_batches=self._max_batches,
                                 samples_per_batch=self._samples_per_batch if isinstance(self._samples_per_batch, int) else None,
                                 cuda=self._cuda, world=(world, local_world))
+        self._last_result = (len(self._steps), rs)
+        return rs
 
     def save(self, path: str | Path) -> Path | None:
         """Write `result()` to `path` (a `.json` file; UsageError otherwise, OutputError when it
@@ -759,10 +769,14 @@ class Watch:
 
     def report(self) -> str:
         """`result()` in sentences: throughput (samples/s), stall fraction, data-wait and step
-        time, the verdict, the headroom and the prediction (render/watch.py)."""
+        time, the verdict, the headroom and the prediction (render/watch.py). Reuses the last
+        `result()` (or `save()`) when no step was measured since, so under torch.distributed
+        one rank may call it after every rank called `result()` or `save()`."""
         from loaderbench.render.watch import watch_lines
 
-        return "\n".join(watch_lines(self.result()))
+        last = self._last_result
+        rs = last[1] if last is not None and last[0] == len(self._steps) else self.result()
+        return "\n".join(watch_lines(rs))
 
 
 class _Batches:
@@ -928,6 +942,29 @@ def predict_next(row: ConfigResult, usable: int | None, tolerance: float) -> dic
     return out
 
 
+def suggested_settings(rs: ResultSet) -> dict[str, Any]:
+    """The DataLoader settings to try next after a watched run, by the DataLoader's keyword
+    names (num_workers, pin_memory, prefetch_factor, persistent_workers) plus `predicted`
+    (True when num_workers comes from the prediction, not from what was measured): the
+    predicted workers for a loader-bound run (`analysis["prediction"]`), pin_memory for a
+    pageable H2D copy, persistent_workers when epoch starts bind; else the watched settings."""
+    from loaderbench.model import Verdict
+
+    row = rs.results[0]
+    s = row.settings
+    verdict = row.summary.verdict if row.summary is not None else ""
+    pred = (rs.analysis or {}).get("prediction") or {}
+    workers = pred.get("knee_workers") or pred.get("workers_needed") or s.num_workers
+    workers = max(int(workers), s.num_workers)
+    return {
+        "num_workers": workers,
+        "pin_memory": s.pin_memory or verdict == Verdict.H2D_PAGEABLE.value,
+        "prefetch_factor": (s.prefetch_factor or 2) if workers else None,
+        "persistent_workers": bool(workers) and (s.persistent_workers or verdict == Verdict.EPOCH_START_BOUND.value),
+        "predicted": workers != s.num_workers,
+    }
+
+
 def watch(
     loader: Iterable[Any],
     *,
@@ -983,4 +1020,4 @@ def watch(
     )
 
 
-__all__ = ["Watch", "WatchError", "count_samples", "read_settings", "watch"]
+__all__ = ["Watch", "WatchError", "count_samples", "read_settings", "suggested_settings", "watch"]

@@ -9,6 +9,10 @@ from loaderbench.analysis.statistics import input_bound_band
 from loaderbench.model import ResultSet
 
 
+def _workers(n: int) -> str:
+    return "worker" if n == 1 else "workers"
+
+
 def prediction_lines(prediction: dict[str, Any] | None) -> list[str]:
     """`analysis["prediction"]` of a watched result (watcher.predict_next) in words, labelled a
     prediction; [] when there is none."""
@@ -19,7 +23,7 @@ def prediction_lines(prediction: dict[str, Any] | None) -> list[str]:
     if knee is not None and knee > (w or 0):
         stall = prediction.get("knee_stall_fraction")
         return [
-            f"Prediction (the pipeline model fitted on this run, not a measurement): about {knee} workers "
+            f"Prediction (the pipeline model fitted on this run, not a measurement): about {knee} {_workers(knee)} "
             f"would clear it: ~{prediction['knee_samples_per_s']:,.0f} samples/s"
             + ("" if stall is None else f", stall ~{stall:.0%}")
             + f" on {prediction.get('usable_cpus')} usable CPUs; "
@@ -29,7 +33,7 @@ def prediction_lines(prediction: dict[str, Any] | None) -> list[str]:
     if needed is not None:
         return [
             f"Prediction (batch build time over the step's cycle, not a measurement): about {needed} "
-            f"workers would clear it (num_workers={w} now); measure it with num_workers={needed}."
+            f"{_workers(needed)} would clear it (num_workers={w} now); measure it with num_workers={needed}."
         ]
     return []
 
@@ -65,3 +69,11 @@ def watch_lines(rs: ResultSet) -> list[str]:
     for w in r.warnings:
         lines.append(f"warning: {w.message}")
     return lines
+
+
+def training_arguments_line(fields: dict[str, Any], predicted: bool) -> str:
+    """The Hugging Face `TrainingArguments` fields to set (`dataloader_num_workers`, ...), as
+    code, labelled a prediction when the worker count was predicted."""
+    args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+    label = "predicted, not measured: measure it" if predicted else "the watched settings"
+    return f"    TrainingArguments(..., {args})  # {label}"
