@@ -224,6 +224,10 @@ def test_with_block_saves_a_file_that_show_compare_and_plot_read(tmp_path):
     assert data["analysis"]["prediction"]["workers_needed"] == 3
     same = runner.invoke(app, ["compare", str(out), str(out)])
     assert same.exit_code == 0, same.output
+    checked = runner.invoke(app, ["check", "--baseline", str(out), "--no-progress"])
+    assert checked.exit_code == 2
+    assert "recorded by loaderbench.watch in a training loop, which check cannot run again" in checked.output
+    assert "Traceback" not in checked.output and len(checked.output.strip().splitlines()) == 1
     png = tmp_path / "w.png"
     plotted = runner.invoke(app, ["plot", str(out), "--output", str(png)])
     assert plotted.exit_code == 0, plotted.output
