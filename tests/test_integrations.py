@@ -119,3 +119,15 @@ def test_hf_trainer_callback_example_suggests_training_arguments(tmp_path, capsy
     printed = capsys.readouterr().out
     assert f"TrainingArguments(..., dataloader_num_workers={args['dataloader_num_workers']}," in printed
     assert "predicted, not measured" in printed
+
+
+def test_the_base_package_imports_no_framework():
+    import subprocess
+
+    code = (
+        "import sys, loaderbench, loaderbench.watcher, loaderbench.integrations\n"
+        "loaderbench.watch([1])\n"
+        "bad = [m for m in ('lightning', 'transformers', 'tensorboard', 'torch.utils.tensorboard') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=EXAMPLES.parent)

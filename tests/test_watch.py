@@ -297,3 +297,20 @@ def test_real_dataloader_with_sleeps_on_the_host_clock():
     assert t.timing == "host" and len(t.step_s) == 16
     assert 0.30 < s.stall_fraction < 0.55
     assert t.cpu_util_pct is not None and t.memory_pss_bytes
+
+
+def test_suggested_settings_take_the_predicted_workers_and_say_so():
+    from loaderbench.watcher import suggested_settings
+
+    clock = FakeClock()
+    w = watched(clock, TimedLoader(clock, 20, load_s=0.030))
+    for _batch in w:
+        clock.advance(0.010)
+    assert suggested_settings(w.result()) == {
+        "num_workers": 3, "pin_memory": False, "prefetch_factor": 2, "persistent_workers": False, "predicted": True,
+    }
+    w = watched(clock, TimedLoader(clock, 20, load_s=0.0))
+    for _batch in w:
+        clock.advance(0.010)
+    assert w.result().results[0].summary.verdict == "compute-bound"
+    assert suggested_settings(w.result())["num_workers"] == 0 and not suggested_settings(w.result())["predicted"]
