@@ -3,6 +3,10 @@
 Public API (imported lazily so `import loaderbench` stays cheap and torch-free):
 - `loaderbench.CUDAPrefetcher(loader, device=None, transform=None)`: the side-stream prefetcher.
 - `loaderbench.load_results(path)`: a saved result file as a pandas DataFrame.
+- `loaderbench.watch(loader, ...)`: time data-wait against compute inside your own training loop
+  (`for batch in loaderbench.watch(loader):`); see loaderbench/watcher.py.
+- `loaderbench.sweep(dataset, ...)`: the sweep from Python (a Dataset object or a factory); see
+  loaderbench/sweep_api.py.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["CUDAPrefetcher", "__version__", "load_results"]
+__all__ = ["CUDAPrefetcher", "Watch", "__version__", "load_results", "sweep", "watch"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,4 +26,13 @@ def __getattr__(name: str) -> Any:
         from loaderbench.analysis.frame import load_results
 
         return load_results
+    if name in ("watch", "Watch"):
+        from loaderbench import watcher
+
+        return getattr(watcher, name)
+    if name == "sweep":
+        # The submodule loaderbench.sweep, made callable (NOTE [loaderbench.sweep is callable]).
+        import importlib
+
+        return importlib.import_module("loaderbench.sweep")
     raise AttributeError(f"module 'loaderbench' has no attribute {name!r}")

@@ -20,8 +20,11 @@ LAYERS = {
     "storage": ("loaderbench.storage",),
     "analysis": ("loaderbench.analysis",),
     "measure": ("loaderbench.measure",),
-    "orchestration": ("loaderbench.sweep", "loaderbench.search", "loaderbench.distributed", "loaderbench.preflight"),
+    "orchestration": ("loaderbench.sweep", "loaderbench.sweep_api", "loaderbench.search", "loaderbench.distributed", "loaderbench.preflight"),
     "render": ("loaderbench.render",),
+    # In your own training loop: the watch and its integrations (they word their summaries
+    # through render/, so they sit above it).
+    "in-loop": ("loaderbench.watcher", "loaderbench.integrations"),
     "cli": ("loaderbench.cli", "loaderbench.__main__"),
     "api": ("loaderbench",),
 }
@@ -33,6 +36,7 @@ ALLOWED = {
     "measure": {"model", "leaf", "storage", "measure"},
     "orchestration": {"model", "leaf", "storage", "analysis", "measure", "orchestration"},
     "render": {"model", "analysis", "render"},
+    "in-loop": {"model", "leaf", "storage", "analysis", "measure", "orchestration", "render", "in-loop"},
     "cli": set(LAYERS),
     "api": set(LAYERS),
 }

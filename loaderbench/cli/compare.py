@@ -171,6 +171,12 @@ def check_command(
                     f"run `loaderbench sweep CONFIG --nproc-per-node {ranks} --output NEW.json`, then "
                     f"`loaderbench compare {baseline} NEW.json`"
                 )
+            if (base_rs.config or {}).get("watch"):
+                raise UsageError(
+                    f"--baseline {baseline} was recorded by loaderbench.watch in a training loop, which check "
+                    "cannot run again: run the loop again with watch(..., output='NEW.json'), then "
+                    f"`loaderbench compare {baseline} NEW.json`"
+                )
             cfg = check_config(base_rs, config)
         elif update_baseline and config is not None:
             cfg = cfgmod.build_config(config)  # first baseline: the whole sweep of CONFIG

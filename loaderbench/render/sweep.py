@@ -251,7 +251,8 @@ def header_lines(rs: ResultSet) -> list[str]:
     if same:
         lines.append("in every row: " + ", ".join(f"{k}={v}" for k, v in same.items()))
     for bs, c in sorted(((rs.analysis or {}).get("compute_ceiling") or {}).items(), key=lambda kv: int(kv[0])):
-        how = "batch / step time" if c.get("method") == "analytic" else "the step fed one batch already on the device"
+        how = {"analytic": "batch / step time", "watched": "batch / the watched step's compute time"}.get(
+            c.get("method"), "the step fed one batch already on the device")
         if (c.get("world_size") or 1) > 1:
             how += f", x {c['world_size']} ranks"
         held = c.get("samples_per_batch")
@@ -558,6 +559,10 @@ def footer_lines(rs: ResultSet) -> list[str]:
                        and r.summary.loader_ceiling_samples_per_s is None for t in r.trials if t.loader_alone_note})
     for note in unprobed:
         out.append(f"loader alone /s n/a: {note}.")
+    if (rs.analysis or {}).get("prediction"):
+        from loaderbench.render.watch import prediction_lines
+
+        out.extend(prediction_lines(rs.analysis["prediction"]))
     if (rs.analysis or {}).get("what_if"):
         out.extend(what_if_lines(rs.analysis["what_if"]))
     for fd in (rs.analysis or {}).get("config_findings") or []:

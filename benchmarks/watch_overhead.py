@@ -1,0 +1,112 @@
+"""What loaderbench.watch costs a training loop, on a GPU host:
+
+    PYTHONPATH=. python3 benchmarks/watch_overhead.py --out $OUT/watch_overhead.json
+
+ResNet-50 training steps (loaderbench's `model:resnet50` step: bf16, channels_last) on the
+embedded synthetic JPEGs (decode + the ImageNet train transform in the workers), 16 workers,
+pin_memory=True, batch 256: the same loop with and without `loaderbench.watch(loader,
+device=...)`, interleaved (plain, watched, watched, plain, ...) so drift hits both alike; each
+run a fresh DataLoader, `--warmup` batches untimed, then `--batches` timed between two
+synchronisations. Reports every run's samples/s, the medians of each mode (at least 3 runs
+each) and watched / plain. `--smoke` runs a seconds-long CPU version (a 5 ms sleep step, a
+tensor dataset) that checks the script, not the overhead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+import loaderbench
+from loaderbench.batch import move_to_device
+from loaderbench.compute import build_compute
+from loaderbench.datasets import SyntheticJPEGDataset, TensorCostDataset, load_synthetic_jpegs
+from loaderbench.model import ComputeSpec
+
+
+def one_run(loader: DataLoader, step: Any, device: torch.device, *, watched: bool, warmup: int, batches: int) -> dict:
+    """Samples/s of `batches` steps after `warmup`, timed between two synchronisations."""
+    cuda = device.type == "cuda"
+    source: Any = loaderbench.watch(loader, device=device, max_batches=warmup + batches) if watched else loader
+    samples = 0
+    t0 = None
+    for i, batch in enumerate(source):
+        if not watched:
+            batch = move_to_device(batch, device, non_blocking=cuda)
+        if i == warmup:
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        if i >= warmup:
+            samples += int(batch[1].shape[0])
+        step(batch)
+        if i + 1 >= warmup + batches:
+            break
+    if cuda:
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - (t0 or time.perf_counter())
+    out = {"mode": "watched" if watched else "plain", "samples_per_s": samples / elapsed if elapsed > 0 else None}
+    if watched:
+        s = source.result().results[0].summary
+        out["watch_samples_per_s"] = None if s is None else s.samples_per_s
+        out["watch_stall_fraction"] = None if s is None else s.stall_fraction
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", type=Path, default=Path("watch_overhead.json"))
+    p.add_argument("--repeats", type=int, default=3, help="runs per mode (at least 3)")
+    p.add_argument("--workers", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--batches", type=int, default=60)
+    p.add_argument("--warmup", type=int, default=15)
+    p.add_argument("--smoke", action="store_true", help="a seconds-long CPU check of the script")
+    a = p.parse_args(argv)
+    repeats = max(3, a.repeats)
+    if a.smoke:
+        device = torch.device("cpu")
+        dataset: Any = TensorCostDataset(100_000, (3, 8, 8), 0.0, 0.1)
+        step = build_compute(ComputeSpec(kind="sleep", ms=5.0), device)
+        workers, batch_size, batches, warmup = 2, 16, 20, 5
+    else:
+        if not torch.cuda.is_available():
+            raise SystemExit("watch_overhead.py needs CUDA (or --smoke for the CPU check)")
+        device = torch.device("cuda:0")
+        torch.cuda.set_device(device)
+        dataset = SyntheticJPEGDataset(load_synthetic_jpegs(2048))
+        step = build_compute(ComputeSpec(kind="model", model="resnet50"), device)
+        workers, batch_size, batches, warmup = a.workers, a.batch_size, a.batches, a.warmup
+    runs = []
+    for r in range(repeats):
+        order = (False, True) if r % 2 == 0 else (True, False)
+        for watched in order:
+            loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
+                                pin_memory=device.type == "cuda", persistent_workers=False)
+            row = one_run(loader, step, device, watched=watched, warmup=warmup, batches=batches)
+            row["repeat"] = r
+            runs.append(row)
+            print(json.dumps(row), flush=True)
+    med = {m: statistics.median(x["samples_per_s"] for x in runs if x["mode"] == m) for m in ("plain", "watched")}
+    result = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (smoke)",
+        "workers": workers, "pin_memory": device.type == "cuda", "batch_size": batch_size,
+        "batches": batches, "warmup": warmup, "repeats": repeats, "runs": runs,
+        "median_samples_per_s": med, "watched_over_plain": med["watched"] / med["plain"],
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=1))
+    print(f"median samples/s: plain {med['plain']:,.0f}, watched {med['watched']:,.0f} "
+          f"(watched / plain {result['watched_over_plain']:.3f}); written to {a.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

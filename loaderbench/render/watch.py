@@ -1,0 +1,79 @@
+"""A watched training loop in sentences (`Watch.report()`, the integrations' summaries) and the
+prediction line that `show` adds under a watched result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loaderbench.analysis.statistics import input_bound_band
+from loaderbench.model import ResultSet
+
+
+def _workers(n: int) -> str:
+    return "worker" if n == 1 else "workers"
+
+
+def prediction_lines(prediction: dict[str, Any] | None) -> list[str]:
+    """`analysis["prediction"]` of a watched result (watcher.predict_next) in words, labelled a
+    prediction; [] when there is none."""
+    if not prediction:
+        return []
+    w = prediction.get("num_workers")
+    knee = prediction.get("knee_workers")
+    if knee is not None and knee > (w or 0):
+        stall = prediction.get("knee_stall_fraction")
+        return [
+            f"Prediction (the pipeline model fitted on this run, not a measurement): about {knee} {_workers(knee)} "
+            f"would clear it: ~{prediction['knee_samples_per_s']:,.0f} samples/s"
+            + ("" if stall is None else f", stall ~{stall:.0%}")
+            + f" on {prediction.get('usable_cpus')} usable CPUs; "
+            f"measure it with num_workers={knee} (or `loaderbench sweep`)."
+        ]
+    needed = prediction.get("workers_needed")
+    if needed is not None:
+        return [
+            f"Prediction (batch build time over the step's cycle, not a measurement): about {needed} "
+            f"{_workers(needed)} would clear it (num_workers={w} now); measure it with num_workers={needed}."
+        ]
+    return []
+
+
+def watch_lines(rs: ResultSet) -> list[str]:
+    """The watched config's figures, verdict, headroom and prediction, one sentence a line."""
+    if not rs.results:
+        return ["loaderbench watch: nothing was watched."]
+    r = rs.results[0]
+    settings = ", ".join(f"{k}={v}" for k, v in r.settings.dataloader_kwargs().items())
+    if r.summary is None:
+        return [f"loaderbench watch ({settings}): no measurement: {r.error or r.status}."]
+    s = r.summary
+    t = r.trials[0]
+    lines = [
+        f"loaderbench watch ({settings}): {len(t.step_s)} steps measured after {t.warmup_batches + 1} warm-up "
+        f"batches: throughput {s.samples_per_s:,.0f} samples/s, stall fraction {s.stall_fraction:.1%} "
+        f"({input_bound_band(s.stall_fraction)}), data-wait p50 / p95 {s.data_wait_p50_s * 1e3:.1f} / "
+        f"{s.data_wait_p95_s * 1e3:.1f} ms, step time p50 {s.step_p50_s * 1e3:.1f} ms, first batch "
+        f"{s.first_batch_s:.2f} s; verdict: {s.verdict}."
+    ]
+    if s.rank_stall_fraction:
+        per = ", ".join(f"rank {i}: {x:,.0f} samples/s, stall {f:.1%}"
+                        for i, (x, f) in enumerate(zip(s.rank_samples_per_s, s.rank_stall_fraction)))
+        lines.append(f"Per rank: {per}; slowest rank: {s.slowest_rank}.")
+    h = (rs.analysis or {}).get("headroom")
+    if h:
+        text = f"Headroom: removing all data-wait makes it at most {h['max_speedup_from_stall']:.2f}x faster"
+        if h.get("max_speedup_to_ceiling") is not None:
+            text += f"; the step alone would run {h['max_speedup_to_ceiling']:.2f}x its throughput"
+        lines.append(text + ".")
+    lines.extend(prediction_lines((rs.analysis or {}).get("prediction")))
+    for w in r.warnings:
+        lines.append(f"warning: {w.message}")
+    return lines
+
+
+def training_arguments_line(fields: dict[str, Any], predicted: bool) -> str:
+    """The Hugging Face `TrainingArguments` fields to set (`dataloader_num_workers`, ...), as
+    code, labelled a prediction when the worker count was predicted."""
+    args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+    label = "predicted, not measured: measure it" if predicted else "the watched settings"
+    return f"    TrainingArguments(..., {args})  # {label}"

@@ -1,0 +1,1023 @@
+"""`loaderbench.watch`: the sweep's timing model inside your own training loop.
+
+    for batch in loaderbench.watch(loader):      # the one-line change
+        train_step(batch)
+
+`Watch` wraps a DataLoader (or any iterable of batches) and times every step as the sweep times
+one config (NOTE [timing model] in measure/loop.py); on demand (`result()`, `save()`) or when
+its `with` block ends it assembles the same records a one-config sweep writes: a `ResultSet`
+with one `ConfigResult` whose settings are read from the DataLoader, so `loaderbench show`,
+`compare` and `plot` read the saved file like any other.
+
+NOTE [watching a training loop]
+    The loop is the user's, so the instants come from where the loop touches the loader:
+      t0[N]:    the loop asks for batch N (`next()` is called);
+      ready[N]: batch N is usable (returned by the loader; after the H2D copy when `device=` is
+                given, which moves it with non_blocking when its tensors are pinned);
+      end[N]:   the step on batch N has finished: the next `next()` call (the loop came back
+                for more), or an explicit `step_end()`.
+    data-wait[N] = ready[N] - t0[N]; step[N] = end[N] - end[N-1]; compute[N] = step[N] -
+    data-wait[N]. With the implicit boundary t0[N] and end[N-1] are one instant, which is the
+    sweep's model exactly; with `step_end()` the loop's own work between `step_end()` and the
+    next `next()` (logging, say) counts as compute, never as data-wait.
+    The instants are host clock readings on CPU and CUDA events on the current (compute)
+    stream when CUDA is in use: an event's time is when the stream reached it, so ready[N] -
+    t0[N] is the time the GPU sat idle for input and kernels still queued from step N-1 never
+    count as data-wait; no step is synchronised (events are read once, when a result is asked
+    for; interval statistics read only the events already complete, with `query()`).
+    An epoch (a new `iter()` of the watch) starts at the instant before `iter(loader)` is
+    called, since that call starts the workers: the first batch of the first epoch is the
+    start-up (`first_batch_s`, kept apart like the sweep's); the first batch of a later epoch
+    is measured and marked as an epoch start (its wait is the epoch-start gap the verdicts
+    split off). What the loop does between epochs (validation) is in no step. A batch handed
+    out whose step never ended (a `break`, an exception) is not counted: only complete steps are.
+    Warm-up as in the sweep (NOTE [backlog drain]): after the first batch at least
+    max(warmup_batches, num_workers x prefetch_factor) batches are dropped, and on until a
+    `next()` blocks or the loader's ready queue stays full, at most 8 x num_workers x
+    prefetch_factor. Then up to `max_batches` steps are measured (the window), with the
+    process tree's CPU and memory and NVML GPU utilisation read over it (measure.meter); later
+    batches pass through with no timing.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from loaderbench.model import (
+    ComputeSpec,
+    ConfigResult,
+    DatasetSpec,
+    LoaderSettings,
+    MeasureSpec,
+    Note,
+    ResultSet,
+    Trial,
+    WarningKind,
+)
+
+Clock = Callable[[], float]
+TIMINGS = ("auto", "host", "events", "sync")
+RANGE_WAIT = "loaderbench.data_wait"
+RANGE_COPY = "loaderbench.h2d"
+RANGE_STEP = "loaderbench.step"
+MIN_MEASURED = 10  # fewer measured steps get a few-batches note, as in the sweep
+RECEIVES_KEPT = 64
+
+
+class WatchError(RuntimeError):
+    """Misuse of a `Watch` that would give a wrong number (e.g. `step_end()` without a batch)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Timelines: where the instants come from.
+
+
+class _HostTimeline:
+    """Instants on a host clock (optionally after synchronising the compute stream: `sync`)."""
+
+    kind = "host"
+
+    def __init__(self, clock: Clock, sync: Callable[[], None] | None = None) -> None:
+        self._clock = clock
+        self._sync = sync
+        self._t: list[float] = []
+
+    def mark(self) -> int:
+        if self._sync is not None:
+            self._sync()
+        self._t.append(self._clock())
+        return len(self._t) - 1
+
+    def resolve(self, *, wait: bool) -> list[float]:
+        return self._t
+
+
+class _EventTimeline:
+    """Instants as CUDA events recorded on the current stream, in seconds from the first one.
+    `resolve(wait=True)` synchronises once; `resolve(wait=False)` reads only the events already
+    complete (`Event.query()`), in order. Resolved events are released (the first is kept as the
+    origin)."""
+
+    kind = "events"
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+        self._events: list[Any] = []
+        self._t: list[float] = []
+
+    def mark(self) -> int:
+        ev = self._torch.cuda.Event(enable_timing=True)
+        ev.record()
+        self._events.append(ev)
+        return len(self._events) - 1
+
+    def resolve(self, *, wait: bool) -> list[float]:
+        if wait and len(self._t) < len(self._events):
+            self._events[-1].synchronize()
+        origin = self._events[0] if self._events else None
+        while len(self._t) < len(self._events):
+            i = len(self._t)
+            ev = self._events[i]
+            if not wait and not ev.query():
+                break
+            self._t.append(float(origin.elapsed_time(ev)) / 1000.0)  # type: ignore[union-attr]
+            if i:
+                self._events[i] = None
+        return self._t
+
+
+# ---------------------------------------------------------------------------------------------
+# What the loader is.
+
+
+def count_samples(batch: Any, batch_size: int | None) -> int:
+    """Samples in a collated `batch` of any structure (NOTE [samples per batch] in
+    measure/trial.py): the first dimension its array leaves (tensors, numpy arrays) agree on;
+    else, with the loader's `batch_size` known, the largest size along which the batch could
+    hold its samples (`batch.leading_sizes`: leading dimensions and sequence lengths) that does
+    not exceed it (a tuple of B variable-size images, the last partial batch); else the most
+    common of those sizes; 1 for a batch with no size at all (a scalar). Give
+    `samples_per_batch=` to `watch` when each item holds several samples.
+    """
+    from loaderbench.batch import array_rows, leading_sizes
+
+    rows = array_rows(batch)
+    if rows and len(set(rows)) == 1 and (batch_size is None or rows[0] <= batch_size):
+        return rows[0]
+    sizes = [s for s in leading_sizes(batch) if s > 0]
+    if batch_size:
+        fits = [s for s in sizes if s <= batch_size]
+        if fits:
+            return max(fits)
+    if sizes:
+        return Counter(sizes).most_common(1)[0][0]
+    return 1
+
+
+def read_settings(loader: Any, batch_size: int | None = None) -> tuple[LoaderSettings, Any]:
+    """The `LoaderSettings` of `loader` (a DataLoader, a `CUDAPrefetcher` around one, or any
+    iterable: 0 workers, nothing pinned) and the DataLoader itself (None when there is none).
+    `batch_size`: the loader's own when it has one, else this (the first batch's count)."""
+    from torch.utils.data import DataLoader
+
+    from loaderbench.prefetch import CUDAPrefetcher
+
+    prefetch = isinstance(loader, CUDAPrefetcher)
+    inner = getattr(loader, "loader", None) if prefetch else loader
+    if not isinstance(inner, DataLoader):
+        return LoaderSettings(0, False, prefetch, None, False, int(batch_size or 1)), None
+    workers = int(inner.num_workers)
+    ctx = inner.multiprocessing_context
+    ctx_name = None if ctx is None else (ctx if isinstance(ctx, str) else ctx.get_start_method())
+    bs = inner.batch_size if inner.batch_size is not None else batch_size
+    return LoaderSettings(
+        num_workers=workers,
+        pin_memory=bool(inner.pin_memory),
+        prefetch=prefetch,
+        prefetch_factor=(inner.prefetch_factor or 2) if workers else None,
+        persistent_workers=bool(inner.persistent_workers) if workers else False,
+        batch_size=int(bs or 1),
+        mp_context=ctx_name if workers else None,
+    ), inner
+
+
+def describe_source(loader: Any) -> str:
+    """`module:Class` of the dataset behind `loader` (or of the iterable itself)."""
+    inner = getattr(loader, "loader", loader)
+    obj = getattr(inner, "dataset", inner)
+    t = type(obj)
+    return f"{t.__module__}:{t.__qualname__}"
+
+
+def _check_iterable(loader: Any) -> None:
+    """TypeError unless `loader` is an iterable of batches (a map-style Dataset is not: it
+    yields samples, and needs a DataLoader around it)."""
+    from torch.utils.data import Dataset, IterableDataset
+
+    if isinstance(loader, Dataset) and not isinstance(loader, IterableDataset):
+        raise TypeError(
+            f"watch(loader): expected a DataLoader or another iterable of batches, got the dataset "
+            f"{type(loader).__name__}; wrap it first: watch(DataLoader({type(loader).__name__.lower()}, batch_size=...))"
+        )
+    if isinstance(loader, (str, bytes, bytearray)) or not hasattr(type(loader), "__iter__"):
+        raise TypeError(
+            f"watch(loader): expected a DataLoader or another iterable of batches, got {type(loader).__name__}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# The watch.
+
+
+@dataclass
+class _Step:
+    """One step's instants (indices into the timeline) and what the host saw."""
+
+    prev: int
+    t0: int
+    ready: int
+    samples: int
+    host_wait_s: float
+    epoch_start: bool = False
+    epoch_gap_s: float | None = None
+    receive_s: float | None = None
+    copy: tuple[int, int] | None = None
+    end: int = -1
+    range_: Any = None
+
+
+@dataclass
+class _Usage:
+    """The window meter's readings, summed over the segments of the window (a `result()` asked
+    for while training goes on ends a segment; the next measured step starts another)."""
+
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    main_cpu_s: float = 0.0
+    processes: int = 0
+    memory_uss_bytes: int | None = None
+    memory_pss_bytes: int | None = None
+    util_weighted: float = 0.0
+    util_window_s: float = 0.0
+    util_note: str | None = None
+    readings: int = 0
+
+    def add(self, r: Any) -> None:
+        self.readings += 1
+        self.wall_s += r.wall_s
+        self.cpu_s += r.cpu_s
+        self.main_cpu_s += r.main_cpu_s
+        self.processes = max(self.processes, r.processes)
+        self.memory_uss_bytes = r.memory_uss_bytes
+        self.memory_pss_bytes = r.memory_pss_bytes
+        util = r.util
+        if util is not None and getattr(util, "util_pct", None) is not None:
+            w = float(getattr(util, "window_s", None) or r.wall_s or 1.0)
+            self.util_weighted += float(util.util_pct) * w
+            self.util_window_s += w
+        elif util is not None:
+            self.util_note = getattr(util, "note", None) or self.util_note
+
+
+class Watch:
+    """Times a training loop's batches: see `watch()` for the arguments and NOTE [watching a
+    training loop] for what is measured.
+
+    Iterate it (`for batch in w:`; each `iter()` is an epoch), or drive it from callbacks with
+    `epoch_start()`, `batch_ready(batch)` and `step_end()`. `result()` gives the ResultSet,
+    `save(path)` writes it, `report()` says it in sentences; `interval()` gives the statistics
+    of the steps completed since its last call (for TensorBoard-style logging).
+    """
+
+    def __init__(
+        self,
+        loader: Iterable[Any],
+        *,
+        device: Any = None,
+        samples_per_batch: int | Callable[[Any], int] | None = None,
+        warmup_batches: int = 3,
+        max_batches: int = 10_000,
+        timing: str = "auto",
+        annotate: bool = False,
+        tensorboard: Any = None,
+        log_every_steps: int = 50,
+        output: str | Path | None = None,
+        label: str = "watch",
+        clock: Clock = time.perf_counter,
+        measure_resources: bool = True,
+    ) -> None:
+        _check_iterable(loader)
+        if timing not in TIMINGS:
+            raise ValueError(f"watch(timing=...): expected one of {', '.join(TIMINGS)}, got {timing!r}")
+        if warmup_batches < 0 or max_batches < 1:
+            raise ValueError(
+                f"watch(): warmup_batches must be >= 0 and max_batches >= 1, got {warmup_batches} and {max_batches}"
+            )
+        if isinstance(samples_per_batch, int) and samples_per_batch < 1:
+            raise ValueError(f"watch(samples_per_batch=...): expected a count >= 1, got {samples_per_batch}")
+        self.loader = loader
+        self.label = label
+        self.output = None if output is None else Path(output)
+        self._clock = clock
+        self._samples_per_batch = samples_per_batch
+        self._warmup_batches = warmup_batches
+        self._max_batches = max_batches
+        self._annotate = annotate
+        self._tensorboard = tensorboard
+        self._log_every = max(1, int(log_every_steps))
+        self._measure_resources = measure_resources
+        self.settings, self._dataloader = read_settings(loader)
+        self._device = None
+        self._cuda = False
+        self._timing_asked = timing
+        if device is not None:
+            import torch
+
+            self._device = torch.device(device)
+        self._timeline: _HostTimeline | _EventTimeline | None = None
+        self.timing = ""
+        # step state
+        self._open: _Step | None = None
+        self._prev_end: int | None = None
+        self._epoch: tuple[int, float] | None = None  # (mark, host time) of an epoch not yet started
+        self._epochs = 0
+        self._batches_seen = 0
+        self._phase = "first"  # first -> warm -> window -> full
+        self._warm = 0
+        self._periods: list[float] = []
+        self._last_host_t0: float | None = None
+        self._first_batch_s: float | None = None
+        self._first_counted: int | None = None
+        self._steps: list[_Step] = []
+        self._receives: list[float] = []
+        self._it: Iterator[Any] | None = None
+        self._meter: Any = None
+        self._usage = _Usage()
+        self._interval_from = 0
+        self._interval_logged = 0
+        self._first_info: Any = None
+        self._first_sizes: list[int] | None = None
+        self._host_t0: float | None = None
+        self._t0_ref: int | None = None
+        self._was_ready = False
+        self._last_result: tuple[int, ResultSet] | None = None
+
+    # -- set-up ------------------------------------------------------------------------------
+
+    def _start_timeline(self) -> None:
+        if self._timeline is not None:
+            return
+        import torch
+
+        cuda_on = torch.cuda.is_available() and (
+            (self._device is not None and self._device.type == "cuda") or torch.cuda.is_initialized()
+        )
+        timing = self._timing_asked
+        if timing == "auto":
+            timing = "events" if cuda_on else "host"
+        if timing in ("events", "sync") and not torch.cuda.is_available():
+            raise WatchError(f"watch(timing={timing!r}) needs CUDA, which is not available here: use timing='host'")
+        self._cuda = timing in ("events", "sync") or (self._device is not None and self._device.type == "cuda")
+        self.timing = timing
+        if timing == "events":
+            self._timeline = _EventTimeline()
+        elif timing == "sync":
+            self._timeline = _HostTimeline(self._clock, sync=lambda: torch.cuda.current_stream().synchronize())
+        else:
+            self._timeline = _HostTimeline(self._clock)
+
+    def _mark(self) -> int:
+        assert self._timeline is not None
+        return self._timeline.mark()
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        self.epoch_start()
+        self._it = iter(self.loader)
+        return _Batches(self, self._it)
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._open = None  # a step the block left unfinished is not counted
+        if self.output is not None and self._batches_seen:
+            self.save(self.output)
+
+    def epoch_start(self) -> None:
+        """Mark the start of an epoch (what `iter()` does): the instant before the loader starts
+        its workers. A batch handed out and never ended is dropped (not a complete step)."""
+        self._start_timeline()
+        self._open = None
+        if self._phase == "full":
+            return
+        self._epoch = (self._mark(), self._clock())
+        self._epochs += 1
+
+    def wait_start(self) -> None:
+        """The loop asks for the next batch (t0): ends the previous step when it is still open
+        (the implicit step boundary). The iterator calls it at every `next()`."""
+        self._start_timeline()
+        self._host_t0 = self._clock()
+        if self._phase == "full":
+            self._open = None
+            return
+        if self._open is not None:
+            end = self._mark()
+            self._finish(end)
+            self._t0_ref = end
+        elif self._epoch is None and self._prev_end is not None:
+            self._t0_ref = self._mark()  # after step_end(): the loop's own work since is compute
+        self._was_ready = self._phase == "window" and (self._ready_count() or 0) >= 1
+
+    def batch_ready(self, batch: Any) -> Any:
+        """The loop has its next batch (ready): moves it to `device` when one was given (the
+        copy timed), marks ready, counts its samples and opens its step, which the next
+        `wait_start()` (the iterator's `next()`) or `step_end()` closes. Returns the batch
+        (moved). Callbacks that see a batch only after the loop fetched it call this alone: t0
+        is then the previous step's end."""
+        self._start_timeline()
+        host_t1 = self._clock()
+        self._batches_seen += 1
+        if self._phase == "full":
+            return self._move(batch, timed=False)
+        host_t0 = self._host_t0 if self._host_t0 is not None else host_t1
+        if self._open is not None:  # no wait_start and no step_end: the step ended here
+            end = self._mark()
+            self._finish(end)
+            self._t0_ref = end
+            host_t0, self._was_ready = host_t1, False
+        if self._epoch is None and self._prev_end is None:
+            self.epoch_start()
+        gap = None
+        if self._epoch is not None:
+            prev, epoch_host = self._epoch
+            t0, host_t0, gap = prev, epoch_host, host_t1 - epoch_host
+            self._epoch = None
+        else:
+            assert self._prev_end is not None
+            prev = self._prev_end
+            t0 = self._t0_ref if self._t0_ref is not None else prev
+        self._t0_ref = None
+        self._host_t0 = None
+        if self._first_info is None:
+            self._inspect(batch)
+        copy = None
+        if self._device is not None:
+            batch, copy = self._move(batch, timed=True)
+        ready = self._mark()
+        n = self._count(batch)
+        step = _Step(prev=prev, t0=t0, ready=ready, samples=n, host_wait_s=host_t1 - host_t0,
+                     epoch_start=gap is not None and self._phase != "first", epoch_gap_s=gap, copy=copy)
+        if self._phase == "first":
+            self._first_batch_s = self._clock() - host_t0
+            self._first_counted = n
+        elif self._phase == "warm":
+            self._warm += 1
+            blocked = (host_t1 - host_t0) >= max(0.001, 0.1 * _median(self._periods))
+            if self._last_host_t0 is not None:
+                self._periods.append(host_t0 - self._last_host_t0)
+            least, most = self._warmup_range()
+            if self._warm >= least and not blocked and self._warm < most:
+                ready_n = self._ready_count()
+                full = max(1, self.settings.num_workers * (self.settings.prefetch_factor or 0) - 2)
+                blocked = ready_n is not None and ready_n >= full
+            if self._warm >= least and (blocked or self._warm >= most):
+                self._phase = "window-next"
+        elif self._phase == "window" and self._was_ready and not step.epoch_start:
+            step.receive_s = host_t1 - host_t0
+        self._last_host_t0 = host_t0
+        if self._annotate:
+            step.range_ = _enter_range(RANGE_STEP)
+        self._open = step
+        return batch
+
+    def step_end(self) -> None:
+        """The step on the current batch has finished (its kernels queued, on CUDA): call it
+        once per batch, after the step, in loops where the next `next()` is not the step's end
+        (work between steps that is not data-wait). Raises WatchError when no batch is open."""
+        if self._phase == "full":
+            return
+        if self._open is None:
+            raise WatchError(
+                "step_end() without a batch: call it once per batch, after that batch's step "
+                "(the loop must have taken a batch from the watch first)"
+            )
+        self._finish(self._mark())
+
+    def _finish(self, end: int) -> None:
+        step = self._open
+        assert step is not None
+        self._open = None
+        step.end = end
+        self._prev_end = end
+        if step.range_ is not None:
+            _exit_range(step.range_)
+            step.range_ = None
+        if self._phase == "first":
+            self._phase = "warm"
+            if self._warmup_range()[1] == 0:
+                self._phase = "window-next"
+        elif self._phase == "window":
+            self._steps.append(step)
+            if step.receive_s is not None:
+                self._receives.append(step.receive_s)
+                del self._receives[:-RECEIVES_KEPT]
+            if len(self._steps) >= self._max_batches:
+                self._stop_meter()
+                self._phase = "full"
+            elif self._tensorboard is not None and len(self._steps) - self._interval_logged >= self._log_every:
+                self._log_interval()
+        if self._phase == "window-next":
+            self._phase = "window"
+        if self._phase == "window" and self._meter is None:
+            self._start_meter()
+
+    def _warmup_range(self) -> tuple[int, int]:
+        backlog = self.settings.num_workers * (self.settings.prefetch_factor or 0)
+        least = max(self._warmup_batches, backlog)
+        return least, max(least, 8 * backlog)
+
+    def _ready_count(self) -> int | None:
+        if self._dataloader is None or self._it is None:
+            return None
+        from loaderbench.measure.introspect import ready_batches
+
+        return ready_batches(_IteratorHolder(self._it))
+
+    def _count(self, batch: Any) -> int:
+        spb = self._samples_per_batch
+        if callable(spb):
+            return int(spb(batch))
+        if spb:
+            return int(spb)
+        return count_samples(batch, self._dataloader.batch_size if self._dataloader is not None else None)
+
+    def _inspect(self, batch: Any) -> None:
+        from loaderbench.batch import inspect_batch, leading_sizes
+
+        self._first_info = inspect_batch(batch)
+        self._first_sizes = leading_sizes(batch)
+
+    def _move(self, batch: Any, *, timed: bool) -> Any:
+        from loaderbench.batch import move_to_device
+
+        if self._device is None:
+            return batch if not timed else (batch, None)
+        pinned = self._first_info is not None and self._first_info.pinned_leaves > 0
+        if not timed:
+            return move_to_device(batch, self._device, non_blocking=pinned)
+        rng = _enter_range(RANGE_COPY) if self._annotate else None
+        begin = self._mark() if self._cuda else None
+        out = move_to_device(batch, self._device, non_blocking=pinned)
+        end = self._mark() if self._cuda else None
+        if rng is not None:
+            _exit_range(rng)
+        return out, (None if begin is None or end is None else (begin, end))
+
+    # -- the meter -----------------------------------------------------------------------------
+
+    def _start_meter(self) -> None:
+        if not self._measure_resources:
+            self._meter = False
+            return
+        from loaderbench import gpu
+        from loaderbench.measure.meter import WindowMeter
+
+        index = None
+        if self._cuda:
+            import torch
+
+            index = self._device.index if self._device is not None and self._device.index is not None else (
+                torch.cuda.current_device())
+        self._meter = WindowMeter(gpu.make_util_sampler(index))
+        self._meter.start()
+
+    def _stop_meter(self) -> None:
+        if self._meter:
+            self._usage.add(self._meter.stop())
+        self._meter = None if self._phase != "full" else False
+
+    # -- results -------------------------------------------------------------------------------
+
+    @property
+    def has_open_step(self) -> bool:
+        """Whether a batch was handed out and its step has not ended yet."""
+        return self._open is not None
+
+    @property
+    def measured_steps(self) -> int:
+        """Complete steps measured so far (warm-up excluded)."""
+        return len(self._steps)
+
+    def _times(self, *, wait: bool) -> list[float]:
+        return [] if self._timeline is None else self._timeline.resolve(wait=wait)
+
+    def interval(self) -> dict[str, float] | None:
+        """Statistics of the measured steps completed since the last call whose instants can be
+        read without waiting (CUDA events already complete): `steps`, `data_wait_mean_s`,
+        `step_mean_s`, `stall_fraction` (0..1), `samples_per_s`. None when there is none."""
+        t = self._times(wait=False)
+        fresh = []
+        for s in self._steps[self._interval_from:]:
+            if s.end >= len(t) or s.prev >= len(t):
+                break
+            fresh.append(s)
+        if not fresh:
+            return None
+        self._interval_from += len(fresh)
+        waits = [t[s.ready] - t[s.t0] for s in fresh]
+        steps = [t[s.end] - t[s.prev] for s in fresh]
+        total = sum(steps)
+        return {
+            "steps": float(len(fresh)),
+            "data_wait_mean_s": statistics.fmean(waits),
+            "step_mean_s": total / len(fresh),
+            "stall_fraction": min(1.0, max(0.0, sum(waits) / total)) if total > 0 else 0.0,
+            "samples_per_s": sum(s.samples for s in fresh) / total if total > 0 else 0.0,
+        }
+
+    def _log_interval(self) -> None:
+        self._interval_logged = len(self._steps)
+        stats = self.interval()
+        if stats is None:
+            return
+        w = self._tensorboard
+        step = self._warm + self._interval_from
+        w.add_scalar("loaderbench/data_wait_ms", stats["data_wait_mean_s"] * 1e3, step)
+        w.add_scalar("loaderbench/step_time_ms", stats["step_mean_s"] * 1e3, step)
+        w.add_scalar("loaderbench/stall_fraction", stats["stall_fraction"], step)
+        w.add_scalar("loaderbench/samples_per_s", stats["samples_per_s"], step)
+
+    def trial(self) -> Trial | None:
+        """This process's measured window as a `Trial` (the sweep's record of one repeat), or
+        None when no step was measured. Reads CUDA events once (one synchronise)."""
+        if self._phase == "window" and self._meter:
+            self._stop_meter()
+        if not self._steps:
+            return None
+        t = self._times(wait=True)
+        steps = self._steps
+        waits = [t[s.ready] - t[s.t0] for s in steps]
+        step_s = [t[s.end] - t[s.prev] for s in steps]
+        compute = [st - w for st, w in zip(step_s, waits)]
+        h2d = [t[s.copy[1]] - t[s.copy[0]] for s in steps if s.copy is not None]
+        u = self._usage
+        wall = u.wall_s if u.readings else sum(step_s)
+        info = self._first_info
+        notes: list[Note] = []
+        if len(steps) < MIN_MEASURED:
+            notes.append(Note.of(WarningKind.FEW_BATCHES,
+                                 f"only {len(steps)} batches measured (fewer than {MIN_MEASURED}): numbers are rough"))
+        if self._cuda and self.settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
+            notes.append(Note.of(WarningKind.PINNING_INEFFECTIVE,
+                                 "pinning ineffective: pin_memory=True but no tensor leaf of the batch is pinned"))
+        import torch
+
+        return Trial(
+            first_batch_s=float(self._first_batch_s or 0.0),
+            warmup_batches=self._warm,
+            data_wait_s=waits,
+            compute_s=compute,
+            step_s=step_s,
+            samples=sum(s.samples for s in steps),
+            wall_s=wall,
+            timing=self.timing,
+            host_wait_s=[s.host_wait_s for s in steps],
+            cpu_time_s=u.cpu_s if u.readings else None,
+            processes=u.processes if u.readings else None,
+            cpu_util_pct=100.0 * u.cpu_s / u.wall_s if u.readings and u.wall_s > 0 else None,
+            main_cpu_util_pct=100.0 * u.main_cpu_s / u.wall_s if u.readings and u.wall_s > 0 else None,
+            memory_uss_bytes=u.memory_uss_bytes,
+            memory_pss_bytes=u.memory_pss_bytes,
+            gpu_util_pct=u.util_weighted / u.util_window_s if u.util_window_s > 0 else None,
+            gpu_util_window_s=u.util_window_s or None,
+            gpu_util_note=u.util_note,
+            batch_bytes=None if info is None else info.nbytes,
+            numpy_leaves=None if info is None else info.numpy_leaves,
+            h2d_bytes_per_batch=None if (info is None or not h2d) else info.tensor_nbytes,
+            pinned_leaves=None if info is None else info.pinned_leaves,
+            tensor_leaves=None if info is None else info.tensor_leaves,
+            torch_threads_main=torch.get_num_threads(),
+            receive_s=list(self._receives),
+            h2d_s=h2d if len(h2d) == len(steps) else [],
+            h2d_hidden_fraction=0.0 if h2d else None,  # copied on the compute stream: nothing hides it
+            epoch_gap_s=[s.epoch_gap_s for s in steps if s.epoch_start and s.epoch_gap_s is not None],
+            epoch_start_batches=[i for i, s in enumerate(steps) if s.epoch_start],
+            samples_rule="given" if self._samples_per_batch else "counted",
+            notes=notes,
+        )
+
+    def _unmeasured_error(self) -> str:
+        if not self._batches_seen:
+            return "the loader yielded no batch: nothing to measure"
+        least, _ = self._warmup_range()
+        return (
+            f"too few batches to measure: {self._batches_seen} batch{'es' if self._batches_seen != 1 else ''} seen "
+            f"and no complete step after the first batch and the warm-up (at least {least} batches: "
+            f"max(warmup_batches={self._warmup_batches}, num_workers x prefetch_factor)); "
+            "give more batches or a smaller warmup_batches"
+        )
+
+    def result(self) -> ResultSet:
+        """The measured window as a one-config sweep result (`ResultSet`), analysed: summary,
+        verdict, recommendation, headroom, the compute ceiling taken from the steps' compute
+        time, and in `analysis["prediction"]` the pipeline model's estimate of what more workers
+        would give (a prediction, not a measurement).
+
+        Under torch.distributed (a process group initialised, more than one rank) every rank
+        must call it, at the same point of the loop (it gathers each rank's trial with
+        `all_gather_object`, a collective: a rank that does not call it leaves the others
+        waiting); the config then
+        holds the job's trial (distributed.merge_trials: the slowest rank's waits, each rank's
+        own trial kept). A window with no complete measured step gives a `failed` config whose
+        error says why (too few batches, an empty loader). Safe to call more than once (each
+        call covers every step measured so far).
+        """
+        from loaderbench.distributed import merge_trials
+
+        trial = self.trial()
+        world, rank, local_world = _process_group()
+        if world > 1:
+            import torch.distributed as dist
+
+            gathered: list[Any] = [None] * world
+            dist.all_gather_object(gathered, None if trial is None else trial.to_dict())
+            trials = [None if d is None else Trial.from_dict(d) for d in gathered]
+            missing = [r for r, x in enumerate(trials) if x is None]
+            trial = None if missing else merge_trials([x for x in trials if x is not None])
+            error = None if not missing else (
+                f"rank {missing[0]} measured no step" + (f": {self._unmeasured_error()}" if rank in missing else ""))
+        else:
+            error = None if trial is not None else self._unmeasured_error()
+        settings = replace(self.settings, batch_size=self.settings.batch_size if self._dataloader is not None
+                           and self._dataloader.batch_size is not None else int(self._first_counted or 1))
+        row = ConfigResult(settings=settings, status="ok" if trial is not None else "failed", error=error,
+                           trials=[] if trial is None else [trial])
+        if trial is not None:
+            row.warnings = list(trial.notes)
+        rs = build_result_set(row, label=self.label, source=describe_source(self.loader), timing=self.timing,
+                                device=str(self._device) if self._device is not None else ("cuda" if self._cuda else "cpu"),
+                                warmup_batches=self._warmup_batches, max_batches=self._max_batches,
+                                samples_per_batch=self._samples_per_batch if isinstance(self._samples_per_batch, int) else None,
+                                cuda=self._cuda, world=(world, local_world))
+        self._last_result = (len(self._steps), rs)
+        return rs
+
+    def save(self, path: str | Path) -> Path | None:
+        """Write `result()` to `path` (a `.json` file; UsageError otherwise, OutputError when it
+        cannot be written). Under torch.distributed every rank calls it and rank 0 writes;
+        returns the path written (None on the other ranks)."""
+        from loaderbench.results import check_result_path, save_results
+
+        path = Path(path)
+        rs = self.result()
+        if _process_group()[1] != 0:
+            return None
+        check_result_path(path)
+        save_results(rs, path)
+        return path
+
+    def report(self) -> str:
+        """`result()` in sentences: throughput (samples/s), stall fraction, data-wait and step
+        time, the verdict, the headroom and the prediction (render/watch.py). Reuses the last
+        `result()` (or `save()`) when no step was measured since, so under torch.distributed
+        one rank may call it after every rank called `result()` or `save()`."""
+        from loaderbench.render.watch import watch_lines
+
+        last = self._last_result
+        rs = last[1] if last is not None and last[0] == len(self._steps) else self.result()
+        return "\n".join(watch_lines(rs))
+
+
+class _Batches:
+    """The iterator of one epoch: every `next()` is t0 (and the previous step's end)."""
+
+    def __init__(self, watch: Watch, it: Iterator[Any]) -> None:
+        self._w = watch
+        self._it = it
+
+    def __iter__(self) -> _Batches:
+        return self
+
+    def __next__(self) -> Any:
+        w = self._w
+        w.wait_start()
+        rng = _enter_range(RANGE_WAIT) if w._annotate and w._phase != "full" else None
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            w._epoch = None
+            raise
+        finally:
+            if rng is not None:
+                _exit_range(rng)
+        return w.batch_ready(batch)
+
+
+class _IteratorHolder:
+    """What measure.introspect.ready_batches reads: an object with the live iterator."""
+
+    def __init__(self, it: Iterator[Any]) -> None:
+        self.last_iterator = it
+
+
+def _median(xs: list[float]) -> float:
+    ys = sorted(xs)
+    return ys[len(ys) // 2] if ys else 0.0
+
+
+def _enter_range(name: str) -> Any:
+    """Open a profiler range (torch.profiler.record_function; an NVTX range too when CUDA is
+    initialised), to be closed by `_exit_range`."""
+    import torch
+
+    rf = torch.profiler.record_function(name)
+    rf.__enter__()
+    nvtx = torch.cuda.is_available() and torch.cuda.is_initialized()
+    if nvtx:
+        torch.cuda.nvtx.range_push(name)
+    return (rf, nvtx)
+
+
+def _exit_range(handle: Any) -> None:
+    import torch
+
+    rf, nvtx = handle
+    if nvtx:
+        torch.cuda.nvtx.range_pop()
+    rf.__exit__(None, None, None)
+
+
+def _process_group() -> tuple[int, int, int]:
+    """(world size, rank, ranks on this node) of an initialised torch.distributed group, else
+    (1, 0, 1)."""
+    import os
+
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1, 0, 1
+    world = dist.get_world_size()
+    return world, dist.get_rank(), int(os.environ.get("LOCAL_WORLD_SIZE", world))
+
+
+def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str, device: str,
+                     warmup_batches: int, max_batches: int, samples_per_batch: int | None, cuda: bool,
+                     world: tuple[int, int] = (1, 1)) -> ResultSet:
+    """The ResultSet of a watched run: `row` analysed as a one-config sweep (analysis.analyze),
+    its compute ceiling taken from the measured compute time per step (`ceilings["compute"]`,
+    method "watched": the step's own time, which on CUDA events is the GPU's time from batch
+    ready to step end), and `analysis["prediction"]` (`predict_next`)."""
+    import datetime as _dt
+
+    from loaderbench import __version__
+    from loaderbench.analysis import analyze
+    from loaderbench.analysis.statistics import percentile
+    from loaderbench.config import SweepConfig
+    from loaderbench.env import capture_environment, usable_cpus
+
+    config = SweepConfig(
+        dataset=DatasetSpec(kind="import", factory=source, samples_per_batch=samples_per_batch),
+        compute=ComputeSpec(kind="model", model="watched"),
+        grid={k: (v,) for k, v in row.settings.to_dict().items()},
+        measure=MeasureSpec(batches=1, warmup_batches=warmup_batches, min_time_s=0.0, max_batches=max_batches,
+                            timing=timing, device=device),
+        repeats=1, search="grid", isolation="watched", label=label, source="watch",
+    )
+    try:
+        environment = capture_environment(device_index=_device_index(device) if cuda else None)
+    except Exception as exc:  # noqa: BLE001 - a result without an environment record beats none
+        environment = {"usable_cpus": usable_cpus(), "error": f"{type(exc).__name__}: {exc}"}
+    if world[0] > 1:
+        environment["distributed"] = {"world_size": world[0], "local_world_size": world[1], "watched": True}
+    ceilings: dict[str, Any] = {}
+    if row.trials:
+        per_rank = [Trial.from_dict(d) for d in row.trials[0].rank_trials] or row.trials
+        rates, steps, held = [], [], []
+        for t in per_rank:
+            c = percentile(t.compute_s, 50)
+            spb = t.samples / len(t.step_s)
+            if c > 0:
+                rates.append(spb / c)
+                steps.append(c)
+                held.append(spb)
+        if rates and len(rates) == len(per_rank):
+            ceilings["compute"] = {str(row.settings.batch_size): {
+                "samples_per_s": sum(rates), "step_s": max(steps), "samples_per_batch": statistics.median(held),
+                "method": "watched", "world_size": len(per_rank), "batch_size": row.settings.batch_size,
+            }}
+    rs = ResultSet(
+        config={**config.to_dict(), "watch": True},
+        environment=environment,
+        results=[row],
+        label=label,
+        created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        tool_version=__version__,
+        config_hash="",
+        ceilings=ceilings,
+    )
+    analyze(rs)
+    rs.analysis["prediction"] = predict_next(row, environment.get("usable_cpus"), config.tolerance)
+    return rs
+
+
+def _device_index(device: str) -> int | None:
+    import torch
+
+    d = torch.device(device)
+    return d.index if d.index is not None else torch.cuda.current_device()
+
+
+def predict_next(row: ConfigResult, usable: int | None, tolerance: float) -> dict[str, Any] | None:
+    """What more workers would likely give a loader-bound watched config, from the sweep's
+    models fitted on this one config: `workers_needed` (batch build time over the step's cycle,
+    analysis.wait.workers_needed) and, with workers, the pipeline model's predicted knee on this
+    machine's CPUs (analysis.predict.what_if_cpus: `knee_workers`, `knee_samples_per_s`,
+    `knee_stall_fraction`, `curve`). None when the config is not loader-bound. A prediction,
+    never a measurement: the renderers say so."""
+    from loaderbench.analysis.predict import what_if_cpus
+
+    s = row.summary
+    if s is None or s.verdict != "loader-bound":
+        return None
+    out: dict[str, Any] = {"kind": "more-workers", "num_workers": row.settings.num_workers,
+                           "workers_needed": s.workers_needed, "usable_cpus": usable}
+    if row.settings.num_workers > 0 and usable:
+        what = what_if_cpus([row], row.settings, usable, tolerance,
+                            max_workers=max(2 * usable, (s.workers_needed or 0) + 1), measured_cpus=usable)
+        if what is not None:
+            out.update({k: what[k] for k in ("knee_workers", "knee_samples_per_s", "knee_stall_fraction", "curve")})
+    if out.get("workers_needed") is None and out.get("knee_workers") is None:
+        return None
+    return out
+
+
+def suggested_settings(rs: ResultSet) -> dict[str, Any]:
+    """The DataLoader settings to try next after a watched run, by the DataLoader's keyword
+    names (num_workers, pin_memory, prefetch_factor, persistent_workers) plus `predicted`
+    (True when num_workers comes from the prediction, not from what was measured): the
+    predicted workers for a loader-bound run (`analysis["prediction"]`), pin_memory for a
+    pageable H2D copy, persistent_workers when epoch starts bind; else the watched settings."""
+    from loaderbench.model import Verdict
+
+    row = rs.results[0]
+    s = row.settings
+    verdict = row.summary.verdict if row.summary is not None else ""
+    pred = (rs.analysis or {}).get("prediction") or {}
+    workers = pred.get("knee_workers") or pred.get("workers_needed") or s.num_workers
+    workers = max(int(workers), s.num_workers)
+    return {
+        "num_workers": workers,
+        "pin_memory": s.pin_memory or verdict == Verdict.H2D_PAGEABLE.value,
+        "prefetch_factor": (s.prefetch_factor or 2) if workers else None,
+        "persistent_workers": bool(workers) and (s.persistent_workers or verdict == Verdict.EPOCH_START_BOUND.value),
+        "predicted": workers != s.num_workers,
+    }
+
+
+def watch(
+    loader: Iterable[Any],
+    *,
+    device: Any = None,
+    samples_per_batch: int | Callable[[Any], int] | None = None,
+    warmup_batches: int = 3,
+    max_batches: int = 10_000,
+    timing: str = "auto",
+    annotate: bool = False,
+    tensorboard: Any = None,
+    log_every_steps: int = 50,
+    output: str | Path | None = None,
+    label: str = "watch",
+    clock: Clock = time.perf_counter,
+    measure_resources: bool = True,
+) -> Watch:
+    """Watch `loader` inside your own training loop: `for batch in loaderbench.watch(loader):`.
+
+    Per step it records data-wait (the loop waiting for the batch, H2D included when `device`
+    is given) and compute (the rest of the step), in seconds, as the sweep does (NOTE [watching
+    a training loop]); over the measured window, the process tree's CPU and memory (PSS) and the
+    GPU's NVML utilisation. The result (`w.result()`, `w.save(path)`, or `output=` written when
+    a `with` block ends) is a one-config sweep result: `loaderbench show`, `compare` and `plot`
+    read it.
+
+    - `loader`: a DataLoader (its num_workers, pin_memory, prefetch_factor,
+      persistent_workers and batch_size are the config's settings), a `CUDAPrefetcher` around
+      one, or any iterable of batches. TypeError for anything else (a map-style Dataset: wrap
+      it in a DataLoader).
+    - `device`: move each batch there (`non_blocking` when its tensors are pinned), the copy
+      timed with CUDA events as H2D; None: the loop moves it (its copy counts as compute).
+    - `samples_per_batch`: a count, or a function of the batch; default: counted from the
+      batch (`count_samples`: dicts, tuples, lists of tensors and numpy arrays).
+    - `warmup_batches`: batches dropped after the first (raised to num_workers x
+      prefetch_factor, as the sweep does); `max_batches`: steps measured at most (then batches
+      pass through untimed).
+    - `timing`: "auto" (CUDA events when CUDA is initialised or `device` is CUDA, else the
+      host clock), "host", "events", "sync" (synchronise at both instants: exact, slower).
+    - `annotate`: profiler ranges `loaderbench.data_wait`, `loaderbench.h2d` and
+      `loaderbench.step` (torch.profiler.record_function, and NVTX on CUDA).
+    - `tensorboard`: a SummaryWriter (anything with `add_scalar`): every `log_every_steps`
+      measured steps, `loaderbench/data_wait_ms`, `step_time_ms`, `stall_fraction` and
+      `samples_per_s`.
+    - `clock`: the host clock (seconds; a fake in tests); `measure_resources`: False skips the
+      CPU/memory/GPU-utilisation meter.
+    Raises ValueError for a bad option; `step_end()` without a batch raises WatchError.
+    """
+    return Watch(
+        loader, device=device, samples_per_batch=samples_per_batch, warmup_batches=warmup_batches,
+        max_batches=max_batches, timing=timing, annotate=annotate, tensorboard=tensorboard,
+        log_every_steps=log_every_steps, output=output, label=label, clock=clock,
+        measure_resources=measure_resources,
+    )
+
+
+__all__ = ["Watch", "WatchError", "count_samples", "read_settings", "suggested_settings", "watch"]
