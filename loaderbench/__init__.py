@@ -31,8 +31,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(watcher, name)
     if name == "sweep":
-        # The submodule loaderbench.sweep, made callable (NOTE [loaderbench.sweep is callable]).
-        import importlib
+        from loaderbench.sweep_api import sweep
 
-        return importlib.import_module("loaderbench.sweep")
+        return sweep
     raise AttributeError(f"module 'loaderbench' has no attribute {name!r}")

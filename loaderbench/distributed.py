@@ -599,10 +599,10 @@ def launch_ranks(value: str, info: RankInfo | None, device: str, argv: list[str]
 
 
 def execute_as_leader(config: Any, output: Any, observer: Any, info: RankInfo) -> Any:
-    """`sweep.execute_sweep` as the leader (rank 0) of a distributed sweep: wait for the
+    """`orchestrate.execute_sweep` as the leader (rank 0) of a distributed sweep: wait for the
     followers, then run every trial on all ranks (`DistributedRunner`). Returns what
     execute_sweep returns; the followers are released whatever happens."""
-    from loaderbench.sweep import detect_machine, execute_sweep
+    from loaderbench.orchestrate import detect_machine, execute_sweep
 
     runner = DistributedRunner(open_store(info, timeout_s=600), info)
     try:

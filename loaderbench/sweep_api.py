@@ -7,8 +7,7 @@
 
 Both the command and this function build a `SweepConfig` through `config.build_config` (every
 option parsed by the one parser its `config.OPTIONS` entry declares) and run it with
-`sweep.execute_sweep`; `loaderbench.sweep` is the module `loaderbench/sweep.py` made callable
-(NOTE [loaderbench.sweep is callable] there), which passes `execute_sweep` in.
+`orchestrate.execute_sweep`.
 
 NOTE [a Dataset object in the measuring process]
     Every config is measured in a separate process (`python -m loaderbench.measure.child`, one
@@ -184,12 +183,22 @@ def build_api_config(dataset: Any, options: dict[str, Any]) -> tuple[SweepConfig
         raise
 
 
+def sweep(dataset: Any, /, **options: Any) -> SweepRun:
+    """`loaderbench.sweep(dataset, **options)`: the sweep of `dataset` (a Dataset object, a
+    factory, or a kind) with the command's options by their TOML keys (see `build_api_config`);
+    returns the analysed run (`.recommendation`, `.frame`, `.save()`). Raises what the command
+    reports in one line (LoaderbenchError subclasses) for bad input."""
+    from loaderbench.orchestrate import execute_sweep
+
+    return sweep_dataset(dataset, execute=execute_sweep, **options)
+
+
 def sweep_dataset(dataset: Any, *, execute: Callable[..., tuple[ResultSet, Path]], observer: Any = None,
                   **options: Any) -> SweepRun:
     """Run the sweep on `dataset` (see `build_api_config`) with `execute`
-    (sweep.execute_sweep) and return the analysed run. `output` (a .json path) is where the
+    (orchestrate.execute_sweep) and return the analysed run. `output` (a .json path) is where the
     result file goes, as `--output`; by default results/<label>-<time>.json like the command.
-    `observer`: a sweep.SweepObserver for progress (default: none).
+    `observer`: an orchestrate.SweepObserver for progress (default: none).
     Raises what the command reports in one line (LoaderbenchError subclasses) for bad input,
     and KeyboardInterrupt after saving what was measured."""
     output = options.pop("output", None)

@@ -356,7 +356,7 @@ def test_default_output_names_are_safe():
     import datetime
 
     from loaderbench.config import build_config
-    from loaderbench.sweep import default_output_path
+    from loaderbench.orchestrate import default_output_path
 
     cfg = build_config(None, {"": {"label": "my run/x"}})
     path = default_output_path(cfg, datetime.datetime(2026, 11, 29, 12, 0, 0))

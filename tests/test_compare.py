@@ -523,10 +523,10 @@ def in_tmp(tmp_path, monkeypatch):
 
 
 def fake_sweep(monkeypatch, answer: Path) -> FakeSweep:
-    import loaderbench.sweep
+    import loaderbench.orchestrate
 
     fake = FakeSweep(answer)
-    monkeypatch.setattr(loaderbench.sweep, "execute_sweep", fake)
+    monkeypatch.setattr(loaderbench.orchestrate, "execute_sweep", fake)
     return fake
 
 

@@ -21,9 +21,7 @@ from loaderbench.measure.isolation import Outcome
 from loaderbench.measure.loop import HostMarker, timed_loop
 from loaderbench.measure.ranks import RankShard
 from loaderbench.model import ComputeSpec, ConfigResult, Note, ResultSet, Trial
-from loaderbench.preflight import WorkloadFacts, shm_need_bytes
-from loaderbench.render import sweep as render
-from loaderbench.sweep import (
+from loaderbench.orchestrate import (
     Machine,
     NullObserver,
     cpus_per_rank,
@@ -31,6 +29,8 @@ from loaderbench.sweep import (
     preflight,
     resolve_defaults,
 )
+from loaderbench.preflight import WorkloadFacts, shm_need_bytes
+from loaderbench.render import sweep as render
 from tests.helpers import FakeClock, reason, result, settings, trial, with_ceilings
 
 MIB = 2**20
@@ -776,7 +776,7 @@ def test_a_single_worker_estimate_is_singular():
 def test_a_real_datasets_epoch_is_counted_per_rank(tmp_path):
     # 1,000 samples at batch 16: 62 batches per epoch on one process, 1,000 / (16 x 2) = 31 on
     # each of 2 ranks (DistributedSampler gives each rank half of every epoch).
-    from loaderbench.sweep import run_sweep
+    from loaderbench.orchestrate import run_sweep
 
     def epoch_batches(machine: Machine) -> int:
         cfg = build_config(None, {

@@ -20,7 +20,7 @@ LAYERS = {
     "storage": ("loaderbench.storage",),
     "analysis": ("loaderbench.analysis",),
     "measure": ("loaderbench.measure",),
-    "orchestration": ("loaderbench.sweep", "loaderbench.sweep_api", "loaderbench.search", "loaderbench.distributed", "loaderbench.preflight"),
+    "orchestration": ("loaderbench.orchestrate", "loaderbench.sweep_api", "loaderbench.search", "loaderbench.distributed", "loaderbench.preflight"),
     "render": ("loaderbench.render",),
     # In your own training loop: the watch and its integrations (they word their summaries
     # through render/, so they sit above it).

@@ -7,8 +7,8 @@ import pytest
 from loaderbench.config import build_config
 from loaderbench.measure.isolation import Outcome
 from loaderbench.model import ComputeSpec, WarningKind
+from loaderbench.orchestrate import Machine, resolve_defaults, run_sweep
 from loaderbench.preflight import WorkloadFacts, oversubscription, shm_need_bytes, shm_verdict
-from loaderbench.sweep import Machine, resolve_defaults, run_sweep
 from tests import helpers
 from tests.conftest import FakeRunner
 from tests.helpers import settings, trial
@@ -228,7 +228,7 @@ def test_baseline_settings_between_the_grids_counts_are_measured_first_by_the_se
         "grid": {"batch_size": (16,)}, "measure": {"repeats": 1}, "": {"baseline_settings": {"num_workers": 4}},
     })
     runner = FakeRunner({w: (lambda w=w: _pipeline_outcome(w)) for w in range(9)})
-    from loaderbench.sweep import check_baseline_settings, plan
+    from loaderbench.orchestrate import check_baseline_settings, plan
 
     resolved = resolve_defaults(cfg, MACHINE)
     check_baseline_settings(resolved, plan(resolved, MACHINE))  # no UsageError

@@ -1,7 +1,7 @@
 """The CI gate's commands: `loaderbench compare` and `loaderbench check`.
 
 Each parses flags, calls the pure core (`compare.compare_results`; `check` first
-runs `sweep.execute_sweep`), renders with render/compare.py, and exits 0 (no regression), 1
+runs `orchestrate.execute_sweep`), renders with render/compare.py, and exits 0 (no regression), 1
 (regression, or not comparable with --strict) or 2 (usage, config or result-file error, through
 cli/common.py).
 """
@@ -154,8 +154,8 @@ def check_command(
     Exit 0 no regression, 1 regression, 2 error; --update-baseline writes a new baseline."""
     from loaderbench import config as cfgmod
     from loaderbench.analysis.compare import compare_results
+    from loaderbench.orchestrate import SweepInterruptedAt, execute_sweep
     from loaderbench.results import read_results, save_results
-    from loaderbench.sweep import SweepInterruptedAt, execute_sweep
 
     def body() -> None:
         fmt = common.check_format(format, COMPARE_FORMATS)

@@ -63,8 +63,8 @@ def sweep_command(**kwargs: Any) -> None:
     """Sweep num_workers x pin_memory x prefetch x prefetch_factor x persistent_workers and say
     where the loader stops being the bottleneck."""
     from loaderbench import config as cfgmod
+    from loaderbench.orchestrate import SweepInterruptedAt, execute_sweep
     from loaderbench.results import check_result_path
-    from loaderbench.sweep import SweepInterruptedAt, execute_sweep
 
     config: Path | None = kwargs["config"]
     output: Path | None = kwargs["output"]

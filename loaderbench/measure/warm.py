@@ -9,7 +9,7 @@ NOTE [why a warm process, and what it keeps]
     process] in measure/trial.py. What isolation buys is kept where it matters: a config that
     fails ends that process (the next config starts a fresh one), a hang is killed with its
     whole process tree by the same deadlines as `run_isolated`, and the sweep re-measures its
-    first config at the end to check that nothing carried over (the drift check in sweep.py).
+    first config at the end to check that nothing carried over (the drift check in orchestrate.py).
 """
 
 from __future__ import annotations

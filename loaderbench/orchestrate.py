@@ -844,23 +844,3 @@ class SweepInterruptedAt(KeyboardInterrupt):
     def __init__(self, output: Path) -> None:
         super().__init__(str(output))
         self.output = output
-
-
-# NOTE [loaderbench.sweep is callable]
-#     `loaderbench.sweep(dataset, ...)` is the Python API (sweep_api.py), and `loaderbench.sweep`
-#     is also this module: importing a submodule sets the package's attribute of that name to the
-#     module, so a function of that name in the package would be replaced by it. The module is
-#     made callable instead; the call runs sweep_api.sweep_dataset with this module's
-#     execute_sweep, the function the command runs.
-import sys as _sys  # noqa: E402
-import types as _types  # noqa: E402
-
-
-class _CallableModule(_types.ModuleType):
-    def __call__(self, dataset: Any, /, **options: Any) -> Any:
-        from loaderbench.sweep_api import sweep_dataset
-
-        return sweep_dataset(dataset, execute=execute_sweep, **options)
-
-
-_sys.modules[__name__].__class__ = _CallableModule
