@@ -8,18 +8,19 @@
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/lb-out}; mkdir -p "$OUT"
-timeout 150 python3 -m pytest -q -m gpu tests/test_watch_gpu.py -p no:cacheprovider 2>&1 | tail -5 | tee "$OUT/watch_gpu_tests.txt"
+[ "${SKIP_TESTS:-0}" = 1 ] || timeout 150 python3 -m pytest -q -m gpu tests/test_watch_gpu.py -p no:cacheprovider 2>&1 | tail -5 | tee "$OUT/watch_gpu_tests.txt"
 timeout 240 python3 benchmarks/watch_overhead.py --repeats 5 --out "$OUT/watch_overhead.json" 2>&1 | tail -3
 timeout 90 python3 - "$OUT/watch-w4.json" <<'PY' 2>&1 | tail -12
 import sys, torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler
 import loaderbench
 from loaderbench.compute import build_compute
 from loaderbench.datasets import SyntheticJPEGDataset, load_synthetic_jpegs
 from loaderbench.model import ComputeSpec
 device = torch.device("cuda:0")
 step = build_compute(ComputeSpec(kind="model", model="resnet50"), device)
-loader = DataLoader(SyntheticJPEGDataset(load_synthetic_jpegs(2048)), batch_size=256, shuffle=True,
+data = SyntheticJPEGDataset(load_synthetic_jpegs(2048))
+loader = DataLoader(data, batch_size=256, sampler=RandomSampler(data, replacement=True, num_samples=10**7),
                     num_workers=4, pin_memory=True)
 w = loaderbench.watch(loader, device=device, max_batches=40)
 for i, batch in enumerate(w):
@@ -29,7 +30,7 @@ for i, batch in enumerate(w):
 w.save(sys.argv[1])
 print(w.report())
 PY
-timeout 200 python3 -m loaderbench sweep configs/imagenet-resnet50.toml --num-workers 16 --pin-memory on \
+[ "${SKIP_SWEEP:-0}" = 1 ] || timeout 200 python3 -m loaderbench sweep configs/imagenet-resnet50.toml --num-workers 16 --pin-memory on \
   --prefetch off --search grid --repeats 3 --output "$OUT/sweep-w16.json" --no-progress 2>&1 | tail -4
 python3 - "$OUT" <<'PY'
 import json, sys

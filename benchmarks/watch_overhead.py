@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler
 
 import loaderbench
 from loaderbench.batch import move_to_device
@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> dict:
     for r in range(repeats):
         order = (False, True) if r % 2 == 0 else (True, False)
         for watched in order:
-            loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
+            # The embedded JPEGs are 2,048 images: one long epoch drawn from them, as the sweep does.
+            sampler = RandomSampler(dataset, replacement=True, num_samples=10**7)
+            loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                                 pin_memory=device.type == "cuda", persistent_workers=False)
             row = one_run(loader, step, device, watched=watched, warmup=warmup, batches=batches)
             row["repeat"] = r
