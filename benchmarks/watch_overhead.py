@@ -8,7 +8,8 @@ pin_memory=True, batch 256: the same loop with and without `loaderbench.watch(lo
 device=...)`, interleaved (plain, watched, watched, plain, ...) so drift hits both alike; each
 run a fresh DataLoader, `--warmup` batches untimed, then `--batches` timed between two
 synchronisations. Reports every run's samples/s, the medians of each mode (at least 3 runs
-each) and watched / plain. `--smoke` runs a seconds-long CPU version (a 5 ms sleep step, a
+each) and watched / plain; `--modes` adds watched-nometer (no CPU/memory/NVML meter) and wrapped
+(the plain copy inside a generator) to find what a difference comes from. `--smoke` runs a seconds-long CPU version (a 5 ms sleep step, a
 tensor dataset) that checks the script, not the overhead.
 """
 
@@ -31,14 +32,25 @@ from loaderbench.datasets import SyntheticJPEGDataset, TensorCostDataset, load_s
 from loaderbench.model import ComputeSpec
 
 
-def one_run(loader: DataLoader, step: Any, device: torch.device, *, watched: bool, warmup: int, batches: int) -> dict:
-    """Samples/s of `batches` steps after `warmup`, timed between two synchronisations."""
+def _moved(loader: DataLoader, device: torch.device) -> Any:
+    """The plain loop's copy inside a generator: what a wrapper alone costs or changes."""
+    for batch in loader:
+        yield move_to_device(batch, device, non_blocking=device.type == "cuda")
+
+
+def one_run(loader: DataLoader, step: Any, device: torch.device, *, mode: str, warmup: int, batches: int) -> dict:
+    """Samples/s of `batches` steps after `warmup`, timed between two synchronisations. `mode`:
+    plain (the loop copies), watched, watched-nometer (watch without the CPU/memory/NVML
+    meter), wrapped (the plain copy inside a generator)."""
     cuda = device.type == "cuda"
-    source: Any = loaderbench.watch(loader, device=device, max_batches=warmup + batches) if watched else loader
+    watched = mode.startswith("watched")
+    source: Any = (loaderbench.watch(loader, device=device, max_batches=warmup + batches,
+                                     measure_resources=mode != "watched-nometer") if watched
+                   else _moved(loader, device) if mode == "wrapped" else loader)
     samples = 0
     t0 = None
     for i, batch in enumerate(source):
-        if not watched:
+        if mode == "plain":
             batch = move_to_device(batch, device, non_blocking=cuda)
         if i == warmup:
             if cuda:
@@ -52,7 +64,7 @@ def one_run(loader: DataLoader, step: Any, device: torch.device, *, watched: boo
     if cuda:
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - (t0 or time.perf_counter())
-    out = {"mode": "watched" if watched else "plain", "samples_per_s": samples / elapsed if elapsed > 0 else None}
+    out = {"mode": mode, "samples_per_s": samples / elapsed if elapsed > 0 else None}
     if watched:
         s = source.result().results[0].summary
         out["watch_samples_per_s"] = None if s is None else s.samples_per_s
@@ -69,6 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--batches", type=int, default=60)
     p.add_argument("--warmup", type=int, default=15)
     p.add_argument("--smoke", action="store_true", help="a seconds-long CPU check of the script")
+    p.add_argument("--modes", default="plain,watched", help="comma list of plain, watched, watched-nometer, wrapped")
     a = p.parse_args(argv)
     repeats = max(3, a.repeats)
     if a.smoke:
@@ -84,29 +97,32 @@ def main(argv: list[str] | None = None) -> dict:
         dataset = SyntheticJPEGDataset(load_synthetic_jpegs(2048))
         step = build_compute(ComputeSpec(kind="model", model="resnet50"), device)
         workers, batch_size, batches, warmup = a.workers, a.batch_size, a.batches, a.warmup
+    modes = [m.strip() for m in a.modes.split(",")]
     runs = []
     for r in range(repeats):
-        order = (False, True) if r % 2 == 0 else (True, False)
-        for watched in order:
+        order = modes if r % 2 == 0 else modes[::-1]
+        for mode in order:
             # The embedded JPEGs are 2,048 images: one long epoch drawn from them, as the sweep does.
             sampler = RandomSampler(dataset, replacement=True, num_samples=10**7)
             loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
                                 pin_memory=device.type == "cuda", persistent_workers=False)
-            row = one_run(loader, step, device, watched=watched, warmup=warmup, batches=batches)
+            row = one_run(loader, step, device, mode=mode, warmup=warmup, batches=batches)
             row["repeat"] = r
             runs.append(row)
             print(json.dumps(row), flush=True)
-    med = {m: statistics.median(x["samples_per_s"] for x in runs if x["mode"] == m) for m in ("plain", "watched")}
+    med = {m: statistics.median(x["samples_per_s"] for x in runs if x["mode"] == m) for m in modes}
     result = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (smoke)",
         "workers": workers, "pin_memory": device.type == "cuda", "batch_size": batch_size,
         "batches": batches, "warmup": warmup, "repeats": repeats, "runs": runs,
-        "median_samples_per_s": med, "watched_over_plain": med["watched"] / med["plain"],
+        "median_samples_per_s": med,
+        "watched_over_plain": med["watched"] / med["plain"] if "watched" in med and "plain" in med else None,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(result, indent=1))
-    print(f"median samples/s: plain {med['plain']:,.0f}, watched {med['watched']:,.0f} "
-          f"(watched / plain {result['watched_over_plain']:.3f}); written to {a.out}")
+    print("median samples/s: " + ", ".join(f"{m} {x:,.0f}" for m, x in med.items())
+          + ("" if result["watched_over_plain"] is None else f" (watched / plain {result['watched_over_plain']:.3f})")
+          + f"; written to {a.out}")
     return result
 
 
