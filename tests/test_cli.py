@@ -222,7 +222,7 @@ def test_ctrl_c_exits_130_keeps_finished_configs_and_reaps_workers(tmp_path, sig
     proc = subprocess.Popen(
         [sys.executable, "-m", "loaderbench", "sweep", "--dataset", "tensor", "--io-ms", "1",
          "--batch-size", "8", "--compute", "sleep:5", "--num-workers", "0,2,2,2", "--prefetch-factor", "2,3,4",
-         "--min-time", "3", "--search", "grid", "--output", str(out), "--no-progress"],
+         "--min-time", "3", "--search", "grid", "--repeats", "10", "--output", str(out), "--no-progress"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
