@@ -268,13 +268,43 @@ class _Usage:
 
 
 class Watch:
-    """Times a training loop's batches: see `watch()` for the arguments and NOTE [watching a
-    training loop] for what is measured.
+    """Watch `loader` inside your own training loop: `for batch in loaderbench.watch(loader):`.
+
+    Per step it records data-wait (the loop waiting for the batch, H2D included when `device`
+    is given) and compute (the rest of the step), in seconds, as the sweep does (NOTE [watching
+    a training loop]); over the measured window, the process tree's CPU and memory (PSS) and the
+    GPU's NVML utilisation. The result (`w.result()`, `w.save(path)`, or `output=` written when
+    a `with` block ends) is a one-config sweep result: `loaderbench show`, `compare` and `plot`
+    read it.
+
+    - `loader`: a DataLoader (its num_workers, pin_memory, prefetch_factor,
+      persistent_workers and batch_size are the config's settings), a `CUDAPrefetcher` around
+      one, or any iterable of batches. TypeError for anything else (a map-style Dataset: wrap
+      it in a DataLoader).
+    - `device`: move each batch there (`non_blocking` when its tensors are pinned), the copy
+      timed with CUDA events as H2D; None: the loop moves it (its copy counts as compute).
+    - `samples_per_batch`: a count, or a function of the batch; default: counted from the
+      batch (`count_samples`: dicts, tuples, lists of tensors and numpy arrays).
+    - `warmup_batches`: batches dropped after the first (raised to num_workers x
+      prefetch_factor, as the sweep does); `max_batches`: steps measured at most (then batches
+      pass through untimed).
+    - `timing`: "auto" (CUDA events when CUDA is initialised or `device` is CUDA, else the
+      host clock), "host", "events", "sync" (synchronise at both instants: exact, slower).
+    - `annotate`: profiler ranges `loaderbench.data_wait`, `loaderbench.h2d` and
+      `loaderbench.step` (torch.profiler.record_function, and NVTX on CUDA).
+    - `tensorboard`: a SummaryWriter (anything with `add_scalar`): every `log_every_steps`
+      measured steps, `loaderbench/data_wait_ms`, `step_time_ms`, `stall_fraction` and
+      `samples_per_s`.
+    - `output`: the result file a `with` block writes when it ends; `label`: the run's name.
+    - `clock`: the host clock (seconds; a fake in tests); `measure_resources`: False skips the
+      CPU/memory/GPU-utilisation meter.
+    Raises ValueError for a bad option; `step_end()` without a batch raises WatchError.
 
     Iterate it (`for batch in w:`; each `iter()` is an epoch), or drive it from callbacks with
     `epoch_start()`, `batch_ready(batch)` and `step_end()`. `result()` gives the ResultSet,
     `save(path)` writes it, `report()` says it in sentences; `interval()` gives the statistics
-    of the steps completed since its last call (for TensorBoard-style logging).
+    of the steps completed since its last call (for TensorBoard-style logging). NOTE [watching
+    a training loop] says what is measured.
     """
 
     def __init__(
@@ -965,59 +995,8 @@ def suggested_settings(rs: ResultSet) -> dict[str, Any]:
     }
 
 
-def watch(
-    loader: Iterable[Any],
-    *,
-    device: Any = None,
-    samples_per_batch: int | Callable[[Any], int] | None = None,
-    warmup_batches: int = 3,
-    max_batches: int = 10_000,
-    timing: str = "auto",
-    annotate: bool = False,
-    tensorboard: Any = None,
-    log_every_steps: int = 50,
-    output: str | Path | None = None,
-    label: str = "watch",
-    clock: Clock = time.perf_counter,
-    measure_resources: bool = True,
-) -> Watch:
-    """Watch `loader` inside your own training loop: `for batch in loaderbench.watch(loader):`.
-
-    Per step it records data-wait (the loop waiting for the batch, H2D included when `device`
-    is given) and compute (the rest of the step), in seconds, as the sweep does (NOTE [watching
-    a training loop]); over the measured window, the process tree's CPU and memory (PSS) and the
-    GPU's NVML utilisation. The result (`w.result()`, `w.save(path)`, or `output=` written when
-    a `with` block ends) is a one-config sweep result: `loaderbench show`, `compare` and `plot`
-    read it.
-
-    - `loader`: a DataLoader (its num_workers, pin_memory, prefetch_factor,
-      persistent_workers and batch_size are the config's settings), a `CUDAPrefetcher` around
-      one, or any iterable of batches. TypeError for anything else (a map-style Dataset: wrap
-      it in a DataLoader).
-    - `device`: move each batch there (`non_blocking` when its tensors are pinned), the copy
-      timed with CUDA events as H2D; None: the loop moves it (its copy counts as compute).
-    - `samples_per_batch`: a count, or a function of the batch; default: counted from the
-      batch (`count_samples`: dicts, tuples, lists of tensors and numpy arrays).
-    - `warmup_batches`: batches dropped after the first (raised to num_workers x
-      prefetch_factor, as the sweep does); `max_batches`: steps measured at most (then batches
-      pass through untimed).
-    - `timing`: "auto" (CUDA events when CUDA is initialised or `device` is CUDA, else the
-      host clock), "host", "events", "sync" (synchronise at both instants: exact, slower).
-    - `annotate`: profiler ranges `loaderbench.data_wait`, `loaderbench.h2d` and
-      `loaderbench.step` (torch.profiler.record_function, and NVTX on CUDA).
-    - `tensorboard`: a SummaryWriter (anything with `add_scalar`): every `log_every_steps`
-      measured steps, `loaderbench/data_wait_ms`, `step_time_ms`, `stall_fraction` and
-      `samples_per_s`.
-    - `clock`: the host clock (seconds; a fake in tests); `measure_resources`: False skips the
-      CPU/memory/GPU-utilisation meter.
-    Raises ValueError for a bad option; `step_end()` without a batch raises WatchError.
-    """
-    return Watch(
-        loader, device=device, samples_per_batch=samples_per_batch, warmup_batches=warmup_batches,
-        max_batches=max_batches, timing=timing, annotate=annotate, tensorboard=tensorboard,
-        log_every_steps=log_every_steps, output=output, label=label, clock=clock,
-        measure_resources=measure_resources,
-    )
+watch = Watch
+"""`loaderbench.watch(loader, ...)`: `Watch` (the arguments are its own)."""
 
 
 __all__ = ["Watch", "WatchError", "count_samples", "read_settings", "suggested_settings", "watch"]
