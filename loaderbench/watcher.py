@@ -437,16 +437,15 @@ class Watch:
         """The loop asks for the next batch (t0): ends the previous step when it is still open
         (the implicit step boundary). The iterator calls it at every `next()`."""
         self._start_timeline()
-        self._host_t0 = self._clock()
         if self._phase == "full":
+            self._host_t0 = self._clock()
             self._open = None
             return
         if self._open is not None:
-            end = self._mark()
-            self._finish(end)
-            self._t0_ref = end
+            self._t0_ref = self._finish(self._mark())
         elif self._epoch is None and self._prev_end is not None:
             self._t0_ref = self._mark()  # after step_end(): the loop's own work since is compute
+        self._host_t0 = self._clock()
         self._was_ready = self._phase == "window" and (self._ready_count() or 0) >= 1
 
     def batch_ready(self, batch: Any) -> Any:
@@ -462,9 +461,7 @@ class Watch:
             return self._move(batch, timed=False)
         host_t0 = self._host_t0 if self._host_t0 is not None else host_t1
         if self._open is not None:  # no wait_start and no step_end: the step ended here
-            end = self._mark()
-            self._finish(end)
-            self._t0_ref = end
+            self._t0_ref = self._finish(self._mark())
             host_t0, self._was_ready = host_t1, False
         if self._epoch is None and self._prev_end is None:
             self.epoch_start()
@@ -524,7 +521,10 @@ class Watch:
             )
         self._finish(self._mark())
 
-    def _finish(self, end: int) -> None:
+    def _finish(self, end: int) -> int:
+        """Close the open step at instant `end`; returns the instant the next step starts from:
+        `end`, or, when the measured window begins here, an instant taken after the window's
+        meter started (its start-up, about 0.1 s the first time in a process, is in no step)."""
         step = self._open
         assert step is not None
         self._open = None
@@ -551,6 +551,8 @@ class Watch:
             self._phase = "window"
         if self._phase == "window" and self._meter is None:
             self._start_meter()
+            end = self._prev_end = self._mark()
+        return end
 
     def _warmup_range(self) -> tuple[int, int]:
         backlog = self.settings.num_workers * (self.settings.prefetch_factor or 0)

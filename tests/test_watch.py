@@ -57,6 +57,24 @@ def test_stall_fraction_and_samples_per_s_have_hand_computed_answers():
     assert s.verdict == "loader-bound"
 
 
+@pytest.mark.parametrize("with_step_end", [False, True])
+def test_the_meter_starting_is_in_no_step(monkeypatch, with_step_end):
+    # The window's CPU/memory/NVML meter takes ~0.1 s to start the first time in a process; it
+    # starts when the window begins, and that time must not land in the first measured step.
+    from loaderbench.watcher import Watch
+
+    clock = FakeClock()
+    monkeypatch.setattr(Watch, "_start_meter", lambda self: (clock.advance(0.120), setattr(self, "_meter", False)))
+    w = loaderbench.watch(TimedLoader(clock, 20, load_s=0.030), clock=clock, timing="host", warmup_batches=2)
+    for _batch in w:
+        clock.advance(0.010)
+        if with_step_end:
+            w.step_end()
+    t = w.result().results[0].trials[0]
+    assert t.data_wait_s == pytest.approx([0.030] * 17)
+    assert t.step_s == pytest.approx([0.040] * 17)
+
+
 def test_step_end_keeps_the_loops_own_work_out_of_data_wait():
     clock = FakeClock()
     w = watched(clock, TimedLoader(clock, 12, load_s=0.020))
