@@ -198,14 +198,17 @@ def describe_source(loader: Any) -> str:
 
 
 def _check_iterable(loader: Any) -> None:
-    """TypeError unless `loader` is an iterable of batches (a map-style Dataset is not: it
-    yields samples, and needs a DataLoader around it)."""
+    """TypeError unless `loader` is an iterable of batches (a Dataset, map-style or iterable, is
+    not: it yields samples, and needs a DataLoader around it)."""
     from torch.utils.data import Dataset, IterableDataset
 
-    if isinstance(loader, Dataset) and not isinstance(loader, IterableDataset):
+    if isinstance(loader, Dataset):
+        how = "batch_size=..., or batch_size=None if it yields ready batches" if isinstance(
+            loader, IterableDataset) else "batch_size=..."
         raise TypeError(
             f"watch(loader): expected a DataLoader or another iterable of batches, got the dataset "
-            f"{type(loader).__name__}; wrap it first: watch(DataLoader({type(loader).__name__.lower()}, batch_size=...))"
+            f"{type(loader).__name__}, which yields samples; wrap it first: "
+            f"watch(DataLoader({type(loader).__name__.lower()}, {how}))"
         )
     if isinstance(loader, (str, bytes, bytearray)) or not hasattr(type(loader), "__iter__"):
         raise TypeError(
@@ -336,7 +339,10 @@ class Watch:
         self.loader = loader
         self.label = label
         self.output = None if output is None else Path(output)
+        if self.output is not None and self.output.suffix.lower() != ".json":
+            raise ValueError(f"watch(output={str(output)!r}): the result file is JSON; name it *.json")
         self._clock = clock
+        self._ended_by: str | None = None  # the exception that ended the `with` block, if any
         self._samples_per_batch = samples_per_batch
         self._warmup_batches = warmup_batches
         self._max_batches = max_batches
@@ -418,10 +424,13 @@ class Watch:
     def __enter__(self) -> Watch:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self._open = None  # a step the block left unfinished is not counted
-        if self.output is not None and self._batches_seen:
-            self.save(self.output)
+        if exc is not None and not isinstance(exc, GeneratorExit):
+            first = (str(exc).strip().splitlines() or [""])[0]
+            self._ended_by = f"{exc_type.__name__}: {first}" if first else exc_type.__name__
+        if self.output is not None:
+            self.save(self.output)  # also when nothing was measured: the file says why
 
     def epoch_start(self) -> None:
         """Mark the start of an epoch (what `iter()` does): the instant before the loader starts
@@ -572,7 +581,15 @@ class Watch:
             return int(spb(batch))
         if spb:
             return int(spb)
+        if self._per_item:
+            return 1  # batch_size=None: the loader hands out dataset items uncollated, one each
         return count_samples(batch, self._dataloader.batch_size if self._dataloader is not None else None)
+
+    @property
+    def _per_item(self) -> bool:
+        """A DataLoader with automatic batching off (batch_size=None): every item is one sample."""
+        dl = self._dataloader
+        return dl is not None and dl.batch_size is None and getattr(dl, "batch_sampler", None) is None
 
     def _inspect(self, batch: Any) -> None:
         from loaderbench.batch import inspect_batch, leading_sizes
@@ -689,7 +706,15 @@ class Watch:
         notes: list[Note] = []
         if len(steps) < MIN_MEASURED:
             notes.append(Note.of(WarningKind.FEW_BATCHES,
-                                 f"only {len(steps)} batches measured (fewer than {MIN_MEASURED}): numbers are rough"))
+                                 f"only {len(steps)} {'batch' if len(steps) == 1 else 'batches'} measured "
+                                 f"(fewer than {MIN_MEASURED}): numbers are rough"))
+        if self._ended_by:
+            notes.append(Note.of(WarningKind.OTHER, f"the loop ended with {self._ended_by}: the figures cover "
+                                                    "the steps completed before it"))
+        if self._per_item and not self._samples_per_batch:
+            notes.append(Note.of(WarningKind.SAMPLE_COUNT,
+                                 "batch_size=None: every item the loader hands out is counted as one sample; "
+                                 "give watch(..., samples_per_batch=N) when an item holds N samples"))
         if self._cuda and self.settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
             notes.append(Note.of(WarningKind.PINNING_INEFFECTIVE,
                                  "pinning ineffective: pin_memory=True but no tensor leaf of the batch is pinned"))
@@ -730,6 +755,9 @@ class Watch:
         )
 
     def _unmeasured_error(self) -> str:
+        if self._ended_by:
+            return (f"the loop ended with {self._ended_by} after {self._batches_seen} "
+                    f"batch{'es' if self._batches_seen != 1 else ''}, before a step could be measured")
         if not self._batches_seen:
             return "the loader yielded no batch: nothing to measure"
         least, _ = self._warmup_range()

@@ -179,6 +179,61 @@ def test_bad_use_raises_clear_errors():
         loaderbench.watch([], timing="gpu")
 
 
+def test_datasets_are_refused_and_items_without_batching_count_one_each(tmp_path):
+    class Items(Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            return torch.zeros(3, 16, 16), i  # one sample whose first dimension is 3
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(torch.zeros(3) for _ in range(64))
+
+    with pytest.raises(TypeError, match=r"wrap it first: watch\(DataLoader\(stream, batch_size=\.\.\., or batch_size=None"):
+        loaderbench.watch(Stream())
+    # batch_size=None: the loader hands out items uncollated, each one sample (not 3)
+    clock = FakeClock()
+    w = watched(clock, DataLoader(Items(), batch_size=None))
+    for _item in w:
+        clock.advance(0.001)
+    r = w.result().results[0]
+    t = r.trials[0]
+    assert t.samples == len(t.step_s) and r.settings.batch_size == 1
+    assert any("batch_size=None: every item" in n.message for n in t.notes)
+    w = watched(FakeClock(), DataLoader(Items(), batch_size=None), samples_per_batch=4)
+    for _item in w:
+        pass
+    t = w.result().results[0].trials[0]
+    assert t.samples == 4 * len(t.step_s) and not any("batch_size=None" in n.message for n in t.notes)
+
+
+def test_output_is_checked_first_and_the_file_says_why_nothing_or_little_was_measured(tmp_path):
+    with pytest.raises(ValueError, match=r"watch\(output='w.txt'\): the result file is JSON"):
+        loaderbench.watch([], output="w.txt")
+    with loaderbench.watch([], output=tmp_path / "empty.json", measure_resources=False) as w:
+        for _batch in w:
+            pass
+    assert read_results(tmp_path / "empty.json").results[0].error.startswith("the loader yielded no batch")
+    clock = FakeClock()
+    with pytest.raises(RuntimeError, match="disk gone"):
+        with watched(clock, TimedLoader(clock, 40, load_s=0.01), output=tmp_path / "died.json") as w:
+            for i, _batch in enumerate(w):
+                clock.advance(0.01)
+                if i == 20:
+                    raise RuntimeError("disk gone")
+    r = read_results(tmp_path / "died.json").results[0]
+    assert r.status == "ok" and len(r.trials[0].step_s) == 20 - 1 - 2  # complete steps before it
+    assert any("the loop ended with RuntimeError: disk gone" in n.message for n in r.trials[0].notes)
+    with pytest.raises(KeyError):
+        with watched(clock, TimedLoader(clock, 40, load_s=0.01), output=tmp_path / "early.json") as w:
+            for _batch in w:
+                raise KeyError("bad label")
+    r = read_results(tmp_path / "early.json").results[0]
+    assert r.status == "failed" and "the loop ended with KeyError" in r.error
+
+
 def test_samples_are_counted_in_batches_of_any_structure():
     assert count_samples({"x": torch.zeros(6, 3), "y": torch.zeros(6)}, 8) == 6
     assert count_samples((np.zeros((5, 2)), np.zeros(5)), None) == 5
@@ -260,7 +315,7 @@ def test_report_words_the_figures_and_labels_the_prediction():
     text = w.report()
     assert "throughput 200 samples/s, stall fraction 75.0% (highly input-bound)" in text
     assert "at most 4.00x faster" in text
-    assert "not a measurement" in text and "about 3 workers" in text
+    assert "not a measurement" in text and "about 3 workers would clear it" in text
 
 
 def test_with_workers_the_pipeline_model_predicts_the_workers_that_clear_it():
@@ -332,3 +387,14 @@ def test_suggested_settings_take_the_predicted_workers_and_say_so():
         clock.advance(0.010)
     assert w.result().results[0].summary.verdict == "compute-bound"
     assert suggested_settings(w.result())["num_workers"] == 0 and not suggested_settings(w.result())["predicted"]
+
+
+def test_a_prediction_that_leaves_a_stall_does_not_say_it_clears_it():
+    from loaderbench.render.watch import prediction_lines
+
+    base = {"num_workers": 1, "knee_workers": 4, "knee_samples_per_s": 1205.0, "usable_cpus": 2}
+    [still] = prediction_lines({**base, "knee_stall_fraction": 0.22})
+    assert "about 4 workers would give the most that more workers can: ~1,205 samples/s, stall ~22%" in still
+    assert "clear" not in still
+    [cleared] = prediction_lines({**base, "knee_stall_fraction": 0.03})
+    assert "about 4 workers would clear it" in cleared

@@ -22,12 +22,17 @@ def prediction_lines(prediction: dict[str, Any] | None) -> list[str]:
     knee = prediction.get("knee_workers")
     if knee is not None and knee > (w or 0):
         stall = prediction.get("knee_stall_fraction")
+        # "Clear it" only when the predicted stall leaves the input-bound bands; otherwise the
+        # knee is where more workers stop helping (another resource binds there).
+        cleared = stall is None or stall < 0.10
+        how = "would clear it" if cleared else "would give the most that more workers can"
         return [
             f"Prediction (the pipeline model fitted on this run, not a measurement): about {knee} {_workers(knee)} "
-            f"would clear it: ~{prediction['knee_samples_per_s']:,.0f} samples/s"
+            f"{how}: ~{prediction['knee_samples_per_s']:,.0f} samples/s"
             + ("" if stall is None else f", stall ~{stall:.0%}")
-            + f" on {prediction.get('usable_cpus')} usable CPUs; "
-            f"measure it with num_workers={knee} (or `loaderbench sweep`)."
+            + f" on {prediction.get('usable_cpus')} usable CPUs"
+            + ("" if cleared else " (past it the CPUs or the main process bind)")
+            + f"; measure it with num_workers={knee} (or `loaderbench sweep`)."
         ]
     needed = prediction.get("workers_needed")
     if needed is not None:
