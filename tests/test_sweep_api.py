@@ -124,3 +124,20 @@ def test_watch_agrees_with_the_sweep_within_two_points_of_stall(workers, tmp_pat
           f"samples/s sweep {swept.samples_per_s:.1f} watch {watched.samples_per_s:.1f}")
     assert abs(watched.stall_fraction - swept.stall_fraction) <= 0.02
     assert watched.samples_per_s == pytest.approx(swept.samples_per_s, rel=0.05)
+
+
+def test_check_refuses_a_baseline_of_a_pickled_dataset_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from loaderbench.cli import app
+    from loaderbench.model import ResultSet
+    from loaderbench.results import save_results
+    from loaderbench.sweep_api import PICKLED_FACTORY
+
+    path = tmp_path / "base.json"
+    save_results(ResultSet(config={"dataset": {"kind": "import", "factory": PICKLED_FACTORY,
+                                               "kwargs": {"path": "/tmp/gone.pkl"}}}, environment={}, results=[]),
+                 path)
+    res = CliRunner().invoke(app, ["check", "--baseline", str(path)])
+    assert res.exit_code == 2 and "measured from a Dataset object passed to loaderbench.sweep()" in res.output
+    assert "Traceback" not in res.output

@@ -177,6 +177,14 @@ def check_command(
                     "cannot run again: run the loop again with watch(..., output='NEW.json'), then "
                     f"`loaderbench compare {baseline} NEW.json`"
                 )
+            from loaderbench.sweep_api import PICKLED_FACTORY
+
+            if ((base_rs.config or {}).get("dataset") or {}).get("factory") == PICKLED_FACTORY and config is None:
+                raise UsageError(
+                    f"--baseline {baseline} was measured from a Dataset object passed to loaderbench.sweep(), "
+                    "which check cannot rebuild (its pickled copy is gone): make the baseline with a factory, "
+                    "loaderbench.sweep('module:factory', ...), or pass a CONFIG.toml that names one"
+                )
             cfg = check_config(base_rs, config)
         elif update_baseline and config is not None:
             cfg = cfgmod.build_config(config)  # first baseline: the whole sweep of CONFIG
