@@ -140,7 +140,7 @@ class Search:
             top = max(counts)
             limit = 2 * top if self.io_bound() or self._starved_at(base, top) else top
             # Still starved at the widest count with CPUs to spare: wider again (up to 8x).
-            while limit < 8 * max(1, top) and self._starved_at(base, limit):
+            while 0 < limit < 8 * max(1, top) and self._starved_at(base, limit):
                 limit *= 2
             counts = set(range(0, limit + 1))
         return sorted(counts)
@@ -149,6 +149,8 @@ class Search:
         """Whether `workers` of `base`'s series measured loader-bound with CPUs to spare (the
         process tree under the saturation mark): more workers than CPUs may still help, so the
         search goes on past the usable CPUs instead of advising to try more workers."""
+        if workers <= 0:
+            return False  # 0 workers has no workers to be starved: the main process loads
         r = self.results.get(with_workers(base, workers))
         s = None if r is None or r.status != "ok" else r.summary
         if s is None or s.verdict != Verdict.LOADER_BOUND.value or s.cpu_util_pct is None or not self.model_cpus:

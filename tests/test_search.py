@@ -309,3 +309,18 @@ def test_a_distributed_search_models_the_whole_job_on_the_jobs_cpus():
     # Each rank's main process receives its own batches: 16 samples per 0.2 ms, twice.
     from loaderbench.analysis.predict import fit
     assert fit(search.measured(), series_of(settings(4)), 32).main == pytest.approx(2 * 16 / 0.0002)
+
+
+def test_the_worker_counts_of_the_zero_worker_series_never_loop():
+    # 0 workers measured loader-bound with CPUs to spare (a sleep-bound loader): asking for the
+    # counts of the series the 0-worker config normalises to must return, not widen forever.
+    cells = grid(range(0, 5))
+    measure, _ = pipeline(2.0, 12.0, cpus=16)
+    search = Search(cells, measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=16,
+                    cuda=False, dense_workers=True, clock=FakeClock())
+    zero = measure(settings(0), 0)
+    search.results[zero.settings] = zero
+    assert zero.summary.verdict == "loader-bound"
+    assert search.workers_of(zero.settings) == [0]
+    knee = find_knee(search.run(), tolerance=0.05)
+    assert knee.settings.num_workers == 3  # 32 ms per batch per worker over a 12 ms step
