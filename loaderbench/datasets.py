@@ -639,12 +639,12 @@ def build_import(spec: DatasetSpec, cache_dir: Path | None) -> Dataset[Any]:
     if not spec.factory:
         raise DataError("dataset kind 'import' needs a factory; pass --dataset MODULE:FACTORY")
     kwargs = dict(spec.kwargs)
-    if spec.data_roots and "root" not in kwargs and _takes_root(spec.factory):
+    if spec.data_roots and "root" not in kwargs and takes_root(spec.factory):
         kwargs["root"] = spec.data_path
     return load_factory(spec.factory, kwargs)
 
 
-def _takes_root(factory: str) -> bool:
+def takes_root(factory: str) -> bool:
     """Whether the callable `factory` ("module:name") names a `root` parameter (False when it
     cannot be inspected; load_factory then reports any import error)."""
     import inspect

@@ -805,6 +805,15 @@ def execute_sweep(
     check_baseline_settings(config, plan(config, machine))
     data_files(config.dataset)  # a --data path that is missing, unreadable or empty: one line, now
     obs = observer or NullObserver()
+    ds = config.dataset
+    if ds.kind == "import" and ds.data_roots and "root" not in ds.kwargs and ds.factory:
+        from loaderbench.datasets import takes_root
+
+        if not takes_root(ds.factory):
+            obs.warning(
+                f"--data: {ds.factory} has no `root` parameter, so the path is not passed to it; --cache and "
+                "the bytes read are set against the files under --data: name exactly the files it reads"
+            )
     warm = WarmRunner() if config.isolation == "warm" and runner is run_isolated else None
     try:
         if warm is not None:

@@ -177,6 +177,8 @@ def test_own_dataset_cold_vs_warm_on_a_throttled_device(tmp_path, throttled_disk
     assert cold["needed_rule"] == "estimated" and cold["needed_bytes"] == pytest.approx(cold["samples"] * size)
     assert cold["storage_read_bytes"] >= 0.9 * cold["needed_bytes"], cold
     assert cold["served_from"] == "storage"
+    # the loader-alone probe after a cold window would read what the window cached: not kept
+    assert cold["loader_alone_samples_per_s"] is None and "not a storage rate" in cold["loader_alone_note"]
     assert warm["storage_read_bytes"] < 0.1 * warm["needed_bytes"], warm
     assert warm["served_from"] == "page cache"
     rows = {r["cache"]: r["summary"]["samples_per_s"] for r in data["results"]}
@@ -271,3 +273,39 @@ def test_show_what_if_disk_says_it_is_a_prediction_and_bad_forms_exit_2(tmp_path
     assert "the device feeds at most ~40 samples/s" in res.output
     bad = runner.invoke(app, ["show", str(path), "--what-if", "disk=fast"])
     assert bad.exit_code == 2 and "--what-if: expected cpus=K" in bad.output and "Traceback" not in bad.output
+
+
+def test_rows_served_unalike_are_named_and_trials_that_differ_are_mixed():
+    from loaderbench.analysis.advice import served_from_cache
+    from loaderbench.render.sweep import served_from_cache_lines
+    from tests.helpers import result, settings, trial
+
+    def row(w, *served, read=1):
+        trials = []
+        for s in served:
+            t = trial(0.01, 0.01)
+            t.served_from, t.storage_read_bytes, t.needed_bytes = s, read, 100
+            trials.append(t)
+        return result(settings(w), *trials)
+
+    # The 0-worker config read the device and left the files in the page cache; the next two
+    # configs read them from there (part, then all): as-is rows that compare device and cache.
+    rows = [row(0, "storage", read=100), row(1, "mixed", read=13), row(2, "page cache", read=0)]
+    [f] = served_from_cache(rows)
+    assert f.data["uneven"] == ["as-is"] and f.data["storage_rows"] == [rows[0].settings.key()]
+    assert [r["served_from"] for r in f.data["rows"]] == ["mixed", "page cache"]
+    assert any("were not served alike" in line for line in served_from_cache_lines(f.data))
+    # repeats of one config that disagree (a dataset cache filling up) make the config mixed
+    assert row(0, "storage", "mixed", "dataset cache").summary.served_from == "mixed"
+    assert served_from_cache([row(0, "storage"), row(1, "storage")]) == []
+
+
+@pytest.mark.slow
+def test_data_given_to_a_factory_without_root_is_named_in_a_warning(tmp_path):
+    folder = _files(tmp_path / "f", 2, 1024)
+    res = runner.invoke(app, ["sweep", "--dataset", "tests.fixture_datasets:make_nested", "--data", str(folder),
+                              "--num-workers", "0", "--batch-size", "8", "--compute", "sleep:1", "--batches", "3",
+                              "--min-time", "0", "--repeats", "1", "--search", "grid",
+                              "--output", str(tmp_path / "r.json"), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "tests.fixture_datasets:make_nested has no `root` parameter, so the path is not passed to it" in res.output

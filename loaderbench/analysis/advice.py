@@ -535,9 +535,19 @@ def served_from_cache(results: Sequence[ConfigResult]) -> list[Finding]:
     page cache after the window, which cache), and whether every row was so served (`all`)."""
     rows = []
     measured = [r for r in results if r.status == "ok" and r.summary is not None and r.trials]
+    # Rows of one cache state served unalike (some from the device, some part or all from a
+    # cache: a page cache warmed by the configs before, or repeats that filled a dataset's own
+    # cache): ranking them compares the device with a cache.
+    by_state: dict[str, set[str]] = {}
+    for r in measured:
+        if r.summary is not None and r.summary.served_from not in (None, ServedFrom.UNKNOWN.value):
+            by_state.setdefault(r.cache, set()).add(str(r.summary.served_from))
+    uneven = {state for state, kinds in by_state.items()
+              if ServedFrom.STORAGE.value in kinds and len(kinds) > 1}
     for r in measured:
         served = r.summary.served_from if r.summary is not None else None
-        if served is None or not ServedFrom(served).is_cache:
+        if served is None or not (ServedFrom(served).is_cache or (served == ServedFrom.MIXED.value
+                                                                   and r.cache in uneven)):
             continue
         t = next((t for t in r.trials if t.served_from == served), r.trials[0])
         rows.append({"config": r.settings.key(), "cache": r.cache, "served_from": served,
@@ -552,7 +562,12 @@ def served_from_cache(results: Sequence[ConfigResult]) -> list[Finding]:
                             else max(e[1] or 0 for e in later))
     if not rows:
         return []
-    return [Finding(FindingKind.SERVED_FROM_CACHE.value, None, {"rows": rows, "all": len(rows) == len(measured)})]
+    return [Finding(FindingKind.SERVED_FROM_CACHE.value, None, {
+        "rows": rows, "all": len(rows) == len(measured),
+        "uneven": sorted(uneven), "storage_rows": sorted(
+            r.settings.key() for r in measured if r.cache in uneven and r.summary is not None
+            and r.summary.served_from == ServedFrom.STORAGE.value),
+    })]
 
 
 def _differs(a: LoaderSettings, b: LoaderSettings) -> dict[str, list[Any]]:

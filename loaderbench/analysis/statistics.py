@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loaderbench.model import ConfigResult, Summary, Trial
+from loaderbench.model import ConfigResult, ServedFrom, Summary, Trial
 
 # Input-bound bands of the stall fraction, as commonly used in data-stall analyses
 # (e.g. Mohan et al., "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021):
@@ -154,7 +154,7 @@ def summarize(trials: Sequence[Trial]) -> Summary:
             [t.storage_read_bytes / t.needed_bytes if t.storage_read_bytes is not None and t.needed_bytes else None
              for t in trials]
         ),
-        served_from=_most_common([t.served_from for t in trials]),
+        served_from=_served_from([t.served_from for t in trials]),
         samples_per_s_min=float(min(rates)),
         samples_per_s_max=float(max(rates)),
         repeats=len(trials),
@@ -189,10 +189,14 @@ def relative_spread(summary: Summary) -> float:
     return ((summary.samples_per_s_max or 0.0) - summary.samples_per_s_min) / summary.samples_per_s
 
 
-def _most_common(values: Sequence[str | None]) -> str | None:
-    """The most common non-None value (the first seen on a tie), None when there is none."""
-    seen = [v for v in values if v is not None]
-    return max(dict.fromkeys(seen), key=seen.count) if seen else None
+def _served_from(values: Sequence[str | None]) -> str | None:
+    """Where a config's samples came from over its trials (model.ServedFrom values): the one
+    value they agree on, "mixed" when they differ (repeats that warmed a cache), None when no
+    trial knows."""
+    seen = {v for v in values if v is not None}
+    if not seen:
+        return None
+    return seen.pop() if len(seen) == 1 else ServedFrom.MIXED.value
 
 
 def fetch_prep(results: Sequence[ConfigResult]) -> dict[str, dict[str, object]]:

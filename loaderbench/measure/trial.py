@@ -580,6 +580,13 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         copy_events, marker, measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s)
     )
     reads = _storage_reads(dataset, dataset_spec, batch_sampler, loop, settings.batch_size, reading, epoch_io)
+    if reads.get("served_from") in ("storage", "mixed") and alone.get("samples_per_s") is not None:
+        # The probe ran after a window that read from the device, on pages that window (and the
+        # probe's own new epoch) left in the page cache: it would be a cache's rate, not this
+        # config's loader ceiling on this storage.
+        alone = {"probe_s": alone.get("probe_s"), "note": (
+            "not a storage rate: after a window served from the device the probe reads pages "
+            "the window left in the page cache")}
     trial = Trial(
         first_batch_s=loop.first_batch_s,
         warmup_batches=loop.warmup_batches,

@@ -126,6 +126,7 @@ def served_from_cache_lines(d: dict[str, Any]) -> list[str]:
     samples needed, and which cache served the rest."""
     out = []
     why = {
+        ServedFrom.MIXED.value: "part came from a cache (read() returned {chars})",
         ServedFrom.PAGE_CACHE.value: "read() returned {chars}: the OS page cache served them",
         ServedFrom.MEMORY_FS.value: "the files live on an in-memory filesystem (tmpfs): there is no device to read",
         ServedFrom.DATASET_CACHE.value: ("read() returned {chars} and {resident} of the files were in the page "
@@ -149,6 +150,13 @@ def served_from_cache_lines(d: dict[str, Any]) -> list[str]:
         out.append(
             f"served from a cache [{row['config']}{cache}]: {read}"
             + why.get(row["served_from"], "a cache served them").format(chars=chars, resident=resident) + "."
+        )
+    for state in d.get("uneven") or []:
+        label = "" if state in (None, "as-is") else f" ({state})"
+        out.append(
+            f"The rows{label} were not served alike: {', '.join(d.get('storage_rows') or [])} from the device, the "
+            "rows above from a cache (the configs before them, or their own repeats, warmed it): ranking them "
+            "compares the device with a cache; run with --cache cold, or a dataset that keeps nothing it read."
         )
     if d.get("all"):
         kinds = {row["served_from"] for row in d["rows"]}
