@@ -309,3 +309,27 @@ def test_data_given_to_a_factory_without_root_is_named_in_a_warning(tmp_path):
                               "--output", str(tmp_path / "r.json"), "--no-progress"])
     assert res.exit_code == 0, res.output
     assert "tests.fixture_datasets:make_nested has no `root` parameter, so the path is not passed to it" in res.output
+
+
+def test_a_device_that_reads_alike_at_every_worker_count_is_named_not_more_workers():
+    from loaderbench.analysis.advice import not_cleared
+    from loaderbench.render.findings import finding_sentences
+    from tests.helpers import result, settings, trial
+
+    def row(w, mb_per_s, wait_s):
+        t = trial(wait_s, 0.004, bs=16)
+        t.served_from, t.storage_mb_per_s, t.storage_read_bytes, t.needed_bytes = "storage", mb_per_s, 100, 100
+        return result(settings(w), t)
+
+    # 10.5 MB/s over 262 kB per sample: ~40 samples/s, 0.4 s per batch of 16 whatever the workers
+    rows = [row(0, 10.4, 0.396), row(1, 10.5, 0.395), row(2, 10.5, 0.390)]
+    best = rows[2]
+    [f] = not_cleared(best, best, rows, rows, usable_cpus=16)
+    assert f.data["cause"] == "storage" and f.data["device_workers"] == [0, 1, 2]
+    text = " ".join(finding_sentences([f]))
+    assert "The storage device binds: the configs with 0, 1, 2 workers read 10.4-10.5 MB/s" in text
+    assert "try more workers" not in text
+    # read at different rates (a faster device with more readers): more workers may help
+    rows = [row(0, 10.4, 0.396), row(1, 20.8, 0.19), row(2, 41.0, 0.09)]
+    [f] = not_cleared(rows[2], rows[2], rows, rows, usable_cpus=16)
+    assert f.data["cause"] == "grid_edge"

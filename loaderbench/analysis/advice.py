@@ -290,6 +290,8 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
         data.update(cause="cpu", cpu_cores=bs.cpu_util_pct / 100.0, usable_cpus=usable_cpus)
     elif any(r.has(WarningKind.REPLICATED) for r in results):
         data["cause"] = "replicated"
+    elif (device := _device_binds(subject, ok)) is not None:
+        data.update(cause="storage", **device)
     elif (explained is not None and bs.loader_ceiling_samples_per_s and bs.compute_ceiling_samples_per_s
           and bs.loader_ceiling_samples_per_s > (1.0 + MATCHED) * bs.compute_ceiling_samples_per_s
           and explained < 0.5 * bs.stall_fraction):
@@ -299,6 +301,31 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     elif subject.settings.num_workers == max(r.settings.num_workers for r in ok):
         data.update(cause="grid_edge", workers_needed=bs.workers_needed, per_rank=(bs.world_size or 1) > 1)
     return [Finding(FindingKind.NOT_CLEARED.value, subject.settings.key(), data)]
+
+
+DEVICE_FLAT = 0.15  # rows whose device MB/s agree within this read at the device's rate
+
+
+def _device_binds(subject: ConfigResult, ok: Sequence[ConfigResult]) -> dict[str, Any] | None:
+    """The storage device's rate binds `subject`: it and another measured config of the same
+    cache state with a different worker count were both served from the device
+    (model.ServedFrom.STORAGE) at MB/s within DEVICE_FLAT of each other: more workers read no
+    faster. Data: the MB/s range and the worker counts; None otherwise."""
+    def mb(r: ConfigResult) -> float | None:
+        s = r.summary
+        ok_ = s is not None and s.served_from == ServedFrom.STORAGE.value and s.storage_mb_per_s
+        return float(s.storage_mb_per_s) if ok_ and s is not None and s.storage_mb_per_s else None
+
+    own = mb(subject)
+    if own is None:
+        return None
+    alike = [r for r in ok if r.cache == subject.cache and r.settings.num_workers != subject.settings.num_workers
+             and (x := mb(r)) is not None and abs(x / own - 1.0) <= DEVICE_FLAT]
+    if not alike:
+        return None
+    rates = [own, *(mb(r) or own for r in alike)]
+    workers = sorted({subject.settings.num_workers, *(r.settings.num_workers for r in alike)})
+    return {"device_mb_per_s": [min(rates), max(rates)], "device_workers": workers}
 
 
 def transfer_mb_per_s(result: ConfigResult) -> float | None:

@@ -109,6 +109,13 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
                             "The wait is steady, a fixed cost per batch")
                          + f" ({d['wait_p50_s'] * 1e3:.1f} ms median, {d['wait_p95_s'] * 1e3:.1f} ms p95): "
                          "contention for the CPUs or the main process's own work between steps.")
+            elif d["cause"] == "storage":
+                lo, hi = d["device_mb_per_s"]
+                rate = f"{lo:,.1f}" if hi - lo < 0.05 else f"{lo:,.1f}-{hi:,.1f}"
+                counts = ", ".join(str(w) for w in d["device_workers"])
+                cause = (f" The storage device binds: the configs with {counts} workers read {rate} MB/s from it "
+                         "alike, so more workers read no faster; faster storage or a cache would help "
+                         "(`--what-if disk=MBPS` predicts another device).")
             elif d["cause"] == "grid_edge":
                 cause = (f" {'The fastest config' if d.get('subject', 'best') == 'best' else 'The recommended config'} "
                          "has the most workers of those measured: try more workers.")
