@@ -224,6 +224,9 @@ def test_ctrl_c_exits_130_keeps_finished_configs_and_reaps_workers(tmp_path, sig
          "--batch-size", "8", "--compute", "sleep:5", "--num-workers", "0,2,2,2", "--prefetch-factor", "2,3,4",
          "--min-time", "3", "--search", "grid", "--repeats", "10", "--output", str(out), "--no-progress"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # A suite started in the background of a shell inherits SIGINT ignored, and so would the
+        # sweep (an ignored signal stays ignored across exec): give it the default back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # wait until at least one config is saved
