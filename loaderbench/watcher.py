@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from loaderbench.measure.loop import full_queue_for, warmup_for, warmup_over
 from loaderbench.model import (
     ComputeSpec,
     ConfigResult,
@@ -499,15 +500,12 @@ class Watch:
             self._first_counted = n
         elif self._phase == "warm":
             self._warm += 1
-            blocked = (host_t1 - host_t0) >= max(0.001, 0.1 * _median(self._periods))
+            least, most = warmup_for(self.settings, self._warmup_batches)
+            over = warmup_over(self._warm, least, most, host_t1 - host_t0, self._periods, self._ready_count,
+                               full_queue_for(self.settings))
             if self._last_host_t0 is not None:
                 self._periods.append(host_t0 - self._last_host_t0)
-            least, most = self._warmup_range()
-            if self._warm >= least and not blocked and self._warm < most:
-                ready_n = self._ready_count()
-                full = max(1, self.settings.num_workers * (self.settings.prefetch_factor or 0) - 2)
-                blocked = ready_n is not None and ready_n >= full
-            if self._warm >= least and (blocked or self._warm >= most):
+            if over:
                 self._phase = "window-next"
         elif self._phase == "window" and self._was_ready and not step.epoch_start:
             step.receive_s = host_t1 - host_t0
@@ -544,7 +542,7 @@ class Watch:
             step.range_ = None
         if self._phase == "first":
             self._phase = "warm"
-            if self._warmup_range()[1] == 0:
+            if warmup_for(self.settings, self._warmup_batches)[1] == 0:
                 self._phase = "window-next"
         elif self._phase == "window":
             self._steps.append(step)
@@ -562,11 +560,6 @@ class Watch:
             self._start_meter()
             end = self._prev_end = self._mark()
         return end
-
-    def _warmup_range(self) -> tuple[int, int]:
-        backlog = self.settings.num_workers * (self.settings.prefetch_factor or 0)
-        least = max(self._warmup_batches, backlog)
-        return least, max(least, 8 * backlog)
 
     def _ready_count(self) -> int | None:
         if self._dataloader is None or self._it is None:
@@ -760,7 +753,7 @@ class Watch:
                     f"batch{'es' if self._batches_seen != 1 else ''}, before a step could be measured")
         if not self._batches_seen:
             return "the loader yielded no batch: nothing to measure"
-        least, _ = self._warmup_range()
+        least, _ = warmup_for(self.settings, self._warmup_batches)
         return (
             f"too few batches to measure: {self._batches_seen} batch{'es' if self._batches_seen != 1 else ''} seen "
             f"and no complete step after the first batch and the warm-up (at least {least} batches: "
@@ -869,11 +862,6 @@ class _IteratorHolder:
 
     def __init__(self, it: Iterator[Any]) -> None:
         self.last_iterator = it
-
-
-def _median(xs: list[float]) -> float:
-    ys = sorted(xs)
-    return ys[len(ys) // 2] if ys else 0.0
 
 
 def _enter_range(name: str) -> Any:

@@ -160,6 +160,25 @@ def _median(xs: list[float]) -> float:
     return ys[len(ys) // 2] if ys else 0.0
 
 
+def full_queue_for(settings: LoaderSettings) -> int:
+    """Ready batches that mean the loader keeps up (NOTE [backlog drain]): W*P - 2, at least 1."""
+    return max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2)
+
+
+def warmup_over(seen: int, least: int, most: int, wait_s: float, periods: list[float],
+                ready: Callable[[], int | None] | None, full_queue: int | None) -> bool:
+    """Whether the warm-up ends after `seen` batches (NOTE [backlog drain]): at least `least`,
+    then on the first `next()` that blocked (its `wait_s` at least a tenth of the median of
+    `periods`, the seconds between earlier `next()` calls, and at least 1 ms) or once `ready()`
+    batches reach `full_queue` (the loader keeps up: nothing to flatter), at most `most`."""
+    if seen < least:
+        return False
+    if seen >= most or wait_s >= max(0.001, 0.1 * _median(periods)):
+        return True
+    n_ready = ready() if ready is not None else None
+    return n_ready is not None and full_queue is not None and n_ready >= full_queue
+
+
 def timed_loop(
     batches: Iterable[Any],
     step: Callable[[Any], None],
@@ -284,12 +303,7 @@ def timed_loop(
             if last_t0 is not None:
                 periods.append(t0 - last_t0)
             last_t0 = t0
-            blocked = (t_next - t0) >= max(0.001, 0.1 * _median(periods))
-            if index >= warmup_batches and not blocked and index < most:
-                n_ready = ready_count() if ready_count is not None else None
-                if n_ready is not None and full_queue is not None and n_ready >= full_queue:
-                    blocked = True  # not a drain: the loader keeps up, nothing to flatter
-            start = index >= warmup_batches and (blocked or index >= most)
+            start = warmup_over(index, warmup_batches, most, t_next - t0, periods, ready_count, full_queue)
             if agree is not None and index >= warmup_batches:
                 start = agree(start)
             if start:
