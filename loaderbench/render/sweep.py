@@ -707,14 +707,19 @@ def what_if_lines(what: dict[str, Any]) -> list[str]:
     cpus = what["cpus"]
     if what.get("knee_workers") is None:
         return [f"What if {cpus} usable CPUs: no prediction (no config with workers was measured)."]
-    stall = what["knee_stall_fraction"]
-    curve = ", ".join(f"{w}: ~{x:,.0f}" for w, x in what["curve"] if w in _curve_points(what))
     return [
         f"What if {cpus} usable CPUs (a prediction from the pipeline model fitted on this run's measured configs, "
-        f"not a measurement): knee ~{what['knee_workers']} workers, ~{what['knee_samples_per_s']:,.0f} samples/s"
-        + ("" if stall is None else f", stall ~{stall:.0%}")
-        + f" ({what['config']}). Predicted samples/s by num_workers: {curve}."
+        f"not a measurement): {_knee_and_curve(what)}"
     ]
+
+
+def _knee_and_curve(what: dict[str, Any]) -> str:
+    """A what-if's predicted knee (workers, samples/s, stall, config) and its curve, in words."""
+    stall = what["knee_stall_fraction"]
+    curve = ", ".join(f"{w}: ~{x:,.0f}" for w, x in what["curve"] if w in _curve_points(what))
+    return (f"knee ~{what['knee_workers']} workers, ~{what['knee_samples_per_s']:,.0f} samples/s"
+            + ("" if stall is None else f", stall ~{stall:.0%}")
+            + f" ({what['config']}). Predicted samples/s by num_workers: {curve}.")
 
 
 def _what_if_disk_lines(what: dict[str, Any]) -> list[str]:
@@ -722,16 +727,12 @@ def _what_if_disk_lines(what: dict[str, Any]) -> list[str]:
     device = f"{what['disk_mb_per_s']:g} MB/s" + ("" if not what.get("disk_iops") else f", {what['disk_iops']:g} reads/s")
     if what.get("knee_workers") is None:
         return [f"What if the files were on a device of {device}: no prediction ({what.get('why', 'nothing to fit')})."]
-    stall = what["knee_stall_fraction"]
-    curve = ", ".join(f"{w}: ~{x:,.0f}" for w, x in what["curve"] if w in _curve_points(what))
     return [
         f"What if the files were on a device of {device} (a prediction from the pipeline model fitted on the rows "
         f"served from a cache, {', '.join(what['from_rows'])}, plus {what['bytes_per_sample'] / 1e3:,.1f} kB and "
         f"{what['files_per_sample']:.2g} file read{'' if what['files_per_sample'] == 1 else 's'} per sample from "
-        "the device; not a measurement): the device "
-        f"feeds at most ~{what['device_samples_per_s']:,.0f} samples/s; knee ~{what['knee_workers']} workers, "
-        f"~{what['knee_samples_per_s']:,.0f} samples/s" + ("" if stall is None else f", stall ~{stall:.0%}")
-        + f" ({what['config']}). Predicted samples/s by num_workers: {curve}."
+        f"the device; not a measurement): the device feeds at most ~{what['device_samples_per_s']:,.0f} "
+        f"samples/s; {_knee_and_curve(what)}"
     ]
 
 
