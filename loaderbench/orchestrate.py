@@ -216,6 +216,7 @@ def run_sweep(
     now: Callable[[], _dt.datetime] = lambda: _dt.datetime.now(_dt.timezone.utc),
     facts: WorkloadFacts | None = None,
     fresh_runner: Runner | None = None,
+    files: list[Path] | None = None,
 ) -> ResultSet:
     """Measure the configs of `config` (already resolved): with `config.search` "grid" every
     config, `config.repeats` times, interleaved across configs (repeat 1 of every config, then
@@ -243,7 +244,7 @@ def run_sweep(
     if compute is None:
         raise ValueError("run_sweep needs a resolved config (see resolve_defaults)")
     points = plan(config, machine)
-    files, states = cache_plan(config, obs)
+    files, states = cache_plan(config, obs, files)
     entries = [(p, state) for p in points for state in states]
     results = [
         ConfigResult(settings=p.settings, status="ok", normalized_from=p.normalized_from, cache=state)
@@ -463,11 +464,13 @@ def add_predictions(result_set: ResultSet, cells: list[LoaderSettings], usable_c
     result_set.analysis["model"] = {s.key(): fit(result_set.results, s, usable_cpus).inputs for s in bases}
 
 
-def cache_plan(config: SweepConfig, obs: SweepObserver) -> tuple[list[Path], tuple[str, ...]]:
+def cache_plan(config: SweepConfig, obs: SweepObserver,
+               files: list[Path] | None = None) -> tuple[list[Path], tuple[str, ...]]:
     """The dataset files whose page-cache state `--cache` controls (the files under --data, for
     any dataset kind that reads files: storage.data_files), and the states to run each config in
-    (`both` = cold then warm). A dataset that names no files has no cache state: n/a, and every
-    config runs as-is (with a warning saying how to name them)."""
+    (`both` = cold then warm; `files`: those already listed, else they are listed here). A
+    dataset that names no files has no cache state: n/a, and every config runs as-is (with a
+    warning saying how to name them)."""
     if config.cache == "as-is":
         return [], ("as-is",)
     if not config.dataset.data_roots:
@@ -476,7 +479,7 @@ def cache_plan(config: SweepConfig, obs: SweepObserver) -> tuple[list[Path], tup
                else " it is built in memory")
         obs.warning(f"--cache {config.cache}: '{kind}' names no files, so the cache state is n/a;{how}")
         return [], ("as-is",)
-    files = data_files(config.dataset)
+    files = data_files(config.dataset) if files is None else files
     return files, (("cold", "warm") if config.cache == "both" else (config.cache,))
 
 
@@ -803,7 +806,7 @@ def execute_sweep(
     out = output or (Path(config.output) if config.output else default_output_path(config, now))
     check_result_path(out)
     check_baseline_settings(config, plan(config, machine))
-    data_files(config.dataset)  # a --data path that is missing, unreadable or empty: one line, now
+    files = data_files(config.dataset)  # a --data path that is missing, unreadable or empty: one line, now
     obs = observer or NullObserver()
     ds = config.dataset
     if ds.kind == "import" and ds.data_roots and "root" not in ds.kwargs and ds.factory:
@@ -831,13 +834,13 @@ def execute_sweep(
         if warm is not None:
             rs = run_sweep(
                 config, output=out, environment=environment, machine=machine, observer=obs,
-                cache_dir=cache_dir, facts=facts, runner=warm, fresh_runner=run_isolated,
+                cache_dir=cache_dir, facts=facts, runner=warm, fresh_runner=run_isolated, files=files,
             )
             rs.analysis["measuring_processes"] = warm.starts
         else:
             rs = run_sweep(
                 config, output=out, environment=environment, machine=machine, observer=obs,
-                cache_dir=cache_dir, facts=facts, runner=runner,
+                cache_dir=cache_dir, facts=facts, runner=runner, files=files,
             )
     except KeyboardInterrupt as exc:
         raise SweepInterruptedAt(out) from exc
