@@ -105,6 +105,30 @@ def test_the_cpu_ceiling_bends_the_curve_and_the_model_predicts_it():
     assert p16.stall_fraction == pytest.approx(1 - 400 / 1600, abs=0.05)
 
 
+def test_a_loader_bound_window_stands_for_the_loader_not_a_flattered_probe():
+    # 4 workers build 60 samples/s each (240/s), the step could take 1,600/s: the window waits
+    # 85% of its time. The probe after the window read 400/s (a backlog, as at many workers on
+    # a GPU host): the model takes the window's 60 per worker, so 16 workers predict 960/s,
+    # not 1,600 x softmin. A window that waited under a quarter of its time keeps the probe.
+    measure, _ = pipeline(1000.0 / 60.0, 10.0)
+    row = measure(settings(4), 0)
+    row.trials[0].loader_alone_samples_per_s = 400.0
+    summarize_config(row)
+    row.summary.compute_ceiling_samples_per_s = 1600.0
+    assert row.summary.stall_fraction == pytest.approx(0.85, abs=0.01)
+    [p16] = predict([row], [settings(16)], 16)
+    assert p16.samples_per_s == pytest.approx(softmin(16 * 60.0, 1600.0 / (1 + 1600.0 * 0.0002 / 16), 6.0), rel=0.01)
+    assert p16.samples_per_s == pytest.approx(955.0, rel=0.02)
+    near, _ = pipeline(1000.0 / 350.0, 10.0)  # 4 x 350 = 1,400/s: waits 12.5% of the time
+    row = near(settings(4), 0)
+    row.trials[0].loader_alone_samples_per_s = 1500.0
+    summarize_config(row)
+    row.summary.compute_ceiling_samples_per_s = 1600.0
+    assert row.summary.stall_fraction < 0.25
+    fitted = predict([row], [settings(2)], 16)[0]
+    assert fitted.samples_per_s == pytest.approx(2 * 375.0, rel=0.05)  # 1,500 / 4 per worker
+
+
 def test_repeats_go_only_to_the_configs_that_decide_the_pick():
     # 2.4 ms per sample: a worker builds 417 samples/s; the 12 ms step takes 1,333/s. 3 workers
     # reach 1,250/s, 6% under the best: near the knee's edge (between 2.5% and 10% under), so a

@@ -8,8 +8,9 @@ NOTE [pipeline model]
     A training step takes batches from the loader; in steady state the loop runs at the slower
     of two rates, softened where they meet (jitter in either makes the other wait): the main
     thread's, and the loader's rate L(W) with W workers, bounded two ways:
-          W x r      one worker builds r samples/s (the loader alone, probed after each
-                     config, over its workers, at a count where the CPUs are not shared);
+          W x r      one worker builds r samples/s (the loader's rate at a config, over its
+                     workers, at a count where the CPUs are not shared: NOTE [which rate
+                     stands for the loader]);
           U / kappa  every sample costs the process tree kappa CPU-seconds (its measured CPU
                      over its throughput), and there are U usable CPUs: the curve bends where
                      the CPUs saturate.
@@ -120,11 +121,30 @@ class Fit:
         return None if not self.compute else max(0.0, 1.0 - samples_per_s / self.compute)
 
 
+BOUND_STALL = 0.25  # a loader-bound window that waited this share of its time measured the loader
+
+
 def _loader_rate(r: ConfigResult) -> float | None:
-    """The loader's own rate at this config: the probed loader-alone rate, else (when it binds)
-    the measured throughput."""
+    """The loader's own rate at this config: the measured throughput where the loader bound the
+    window (verdict loader-bound, stall at least BOUND_STALL), else the probed loader-alone rate
+    (at least the throughput), else None.
+
+    NOTE [which rate stands for the loader]
+        A window in which the step waited a quarter of its time or more for batches ran at what
+        the loader delivers: its workers were never held back by a full queue. That rate, with
+        the main process competing for the CPUs as it does in training, is the loader's rate.
+        The loader-alone probe after the window is a second, shorter reading: at many workers
+        its half second covers about one round of batches (a worker builds one batch in
+        W / rate seconds), so it swings with the phase of the workers. On the H200 case it read
+        1,339-4,576 samples/s where the windows read 2,699-4,060, and 4 workers probed at 1,657
+        against a window of 972 with the four workers' CPUs full. Replaying the recorded H200
+        searches (each prediction fitted on the configs measured before it), taking the window
+        for such configs brought the median error from 13.8% to 8.9% and the p90 from 32% to
+        26% (docs/benchmarks.md, "Time to the answer")."""
     s = r.summary
     assert s is not None
+    if s.verdict == Verdict.LOADER_BOUND.value and s.stall_fraction >= BOUND_STALL:
+        return s.samples_per_s
     if s.loader_ceiling_samples_per_s:
         return max(s.loader_ceiling_samples_per_s, s.samples_per_s)
     return s.samples_per_s if s.verdict == Verdict.LOADER_BOUND.value else None
