@@ -542,6 +542,11 @@ class Trial:
     loader_alone_samples_per_s: float | None = None
     loader_alone_note: str | None = None  # why the loader ceiling was not probed
     probe_s: float | None = None  # seconds the probes after the window took (receive, loader alone)
+    # Where the rest of a trial's time went (seconds): building the DataLoader and the step
+    # before iter(), the warm-up between the first batch and the window, stopping the workers.
+    setup_s: float | None = None
+    warmup_s: float | None = None
+    stop_s: float | None = None
     notes: list[Note] = field(default_factory=list)
     # Distributed sweeps (torchrun): the rank that measured this trial, the job's world size and,
     # on the trial the leader keeps per repeat (a copy of the slowest rank's), every rank's own

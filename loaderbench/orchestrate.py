@@ -262,10 +262,11 @@ def run_sweep(
     )
 
     started = now()
-    # Where a sweep's time goes: trials, their measured windows, the worker start-up to the first
-    # batch, the probes after the windows, and the compute ceiling (docs/benchmarks.md).
-    timing = {"trials": 0, "trial_wall_s": 0.0, "window_s": 0.0, "first_batch_s": 0.0, "probe_s": 0.0,
-              "ceiling_s": 0.0}
+    # Where a sweep's time goes: trials, and in them the DataLoader's set-up, the worker start-up
+    # to the first batch, the warm-up, the measured windows, the probes after the windows and
+    # stopping the workers; and the compute ceiling (docs/benchmarks.md).
+    timing = {"trials": 0, "trial_wall_s": 0.0, "setup_s": 0.0, "first_batch_s": 0.0, "warmup_s": 0.0,
+              "window_s": 0.0, "probe_s": 0.0, "stop_s": 0.0, "ceiling_s": 0.0}
 
     def snapshot() -> None:
         result_set.analysis["sweep_wall_s"] = (now() - started).total_seconds()
@@ -330,7 +331,8 @@ def run_sweep(
             outcome.trial.cache_state = cache_state
             timing["window_s"] += outcome.trial.wall_s
             timing["first_batch_s"] += outcome.trial.first_batch_s
-            timing["probe_s"] += outcome.trial.probe_s or 0.0
+            for phase in ("probe_s", "setup_s", "warmup_s", "stop_s"):
+                timing[phase] += getattr(outcome.trial, phase) or 0.0
         _apply(res, outcome)
         done[i] = True
         obs.trial_finished(res, outcome)

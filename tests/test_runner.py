@@ -46,6 +46,8 @@ def test_serial_loader_splits_wait_and_compute_exactly():
     assert t.step_s == pytest.approx([0.044] * 10)
     assert t.samples == 160
     assert t.first_batch_s == pytest.approx(0.032)
+    # The warm-up: the first batch's step (12 ms), then 2 batches of 44 ms before the window.
+    assert t.warmup_s == pytest.approx(0.012 + 2 * 0.044)
     assert sum(t.data_wait_s) / sum(t.step_s) == pytest.approx(32 / 44)
     # 16 samples per 44 ms = 363.6 samples/s: the "about 364 at 0 workers".
     assert t.samples / sum(t.step_s) == pytest.approx(16 / 0.044)

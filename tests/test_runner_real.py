@@ -37,3 +37,50 @@ def test_ready_batches_is_none_without_workers():
     loader = _tracking_loader_class()(torch.zeros(8, 2), batch_size=2)
     iter(loader)
     assert ready_batches(loader) is None
+
+
+class _SlowAfter(torch.utils.data.Dataset):
+    """Samples 0-7 are instant; every later one takes `slow_s` (a worker is mid-batch)."""
+
+    def __init__(self, slow_s: float) -> None:
+        self.slow_s = slow_s
+
+    def __len__(self) -> int:
+        return 1000
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i >= 8:
+            time.sleep(self.slow_s)
+        return torch.zeros(2)
+
+
+@pytest.mark.parametrize("pin", [False, True])
+def test_stop_workers_does_not_wait_for_the_batch_in_flight(pin):
+    # Two workers are each 30 s into building a batch: torch's own shutdown would wait for
+    # them (joining each for 5 s, then terminating it); stop_workers ends them at once, raises nothing (no SIGCHLD report of a
+    # "killed" worker), and leaves no worker alive.
+    from loaderbench.measure.introspect import stop_workers
+
+    loader = _tracking_loader_class()(_SlowAfter(30.0), batch_size=4, num_workers=2, pin_memory=pin)
+    it = iter(loader)
+    next(it)
+    next(it)
+    time.sleep(0.3)  # both workers are now inside a 30-s sample
+    workers = list(it._workers)
+    t0 = time.monotonic()
+    stop_workers(loader)
+    assert time.monotonic() - t0 < 4.0  # torch joins each worker for up to 5 s first
+    assert not any(w.is_alive() for w in workers)
+    assert it._shutdown
+    time.sleep(0.2)  # a SIGCHLD report would raise here, in the main thread
+    stop_workers(loader)  # a second call does nothing
+
+
+def test_stop_workers_without_workers_does_nothing():
+    from loaderbench.measure.introspect import stop_workers
+
+    loader = _tracking_loader_class()(torch.zeros(8, 2), batch_size=2)
+    it = iter(loader)
+    next(it)
+    stop_workers(loader)
+    assert next(it).shape == (2, 2)

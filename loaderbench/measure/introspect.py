@@ -96,6 +96,50 @@ def ready_batches(loader: Any) -> int | None:
     return n
 
 
+def stop_workers(loader: Any, *, grace_s: float = 1.0) -> None:
+    """Stop the workers of the loader's last iterator without waiting for the batches they are
+    building (private torch attributes, read defensively; without them, torch's own shutdown).
+
+    NOTE [stopping a measured config's workers]
+        torch's shutdown asks each worker to finish: a worker building a batch finishes it
+        first, so stopping W workers costs up to one batch's build time (about a second at 14
+        workers on the H200 case; 0.29 s against 0.03 s for two workers building 0.4-s batches
+        on 2 CPUs). Once a config's window and probes are over its batches are not needed, so:
+        the pin-memory thread is stopped as torch stops it (while every worker is alive, so it
+        never reads half a message), the workers' pids are taken off torch's SIGCHLD check
+        (which would report them as killed), each worker gets SIGTERM (SIGKILL after
+        `grace_s`), and torch's shutdown does the rest (queues, pin thread, nothing left to
+        wait for). A dataset's worker is stopped between two instructions, as an interrupted
+        training job's would be.
+    """
+    it = getattr(loader, "last_iterator", None)
+    workers = getattr(it, "_workers", None)
+    if it is None or not workers or getattr(it, "_shutdown", True):
+        return
+    try:
+        from torch.utils.data import _utils
+
+        thread = getattr(it, "_pin_memory_thread", None)
+        if thread is not None:
+            it._pin_memory_thread_done_event.set()
+            it._worker_result_queue.put((None, None))
+            thread.join()
+        if getattr(it, "_worker_pids_set", False):
+            _utils.signal_handling._remove_worker_pids(id(it))
+            it._worker_pids_set = False
+        for w in workers:
+            if w.is_alive():
+                w.terminate()
+        for w in workers:
+            w.join(timeout=grace_s)
+            if w.is_alive():
+                w.kill()
+                w.join(timeout=grace_s)
+    except (AttributeError, ImportError, OSError, ValueError):
+        pass  # a torch without these internals: its own shutdown below
+    it._shutdown_workers()
+
+
 def describe_dead_workers(loader: Any) -> str:
     """'worker pid 123 killed by SIGBUS' for each worker that died of a signal, from the
     multiprocessing exit codes of the loader's last iterator ('' when none is known).

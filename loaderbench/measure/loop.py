@@ -142,6 +142,7 @@ class LoopTimes:
     sampler_s: list[float] = field(default_factory=list)
     epoch_start_batches: list[int] = field(default_factory=list)
     first_batch_sampler_s: float | None = None
+    warmup_s: float = 0.0  # host seconds from the first batch's arrival to the window's start
 
 
 MIN_READY_RECEIVES = 5  # receives timed in the window on ready batches that make the pause probe unneeded
@@ -237,7 +238,8 @@ def timed_loop(
         raise ValueError("the loader yielded no batch") from None
     batch = prepare(batch)
     marker.ready()
-    first_batch_s = clock() - t_start
+    t_first = clock()
+    first_batch_s = t_first - t_start
     first_sampler_s = (sampler_time() - first_s0) if sampler_time is not None else None
     step(batch)
     marker.end()
@@ -351,6 +353,7 @@ def timed_loop(
     step_s = [end[i] - end[i - 1] for i in range(first, len(end))]
     return LoopTimes(
         first_batch_s=first_batch_s,
+        warmup_s=(window_start - t_first) if window_start is not None else 0.0,
         warmup_batches=warm,
         data_wait_s=data_wait,
         compute_s=compute,

@@ -20,6 +20,7 @@ from loaderbench.measure.introspect import (
     copy_statistics,
     describe_dead_workers,
     ready_batches,
+    stop_workers,
 )
 from loaderbench.measure.loop import (
     Clock,
@@ -417,6 +418,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     from loaderbench import datasets, gpu
     from loaderbench.prefetch import CUDAPrefetcher
 
+    t_job = time.perf_counter()
     settings, dataset_spec, compute_spec, measure, seed = job.settings, job.dataset, job.compute, job.measure, job.seed
     setup = set_up(job)
     device, cuda, timing, group, dataset = setup.device, setup.cuda, setup.timing, setup.group, setup.dataset
@@ -547,6 +549,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
 
     if group is not None:
         group.barrier()  # every rank has its loader and step built: the trial starts together
+    setup_s = time.perf_counter() - t_job
     try:
         loop = timed_loop(
             source,
@@ -574,6 +577,9 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         if dead:
             raise RuntimeError(f"{exc} [{dead}]") from exc
         raise
+    t_stop = time.perf_counter()
+    stop_workers(loader)  # NOTE [stopping a measured config's workers]
+    stop_s = time.perf_counter() - t_stop
     reading = window["reading"]
     wall, cpu_s, util = reading.wall_s, reading.cpu_s, reading.util
     info = first_raw.get("info")
@@ -625,6 +631,9 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         loader_alone_samples_per_s=alone.get("samples_per_s"),
         loader_alone_note=alone.get("note"),
         probe_s=alone.get("probe_s"),
+        setup_s=setup_s,
+        warmup_s=loop.warmup_s,
+        stop_s=stop_s,
         h2d_s=h2d_s,
         h2d_hidden_fraction=hidden,
         **reads,
