@@ -9,13 +9,20 @@ device=...)`, interleaved (plain, watched, watched, plain, ...) so drift hits bo
 run a fresh DataLoader, `--warmup` batches untimed, then `--batches` timed between two
 synchronisations. Reports every run's samples/s, the medians of each mode (at least 3 runs
 each) and watched / plain; `--modes` adds watched-nometer (no CPU/memory/NVML meter) and wrapped
-(the plain copy inside a generator) to find what a difference comes from. `--smoke` runs a seconds-long CPU version (a 5 ms sleep step, a
-tensor dataset) that checks the script, not the overhead.
+(the plain copy inside a generator) to find what a difference comes from. `--source memory`
+replaces the loader with 8 pinned batches made once and cycled (no workers, no decoding): the
+loop is then bound by the GPU alone, whose rate varies far less from run to run than a
+16-worker loader's on a busy host, so a cost of watch of about 1% can show. Besides the ratio
+of medians, each repeat's pair (watched against plain or wrapped of the same repeat) gives a
+ratio, and their median is reported. First, the main-thread cost of watch per step with no
+step and no loader (`per_step_cost`), to set against the step time. `--smoke` runs a seconds-long CPU version (a 5 ms sleep
+step, a tensor dataset) that checks the script, not the overhead.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import time
@@ -72,6 +79,32 @@ def one_run(loader: DataLoader, step: Any, device: torch.device, *, mode: str, w
     return out
 
 
+def per_step_cost(device: torch.device, steps: int = 3000) -> dict[str, float]:
+    """Main-thread microseconds per step that the loop itself costs, with no step and no loader:
+    8 small batches already on `device`, cycled, through a bare generator and through watch
+    (with and without its meter); watch's cost is the difference (its events, clocks, sample
+    count). Median of 5 interleaved runs per mode."""
+    batches = [[torch.zeros(256, 3, 8, 8, device=device), torch.zeros(256, device=device)] for _ in range(8)]
+
+    def run(mode: str) -> float:
+        source: Any = (b for b in itertools.islice(itertools.cycle(batches), steps))
+        if mode != "bare":
+            source = loaderbench.watch(source, device=device if device.type == "cuda" else None,
+                                       max_batches=steps, measure_resources=mode == "watched")
+        t0 = time.perf_counter()
+        for _ in source:
+            pass
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / steps * 1e6
+
+    times: dict[str, list[float]] = {"bare": [], "watched": [], "watched-nometer": []}
+    for r in range(5):
+        for mode in (list(times) if r % 2 == 0 else list(times)[::-1]):
+            times[mode].append(run(mode))
+    return {f"{m}_us_per_step": statistics.median(v) for m, v in times.items()}
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", type=Path, default=Path("watch_overhead.json"))
@@ -82,6 +115,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--warmup", type=int, default=15)
     p.add_argument("--smoke", action="store_true", help="a seconds-long CPU check of the script")
     p.add_argument("--modes", default="plain,watched", help="comma list of plain, watched, watched-nometer, wrapped")
+    p.add_argument("--source", choices=("jpeg", "memory"), default="jpeg",
+                   help="jpeg: the DataLoader over the embedded JPEGs; memory: 8 pinned batches, cycled")
     a = p.parse_args(argv)
     repeats = max(3, a.repeats)
     if a.smoke:
@@ -98,20 +133,37 @@ def main(argv: list[str] | None = None) -> dict:
         step = build_compute(ComputeSpec(kind="model", model="resnet50"), device)
         workers, batch_size, batches, warmup = a.workers, a.batch_size, a.batches, a.warmup
     modes = [m.strip() for m in a.modes.split(",")]
+    memory_batches: list[Any] = []
+    if a.source == "memory":
+        # Built once by the same loader, then pinned: every run feeds the GPU from host memory.
+        first = DataLoader(dataset, batch_size=batch_size, num_workers=workers, shuffle=True)
+        memory_batches = [[t.pin_memory() if device.type == "cuda" else t for t in b]
+                          for b in itertools.islice(first, 8)]
+        workers = 0
+    cost = per_step_cost(device)
+    print(json.dumps(cost), flush=True)
     runs = []
     for r in range(repeats):
         order = modes if r % 2 == 0 else modes[::-1]
         for mode in order:
             # The embedded JPEGs are 2,048 images: one long epoch drawn from them, as the sweep does.
-            sampler = RandomSampler(dataset, replacement=True, num_samples=10**7)
-            loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                                pin_memory=device.type == "cuda", persistent_workers=False)
+            loader: Any
+            if a.source == "memory":
+                loader = itertools.islice(itertools.cycle(memory_batches), warmup + batches + 1)
+            else:
+                sampler = RandomSampler(dataset, replacement=True, num_samples=10**7)
+                loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
+                                    pin_memory=device.type == "cuda", persistent_workers=False)
             row = one_run(loader, step, device, mode=mode, warmup=warmup, batches=batches)
             row["repeat"] = r
             runs.append(row)
             print(json.dumps(row), flush=True)
     med = {m: statistics.median(x["samples_per_s"] for x in runs if x["mode"] == m) for m in modes}
+    by = {(x["mode"], x["repeat"]): x["samples_per_s"] for x in runs}
+    paired = {f"watched/{base}": statistics.median(by[("watched", r)] / by[(base, r)] for r in range(repeats))
+              for base in ("plain", "wrapped") if "watched" in modes and base in modes}
     result = {
+        "source": a.source, "paired_median_ratio": paired, "per_step_cost": cost,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (smoke)",
         "workers": workers, "pin_memory": device.type == "cuda", "batch_size": batch_size,
         "batches": batches, "warmup": warmup, "repeats": repeats, "runs": runs,
@@ -122,6 +174,7 @@ def main(argv: list[str] | None = None) -> dict:
     a.out.write_text(json.dumps(result, indent=1))
     print("median samples/s: " + ", ".join(f"{m} {x:,.0f}" for m, x in med.items())
           + ("" if result["watched_over_plain"] is None else f" (watched / plain {result['watched_over_plain']:.3f})")
+          + "".join(f"; paired {k} {v:.4f}" for k, v in paired.items())
           + f"; written to {a.out}")
     return result
 
