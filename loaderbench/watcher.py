@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loaderbench.measure.loop import full_queue_for, warmup_for, warmup_over
+from loaderbench.measure.loop import early_warmup_for, full_queue_for, warmup_for, warmup_over
 from loaderbench.model import (
     ComputeSpec,
     ConfigResult,
@@ -502,7 +502,7 @@ class Watch:
             self._warm += 1
             least, most = warmup_for(self.settings, self._warmup_batches)
             over = warmup_over(self._warm, least, most, host_t1 - host_t0, self._periods, self._ready_count,
-                               full_queue_for(self.settings))
+                               full_queue_for(self.settings), early_warmup_for(self.settings, self._warmup_batches))
             if self._last_host_t0 is not None:
                 self._periods.append(host_t0 - self._last_host_t0)
             if over:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loaderbench.measure.loop import HostMarker, probe_receive, timed_loop, warmup_for
+from loaderbench.measure.loop import HostMarker, early_warmup_for, probe_receive, timed_loop, warmup_for
 from loaderbench.model import LoaderSettings
 from tests.helpers import FakeClock
 
@@ -239,6 +239,88 @@ def test_a_draining_queue_does_not_end_warmup():
     ready = [1.0] * 16 + [1.0 + 0.05 * (k + 1) for k in range(400)]
     t = run(clock, producer(clock, ready), 0.010, warmup_batches=16, max_warmup_batches=128,
             min_batches=20, ready_count=lambda: 3, full_queue=14)
+    assert t.samples / sum(t.step_s) == pytest.approx(16 / 0.05, rel=0.01)
+
+
+def test_the_warmups_ready_batches_give_the_receive_when_the_window_has_none():
+    # 16 batches built during start-up (ready at t=1 s), then one every 50 ms against a 10 ms
+    # step: in the window no batch is ever ready, in the warm-up 19 were. Taking a ready batch
+    # costs 2 ms (the receive floor): those 2 ms are the receive, and the pause probe after the
+    # window is not run (it is told so with a negative period).
+    clock = FakeClock()
+    ready_at = [1.0] * 16 + [1.0 + 0.05 * (k + 1) for k in range(400)]
+    taken = [0]
+
+    def batches():
+        for t in ready_at:
+            if clock() >= t:
+                clock.advance(0.002)
+            else:
+                clock.until(t)
+            taken[0] += 1
+            yield list(range(16))
+
+    def ready() -> int:
+        return sum(1 for t in ready_at[taken[0]:taken[0] + 64] if t <= clock())
+
+    periods = []
+    t = run(clock, batches(), 0.010, warmup_batches=16, max_warmup_batches=128, min_batches=20,
+            ready_count=ready, full_queue=14, after_window=lambda it, period: periods.append(period) or [0.5])
+    assert periods == [-1.0]
+    # Ready when asked: the 15 of the burst after the first, then the ones built at 1.05-1.20 s
+    # while the burst was taken at 12 ms a batch; the one due at 1.25 s blocks (the window).
+    assert t.receive_s == pytest.approx([0.002] * 19)
+    assert max(t.data_wait_s) == pytest.approx(0.040)  # the window: 50 ms per batch, 10 of them the step
+
+
+def _queue(clock, ready_at):
+    """A loader whose batch k is ready at ready_at[k]; ready() counts the built, untaken ones."""
+    taken = [0]
+
+    def batches():
+        for t in ready_at:
+            clock.until(t)
+            taken[0] += 1
+            yield list(range(16))
+
+    def ready() -> int:
+        return sum(1 for t in ready_at[taken[0]:] if t <= clock())
+
+    return batches(), ready
+
+
+def test_a_slow_loader_ends_its_warmup_at_its_second_round():
+    # 8 workers, prefetch 2, each building a batch in 0.4 s: rounds of 8 batches every 0.4 s,
+    # a 10 ms step. The first round is taken in 80 ms and the loop blocks on the second: the
+    # warm-up ends there, after 8 batches (not W*P = 16), and the window
+    # still reads 8 batches per 0.4 s = 320 samples/s.
+    clock = FakeClock()
+    ready_at = [0.4 * (k // 8 + 1) for k in range(800)]
+    batches, ready = _queue(clock, ready_at)
+    settings = LoaderSettings(8, False, False, 2, False, 16)
+    least, most = warmup_for(settings, 3)
+    t = run(clock, batches, 0.010, warmup_batches=least, max_warmup_batches=most, min_batches=40,
+            ready_count=ready, full_queue=14, early_warmup=early_warmup_for(settings, 3))
+    assert (least, early_warmup_for(settings, 3)) == (16, (8, 8))
+    # Batch 0 is the first batch, 1-7 the rest of its round (taken by 0.48 s), batch 8 the
+    # first of the second round: it blocked until 0.8 s, with 7 of its round then ready.
+    assert t.warmup_batches == 8
+    assert t.warmup_s == pytest.approx(0.41)
+    assert t.samples / sum(t.step_s) == pytest.approx(320.0, rel=0.01)
+
+
+def test_a_block_on_one_late_worker_with_a_backlog_ready_does_not_end_the_warmup_early():
+    # 16 batches built during start-up, but batch 3's worker is late (ready at 1.5 s): the loop
+    # blocks on it with 12 others ready. That is no sign the backlog is gone: the warm-up runs
+    # on to W*P = 16 batches.
+    clock = FakeClock()
+    ready_at = [1.0, 1.0, 1.0, 1.5] + [1.0] * 12 + [1.5 + 0.05 * (k + 1) for k in range(400)]
+    batches, ready = _queue(clock, ready_at)
+    settings = LoaderSettings(8, False, False, 2, False, 16)
+    least, most = warmup_for(settings, 3)
+    t = run(clock, batches, 0.010, warmup_batches=least, max_warmup_batches=most, min_batches=20,
+            ready_count=ready, full_queue=14, early_warmup=early_warmup_for(settings, 3))
+    assert t.warmup_batches >= 16
     assert t.samples / sum(t.step_s) == pytest.approx(16 / 0.05, rel=0.01)
 
 

@@ -44,7 +44,15 @@ NOTE [backlog drain]
         DataLoader iterator's queue size where the platform supports it);
       - 8*W*P batches in all: a loader still draining then has rho > ~0.9, and what flattery is
         left is under ~10%.
-    The window then runs for at least `batches` batches and `min_time_s`.
+    Where the ready queue can be read, it ends earlier, after max(--warmup-batches, W) batches,
+    at a `next()` that blocked while fewer than W batches were ready: nothing is left of a
+    start-up backlog (a backlog still being drained would show as ready batches; a `next()`
+    can block on one late worker while the others' batches wait, which the count catches).
+    A loader slower than the step reaches this at its second round of batches: each worker
+    builds its first batch at start-up, the step takes them faster than they come, and the
+    loop waits for the next round. On the H200 case that is one round (about 1 s) per config
+    earlier than W*P batches. The window then runs for at least `batches` batches and
+    `min_time_s`.
 """
 
 from __future__ import annotations
@@ -166,15 +174,30 @@ def full_queue_for(settings: LoaderSettings) -> int:
     return max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2)
 
 
+def early_warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int] | None:
+    """(batches, wave) of the early end of the warm-up (NOTE [backlog drain]): from
+    max(warmup_batches, W) batches on, a blocked `next()` with fewer than W batches ready;
+    None without workers."""
+    w = settings.num_workers
+    return (max(warmup_batches, w), w) if w > 0 else None
+
+
 def warmup_over(seen: int, least: int, most: int, wait_s: float, periods: list[float],
-                ready: Callable[[], int | None] | None, full_queue: int | None) -> bool:
+                ready: Callable[[], int | None] | None, full_queue: int | None,
+                early: tuple[int, int] | None = None) -> bool:
     """Whether the warm-up ends after `seen` batches (NOTE [backlog drain]): at least `least`,
     then on the first `next()` that blocked (its `wait_s` at least a tenth of the median of
     `periods`, the seconds between earlier `next()` calls, and at least 1 ms) or once `ready()`
-    batches reach `full_queue` (the loader keeps up: nothing to flatter), at most `most`."""
+    batches reach `full_queue` (the loader keeps up: nothing to flatter), at most `most`.
+    With `early` = (batches, wave) (`early_warmup_for`) and a known `ready()`, a `next()` that
+    blocked after `batches` ends it before `least` when fewer than `wave` batches are ready."""
+    blocked = wait_s >= max(0.001, 0.1 * _median(periods))
     if seen < least:
-        return False
-    if seen >= most or wait_s >= max(0.001, 0.1 * _median(periods)):
+        if early is None or seen < early[0] or not blocked or ready is None:
+            return False
+        n_ready = ready()
+        return n_ready is not None and n_ready < early[1]
+    if seen >= most or blocked:
         return True
     n_ready = ready() if ready is not None else None
     return n_ready is not None and full_queue is not None and n_ready >= full_queue
@@ -202,14 +225,16 @@ def timed_loop(
     restart_epochs: bool = False,
     agree: Callable[[bool], bool] | None = None,
     sampler_time: Callable[[], float] | None = None,
+    early_warmup: tuple[int, int] | None = None,
 ) -> LoopTimes:
     """Run `step` over `batches` and time it per the NOTE [timing model].
 
     `prepare(batch)` makes a raw loader batch usable (the H2D copy; identity when prefetched or
     on CPU). The first batch is timed from `iter()` (worker start-up) and kept apart; then at
     least `warmup_batches` are dropped, and up to `max_warmup_batches` until `next()` first
-    blocks or `ready_count()` (batches the loader has ready) reaches `full_queue` (NOTE [backlog
-    drain]); then batches are measured until at least `min_batches` and
+    blocks or `ready_count()` (batches the loader has ready) reaches `full_queue`, or, with
+    `early_warmup`, earlier at a blocked `next()` with less than a round of batches ready
+    (NOTE [backlog drain]); then batches are measured until at least `min_batches` and
     `min_time_s` (host clock) are reached, or `max_batches`, or the loader ends. With
     `restart_epochs`, the end of the loader is the end of an epoch: `iter(batches)` starts the
     next one, and its cost (worker start-up unless persistent) is part of that batch's wait; the
@@ -265,13 +290,16 @@ def timed_loop(
     sampler_s: list[float] = []
     epoch_starts: list[int] = []
     in_window_receive: list[float] = []
+    warmup_receive: list[float] = []
     while True:
         restarted = False
         s0 = sampler_time() if sampler_time is not None else 0.0
         # NOTE [receive in the window]: a next() on a batch that is already built costs only
         # the receive; measured here for free whenever one is ready, the pause probe after the
-        # window (probe_receive) is needed only when too few were.
-        was_ready = window_start is not None and ready_count is not None and (ready_count() or 0) >= 1
+        # window (probe_receive) is needed only when too few were. The warm-up's are kept too
+        # (the start-up burst hands out batches built while the first ones were received): they
+        # count when the window alone timed too few.
+        was_ready = ready_count is not None and (ready_count() or 0) >= 1
         t0 = clock()
         try:
             batch = next(it)
@@ -289,7 +317,7 @@ def timed_loop(
             restarted = True
         t_next = clock()
         if was_ready and not restarted:
-            in_window_receive.append(t_next - t0)
+            (in_window_receive if window_start is not None else warmup_receive).append(t_next - t0)
         s1 = sampler_time() if sampler_time is not None else 0.0
         batch = prepare(batch)
         marker.ready()
@@ -305,8 +333,9 @@ def timed_loop(
             if last_t0 is not None:
                 periods.append(t0 - last_t0)
             last_t0 = t0
-            start = warmup_over(index, warmup_batches, most, t_next - t0, periods, ready_count, full_queue)
-            if agree is not None and index >= warmup_batches:
+            start = warmup_over(index, warmup_batches, most, t_next - t0, periods, ready_count, full_queue,
+                                early_warmup)
+            if agree is not None and index >= min(warmup_batches, early_warmup[0] if early_warmup else warmup_batches):
                 start = agree(start)
             if start:
                 warm = index
@@ -332,6 +361,8 @@ def timed_loop(
     receive: list[float] = []
     if len(in_window_receive) >= MIN_READY_RECEIVES:
         receive = in_window_receive[-64:]
+    elif len(in_window_receive) + len(warmup_receive) >= MIN_READY_RECEIVES:
+        receive = (warmup_receive + in_window_receive)[-64:]
     if after_window is not None and measured:
         window_periods = [b - a for a, b in zip(end[-measured - 1:-1], end[-measured:])]
         probed = after_window(it, _median(window_periods) if not receive else -1.0)
