@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -217,6 +218,7 @@ def run_sweep(
     facts: WorkloadFacts | None = None,
     fresh_runner: Runner | None = None,
     files: list[Path] | None = None,
+    started_at: float | None = None,
 ) -> ResultSet:
     """Measure the configs of `config` (already resolved): with `config.search` "grid" every
     config, `config.repeats` times, interleaved across configs (repeat 1 of every config, then
@@ -231,11 +233,12 @@ def run_sweep(
     With `fresh_runner` (a process per config, when `runner` keeps one warm process), the first
     measured config is measured again at the end, and if it moved by more than the tolerance the
     competing configs are measured again through `fresh_runner` (`analysis["drift"]`).
+    `--time-budget` counts from `started_at` (time.monotonic() when the command started; default
+    now): the search starts no step that would end after it, keeping one trial's time for the
+    step and, with `fresh_runner`, about two for the drift check (NOTE [time budget]).
     KeyboardInterrupt is re-raised after the save.
     Returns the final ResultSet and where it was saved with summaries, verdicts and the recommendation.
     """
-    import time
-
     from loaderbench.results import save_results
 
     obs = observer or NullObserver()
@@ -262,6 +265,8 @@ def run_sweep(
     )
 
     started = now()
+    started_at = time.monotonic() if started_at is None else started_at
+    trial_walls: list[float] = []
     # Where a sweep's time goes: trials, and in them the DataLoader's set-up, the worker start-up
     # to the first batch, the warm-up, the measured windows, the probes after the windows and
     # stopping the workers; and the compute ceiling (docs/benchmarks.md).
@@ -327,6 +332,7 @@ def run_sweep(
             raise
         timing["trials"] += 1
         timing["trial_wall_s"] += time.monotonic() - t0
+        trial_walls.append(time.monotonic() - t0)
         if outcome.trial is not None:
             outcome.trial.cache_state = cache_state
             timing["window_s"] += outcome.trial.wall_s
@@ -356,9 +362,24 @@ def run_sweep(
                 preflight([results[-1]], facts, environment, machine, NullObserver())
             return run_trial(index[settings], repeat)
 
+        def reserve_s() -> float:
+            """Seconds a search step must leave before the deadline.
+
+            NOTE [time budget]
+                `--time-budget` is the user's wait for the answer, counted from the command's
+                start (the interpreter, the dataset check and the compute ceiling included). A
+                search step starts only if it can end in time: one trial's time (the median of
+                the trials so far) for the step itself and, when the drift check follows the
+                search, about two more for it (a fresh process's start-up, CUDA context and
+                model, then its trial: 16.5 s against 7.3 s per warm trial on the H200 case).
+                The knee and its neighbours are measured whatever the budget says.
+            """
+            per = statistics.median(trial_walls) if trial_walls else 0.0
+            return per * (3.0 if fresh_runner is not None else 1.0)
+
         search = Search(
             [p.settings for p in points], measure=measure, tolerance=config.tolerance, repeats=config.repeats,
-            budget_s=max(1.0, config.time_budget_s - (now() - started).total_seconds()),
+            budget_s=max(1.0, config.time_budget_s - (time.monotonic() - started_at)), reserve_s=reserve_s,
             usable_cpus=machine.cpus_per_rank, ranks=machine.world_size,
             cuda=machine.cuda and config.measure.device != "cpu",
             dense_workers=config.dense_workers,
@@ -790,6 +811,7 @@ def execute_sweep(
     machine: Machine | None = None,
     runner: Runner = run_isolated,
     distributed: dict[str, Any] | None = None,
+    started_at: float | None = None,
 ) -> tuple[ResultSet, Path]:
     """The whole `loaderbench sweep`: resolve defaults for this machine, check the output
     location and the workload, capture the environment, run the sweep.
@@ -797,8 +819,11 @@ def execute_sweep(
     Raises LoaderbenchError subclasses for bad input before anything is measured, and
     KeyboardInterrupt (after saving what was measured) on Ctrl-C. A distributed sweep's leader
     passes `runner` (distributed.DistributedRunner), the machine with its ranks per node and
-    `distributed` (the job's layout, kept in the environment record).
+    `distributed` (the job's layout, kept in the environment record). `started_at`
+    (time.monotonic() seconds) is when the command started, which `--time-budget` counts from
+    (default: now).
     """
+    started_at = time.monotonic() if started_at is None else started_at
     from loaderbench.env import capture_environment, preflight_warnings
     from loaderbench.results import check_result_path
 
@@ -837,12 +862,13 @@ def execute_sweep(
             rs = run_sweep(
                 config, output=out, environment=environment, machine=machine, observer=obs,
                 cache_dir=cache_dir, facts=facts, runner=warm, fresh_runner=run_isolated, files=files,
+                started_at=started_at,
             )
             rs.analysis["measuring_processes"] = warm.starts
         else:
             rs = run_sweep(
                 config, output=out, environment=environment, machine=machine, observer=obs,
-                cache_dir=cache_dir, facts=facts, runner=runner, files=files,
+                cache_dir=cache_dir, facts=facts, runner=runner, files=files, started_at=started_at,
             )
     except KeyboardInterrupt as exc:
         raise SweepInterruptedAt(out) from exc

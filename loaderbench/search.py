@@ -78,7 +78,7 @@ class Search:
     def __init__(self, cells: Sequence[LoaderSettings], *, measure: Measure, tolerance: float, repeats: int,
                  budget_s: float, usable_cpus: int | None, cuda: bool, dense_workers: bool,
                  clock: Callable[[], float] = time.monotonic, first: Sequence[LoaderSettings] = (),
-                 ranks: int = 1) -> None:
+                 ranks: int = 1, reserve_s: Callable[[], float] = lambda: 0.0) -> None:
         self.cells = list(dict.fromkeys(cells))
         self.first = list(dict.fromkeys(first))  # the user's own settings, measured first
         self.measure_fn, self.tolerance, self.repeats = measure, tolerance, repeats
@@ -89,6 +89,9 @@ class Search:
         self.model_cpus = None if usable_cpus is None else usable_cpus * max(1, ranks)
         self.clock = clock
         self.deadline = clock() + budget_s
+        # Seconds a step must leave before the deadline: the trial it starts and what the sweep
+        # runs after the search (orchestrate.py: the drift check), estimated from trials so far.
+        self.reserve_s = reserve_s
         self.results: dict[LoaderSettings, ConfigResult] = {}
         self.log = SearchLog(grid_configs=len(self.cells), budget_s=budget_s)
 
@@ -103,6 +106,10 @@ class Search:
             series = {_base_of(c) for c in self.cells if c.batch_size == bs and c.num_workers > 0}
             total += 4 + max(0, len(series) - 1)
         return min(len(self.cells) * self.repeats, total + 3 * (self.repeats - 1))
+
+    def out_of_time(self) -> bool:
+        """Whether a new step would end after the deadline (`reserve_s()` seconds kept for it)."""
+        return self.clock() + self.reserve_s() >= self.deadline
 
     def measured(self) -> list[ConfigResult]:
         return list(self.results.values())
@@ -195,7 +202,7 @@ class Search:
         self._maybe_no_workers(base)
         # Variants at the knee: every other series at the knee's worker count.
         for other in bases:
-            if other != base and self.clock() < self.deadline:
+            if other != base and not self.out_of_time():
                 self._measure(with_workers(other, knee_w or _fewest_workers(self.workers_of(other))),
                               "a variant at the knee's worker count")
         mine = [r for r in self.measured() if r.settings.batch_size == cells[0].batch_size]
@@ -210,7 +217,7 @@ class Search:
         or more, or at a quarter or more while a measured row of the series is bound by that
         hand-off (the receive floor), it is measured rather than predicted (a 0-worker config
         predicted far below, as decoding on a GPU host, is not worth its slow window)."""
-        if 0 not in self.workers_of(base) or with_workers(base, 0) in self.results or self.clock() >= self.deadline:
+        if 0 not in self.workers_of(base) or with_workers(base, 0) in self.results or self.out_of_time():
             return
         series = [r for r in rankable(self.measured()) if series_of(r.settings) == series_of(base)]
         preds = predict(self.measured(), [with_workers(base, 0)], self.model_cpus)
@@ -241,7 +248,7 @@ class Search:
             self._measure(with_workers(base, probe), "probe: a quarter of the CPUs in workers")
         for _ in range(2 * len(counts) + 2):
             counts = self.workers_of(base)
-            if self.clock() >= self.deadline:
+            if self.out_of_time():
                 self.log.stopped = "--time-budget reached during the search: the knee of what was measured"
                 break
             series = [r for r in self.measured() if series_of(r.settings) == series_of(base)
@@ -331,11 +338,11 @@ class Search:
         if self.log.stopped:
             return
         for repeat in range(1, self.repeats):
-            if self.clock() >= self.deadline:
+            if self.out_of_time():
                 self.log.stopped = f"--time-budget reached before repeat {repeat + 1}"
                 return
             for r in self.competitors():
-                if self.clock() >= self.deadline:
+                if self.out_of_time():
                     self.log.stopped = f"--time-budget reached during repeat {repeat + 1}"
                     return
                 if len(r.trials) <= repeat and r.status == "ok":

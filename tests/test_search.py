@@ -166,6 +166,30 @@ def test_the_time_budget_stops_the_repeats_and_says_so():
     assert all(rep == 0 for s, rep in calls[:3])
 
 
+def test_no_step_starts_that_would_end_after_the_budget_with_its_reserve():
+    # Every trial takes 10 s; the reserve is three trials (the step and the drift check). With a
+    # budget of 95 s, a step may start while clock + 30 < 95, i.e. up to t = 60 s: after the
+    # seventh trial (t = 70 s) nothing more starts, so the search ends by 70 s and the check has
+    # its 25 s. Without a reserve the same search runs past 95 s.
+    def run(reserve):
+        clock = FakeClock()
+        measure, calls = pipeline(10.0, 10.0)  # a knee past the CPUs: repeats near the edge
+
+        def slow(s, rep):
+            clock.advance(10.0)
+            return measure(s, rep)
+
+        search = Search(grid([0, 1, 2, 4, 8, 16]), measure=slow, tolerance=0.05, repeats=5, budget_s=95,
+                        usable_cpus=16, cuda=False, dense_workers=True, clock=clock,
+                        reserve_s=lambda: reserve)
+        search.run()
+        return clock(), len(calls), search.log.stopped
+
+    end, trials, stopped = run(30.0)
+    assert (end, trials) == (70.0, 7) and stopped.startswith("--time-budget reached")
+    assert run(0.0)[:2] == (100.0, 10)  # the last repeat started at 90 s, ended past 95
+
+
 def test_softmin_and_the_zero_worker_series():
     assert softmin(100.0, 1e9, 6.0) == pytest.approx(100.0)
     f = Fit(per_worker=100.0, cpu_s_per_sample=None, main=None, zero_workers=None, compute=400.0, sharpness=6.0)

@@ -57,6 +57,22 @@ def fail(exc: LoaderbenchError) -> None:
     raise typer.Exit(exc.exit_code)
 
 
+
+def command_started() -> float:
+    """When this process started, on the time.monotonic() clock (seconds): `--time-budget`
+    counts the user's wait from there, the interpreter's start and imports included. Now, when
+    the start time cannot be read."""
+    import time
+
+    import psutil
+
+    try:
+        age = time.time() - psutil.Process().create_time()
+    except (psutil.Error, OSError):
+        return time.monotonic()
+    return time.monotonic() - max(0.0, age)
+
+
 def guard(fn: Callable[[], Any]) -> Any:
     """Run a command body, turning LoaderbenchError into its one-line message and exit code."""
     try:

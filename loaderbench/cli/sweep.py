@@ -122,7 +122,7 @@ def sweep_command(**kwargs: Any) -> None:
         with common.ProgressObserver(show_progress) as obs:
             try:
                 if info is None:
-                    rs, out = execute_sweep(cfg, output=output, observer=obs)
+                    rs, out = execute_sweep(cfg, output=output, observer=obs, started_at=common.command_started())
                 else:
                     rs, out = dist.execute_as_leader(cfg, output, obs, info)
             except SweepInterruptedAt as exc:
