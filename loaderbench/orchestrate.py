@@ -417,19 +417,39 @@ DRIFT_MIN_CONFIGS = 3
 DRIFT_TOLERANCE_FACTOR = 2.0  # one trial against another: twice the knee tolerance counts as drift
 
 
+def drift_threshold(results: list[ConfigResult], tolerance: float) -> float:
+    """The change of the knee's fresh trial against its warm trials that counts as drift:
+    twice `tolerance`, or twice the median relative spread (max - min over median) of the
+    configs measured more than once in this sweep when that is larger (NOTE [drift check])."""
+    from loaderbench.analysis.statistics import relative_spread
+
+    spreads = [relative_spread(r.summary) for r in results
+               if r.status == "ok" and r.summary is not None and r.summary.repeats >= 2]
+    noise = statistics.median(spreads) if spreads else 0.0
+    return max(DRIFT_TOLERANCE_FACTOR * tolerance, DRIFT_TOLERANCE_FACTOR * noise)
+
+
 def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[bool],
                 run_trial: Callable[..., ConfigResult], fresh_runner: Runner, tolerance: float,
                 obs: SweepObserver) -> None:
     """The warm process's check (NOTE [why a warm process, and what it keeps] in
-    measure/warm.py): the knee is measured once more, in a fresh process, at the end. When that
-    moved by more than twice `tolerance` from its warm trials' median (one trial against a few:
-    twice the knee's tolerance, so run-to-run noise alone does not trigger it; drift over the
-    sweep, or something the warm process carried), the configs that compete for the pick are
-    measured again, each in a fresh process, and their warm trials are dropped. Otherwise the
-    fresh trial is a check, not a repeat: it is left out of the knee's trials, since one config
-    measured partly fresh would be ranked against configs measured only warm (a fresh process
-    measured 5-7% apart from the warm one on 2 CPUs, enough to move a knee across the edge).
-    Both cases are recorded in `analysis["drift"]`."""
+    measure/warm.py), recorded in `analysis["drift"]`.
+
+    NOTE [drift check]
+        The knee is measured once more, in a fresh process, at the end. One trial against a
+        few is noisy, so it counts as drift only past `drift_threshold`: twice the knee's
+        tolerance, or twice the spread the sweep's own repeats showed when that is larger.
+        Past it, a second fresh trial must confirm it (the same direction, past the threshold
+        too) before anything is measured again: on the H200 case one fresh trial read 26% below
+        its warm trials where the host's trials of one config spread by up to 27%, and the
+        five configs measured again each in a fresh process cost 45 s and left each config a
+        single trial. Confirmed (drift over the sweep, or something the warm process carried),
+        the configs that compete for the pick are measured again, each in a fresh process, and
+        their warm trials are dropped. Otherwise the fresh trials are a check, not repeats:
+        they are left out of the knee's trials, since one config measured partly fresh would
+        be ranked against configs measured only warm (a fresh process measured 5-7% apart from
+        the warm one on 2 CPUs, enough to move a knee across the edge).
+    """
     from loaderbench.analysis.knee import find_knee
     from loaderbench.analysis.statistics import trial_samples_per_s
 
@@ -440,17 +460,28 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
     if knee is None:
         return
     i = results.index(knee)
+    warm_trials = len(knee.trials)
     before = statistics.median(trial_samples_per_s(t) for t in knee.trials)
-    res = run_trial(i, len(knee.trials), via=fresh_runner)
-    if res.status != "ok" or not res.trials:
+    threshold = drift_threshold([results[j] for j in measured], tolerance)
+    fresh: list[float] = []
+    while len(fresh) < 2:
+        res = run_trial(i, len(results[i].trials), via=fresh_runner)
+        if res.status != "ok" or len(res.trials) <= warm_trials + len(fresh):
+            break
+        fresh.append(trial_samples_per_s(res.trials[-1]))
+        if before <= 0 or abs(fresh[-1] / before - 1.0) <= threshold:
+            break  # within the threshold: no drift (a second fresh trial only confirms one past it)
+    if not fresh:
         return
-    after = trial_samples_per_s(res.trials[-1])
-    change = after / before - 1.0 if before > 0 else 0.0
-    drift: dict[str, Any] = {"config": res.settings.key(), "warm_samples_per_s": before,
-                             "fresh_samples_per_s": after, "change": change, "remeasured": []}
-    if abs(change) > DRIFT_TOLERANCE_FACTOR * tolerance:
-        obs.warning(f"drift: {res.settings.key()} measured {change:+.1%} in a fresh process against the warm "
-                    "one; measuring the competing configs again, each in a fresh process")
+    changes = [f / before - 1.0 if before > 0 else 0.0 for f in fresh]
+    confirmed = len(changes) == 2 and all(abs(c) > threshold for c in changes) and changes[0] * changes[1] > 0
+    drift: dict[str, Any] = {"config": results[i].settings.key(), "warm_samples_per_s": before,
+                             "fresh_samples_per_s": statistics.median(fresh), "fresh_trials_samples_per_s": fresh,
+                             "change": statistics.median(changes), "threshold": threshold,
+                             "confirmed": confirmed, "remeasured": []}
+    if confirmed:
+        obs.warning(f"drift: {results[i].settings.key()} measured {drift['change']:+.1%} in two fresh processes "
+                    "against the warm one; measuring the competing configs again, each in a fresh process")
         ok = [j for j in measured if results[j].summary is not None]
         top = max((results[j].summary.samples_per_s for j in ok), default=0.0)  # type: ignore[union-attr]
         for j in ok:
@@ -459,10 +490,10 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
                 results[j].trials = []
                 run_trial(j, 0, via=fresh_runner)
                 drift["remeasured"].append(results[j].settings.key())
-        results[i].trials = results[i].trials[-1:]  # the fresh trial only
+        results[i].trials = results[i].trials[warm_trials:]  # the fresh trials only
         drift["remeasured"].append(results[i].settings.key())
     else:
-        results[i].trials = results[i].trials[:-1]  # like with like: the warm trials rank it
+        results[i].trials = results[i].trials[:warm_trials]  # like with like: the warm trials rank it
     result_set.analysis["drift"] = drift
 
 

@@ -172,8 +172,9 @@ def test_the_search_measures_the_knee_and_its_neighbours_and_predicts_the_rest(t
 
 
 def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp_path):
-    # The knee (2 workers: as fast as 4, cheaper) measures 30% slower in a fresh process than in
-    # the warm one: the configs that compete for the pick are measured again, fresh.
+    # The knee (2 workers: as fast as 4, cheaper) measures 26% slower in a fresh process than in
+    # the warm one, and again in a second: confirmed, the configs that compete for the pick are
+    # measured again, fresh.
     from dataclasses import replace
 
     warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
@@ -182,11 +183,53 @@ def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp
                    runner=warm, fresh_runner=fresh, save=lambda r, p: None)
     drift = rs.analysis["drift"]
     assert drift["config"].startswith("w2-") and drift["change"] == pytest.approx(0.013 / 0.0175 - 1, abs=0.01)
-    assert [w for w, _, _ in fresh.calls] == [2, 4]  # the knee, then its competitor
+    assert drift["confirmed"] and drift["threshold"] == pytest.approx(0.10)  # 2 x 5%: no repeats to say more
+    assert [w for w, _, _ in fresh.calls] == [2, 2, 4]  # the knee twice, then its competitor
     assert sorted(drift["remeasured"]) == sorted(r.settings.key() for r in rs.results if r.settings.num_workers)
     # Only fresh trials stand for them now: 4 workers are the knee.
-    assert all(len(r.trials) == 1 for r in rs.results)
+    assert [len(r.trials) for r in rs.results] == [1, 2, 1]
     assert rs.recommendation.settings.num_workers == 4
+
+
+def test_a_drift_the_second_fresh_trial_does_not_confirm_changes_nothing(tmp_path):
+    # The first fresh trial of the knee reads 26% slow, the second as the warm ones: noise, not
+    # drift. Nothing is measured again and the warm trials rank the configs; the footer says so.
+    from dataclasses import replace
+
+    from loaderbench.render.sweep import search_lines
+
+    answers = iter([Outcome(status="ok", trial=trial(0.0055, 0.012)), ok(2)])
+    warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
+    fresh = FakeRunner({2: lambda: next(answers), 4: ok(4)})
+    rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=warm, fresh_runner=fresh, save=lambda r, p: None)
+    drift = rs.analysis["drift"]
+    assert [w for w, _, _ in fresh.calls] == [2, 2]
+    assert not drift["confirmed"] and drift["remeasured"] == []
+    assert drift["fresh_trials_samples_per_s"] == pytest.approx([16 / 0.0175, 16 / 0.013], rel=0.01)
+    assert [len(r.trials) for r in rs.results] == [1, 1, 1]
+    assert rs.recommendation.settings.num_workers == 2
+    text = " ".join(search_lines(rs))
+    assert "-25.7% against the warm process, past the drift threshold (10%); a second fresh trial read +0.0%" in text
+
+
+def test_the_drift_threshold_grows_with_the_noise_the_repeats_showed():
+    # Two configs repeated with spreads of 20% and 30% of their medians: one fresh trial must
+    # move more than twice the median spread (50%) to count; without repeats, twice the tolerance.
+    from loaderbench.analysis import summarize_config
+    from loaderbench.model import ConfigResult
+    from loaderbench.orchestrate import drift_threshold
+
+    def repeated(step_a, step_b):
+        r = ConfigResult(settings=settings(2), status="ok", trials=[trial(0.0, step_a), trial(0.0, step_b)])
+        summarize_config(r)
+        return r
+
+    a = repeated(0.010, 0.012)  # 1,600 and 1,333/s: (1600 - 1333) / 1467 = 18.2%
+    b = repeated(0.010, 0.013)  # 1,600 and 1,231/s: 26.1%
+    spreads = [(1600 - 1600 / 1.2) / (1600 + 1600 / 1.2) * 2, (1600 - 1600 / 1.3) / (1600 + 1600 / 1.3) * 2]
+    assert drift_threshold([a, b], 0.05) == pytest.approx(2 * (spreads[0] + spreads[1]) / 2, rel=0.01)
+    assert drift_threshold([ConfigResult(settings=settings(2), status="ok", trials=[trial(0.0, 0.01)])], 0.05) == 0.10
 
 
 def test_no_drift_keeps_the_warm_trials_and_says_so(tmp_path):
@@ -200,6 +243,7 @@ def test_no_drift_keeps_the_warm_trials_and_says_so(tmp_path):
     knee = [r for r in rs.results if r.settings.num_workers == 2][0]
     assert len(knee.trials) == 1  # the fresh trial is a check, not a repeat
     assert rs.analysis["drift"]["fresh_samples_per_s"] == pytest.approx(16 / 0.013, rel=0.01)
+    assert [w for w, _, _ in fresh.calls] == [2]  # within the threshold: no second fresh trial
 
 
 def test_a_fresh_check_within_the_tolerance_never_moves_the_pick(tmp_path):

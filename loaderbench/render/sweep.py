@@ -500,13 +500,22 @@ def search_lines(rs: ResultSet) -> list[str]:
                                                f"{', '.join(drift['remeasured'])}." if drift.get("remeasured") else "."))
     elif drift:
         moved = f"{drift['change']:+.1%}"
+        fresh = drift.get("fresh_trials_samples_per_s") or []
+        warm = drift.get("warm_samples_per_s") or 0.0
+        limit = drift.get("threshold")
+        within = (f"within the drift threshold, {limit:.0%}" if limit is not None else "within twice the tolerance")
         if drift.get("remeasured"):
-            out.append(f"Drift: the knee ({drift['config']}) measured {moved} in a fresh process against the warm "
+            out.append(f"Drift: the knee ({drift['config']}) measured {moved} in "
+                       f"{'two fresh processes' if len(fresh) == 2 else 'a fresh process'} against the warm "
                        f"measuring process; measured again, each in a fresh process: {', '.join(drift['remeasured'])}.")
+        elif len(fresh) == 2 and warm > 0:
+            first, second = (f / warm - 1.0 for f in fresh)
+            out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process: "
+                       f"{first:+.1%} against the warm process, past the drift threshold ({limit:.0%}); a second "
+                       f"fresh trial read {second:+.1%}, so it was not confirmed (checks, not counted as repeats).")
         else:
             out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process: "
-                       f"{moved} against the warm process (within twice the tolerance; a check, not counted as a "
-                       "repeat).")
+                       f"{moved} against the warm process ({within}; a check, not counted as a repeat).")
     return out
 
 
