@@ -6,8 +6,8 @@
 #              in memory (GPU-bound: a stable rate), plain / wrapped / watched interleaved, 7 runs
 #              each; then the same on the real loader (embedded JPEGs, 16 workers + pin), 5 runs;
 #   agreement: one watched run at the user's settings (4 workers + pin: its verdict and
-#              prediction) and the sweep at the same settings, interleaved, 3 of each; then the
-#              same at 16 workers + pin;
+#              prediction; 60 batches after the warm-up) and the sweep at the same settings and
+#              batch count, interleaved, 3 of each; then the same at 16 workers + pin;
 #   all (default): the three.
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
@@ -50,7 +50,8 @@ if [ "$part" = agreement ] || [ "$part" = all ]; then
     for r in 1 2 3; do
       watch_once "$workers" "$OUT/watch-w$workers-$r.json"
       timeout 150 python3 -m loaderbench sweep configs/imagenet-resnet50.toml --num-workers "$workers" --pin-memory on \
-        --prefetch off --search grid --repeats 1 --output "$OUT/sweep-w$workers-$r.json" --no-progress 2>&1 | tail -2
+        --prefetch off --search grid --repeats 1 --batches 60 --max-batches 60 \
+        --output "$OUT/sweep-w$workers-$r.json" --no-progress 2>&1 | tail -2
     done
   done
   python3 - "$OUT" <<'PY'
