@@ -173,8 +173,8 @@ def test_the_search_measures_the_knee_and_its_neighbours_and_predicts_the_rest(t
 
 def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp_path):
     # The knee (2 workers: as fast as 4, cheaper) measures 26% slower in a fresh process than in
-    # the warm one, and again in a second: confirmed, the configs that compete for the pick are
-    # measured again, fresh.
+    # the warm one, twice, while a second warm trial reads as the first: confirmed, the configs
+    # that compete for the pick are measured again, fresh.
     from dataclasses import replace
 
     warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
@@ -193,7 +193,8 @@ def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp
 
 def test_a_drift_the_second_fresh_trial_does_not_confirm_changes_nothing(tmp_path):
     # The first fresh trial of the knee reads 26% slow, the second as the warm ones: noise, not
-    # drift. Nothing is measured again and the warm trials rank the configs; the footer says so.
+    # drift. The knee's extra warm trial is a repeat it keeps; nothing is measured again and the
+    # warm trials rank the configs; the footer says so.
     from dataclasses import replace
 
     from loaderbench.render.sweep import search_lines
@@ -205,12 +206,31 @@ def test_a_drift_the_second_fresh_trial_does_not_confirm_changes_nothing(tmp_pat
                    runner=warm, fresh_runner=fresh, save=lambda r, p: None)
     drift = rs.analysis["drift"]
     assert [w for w, _, _ in fresh.calls] == [2, 2]
+    assert [w for w, _, _ in warm.calls].count(2) == 2
     assert not drift["confirmed"] and drift["remeasured"] == []
     assert drift["fresh_trials_samples_per_s"] == pytest.approx([16 / 0.0175, 16 / 0.013], rel=0.01)
-    assert [len(r.trials) for r in rs.results] == [1, 1, 1]
+    assert [len(r.trials) for r in rs.results] == [1, 2, 1]
     assert rs.recommendation.settings.num_workers == 2
     text = " ".join(search_lines(rs))
-    assert "-25.7% against the warm process, past the drift threshold (10%); a second fresh trial read +0.0%" in text
+    assert "fresh 914 / 1,231 and warm 1,231 / 1,231 samples/s overlap: not confirmed" in text
+
+
+def test_a_knee_picked_on_a_lucky_trial_is_not_taken_for_drift(tmp_path):
+    # 2 workers measured once at 1,231 samples/s (a lucky trial); measured again it reads 914
+    # whether warm or fresh. Warm 1,231 / 914 and fresh 914 / 914 overlap: no drift, nothing
+    # measured fresh beyond the check, and the knee keeps both warm trials.
+    from dataclasses import replace
+
+    warm_answers = iter([ok(2), Outcome(status="ok", trial=trial(0.0055, 0.012))])
+    warm = FakeRunner({0: ok(0), 2: lambda: next(warm_answers), 4: ok(4)})
+    fresh = FakeRunner({2: Outcome(status="ok", trial=trial(0.0055, 0.012)), 4: ok(4)})
+    rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=warm, fresh_runner=fresh, save=lambda r, p: None)
+    drift = rs.analysis["drift"]
+    assert not drift["confirmed"] and drift["remeasured"] == []
+    assert [w for w, _, _ in fresh.calls] == [2, 2]
+    assert drift["warm_trials_samples_per_s"] == pytest.approx([16 / 0.013, 16 / 0.0175], rel=0.01)
+    assert len(next(r for r in rs.results if r.settings.num_workers == 2).trials) == 2
 
 
 def test_the_drift_threshold_grows_with_the_noise_the_repeats_showed():

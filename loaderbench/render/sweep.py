@@ -509,10 +509,11 @@ def search_lines(rs: ResultSet) -> list[str]:
                        f"{'two fresh processes' if len(fresh) == 2 else 'a fresh process'} against the warm "
                        f"measuring process; measured again, each in a fresh process: {', '.join(drift['remeasured'])}.")
         elif len(fresh) == 2 and warm > 0:
-            first, second = (f / warm - 1.0 for f in fresh)
-            out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process: "
-                       f"{first:+.1%} against the warm process, past the drift threshold ({limit:.0%}); a second "
-                       f"fresh trial read {second:+.1%}, so it was not confirmed (checks, not counted as repeats).")
+            warms = drift.get("warm_trials_samples_per_s") or [warm]
+            out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process "
+                       f"past the drift threshold ({limit:.0%}); with one more trial of each kind, fresh "
+                       f"{' / '.join(f'{f:,.0f}' for f in fresh)} and warm {' / '.join(f'{w:,.0f}' for w in warms)} "
+                       "samples/s overlap: not confirmed (the fresh trials are checks, the warm one a repeat).")
         else:
             out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process: "
                        f"{moved} against the warm process ({within}; a check, not counted as a repeat).")
