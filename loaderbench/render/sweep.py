@@ -508,8 +508,14 @@ def search_lines(rs: ResultSet) -> list[str]:
             out.append(f"Drift: the knee ({drift['config']}) measured {moved} in "
                        f"{'two fresh processes' if len(fresh) == 2 else 'a fresh process'} against the warm "
                        f"measuring process; measured again, each in a fresh process: {', '.join(drift['remeasured'])}.")
+        elif len(fresh) == 2 and warm > 0 and "warm_trials_samples_per_s" not in drift:
+            # The form of the check with a second fresh trial only.
+            first, second = (f / warm - 1.0 for f in fresh)
+            out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process: "
+                       f"{first:+.1%} against the warm process, past the drift threshold ({limit:.0%}); a second "
+                       f"fresh trial read {second:+.1%}, so it was not confirmed (checks, not counted as repeats).")
         elif len(fresh) == 2 and warm > 0:
-            warms = drift.get("warm_trials_samples_per_s") or [warm]
+            warms = drift["warm_trials_samples_per_s"]
             out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process "
                        f"past the drift threshold ({limit:.0%}); with one more trial of each kind, fresh "
                        f"{' / '.join(f'{f:,.0f}' for f in fresh)} and warm {' / '.join(f'{w:,.0f}' for w in warms)} "
