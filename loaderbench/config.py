@@ -172,7 +172,7 @@ OPTIONS: tuple[Option, ...] = (
            "warm: one measuring process kept across configs, fresh DataLoader and workers each (default); "
            "process: a fresh process per config.", flag="--isolation"),
     Option("measure", "time_budget_s", parsers.float_in(1.0, 7 * 86_400.0), "S",
-           "With --search auto, the seconds to the answer, counted from the command's start: no repeat or refinement starts that would end later, keeping time for the drift check (default 120); the knee and its neighbours are always measured.", flag="--time-budget"),
+           "With --search auto, the seconds to the answer, counted from the command's start: no search step or repeat starts that would end later, keeping time for the drift check (default 120); stopped early, the pick is the knee of what was measured.", flag="--time-budget"),
     Option("measure", "config_timeout_s", parsers.float_in(1.0, 7 * 86_400.0), "S",
            "Watchdog seconds per config: kills its process tree (default 600).", flag="--config-timeout"),
     Option("measure", "tolerance", parsers.float_in(0.0, 0.5), "FRACTION",

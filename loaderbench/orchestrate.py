@@ -374,8 +374,8 @@ def run_sweep(
                 search, about two more for it (a fresh process's start-up, CUDA context and
                 model, then its trial: 16.5 s against 7.3 s per warm trial on the H200 case).
                 A drift check that trips takes one warm and one fresh trial more (NOTE [drift
-                check]), past the budget. The knee and its neighbours are measured whatever the
-                budget says.
+                check]), past the budget. A budget that ends during the search leaves the knee
+                of what was measured as the pick, and the footer says so.
             """
             per = statistics.median(trial_walls) if trial_walls else 0.0
             return per * (3.0 if fresh_runner is not None else 1.0)
