@@ -57,7 +57,6 @@ def fail(exc: LoaderbenchError) -> None:
     raise typer.Exit(exc.exit_code)
 
 
-
 def command_started() -> float:
     """When this process started, on the time.monotonic() clock (seconds): `--time-budget`
     counts the user's wait from there, the interpreter's start and imports included. Now, when
