@@ -276,6 +276,7 @@ def run_sweep(
 
     def snapshot() -> None:
         result_set.analysis["sweep_wall_s"] = (now() - started).total_seconds()
+        result_set.analysis["since_start_s"] = time.monotonic() - started_at  # what --time-budget counts
         result_set.analysis["configs_planned"] = len(points)
         result_set.analysis["timing"] = dict(timing)
         order = {p.settings: i for i, p in enumerate(points)}
@@ -371,18 +372,24 @@ def run_sweep(
                 start (the interpreter, the dataset check and the compute ceiling included). A
                 search step starts only if it can end in time: one trial's time (the median of
                 the trials so far) for the step itself and, when the drift check follows the
-                search, about two more for it (a fresh process's start-up, CUDA context and
-                model, then its trial: 16.5 s against 7.3 s per warm trial on the H200 case).
+                search and will run (at least DRIFT_MIN_CONFIGS configs measured once this
+                step has been), about two more for it (a fresh process's start-up, CUDA context
+                and model, then its trial: 16.5 s against 7.3 s per warm trial on the H200
+                case). A budget spent before the search starts (the interpreter and the dataset
+                check took longer) still measures one config, and the footer gives the time
+                since the command started against the budget.
                 A drift check that trips takes one warm and one fresh trial more (NOTE [drift
                 check]), past the budget. A budget that ends during the search leaves the knee
                 of what was measured as the pick, and the footer says so.
             """
             per = statistics.median(trial_walls) if trial_walls else 0.0
-            return per * (3.0 if fresh_runner is not None else 1.0)
+            measured_ok = sum(1 for r, d in zip(results, done) if d and r.status == "ok" and r.trials)
+            drift_follows = fresh_runner is not None and measured_ok + 1 >= DRIFT_MIN_CONFIGS
+            return per * (3.0 if drift_follows else 1.0)
 
         search = Search(
             [p.settings for p in points], measure=measure, tolerance=config.tolerance, repeats=config.repeats,
-            budget_s=max(1.0, config.time_budget_s - (time.monotonic() - started_at)), reserve_s=reserve_s,
+            budget_s=max(0.0, config.time_budget_s - (time.monotonic() - started_at)), reserve_s=reserve_s,
             usable_cpus=machine.cpus_per_rank, ranks=machine.world_size,
             cuda=machine.cuda and config.measure.device != "cpu",
             dense_workers=config.dense_workers,

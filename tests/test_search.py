@@ -285,6 +285,19 @@ def test_more_usable_cpus_never_predict_less_at_the_same_worker_count():
     assert curves[2][16] == pytest.approx(2000, rel=0.15) and curves[16][16] > 1.3 * curves[2][16]
 
 
+def test_the_what_if_looks_past_twice_the_cpus_when_the_run_measured_more_workers():
+    # An I/O-bound loader on 2 CPUs: a worker sleeps 5 ms per sample (0.2 ms of CPU), a 10 ms
+    # step of 16: the knee is at 80 / 10 = 8 workers, past twice the CPUs. With K equal to the
+    # run's CPUs the what-if gives that knee back (it used to stop looking at 2 x 2 = 4).
+    from loaderbench.analysis.predict import what_if_cpus
+
+    measure, _ = pipeline(5.0, 10.0, cpus=2, cpu_per_sample_s=0.0002)
+    rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 6, 7, 8, 9, 10)]
+    found = what_if_cpus(rows, settings(1), 2, 0.05, measured_cpus=2)
+    assert found["knee_workers"] == 8
+    assert max(w for w, _ in found["curve"]) == 20  # twice the 10 workers measured
+
+
 def test_a_light_loader_starved_at_twice_the_cpus_is_searched_wider_again():
     # 4 CPUs; a worker builds a sample in 20 ms using 2 ms of CPU (I/O-bound: 0.1 core each), a
     # 10 ms step of 16: W workers give 50 W samples/s up to the step's 1,600/s at W = 32. Twice

@@ -213,6 +213,7 @@ def test_a_drift_the_second_fresh_trial_does_not_confirm_changes_nothing(tmp_pat
     assert rs.recommendation.settings.num_workers == 2
     text = " ".join(search_lines(rs))
     assert "fresh 914 / 1,231 and warm 1,231 / 1,231 samples/s overlap: not confirmed" in text
+    assert "x2" not in text  # the check's warm trial is a repeat, not one the search asked for
 
 
 def test_a_knee_picked_on_a_lucky_trial_is_not_taken_for_drift(tmp_path):
@@ -313,3 +314,22 @@ def test_a_stream_every_worker_replays_is_measured_as_a_grid(tmp_path):
     rs = run_sweep(replace(config(), repeats=1, search="auto"), output=tmp_path / "r.json", environment=ENV,
                    machine=MACHINE, runner=runner, save=lambda r, p: None, facts=facts)
     assert sorted(w for w, _, _ in runner.calls) == [0, 2, 4] and "search" not in rs.analysis
+
+
+def test_a_budget_spent_before_the_search_measures_one_config_and_says_so(tmp_path):
+    # The command started 200 s ago (a slow dataset check): --time-budget 120 is spent. The
+    # search still measures one config (its probe) to have an answer, starts nothing more, and
+    # the footer gives the time since the command started, past the budget.
+    import time
+    from dataclasses import replace
+
+    from loaderbench.render.sweep import search_lines
+
+    runner = FakeRunner({w: (lambda w=w: ok(w)) for w in range(9)})
+    cfg = replace(config(num_workers=(0, 1, 2, 4, 8)), repeats=3, search="auto", time_budget_s=120.0)
+    rs = run_sweep(cfg, output=tmp_path / "r.json", environment=ENV, machine=MACHINE, runner=runner,
+                   save=lambda r, p: None, started_at=time.monotonic() - 200.0)
+    assert len([c for c in runner.calls if c[2] == "config"]) == 1
+    assert rs.analysis["since_start_s"] >= 200.0
+    text = " ".join(search_lines(rs))
+    assert "measured 1 config (" in text and "since the command started, past --time-budget 120 s" in text

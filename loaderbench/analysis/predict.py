@@ -343,13 +343,16 @@ def parse_what_if(text: str) -> WhatIf:
 def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: int, tolerance: float,
                  max_workers: int | None = None, measured_cpus: int | None = None) -> dict[str, Any] | None:
     """Predicted throughput of `base`'s series with `cpus` usable CPUs, at every worker count
-    from 0 to `max_workers` (default 2 x cpus), and its predicted knee (the fewest workers within
-    `tolerance` of the best prediction): the model fitted on `results` (measured with
+    from 0 to `max_workers`, and its predicted knee (the fewest workers within
+    `tolerance` of the best prediction; `max_workers` defaults to twice the larger of `cpus` and
+    the most workers measured, since a loader that waits on I/O gains from more workers than
+    CPUs): the model fitted on `results` (measured with
     `measured_cpus` CPUs, which decides which of them ran uncontended) and evaluated with U = cpus (NOTE
     [pipeline model]), anchored to the measured rows when `measured_cpus` is known (`_anchored`).
     None when the series cannot be predicted. Keys: cpus, knee_workers,
     knee_samples_per_s, knee_stall_fraction, curve ([workers, samples/s] pairs)."""
-    top_w = max_workers if max_workers is not None else 2 * cpus
+    widest = max((r.settings.num_workers for r in results), default=0)
+    top_w = max_workers if max_workers is not None else 2 * max(cpus, widest)
     cells = [with_workers(base, w) for w in range(0, top_w + 1)]
     preds = predict(results, cells, cpus, fit_cpus=measured_cpus)
     if measured_cpus:

@@ -469,14 +469,26 @@ def search_lines(rs: ResultSet) -> list[str]:
     a = rs.analysis or {}
     log = a.get("search") or {}
     measured = sum(1 for r in rs.results if r.status != "skipped")
-    repeated = [f"{r.settings.key()} x{len(r.trials)}" for r in rs.results if len(r.trials) > 1]
+    drift = a.get("drift") or {}
+    # A drift check that tripped added one warm trial to the knee: a repeat, but not the search's.
+    added = drift.get("config") if len(drift.get("warm_trials_samples_per_s") or []) >= 2 and not drift.get(
+        "confirmed") and len(drift.get("fresh_trials_samples_per_s") or []) == 2 else None
+    repeated = [f"{r.settings.key()} x{n}" for r in rs.results
+                if (n := len(r.trials) - (1 if r.settings.key() == added else 0)) > 1]
     span = log.get("workers_searched") or []
     if not any(r.status == "ok" and r.summary is not None for r in rs.results):
         return [f"Search (model-guided, --search auto): {measured} configs tried in {a.get('sweep_wall_s', 0):.0f} s; "
                 "none finished, so nothing was ranked (each row says why)."]
     over = f"; worker counts searched: {span[0]}-{span[1]}" if len(span) == 2 else ""
-    text = (f"Search (model-guided, --search auto): measured {measured} configs (the grid lists {log.get('grid_configs')}"
-            f"{over}) in {a.get('sweep_wall_s', 0):.0f} s: the predicted knee, its neighbours and the variants there; "
+    took = f"{a.get('sweep_wall_s', 0):.0f} s"
+    budget = ((rs.config or {}).get("measure") or {}).get("time_budget_s")
+    if a.get("since_start_s") is not None and budget:
+        past = a["since_start_s"] > budget
+        took += (f" ({a['since_start_s']:.0f} s since the command started, "
+                 f"{'past' if past else 'within'} --time-budget {budget:.0f} s)")
+    text = (f"Search (model-guided, --search auto): measured {measured} config{'s' if measured != 1 else ''} "
+            f"(the grid lists {log.get('grid_configs')}{over}) in {took}: the predicted knee, its neighbours and the "
+            "variants there; "
             + (f"repeats where they decide: {', '.join(repeated)}" if repeated else "no config competed closely enough to need repeats")
             + f" ({log.get('stopped') or 'done'}).")
     out = [text]
@@ -516,10 +528,13 @@ def search_lines(rs: ResultSet) -> list[str]:
                        f"fresh trial read {second:+.1%}, so it was not confirmed (checks, not counted as repeats).")
         elif len(fresh) == 2 and warm > 0:
             warms = drift["warm_trials_samples_per_s"]
-            out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process "
-                       f"past the drift threshold ({limit:.0%}); with one more trial of each kind, fresh "
+            rec = rs.recommendation
+            now = None if rec is None or rec.settings is None else rec.settings.key()
+            moved_to = f"; with its new warm trial the pick is now {now}" if now and now != drift["config"] else ""
+            out.append(f"Drift check: the knee when the search ended ({drift['config']}) measured again in a fresh "
+                       f"process past the drift threshold ({limit:.0%}); with one more trial of each kind, fresh "
                        f"{' / '.join(f'{f:,.0f}' for f in fresh)} and warm {' / '.join(f'{w:,.0f}' for w in warms)} "
-                       "samples/s overlap: not confirmed (the fresh trials are checks, the warm one a repeat).")
+                       f"samples/s overlap: not confirmed (the fresh trials are checks, the warm one a repeat{moved_to}).")
         else:
             out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process: "
                        f"{moved} against the warm process ({within}; a check, not counted as a repeat).")
@@ -622,7 +637,7 @@ def footer_lines(rs: ResultSet) -> list[str]:
             out.append(f"warning [{r.settings.key()}]: {w.message}")
         if r.summary is not None and stats.relative_spread(r.summary) > stats.NOISY_SPREAD:
             out.append(
-                f"noisy [{r.settings.key()}]: throughput spread {stats.relative_spread(r.summary):.0%} of the "
+                f"noisy [{r.settings.key()}]: throughput spread {stats.relative_spread(r.summary):.1%} of the "
                 f"median over {r.summary.repeats} repeats (over 10%): measure longer (--batches, --min-time) "
                 "or more often (--repeats) before trusting small differences."
             )
@@ -722,9 +737,9 @@ def what_if_lines(what: dict[str, Any]) -> list[str]:
         return _what_if_disk_lines(what)
     cpus = what["cpus"]
     if what.get("knee_workers") is None:
-        return [f"What if {cpus} usable CPUs: no prediction (no config with workers was measured)."]
+        return [f"What if {cpus} usable CPU{'s' if cpus != 1 else ''}: no prediction (no config with workers was measured)."]
     return [
-        f"What if {cpus} usable CPUs (a prediction from the pipeline model fitted on this run's measured configs, "
+        f"What if {cpus} usable CPU{'s' if cpus != 1 else ''} (a prediction from the pipeline model fitted on this run's measured configs, "
         f"not a measurement): {_knee_and_curve(what)}"
     ]
 
