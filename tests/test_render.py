@@ -101,6 +101,11 @@ def test_partial_line_counts_configs_short_of_their_repeats():
     )
     rs.results = rs.results[:1]
     assert render.footer_lines(rs)[0].startswith("PARTIAL: 1 of 4 planned configs finished (the sweep was stopped);")
+    # A search plans no fixed set: it says how far it got, not "of N planned".
+    rs.analysis["search"] = {"steps": [], "grid_configs": 4}
+    lines = render.footer_lines(rs)
+    assert ("PARTIAL: the search was stopped after 1 config; the recommendation covers only these, and what more "
+            "configs would give is not known.") in lines
 
 
 def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():

@@ -552,10 +552,15 @@ def footer_lines(rs: ResultSet) -> list[str]:
         repeats = int(((rs.config or {}).get("measure") or {}).get("repeats") or 1)
         short = sum(1 for r in rs.results if r.status == "ok" and 0 < len(r.trials) < repeats)
         fewer = f", {short} of them with fewer than {repeats} repeats" if short else ""
-        out.append(
-            f"PARTIAL: {len(rs.results)} of {planned} planned configs finished (the sweep was stopped){fewer}; "
-            "the recommendation covers only these."
-        )
+        if searched:  # a search plans no fixed set of configs or repeats
+            done = sum(1 for r in rs.results if r.trials)
+            out.append(f"PARTIAL: the search was stopped after {done} config{'s' if done != 1 else ''}; "
+                       "the recommendation covers only these, and what more configs would give is not known.")
+        else:
+            out.append(
+                f"PARTIAL: {len(rs.results)} of {planned} planned configs finished (the sweep was stopped){fewer}; "
+                "the recommendation covers only these."
+            )
     h = (rs.analysis or {}).get("headroom")
     if h:
         which = "your current settings" if h.get("which") == "current" else "the first config"
