@@ -231,9 +231,9 @@ def run_sweep(
     error and the sweep goes on. With `facts` (from `validate_workload`), configs that cannot fit
     in /dev/shm are skipped with the reason, oversubscribed ones get a warning, and configs of an
     IterableDataset that every worker replays are flagged and never ranked (preflight.py).
-    With `fresh_runner` (a process per config, when `runner` keeps one warm process), the first
-    measured config is measured again at the end, and if it moved by more than the tolerance the
-    competing configs are measured again through `fresh_runner` (`analysis["drift"]`).
+    With `fresh_runner` (a process per config, when `runner` keeps one warm process), the knee is
+    measured again at the end in a fresh process, and if a drift is confirmed the competing
+    configs are measured again through `fresh_runner` (`check_drift`, `analysis["drift"]`).
     `--time-budget` counts from `started_at` (time.monotonic() when the command started; default
     now): the search starts no step that would end after it, keeping one trial's time for the
     step and, with `fresh_runner`, about two for the drift check (NOTE [time budget]).
@@ -332,9 +332,10 @@ def run_sweep(
             result_set.analysis["interrupted"] = True
             snapshot()
             raise
+        wall = time.monotonic() - t0
         timing["trials"] += 1
-        timing["trial_wall_s"] += time.monotonic() - t0
-        trial_walls.append(time.monotonic() - t0)
+        timing["trial_wall_s"] += wall
+        trial_walls.append(wall)
         if outcome.trial is not None:
             outcome.trial.cache_state = cache_state
             timing["window_s"] += outcome.trial.wall_s
