@@ -54,7 +54,8 @@ def watch_lines(rs: ResultSet) -> list[str]:
     s = r.summary
     t = r.trials[0]
     lines = [
-        f"loaderbench watch ({settings}): {len(t.step_s)} steps measured after {t.warmup_batches + 1} warm-up "
+        f"loaderbench watch ({settings}): {len(t.step_s)} step{'s' if len(t.step_s) != 1 else ''} measured after "
+        f"{t.warmup_batches + 1} warm-up "
         f"batches: throughput {s.samples_per_s:,.0f} samples/s, stall fraction {s.stall_fraction:.1%} "
         f"({input_bound_band(s.stall_fraction)}), data-wait p50 / p95 {s.data_wait_p50_s * 1e3:.1f} / "
         f"{s.data_wait_p95_s * 1e3:.1f} ms, step time p50 {s.step_p50_s * 1e3:.1f} ms, first batch "
