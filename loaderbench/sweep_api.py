@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -203,9 +204,38 @@ def sweep_dataset(dataset: Any, *, execute: Callable[..., tuple[ResultSet, Path]
     and KeyboardInterrupt after saving what was measured."""
     output = options.pop("output", None)
     config, pickled = build_api_config(dataset, options)
+    saved = os.environ.get("PYTHONPATH")
+    root = _import_root(type(dataset).__module__) if pickled else None
+    if root is not None:  # the measuring processes import the dataset's module from where this one did
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *([saved] if saved else [])])
     try:
         rs, path = execute(config, output=None if output is None else Path(output), observer=observer)
     finally:
         if pickled:
             Path(pickled).unlink(missing_ok=True)
+        if root is not None:
+            if saved is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = saved
+    if not any(r.status == "ok" for r in rs.results):
+        from loaderbench.errors import NothingMeasured
+
+        first = next((r.error for r in rs.results if r.error), None)
+        raise NothingMeasured(
+            "loaderbench.sweep: no config was measured successfully: every row failed, hung or was skipped"
+            + (f" (first: {first})" if first else "") + f"; details in {path}"
+        )
     return SweepRun(rs, path)
+
+
+def _import_root(module: str) -> str | None:
+    """The sys.path folder `module` was imported from (its file's folder, up one per package
+    level), or None when it has no file (built in) or is not loaded."""
+    mod = sys.modules.get(module)
+    file = getattr(mod, "__file__", None)
+    if not file:
+        return None
+    path = Path(file).resolve()
+    depth = len(module.split(".")) - (0 if path.name == "__init__.py" else 1)
+    return str(path.parents[depth])

@@ -477,3 +477,19 @@ class ShardStream(torch.utils.data.IterableDataset):
 
 def make_shard_stream(root, record_bytes: int = 65536) -> torch.utils.data.IterableDataset:
     return ShardStream(root, record_bytes)
+
+
+class FailsOutsideItsProcess(Dataset):
+    """Fine in the process that made it; in any other (a measuring process that unpickled it)
+    every sample raises."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int):
+        if os.getpid() != self.pid:
+            raise OSError(f"cannot read sample {i} outside process {self.pid}")
+        return torch.zeros(2)

@@ -141,3 +141,39 @@ def test_check_refuses_a_baseline_of_a_pickled_dataset_in_one_line(tmp_path):
     res = CliRunner().invoke(app, ["check", "--baseline", str(path)])
     assert res.exit_code == 2 and "measured from a Dataset object passed to loaderbench.sweep()" in res.output
     assert "Traceback" not in res.output
+
+
+def test_a_dataset_whose_module_only_this_process_can_import_reaches_the_measuring_process(tmp_path):
+    # The module sits in a folder put on sys.path by the caller (as running a script from its
+    # folder does), not on PYTHONPATH: the measuring process is given that folder.
+    import importlib
+    import os
+    import sys
+
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "only_here_ds.py").write_text(
+        "import torch\nfrom torch.utils.data import Dataset\n\n"
+        "class OnlyHere(Dataset):\n    def __len__(self):\n        return 4096\n"
+        "    def __getitem__(self, i):\n        return torch.zeros(3)\n")
+    sys.path.insert(0, str(mods))
+    before = os.environ.get("PYTHONPATH")
+    try:
+        module = importlib.import_module("only_here_ds")
+        run = loaderbench.sweep(module.OnlyHere(), num_workers=[0], batch_size=8, step="sleep:2", search="grid",
+                                repeats=1, batches=10, min_time_s=0.2, output=tmp_path / "run.json")
+    finally:
+        sys.path.remove(str(mods))
+        sys.modules.pop("only_here_ds", None)
+    assert list(run.frame["status"]) == ["ok"]
+    assert os.environ.get("PYTHONPATH") == before  # put back
+
+
+def test_a_python_sweep_where_every_config_failed_raises_instead_of_returning_nothing(tmp_path):
+    from loaderbench.errors import NothingMeasured
+    from tests.fixture_datasets import FailsOutsideItsProcess
+
+    with pytest.raises(NothingMeasured, match="no config was measured successfully.*cannot read sample"):
+        loaderbench.sweep(FailsOutsideItsProcess(), num_workers=[0], batch_size=8, step="sleep:2", search="grid",
+                          repeats=1, batches=10, min_time_s=0.2, output=tmp_path / "run.json")
+    assert (tmp_path / "run.json").exists()  # what was measured is kept
