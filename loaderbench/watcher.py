@@ -757,7 +757,8 @@ class Watch:
         return (
             f"too few batches to measure: {self._batches_seen} batch{'es' if self._batches_seen != 1 else ''} seen "
             f"and no complete step after the first batch and the warm-up (at least {least} batches: "
-            f"max(warmup_batches={self._warmup_batches}, num_workers x prefetch_factor)); "
+            f"max(warmup_batches={self._warmup_batches}, num_workers x prefetch_factor), more while the "
+            f"workers' start-up backlog drains), so at least {least + 2} batches are needed; "
             "give more batches or a smaller warmup_batches"
         )
 

@@ -155,7 +155,11 @@ def test_empty_loader_and_too_short_loader_say_so_instead_of_numbers():
     r = w.result().results[0]
     assert r.status == "failed" and r.summary is None
     assert r.error.startswith("too few batches to measure: 3 batches seen")
-    assert "warmup_batches=3" in r.error
+    assert "warmup_batches=3" in r.error and "at least 5 batches are needed" in r.error  # first + 3 + 1 step
+    w = watched(clock, TimedLoader(clock, 5, load_s=0.01), warmup_batches=3)
+    for _batch in w:
+        clock.advance(0.01)
+    assert w.result().results[0].status == "ok"  # and 5 are enough
     assert "nothing" in loaderbench.watch([]).report() or "no measurement" in w.report()
 
 
