@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,6 +15,22 @@ from pathlib import Path
 
 from loaderbench.analysis import summarize_config
 from loaderbench.model import ConfigResult, LoaderSettings, Trial
+
+
+def batch_load_s(dataset, batch_size: int, collate=None, batches: int = 5) -> float:
+    """Median wall time, in seconds, of building one batch of `dataset` in this process: the
+    items `dataset[i]` for `batch_size` consecutive indices, then `collate` on them if given.
+    Sleep-based datasets state their cost only up to the machine's sleep overshoot (0.1-0.4 ms
+    per sleep on the CI VMs, more when busy); this is their cost here, for hand-computed
+    expectations."""
+    times = []
+    for b in range(batches):
+        t0 = time.perf_counter()
+        items = [dataset[i] for i in range(b * batch_size, (b + 1) * batch_size)]
+        if collate is not None:
+            collate(items)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def settings(nw: int, pin: bool = False, pf: bool = False, bs: int = 16, factor: int | None = None,
