@@ -884,6 +884,45 @@ def execute_sweep(
     (default: now).
     """
     started_at = time.monotonic() if started_at is None else started_at
+    # The warm measuring process starts first: its interpreter and torch's import (seconds on a
+    # small machine) then overlap this process's own (detect_machine imports torch) and the checks.
+    # So does the fresh one the drift check will use (NOTE [a fresh process, started ahead]).
+    warm = WarmRunner() if config.isolation == "warm" and runner is run_isolated else None
+    fresh = WarmRunner(one_config=True) if warm is not None and drift_may_follow(config) else None
+    try:
+        for proc in (warm, fresh):
+            if proc is not None:
+                proc.prestart()
+        return _execute_sweep(config, output=output, observer=observer, cache_dir=cache_dir, machine=machine,
+                              runner=runner, distributed=distributed, started_at=started_at, warm=warm,
+                              fresh=fresh)
+    finally:
+        for proc in (warm, fresh):
+            if proc is not None:
+                proc.close()
+
+
+SPARE_MIN_CPUS = 4  # start the drift check's fresh process ahead only with this many usable CPUs
+
+
+def drift_may_follow(config: SweepConfig) -> bool:
+    """Whether the drift check's fresh process is worth starting ahead: at least SPARE_MIN_CPUS
+    usable CPUs (NOTE [a fresh process, started ahead]) and a sweep that may measure
+    DRIFT_MIN_CONFIGS configs or more: the default worker grid has three counts or more;
+    otherwise the grid's configs counted as with CUDA (pin_memory and prefetch then add
+    configs), the most there can be."""
+    from loaderbench.env import usable_cpus
+
+    if usable_cpus() < SPARE_MIN_CPUS:
+        return False
+    if not config.grid.get("num_workers"):
+        return True
+    return len(plan(config, Machine(cuda=True, usable_cpus=1))) >= DRIFT_MIN_CONFIGS
+
+
+def _execute_sweep(config: SweepConfig, *, output: Path | None, observer: SweepObserver | None, cache_dir: str | None,
+                   machine: Machine | None, runner: Runner, distributed: dict[str, Any] | None, started_at: float,
+                   warm: WarmRunner | None, fresh: WarmRunner | None) -> tuple[ResultSet, Path]:
     from loaderbench.env import capture_environment, preflight_warnings
     from loaderbench.results import check_result_path
 
@@ -904,10 +943,7 @@ def execute_sweep(
                 f"--data: {ds.factory} has no `root` parameter, so the path is not passed to it; --cache and "
                 "the bytes read are set against the files under --data: name exactly the files it reads"
             )
-    warm = WarmRunner() if config.isolation == "warm" and runner is run_isolated else None
     try:
-        if warm is not None:
-            warm.prestart()  # its start-up overlaps the checks below
         obs.phase(f"building the dataset ({config.dataset.factory or config.dataset.kind}) to check it")
         facts = validate_workload(config, machine, cache_dir=cache_dir)
         if facts.sampler_kind:
@@ -921,7 +957,7 @@ def execute_sweep(
         if warm is not None:
             rs = run_sweep(
                 config, output=out, environment=environment, machine=machine, observer=obs,
-                cache_dir=cache_dir, facts=facts, runner=warm, fresh_runner=run_isolated, files=files,
+                cache_dir=cache_dir, facts=facts, runner=warm, fresh_runner=fresh or run_isolated, files=files,
                 started_at=started_at,
             )
             rs.analysis["measuring_processes"] = warm.starts
@@ -932,9 +968,6 @@ def execute_sweep(
             )
     except KeyboardInterrupt as exc:
         raise SweepInterruptedAt(out) from exc
-    finally:
-        if warm is not None:
-            warm.close()
     return rs, out
 
 

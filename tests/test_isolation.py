@@ -145,3 +145,16 @@ def test_a_prestarted_warm_process_serves_the_first_config_and_an_unused_one_end
     t0 = time.monotonic()
     unused.close()
     assert time.monotonic() - t0 < 2.0 and unused._proc is None
+
+
+def test_a_one_config_runner_gives_every_trial_a_process_that_measured_nothing_before(fake_python):
+    from loaderbench.measure.warm import WarmRunner
+
+    with WarmRunner(python=fake_python, one_config=True) as runner:
+        runner.prestart()
+        first = runner(job(timeout_s=5.0))
+        assert runner.starts == 1  # the process started ahead took the first trial
+        second = runner(job(timeout_s=5.0))
+        assert runner.starts == 2
+    assert first.status == second.status == "ok"
+    assert first.trial.samples != second.trial.samples  # the fake child's pid: two processes

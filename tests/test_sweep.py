@@ -333,3 +333,46 @@ def test_a_budget_spent_before_the_search_measures_one_config_and_says_so(tmp_pa
     assert rs.analysis["since_start_s"] >= 200.0
     text = " ".join(search_lines(rs))
     assert "measured 1 config (" in text and "since the command started, past --time-budget 120 s" in text
+
+
+def test_the_drift_checks_fresh_process_is_started_ahead_only_where_cpus_and_configs_allow(monkeypatch):
+    from dataclasses import replace
+
+    from loaderbench import env
+    from loaderbench.orchestrate import drift_may_follow
+
+    cfg = build_config(None, {"dataset": {"kind": "tensor"}, "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)}})
+    monkeypatch.setattr(env, "usable_cpus", lambda: 2)
+    assert not drift_may_follow(cfg)  # three imports queue on 2 CPUs
+    monkeypatch.setattr(env, "usable_cpus", lambda: 16)
+    assert drift_may_follow(cfg)  # the default worker grid: three counts or more
+    one = replace(cfg, grid={**cfg.grid, "num_workers": (4,), "pin_memory": (False,), "prefetch": (False,)})
+    assert not drift_may_follow(one)  # one config: no drift check
+    # One worker count, pin_memory x prefetch on a GPU machine: four configs.
+    assert drift_may_follow(replace(cfg, grid={**cfg.grid, "num_workers": (4,)}))
+
+
+def test_the_warm_measuring_process_starts_before_this_process_imports_torch(monkeypatch, tmp_path):
+    # detect_machine imports torch (seconds on 2 CPUs): the measuring process's own import runs
+    # meanwhile, so it must have been started already.
+    from loaderbench import orchestrate
+    from loaderbench.measure.warm import WarmRunner
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def prestart(self):
+        seen.append(("prestart", self.one_config))
+
+    def detect(*a, **k):
+        seen.append(("detect_machine", None))
+        raise Stop
+
+    monkeypatch.setattr(WarmRunner, "prestart", prestart)
+    monkeypatch.setattr(orchestrate, "detect_machine", detect)
+    monkeypatch.setattr(orchestrate, "drift_may_follow", lambda config: True)
+    with pytest.raises(Stop):
+        orchestrate.execute_sweep(config(), output=tmp_path / "r.json")
+    assert seen == [("prestart", False), ("prestart", True), ("detect_machine", None)]

@@ -10,6 +10,18 @@ NOTE [why a warm process, and what it keeps]
     fails ends that process (the next config starts a fresh one), a hang is killed with its
     whole process tree by the same deadlines as `run_isolated`, and the sweep re-measures its
     first config at the end to check that nothing carried over (the drift check in orchestrate.py).
+
+NOTE [a fresh process, started ahead]
+    The drift check measures the knee again in a process that has measured nothing before. A
+    fresh process started then pays its interpreter and torch's import at the end of the sweep
+    (3 s of a 20-s search on 2 CPUs). `WarmRunner(one_config=True)` is that fresh process started
+    ahead, with the warm one, while the command itself starts (before anything is measured,
+    never during a trial); it waits on its stdin until the check needs it, and ends after that
+    one config. Nothing in it has run a config, a DataLoader or a step, which is what "fresh"
+    must mean for the check. Three interpreters importing torch at once queue on a small
+    machine: on 2 CPUs the first trial then started 2.2 s later and the check ran 2.5 s
+    sooner, no gain, so the sweep starts it ahead only with 4 or more usable CPUs
+    (`orchestrate.drift_may_follow`).
 """
 
 from __future__ import annotations
@@ -41,14 +53,18 @@ class WarmRunner:
     """A `Runner` that measures every trial in one warm measuring process, restarted after a
     config that failed, crashed or hung. Use as a context manager (or call `close()`).
 
+    With `one_config=True` every trial gets a measuring process that has measured nothing
+    before (the process ends after its trial), as with `run_isolated`; the only difference is
+    that `prestart()` can start the first one ahead (NOTE [a fresh process, started ahead]).
+
     `starts` counts the measuring processes started; `python` and `env` are the interpreter and
     environment of the measuring process (a fake child in tests). Never raises for a config's
     faults; KeyboardInterrupt kills the process tree and is re-raised.
     """
 
     def __init__(self, *, python: str = sys.executable, env: dict[str, str] | None = None,
-                 poll_s: float = 0.2) -> None:
-        self.python, self.env, self.poll_s = python, env, poll_s
+                 poll_s: float = 0.2, one_config: bool = False) -> None:
+        self.python, self.env, self.poll_s, self.one_config = python, env, poll_s, one_config
         self._tmp = tempfile.TemporaryDirectory(prefix="loaderbench-warm-")
         self._proc: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -157,6 +173,8 @@ class WarmRunner:
                 return Outcome(status="failed", error=classify_failure(tail, rc), last_batch=last,
                                detail=tail or None)
         assert finished is not None
+        if self.one_config:
+            self._stop()  # this process has measured a config: the next call gets another
         return _outcome_from(finished, last)
 
     def _hung(self, job: TrialJob, result_path: Path, offset: int, last: int | None,
