@@ -76,6 +76,42 @@ def test_stop_workers_does_not_wait_for_the_batch_in_flight(pin):
     stop_workers(loader)  # a second call does nothing
 
 
+def _hold_and_die(lock) -> None:
+    lock.acquire()
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)  # dies holding the lock, as a worker killed mid-read does
+
+
+def test_stop_workers_never_waits_on_a_lock_a_killed_worker_held():
+    # A worker takes the done event's lock for a moment on every index it reads; killed inside
+    # that moment, it leaves the lock held for good. Here a process dies holding it, for sure:
+    # torch's shutdown (done_event.set()) would then wait forever; stop_workers must not.
+    import multiprocessing as mp
+    import threading
+
+    from loaderbench.measure.introspect import stop_workers
+
+    loader = _tracking_loader_class()(_SlowAfter(30.0), batch_size=4, num_workers=2)
+    it = iter(loader)
+    next(it)
+    holder = mp.get_context("fork").Process(target=_hold_and_die, args=(it._workers_done_event._cond,))
+    holder.start()
+    holder.join(10)
+    assert holder.exitcode == -9
+    assert not it._workers_done_event._cond.acquire(timeout=0.1)  # the lock is lost for good
+    workers = list(it._workers)
+    done = threading.Event()
+    threading.Thread(target=lambda: (stop_workers(loader), done.set()), daemon=True).start()
+    assert done.wait(10.0), "stop_workers waited on the dead worker's lock"
+    assert not any(w.is_alive() for w in workers) and it._shutdown
+    del it  # its __del__ must not wait on the lock either
+    import gc
+
+    gc.collect()
+
+
 def test_stop_workers_without_workers_does_nothing():
     from loaderbench.measure.introspect import stop_workers
 

@@ -108,14 +108,19 @@ def stop_workers(loader: Any, *, grace_s: float = 1.0) -> None:
         the pin-memory thread is stopped as torch stops it (while every worker is alive, so it
         never reads half a message), the workers' pids are taken off torch's SIGCHLD check
         (which would report them as killed), each worker gets SIGTERM (SIGKILL after
-        `grace_s`), and torch's shutdown does the rest (queues, pin thread, nothing left to
-        wait for). A dataset's worker is stopped between two instructions, as an interrupted
-        training job's would be.
+        `grace_s`), and the iterator is closed here: marked shut down and its queues closed
+        without waiting on them. torch's own shutdown must not run after the kill: it sets the
+        workers' done event, whose lock a worker holds for a moment on every index it reads,
+        and a worker killed inside that moment leaves the lock held for good (the measuring
+        process then hung until the config's timeout, once in about 60 trials of 4 workers on
+        2 CPUs; torch's comments name the same hang). A dataset's worker is stopped between
+        two instructions, as an interrupted training job's would be.
     """
     it = getattr(loader, "last_iterator", None)
     workers = getattr(it, "_workers", None)
     if it is None or not workers or getattr(it, "_shutdown", True):
         return
+    signalled = False
     try:
         from torch.utils.data import _utils
 
@@ -127,6 +132,8 @@ def stop_workers(loader: Any, *, grace_s: float = 1.0) -> None:
         if getattr(it, "_worker_pids_set", False):
             _utils.signal_handling._remove_worker_pids(id(it))
             it._worker_pids_set = False
+        queues = [*it._index_queues, it._worker_result_queue]
+        signalled = True
         for w in workers:
             if w.is_alive():
                 w.terminate()
@@ -136,8 +143,16 @@ def stop_workers(loader: Any, *, grace_s: float = 1.0) -> None:
                 w.kill()
                 w.join(timeout=grace_s)
     except (AttributeError, ImportError, OSError, ValueError):
-        pass  # a torch without these internals: its own shutdown below
-    it._shutdown_workers()
+        if not signalled:
+            it._shutdown_workers()  # a torch without these internals: its own shutdown, workers alive
+            return
+    it._shutdown = True  # so neither torch's shutdown nor the iterator's __del__ touches the done event
+    for q in queues:
+        try:
+            q.cancel_join_thread()
+            q.close()
+        except (OSError, ValueError):
+            pass
 
 
 def describe_dead_workers(loader: Any) -> str:
