@@ -278,7 +278,11 @@ def run_sweep(
         result_set.analysis["sweep_wall_s"] = (now() - started).total_seconds()
         result_set.analysis["since_start_s"] = time.monotonic() - started_at  # what --time-budget counts
         result_set.analysis["configs_planned"] = len(points)
-        result_set.analysis["timing"] = dict(timing)
+        parts = ("setup_s", "first_batch_s", "warmup_s", "window_s", "probe_s", "stop_s")
+        # The rest of the trials' wall time: the measuring process's round trip (its start for a
+        # fresh process, the reset between configs, the job and result files).
+        result_set.analysis["timing"] = {**timing, "other_s": max(0.0, timing["trial_wall_s"]
+                                                                  - sum(timing[k] for k in parts))}
         order = {p.settings: i for i, p in enumerate(points)}
         measured = [r for r, d in zip(results, done) if d]
         result_set.results = sorted(measured, key=lambda r: _row_order(r.settings, order))

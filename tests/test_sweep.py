@@ -376,3 +376,28 @@ def test_the_warm_measuring_process_starts_before_this_process_imports_torch(mon
     with pytest.raises(Stop):
         orchestrate.execute_sweep(config(), output=tmp_path / "r.json")
     assert seen == [("prestart", False), ("prestart", True), ("detect_machine", None)]
+
+
+def test_where_the_trials_time_went_adds_up_to_their_wall_time(tmp_path, monkeypatch):
+    # Each trial takes 2.0 s of the (fake) clock; its record itemises 0.01 set-up, 0.5 first
+    # batch, 0.2 warm-up, a window of 20 x 13 ms = 0.26, 0.3 of probes and 0.04 of stop: the
+    # rest, 0.69 s per trial, is the measuring process's round trip.
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from loaderbench import orchestrate
+
+    clock = [100.0]
+    monkeypatch.setattr(orchestrate, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+
+    def made() -> Outcome:
+        clock[0] += 2.0
+        t = replace(trial(0.001, 0.012), setup_s=0.01, warmup_s=0.2, probe_s=0.3, stop_s=0.04)
+        return Outcome(status="ok", trial=t)
+
+    rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=FakeRunner({0: made, 2: made, 4: made}), save=lambda r, p: None)
+    t = rs.analysis["timing"]
+    assert t["trials"] == 3 and t["trial_wall_s"] == pytest.approx(6.0)
+    assert t["window_s"] == pytest.approx(3 * 0.26) and t["probe_s"] == pytest.approx(0.9)
+    assert t["other_s"] == pytest.approx(3 * (2.0 - 0.01 - 0.5 - 0.2 - 0.26 - 0.3 - 0.04))
