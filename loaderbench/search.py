@@ -18,9 +18,11 @@ NOTE [model-guided search]
       5. variants: every other combination of the non-worker axes at the knee's worker count;
          where a variant measures best, its series gets steps 3-4 from there;
       6. repeats where they decide: the configs between half and twice the tolerance below the
-         best (a repeat may move them across the knee's edge), with the best and the knee, get
-         repeats, interleaved, up to --repeats, while --time-budget lasts and any config is left
-         near the edge; the knee is taken again after each round, and a new knee gets its
+         best (a repeat may move them across the knee's edge), and a config with fewer workers
+         than the knee that measured once far below a prediction that made it the knee (NOTE
+         [a measurement the model disputes]), with the best and the knee, get repeats,
+         interleaved, up to --repeats, while --time-budget lasts and any config is left near
+         the edge; the knee is taken again after each round, and a new knee gets its
          neighbours measured.
     When the worker list was not given (--num-workers), the list searched is every count from
     0 to the default grid's largest (the usable CPUs), or twice that for a loader whose workers
@@ -93,6 +95,7 @@ class Search:
         # runs after the search (orchestrate.py: the drift check), estimated from trials so far.
         self.reserve_s = reserve_s
         self.results: dict[LoaderSettings, ConfigResult] = {}
+        self.predicted: dict[LoaderSettings, float] = {}  # the model's samples/s before each was measured
         self.log = SearchLog(grid_configs=len(self.cells), budget_s=budget_s)
 
     # -- bookkeeping ------------------------------------------------------------------------
@@ -128,6 +131,7 @@ class Search:
         self.results[s] = r
         entry: dict[str, Any] = {"config": s.key(), "why": why, "status": r.status}
         if pred is not None:
+            self.predicted[s] = pred.samples_per_s
             entry["predicted_samples_per_s"] = pred.samples_per_s
             if r.summary is not None:
                 entry["measured_samples_per_s"] = r.summary.samples_per_s
@@ -341,12 +345,17 @@ class Search:
             if self.out_of_time():
                 self.log.stopped = f"--time-budget reached before repeat {repeat + 1}"
                 return
+            disputed = {r.settings for r in self.disputed()}
             for r in self.competitors():
                 if self.out_of_time():
                     self.log.stopped = f"--time-budget reached during repeat {repeat + 1}"
                     return
                 if len(r.trials) <= repeat and r.status == "ok":
                     self.results[r.settings] = self.measure_fn(r.settings, repeat)
+                    if r.settings in disputed:
+                        self.log.steps.append({
+                            "config": r.settings.key(), "status": self.results[r.settings].status,
+                            "why": "repeat: measured once, far below the model's prediction, which would make it the knee"})
             knee = find_knee(self.measured(), tolerance=self.tolerance)
             if knee is not None and knee.settings.num_workers > 0:
                 self._search_workers(_base_of(knee.settings), start=knee.settings.num_workers)
@@ -360,7 +369,8 @@ class Search:
         and twice the tolerance below the best (a repeat may move them across the knee's edge),
         with the best and the knee when there is any such config. A config within half the
         tolerance is equal to the best whatever a repeat says, one further than twice the
-        tolerance is out (analysis.knee.qualifies caps noise there), so neither gets repeats."""
+        tolerance is out (analysis.knee.qualifies caps noise there), so neither gets repeats,
+        unless the model disputes its one trial (`disputed`)."""
         ok = rankable(self.measured())
         if not ok:
             return []
@@ -368,11 +378,43 @@ class Search:
         top = best.summary.samples_per_s  # type: ignore[union-attr]
         edge = [r for r in ok if (1.0 - 2 * self.tolerance) * top <= r.summary.samples_per_s  # type: ignore[union-attr]
                 < (1.0 - self.tolerance / 2) * top]
+        edge += [r for r in self.disputed() if r not in edge]
         if not edge:
             return []
         knee = find_knee(ok, tolerance=self.tolerance)
         chosen = {r.settings: r for r in [*edge, best, *([knee] if knee is not None else [])]}
         return sorted(chosen.values(), key=lambda r: r.settings.structural_key())
+
+
+    def disputed(self) -> list[ConfigResult]:
+        """Configs whose one trial decides the pick against the model: measured once, with
+        fewer workers than the knee of their series, the model's prediction made before they were
+        measured within the tolerance of the best (they would be the knee), their measurement
+        more than twice the tolerance below it (out of the competitors' band).
+
+        NOTE [a measurement the model disputes]
+            One trial can read far low: on 2 CPUs a 4-worker config read 862 samples/s where
+            the model had predicted 1,070 and 4 workers measured 1,011-1,027 in other runs; the
+            pick went to 6 workers (1,002). That one trial alone put the knee past it, so it
+            gets the repeats a competitor gets (and the best and the knee with it, interleaved);
+            the median then ranks it. A config the model also put low, or with more workers
+            than the knee, cannot move the pick this way and is left alone."""
+        ok = rankable(self.measured())
+        if not ok:
+            return []
+        top = max(r.summary.samples_per_s for r in ok)  # type: ignore[union-attr]
+        knee = find_knee(ok, tolerance=self.tolerance)
+        if knee is None or knee.settings.num_workers <= 0:
+            return []
+        out = []
+        for r in ok:
+            predicted = self.predicted.get(r.settings)
+            if (predicted is not None and len(r.trials) == 1 and _same_but_workers(r.settings, knee.settings)
+                    and 0 < r.settings.num_workers < knee.settings.num_workers
+                    and predicted >= (1.0 - self.tolerance) * top
+                    and r.summary.samples_per_s < (1.0 - 2 * self.tolerance) * top):  # type: ignore[union-attr]
+                out.append(r)
+        return out
 
 
 def _same_but_workers(a: LoaderSettings, b: LoaderSettings) -> bool:

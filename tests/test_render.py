@@ -203,3 +203,15 @@ def test_a_search_where_every_config_hung_says_nothing_was_ranked():
     lines = render.search_lines(rs)
     assert lines == ["Search (model-guided, --search auto): 3 configs tried in 27 s; none finished, so nothing "
                      "was ranked (each row says why)."]
+
+
+def test_the_search_footer_names_a_repeat_the_model_asked_for():
+    rows = [result(settings(w), trial(0.0, 0.012), trial(0.0, 0.012)) for w in (4, 6)]
+    rs = ResultSet(config={}, environment={}, results=rows,
+                   analysis={"search": {"workers_searched": [0, 8], "grid_configs": 6, "stopped": "done",
+                                        "steps": [{"config": settings(4).key(), "why": "repeat: measured once, far "
+                                                   "below the model's prediction, which would make it the knee"}]},
+                             "sweep_wall_s": 20.0})
+    text = render.search_lines(rs)[0]
+    assert (f"repeats where they decide: {settings(4).key()} x2, {settings(6).key()} x2; {settings(4).key()} repeated "
+            "because its first trial read far below the model's prediction, which would make it the knee (done).") in text

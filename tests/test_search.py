@@ -18,10 +18,13 @@ from tests.helpers import FakeClock, settings, trial
 
 
 def pipeline(build_ms_per_sample: float, step_ms: float, *, bs: int = 16, cpus: int = 16,
-             cpu_per_sample_s: float = 0.0, receive_ms: float = 0.2):
+             cpu_per_sample_s: float = 0.0, receive_ms: float = 0.2,
+             outliers: dict[tuple[int, int], float] | None = None):
     """A loader whose workers each build a batch in bs x build_ms, a step of step_ms, on `cpus`
     CPUs: the measured throughput of W workers is min(W x r, cpus / kappa, C) with r = 1000 /
-    build_ms samples/s per worker (0 workers: build, then step). Returns measure(settings, repeat)."""
+    build_ms samples/s per worker (0 workers: build, then step). `outliers` maps (workers,
+    repeat) to a factor on that trial's throughput (a trial that reads low). Returns
+    measure(settings, repeat)."""
     r = 1000.0 / build_ms_per_sample
     c = bs * 1000.0 / step_ms
     calls: list[tuple[LoaderSettings, int]] = []
@@ -37,6 +40,7 @@ def pipeline(build_ms_per_sample: float, step_ms: float, *, bs: int = 16, cpus: 
         else:
             loader = min(w * r, cpu_cap)
             rate = min(loader, c)
+        rate *= (outliers or {}).get((w, repeat), 1.0)
         step_s = bs / rate
         compute_s = step_ms / 1000.0
         t = trial(max(0.0, step_s - compute_s), compute_s, n=30, bs=bs)
@@ -148,6 +152,30 @@ def test_repeats_go_only_to_the_configs_that_decide_the_pick():
     search.run()
     assert all(rep == 0 for _, rep in calls)
     assert search.log.stopped == "the ranking is clear: no config near the knee's edge"
+
+
+def test_a_first_trial_far_below_the_models_prediction_is_repeated_when_it_decides_the_pick():
+    # 2 ms per sample, a 12 ms step: 500 samples/s per worker, the step takes 1,333/s; 4
+    # workers reach the step (the knee of 0,1,2,4,6,8), 2 reach 1,000/s. 4 workers' first trial
+    # reads 20% low (1,067/s): alone, it puts the knee at 6. The model, fitted on the probe at
+    # 1 worker, predicted 4 workers at the step's rate before measuring it: that one trial
+    # decides the pick against the model, so it is repeated (with the best), and 4 is the pick.
+    cells = grid([0, 1, 2, 4, 6, 8])
+    measure, calls = pipeline(2.0, 12.0, cpus=4, outliers={(4, 0): 0.8})
+    search = Search(cells, measure=measure, tolerance=0.05, repeats=3, budget_s=600, usable_cpus=4,
+                    cuda=False, dense_workers=False, clock=FakeClock())
+    results = search.run()
+    assert search.predicted[settings(4)] == pytest.approx(1333.3, rel=0.05)
+    assert [rep for s, rep in calls if s.num_workers == 4] == [0, 1, 2]
+    assert find_knee(results, tolerance=0.05).settings.num_workers == 4
+    assert any(st["why"].startswith("repeat:") and st["config"] == settings(4).key() for st in search.log.steps)
+    # The same low trial at 2 workers, which the model put far below the best too: no repeat.
+    measure, calls = pipeline(2.0, 12.0, cpus=4, outliers={(2, 0): 0.8})
+    search = Search(cells, measure=measure, tolerance=0.05, repeats=3, budget_s=600, usable_cpus=4,
+                    cuda=False, dense_workers=False, clock=FakeClock())
+    results = search.run()
+    assert all(rep == 0 for s, rep in calls if s.num_workers == 2)
+    assert find_knee(results, tolerance=0.05).settings.num_workers == 4
 
 
 def test_the_time_budget_stops_the_repeats_and_says_so():

@@ -486,10 +486,15 @@ def search_lines(rs: ResultSet) -> list[str]:
         past = a["since_start_s"] > budget
         took += (f" ({a['since_start_s']:.0f} s since the command started, "
                  f"{'past' if past else 'within'} --time-budget {budget:.0f} s)")
+    disputed = list(dict.fromkeys(st["config"] for st in log.get("steps") or []
+                                  if str(st.get("why", "")).startswith("repeat:")))
+    why = (f"; {', '.join(disputed)} repeated because its first trial read far below the model's prediction, "
+           "which would make it the knee" if disputed else "")
     text = (f"Search (model-guided, --search auto): measured {measured} config{'s' if measured != 1 else ''} "
             f"(the grid lists {log.get('grid_configs')}{over}) in {took}: the predicted knee, its neighbours and the "
             "variants there; "
-            + (f"repeats where they decide: {', '.join(repeated)}" if repeated else "no config competed closely enough to need repeats")
+            + (f"repeats where they decide: {', '.join(repeated)}{why}" if repeated
+               else "no config competed closely enough to need repeats")
             + f" ({log.get('stopped') or 'done'}).")
     out = [text]
     check = a.get("prediction_check") or {}
