@@ -416,6 +416,20 @@ def compare(*args: str):
     return runner.invoke(app, ["compare", *args])
 
 
+def test_two_runs_with_no_config_in_common_say_nothing_was_compared_and_fail_only_with_strict():
+    b = base()
+    only = [r for r in b.results if r.key() == "w0-nopin-nopf-f--once-b16"]
+    others = [r for r in b.results if r.key() != "w0-nopin-nopf-f--once-b16"][:1]
+    c = compare_results(run_set(only), [run_set(others)], names=["base", "head"])
+    pair = c.pairs[0]
+    assert not pair.comparable and pair.reasons[0].startswith(
+        "no config in common with the baseline, so nothing was compared (baseline: w0-nopin-nopf-f--once-b16; this run: ")
+    assert set(verdicts(c).values()) <= {"missing", "new", "failed"}
+    assert c.exit_code() == 0 and c.exit_code(strict=True) == 1
+    # One config in common: compared as before.
+    assert compare_results(run_set(only + others), [run_set(others)], names=["base", "head"]).pairs[0].comparable
+
+
 def test_compare_exit_codes():
     assert compare(str(BASE), str(BASE)).exit_code == 0
     res = compare(str(BASE), str(HEAD))

@@ -666,6 +666,15 @@ def compare_pair(
             )
         )
     warnings: list[str] = []
+    if b_by and c_by and not set(b_by) & set(c_by):
+        # Config by config, two runs of different settings share nothing: say so rather than
+        # pass quietly on "missing" and "new" rows (not comparable: --strict fails on it).
+        comparable = False
+        reasons.append(
+            "no config in common with the baseline, so nothing was compared (baseline: "
+            f"{', '.join(sorted(b_by)[:3])}{', ...' if len(b_by) > 3 else ''}; this run: "
+            f"{', '.join(sorted(c_by)[:3])}{', ...' if len(c_by) > 3 else ''}); measure the same settings on both sides"
+        )
     diffs = _measure_differences(baseline, current)
     if diffs:
         warnings.append("measured differently: " + "; ".join(diffs))
