@@ -412,3 +412,25 @@ def test_loader_alone_skips_the_ready_backlog_and_times_the_rest():
 
     out2 = loader_alone(epoch(3), lambda b: b, len, skip=2, restart=lambda: epoch(40), clock=clock2, max_time_s=0.095)
     assert out2["samples_per_s"] == pytest.approx(2 / 0.01) and out2["batches"] == 10
+
+
+def test_a_window_over_epochs_holds_whole_epochs_wherever_it_starts():
+    # Epochs of 5 batches, 0.5 s to start one, 10 ms per batch; the warm-up ends after 2
+    # batches, mid-epoch. At least 7 batches are asked for: the window runs on to 10 (two whole
+    # epochs), holding exactly two epoch starts, so every config carries the start-up at its
+    # share of an epoch: (2 x 0.51 + 8 x 0.01) s of wait over 10 batches.
+    clock = FakeClock()
+
+    class Epochs:
+        def __iter__(self):
+            clock.advance(0.5)
+            for _ in range(5):
+                clock.advance(0.01)
+                yield [0] * 4
+
+    t = run(clock, Epochs(), 0.02, warmup_batches=2, min_batches=7, restart_epochs=True, epoch_len=5)
+    assert len(t.step_s) == 10 and len(t.epoch_start_batches) == 2
+    assert sum(t.data_wait_s) == pytest.approx(2 * 0.51 + 8 * 0.01)
+    # Without the epoch's length (or an epoch longer than the cap) the window ends at 7.
+    clock = FakeClock()
+    assert len(run(clock, Epochs(), 0.02, warmup_batches=2, min_batches=7, restart_epochs=True).step_s) == 7

@@ -203,6 +203,21 @@ def warmup_over(seen: int, least: int, most: int, wait_s: float, periods: list[f
     return n_ready is not None and full_queue is not None and n_ready >= full_queue
 
 
+# NOTE [whole epochs in the window]
+#     When the loader restarts every epoch, the start of an epoch (worker start-up unless
+#     persistent_workers, the sampler's first index lists) is a cost of training that recurs
+#     once per epoch. A window that ends mid-epoch holds it 0 or 1 times depending on where it
+#     began, so two configs could be weighted differently: with epochs of 20 batches, a
+#     non-persistent 1-worker row measured 13 batches, no epoch start, and ranked above the
+#     persistent one (790 against 771 samples/s) where a whole epoch ran at about 200. Any run of
+#     k x E consecutive batches of an epoch of E holds exactly k epoch starts, wherever it begins,
+#     so the window ends only at a multiple of E: every row then carries the cost at its share of
+#     an epoch. Only for epochs of at most WHOLE_EPOCH_WINDOW_MAX batches: a longer epoch would
+#     make every window an epoch long, and there the advice predicts the cost from the first
+#     batch's start-up instead (labelled as a prediction).
+WHOLE_EPOCH_WINDOW_MAX = 200
+
+
 def timed_loop(
     batches: Iterable[Any],
     step: Callable[[Any], None],
@@ -226,6 +241,7 @@ def timed_loop(
     agree: Callable[[bool], bool] | None = None,
     sampler_time: Callable[[], float] | None = None,
     early_warmup: tuple[int, int] | None = None,
+    epoch_len: int | None = None,
 ) -> LoopTimes:
     """Run `step` over `batches` and time it per the NOTE [timing model].
 
@@ -250,7 +266,9 @@ def timed_loop(
     `sampler_s` (NOTE [sampler cost] in measure/sampling.py). The window positions of batches that
     started an epoch are kept in `epoch_start_batches`; the sampler's seconds up to the first
     batch (an epoch's index list drawn, and the first `num_workers * prefetch_factor` index
-    lists) in `first_batch_sampler_s`. Raises ValueError if the loader yields
+    lists) in `first_batch_sampler_s`. With `restart_epochs` and `epoch_len` (batches per
+    epoch) at most WHOLE_EPOCH_WINDOW_MAX and `max_batches`, the window ends only after a whole
+    number of epochs (NOTE [whole epochs in the window]). Raises ValueError if the loader yields
     nothing.
     Returns per-batch lists for the measured batches only, in seconds.
     """
@@ -291,6 +309,9 @@ def timed_loop(
     epoch_starts: list[int] = []
     in_window_receive: list[float] = []
     warmup_receive: list[float] = []
+    whole_epochs = bool(restart_epochs and epoch_len and epoch_len <= min(max_batches, WHOLE_EPOCH_WINDOW_MAX))
+    if whole_epochs:
+        max_batches = -(-max_batches // epoch_len) * epoch_len  # type: ignore[operator]
     while True:
         restarted = False
         s0 = sampler_time() if sampler_time is not None else 0.0
@@ -351,6 +372,8 @@ def timed_loop(
             epoch_starts.append(measured - 1)
         elapsed = clock() - window_start
         done = measured >= max_batches or (measured >= min_batches and elapsed >= min_time_s)
+        if whole_epochs:
+            done = done and measured % epoch_len == 0  # type: ignore[operator]
         if agree is not None:
             done = agree(done)
         if done:

@@ -400,6 +400,17 @@ def set_up(job: TrialJob) -> TrialSetup:
     return TrialSetup(device, device_name, cuda, resolve_timing(job.measure, job.compute, device_name), group, dataset)
 
 
+def _epoch_len(batch_sampler: Any) -> int | None:
+    """Batches per epoch of a map-style trial (its batch sampler's length), None when unknown."""
+    if batch_sampler is None:
+        return None
+    try:
+        n = len(batch_sampler)
+    except (TypeError, NotImplementedError):
+        return None
+    return n if n > 0 else None
+
+
 def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = None) -> Trial:
     """Build a fresh DataLoader for `job.settings` and measure it (one trial).
 
@@ -570,6 +581,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             ready_count=lambda: ready_batches(loader),
             full_queue=full_queue_for(settings),
             early_warmup=early_warmup_for(settings, measure.warmup_batches),
+            epoch_len=_epoch_len(batch_sampler) if epochs else None,
             after_window=after_window,
             agree=None if group is None else group.agree,
             sampler_time=None if batch_sampler is None else (lambda: batch_sampler.spent_s),
