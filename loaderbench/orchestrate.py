@@ -535,7 +535,8 @@ def add_predictions(result_set: ResultSet, cells: list[LoaderSettings], usable_c
     measure, and leave-one-out predictions for those it did (their errors), in
     `analysis["predictions"]` with the model's inputs in `analysis["model"]`."""
     measured = {r.settings for r in result_set.results if r.status == "ok" and r.summary is not None}
-    unmeasured = [c for c in dict.fromkeys(cells) if c not in measured]
+    tried = {r.settings for r in result_set.results}  # a failed, hung or skipped config is not predicted either
+    unmeasured = [c for c in dict.fromkeys(cells) if c not in tried]
     preds = predict(result_set.results, unmeasured, usable_cpus)
     loo = predict(result_set.results, sorted(measured, key=lambda s: s.structural_key()), usable_cpus,
                   exclude_measured=True)

@@ -357,6 +357,17 @@ def test_best_config_at_the_grid_edge_suggests_more_workers_as_a_prediction():
     assert "Estimate (a prediction): about 10 workers" in text
 
 
+def test_more_workers_that_failed_are_named_instead_of_advising_more_workers():
+    # 2 workers measured loader-bound; 8 workers were tried and failed: advising "try more
+    # workers, about 10" would send the user back to a config that fails.
+    rs = [result(settings(2), trial(0.006, 0.012)),
+          result(settings(8), status="failed", error="OSError: [Errno 5] read error on worker")]
+    text = reason(recommend(rs))
+    assert "try more workers" not in text and "Estimate" not in text
+    assert ("The configs with more workers did not run: w8-nopin-nopf-f2-once-b16 failed (OSError: [Errno 5] read "
+            "error on worker). Fix what stopped them (their rows say why); more workers may then help.") in text
+
+
 def test_sawtooth_stalls_are_periodic_and_predict_the_workers_needed():
     # 160 ms to build a batch of 32, 5 ms step, 10 workers: 10 batches arrive together, then the
     # loop waits for the next round: (160 - 10 x 5) = 110 ms every 10th batch.

@@ -401,3 +401,14 @@ def test_where_the_trials_time_went_adds_up_to_their_wall_time(tmp_path, monkeyp
     assert t["trials"] == 3 and t["trial_wall_s"] == pytest.approx(6.0)
     assert t["window_s"] == pytest.approx(3 * 0.26) and t["probe_s"] == pytest.approx(0.9)
     assert t["other_s"] == pytest.approx(3 * (2.0 - 0.01 - 0.5 - 0.2 - 0.26 - 0.3 - 0.04))
+
+
+def test_a_config_that_failed_is_not_predicted_as_if_it_had_not_been_tried():
+    from loaderbench.model import ResultSet
+    from loaderbench.orchestrate import add_predictions
+
+    rows = [helpers.result(settings(0), trial(0.032, 0.012)), helpers.result(settings(1), trial(0.020, 0.012)),
+            helpers.result(settings(2), status="failed", error="OSError: read error")]
+    rs = ResultSet(config={}, environment={}, results=rows)
+    add_predictions(rs, [settings(w) for w in (0, 1, 2, 4)], usable_cpus=2)
+    assert [p["settings"]["num_workers"] for p in rs.analysis["predictions"]] == [4]

@@ -276,7 +276,8 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     more than 10% faster than the step takes them, and the stall that its rate explains,
     `build_rate_stall`, is under half the measured one: more workers are not the cure); or
     the grid's edge (the config has the most workers measured: more may help, with the
-    workers-needed estimate, a prediction)."""
+    workers-needed estimate, a prediction), unless configs with more workers were tried and
+    failed, hung or were skipped ("more_workers_failed", with their errors)."""
     subject = next((r for r in (best, knee) if r.summary is not None
                     and r.summary.verdict == Verdict.LOADER_BOUND.value), None)
     if subject is None:
@@ -299,7 +300,15 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
                     compute_ceiling=bs.compute_ceiling_samples_per_s, explained_stall=explained,
                     wait_p50_s=bs.data_wait_p50_s, wait_p95_s=bs.data_wait_p95_s)
     elif subject.settings.num_workers == max(r.settings.num_workers for r in ok):
-        data.update(cause="grid_edge", workers_needed=bs.workers_needed, per_rank=(bs.world_size or 1) > 1)
+        beyond = [r for r in results if r.status in ("failed", "hung", "skipped")
+                  and r.settings.num_workers > subject.settings.num_workers]
+        if beyond:
+            # More workers were tried and did not run: "try more workers" would send the user
+            # back to them; the rows say why they failed.
+            data.update(cause="more_workers_failed",
+                        failed=[{"config": r.settings.key(), "status": r.status, "error": r.error} for r in beyond])
+        else:
+            data.update(cause="grid_edge", workers_needed=bs.workers_needed, per_rank=(bs.world_size or 1) > 1)
     return [Finding(FindingKind.NOT_CLEARED.value, subject.settings.key(), data)]
 
 

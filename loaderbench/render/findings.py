@@ -116,6 +116,11 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
                 cause = (f" The storage device binds: the configs with {counts} workers read {rate} MB/s from it "
                          "alike, so more workers read no faster; faster storage or a cache would help "
                          "(`--what-if disk=MBPS` predicts another device).")
+            elif d["cause"] == "more_workers_failed":
+                tried = "; ".join(f"{f['config']} {f['status']}" + (f" ({f['error']})" if f.get("error") else "")
+                                  for f in d["failed"][:3])
+                cause = (" The configs with more workers did not run: " + tried
+                         + ". Fix what stopped them (their rows say why); more workers may then help.")
             elif d["cause"] == "grid_edge":
                 cause = (f" {'The fastest config' if d.get('subject', 'best') == 'best' else 'The recommended config'} "
                          "has the most workers of those measured: try more workers.")
