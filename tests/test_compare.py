@@ -283,6 +283,10 @@ def test_measure_differences_are_a_warning_only():
     assert c.pairs[0].warnings == ("measured differently: measure.batches: 6 vs 60",)
     older = _variant(lambda rs: rs.config["measure"].pop("timing"))  # not recorded: no difference
     assert compare_results(base(), [older]).pairs[0].warnings == ()
+    # A check measures a searched baseline's configs with --search grid: which configs, not how.
+    gridded = _variant(lambda rs: rs.config["measure"].update(search="grid", time_budget_s=None))
+    searched = _variant(lambda rs: rs.config["measure"].update(search="auto", time_budget_s=120.0))
+    assert compare_results(searched, [gridded]).pairs[0].warnings == ()
 
 
 # --------------------------------------------------------------------------------------------

@@ -612,12 +612,17 @@ def compare_config(
 # --------------------------------------------------------------------------------------------
 
 
+NOT_HOW_MEASURED = frozenset({"cache", "search", "time_budget_s", "tolerance", "config_timeout_s"})
+
+
 def _measure_differences(baseline: ResultSet, current: ResultSet) -> list[str]:
     """Measure settings recorded by both runs that differ (a key one file does not record, e.g.
-    written by an older version, is not a difference; the cache state is a comparability rule)."""
+    written by an older version, is not a difference; the cache state is a comparability rule;
+    the keys that choose which configs are measured, not how one is, are left out: a `check`
+    measures a searched baseline's configs with --search grid)."""
     b = (baseline.config or {}).get("measure") or {}
     c = (current.config or {}).get("measure") or {}
-    keys = sorted(k for k in set(b) & set(c) if b[k] != c[k] and k != "cache")
+    keys = sorted(k for k in set(b) & set(c) if b[k] != c[k] and k not in NOT_HOW_MEASURED)
     return [f"measure.{k}: {b[k]!r} vs {c[k]!r}" for k in keys]
 
 
