@@ -434,6 +434,24 @@ def test_two_runs_with_no_config_in_common_say_nothing_was_compared_and_fail_onl
     assert compare_results(run_set(only + others), [run_set(others)], names=["base", "head"]).pairs[0].comparable
 
 
+def test_a_config_failing_in_runs_that_are_not_comparable_is_not_a_regression():
+    from loaderbench.model import ConfigResult
+
+    b = base()
+    ok_row = next(r for r in b.results if r.status == "ok")
+    failed = ConfigResult(settings=ok_row.settings, status="failed", error="OSError: read error")
+    hung = ConfigResult(settings=ok_row.settings, status="hung", error="no end within --config-timeout 20s")
+    other = run_set([failed], fingerprint="ffff00001111")
+    c = compare_results(run_set([ok_row]), [other], names=["base", "other"])
+    assert not c.pairs[0].comparable and c.exit_code() == 0 and c.exit_code(strict=True) == 1
+    assert c.pairs[0].rows[0].note == "failed: OSError: read error (runs not comparable)"
+    # Comparable: the same newly failing config fails the gate.
+    assert compare_results(run_set([ok_row]), [run_set([failed])]).exit_code() == 1
+    # Hung in the baseline, failed now: said as it was.
+    row = compare_results(run_set([hung]), [run_set([failed])]).pairs[0].rows[0]
+    assert row.note == "hung in the baseline, failed in this run: OSError: read error" and not row.fails_gate
+
+
 def test_compare_exit_codes():
     assert compare(str(BASE), str(BASE)).exit_code == 0
     res = compare(str(BASE), str(HEAD))

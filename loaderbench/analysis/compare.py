@@ -558,8 +558,13 @@ def compare_config(
     if not c_ok:
         why = current.error or ("no measured batches" if current.status == "ok" else current.status)
         if not b_ok:
-            return dataclasses.replace(row, verdict="failed", note=f"failed in both runs: {why}")
-        return dataclasses.replace(row, verdict="failed", fails_gate=True, note=f"{current.status}: {why}")
+            b_st, c_st = (r.status if r.status != "ok" else "not measured" for r in (baseline, current))
+            both = f"{c_st} in both runs" if b_st == c_st else f"{b_st} in the baseline, {c_st} in this run"
+            return dataclasses.replace(row, verdict="failed", note=f"{both}: {why}")
+        # A newly failing config fails the gate, unless the runs are not comparable (then
+        # nothing is a regression; --strict fails on the pair instead).
+        return dataclasses.replace(row, verdict="failed", fails_gate=comparable,
+                                   note=f"{current.status}: {why}" + ("" if comparable else " (runs not comparable)"))
     if not b_ok:
         why = baseline.error or ("no measured batches" if baseline.status == "ok" else baseline.status)
         return dataclasses.replace(row, verdict="failed", note=f"failed in the baseline only ({why})")
