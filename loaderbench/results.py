@@ -29,6 +29,9 @@ def write_json_atomic(data: dict[str, Any], path: Path) -> None:
     """
     path = Path(path)
     text = json.dumps(data, indent=1, allow_nan=False, default=_json_default)
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise OutputError(f"--output {path}: {blocker} is a file, not a folder; choose another --output")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -55,6 +58,9 @@ def check_writable(path: Path) -> None:
     path = Path(path)
     if path.exists() and path.is_dir():
         raise OutputError(f"--output {path} is a directory: give a file name such as {path}/run.json")
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise OutputError(f"--output {path}: {blocker} is a file, not a folder; choose another --output")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)

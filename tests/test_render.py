@@ -136,6 +136,14 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
     line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
     assert line.endswith("compute ceiling 4,000 samples/s: within 10% of each other: with no margin, the "
                          "loader's jitter stalls the step.")
+    # The same at 0 workers: loading and the step take turns in the main process; no jitter.
+    zero = ResultSet(config=rs.config, environment=rs.environment, ceilings=rs.ceilings,
+                     results=[result(settings(0), trial(0.0, 0.004))])
+    zero.results[0].trials[0].loader_alone_samples_per_s = 4100.0
+    analyze(zero)
+    line = next(x for x in render.footer_lines(zero) if x.startswith("Loader ceiling"))
+    assert line.endswith("within 10% of each other: with 0 workers the main process loads a batch, then steps, "
+                         "so the two add up.")
 
 
 def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked_rows():

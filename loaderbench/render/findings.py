@@ -215,9 +215,11 @@ def _remaining_wait_text(d: dict[str, Any], config: str | None) -> str:
     if part == WaitPart.RECEIVE.value and d.get("receive_s") is not None:
         what = []
         if d.get("tensor_leaves"):
-            what.append(f"{d['tensor_leaves']} tensors")
+            n = d["tensor_leaves"]
+            what.append(f"{n} tensor{'s' if n != 1 else ''}")
         if d.get("numpy_leaves"):
-            what.append(f"{d['numpy_leaves']} numpy arrays")
+            n = d["numpy_leaves"]
+            what.append(f"{n} numpy array{'s' if n != 1 else ''}")
         if d.get("batch_bytes"):
             what.append(f"{d['batch_bytes'] / 1e6:,.1f} MB")
         text += (f" (taking a batch that was already built costs {d['receive_s'] * 1e3:.1f} ms, measured after "

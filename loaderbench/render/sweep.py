@@ -456,7 +456,9 @@ def loader_ceiling_line(rs: ResultSet) -> str:
         binds = {
             "loader": "the loader binds.",
             "compute": "the compute step binds.",
-            "matched": "within 10% of each other: with no margin, the loader's jitter stalls the step.",
+            "matched": ("within 10% of each other: with 0 workers the main process loads a batch, then steps, so "
+                        "the two add up." if str(lc.get("config", "")).startswith("w0-") else
+                        "within 10% of each other: with no margin, the loader's jitter stalls the step."),
         }[lc["binds"]]
         text += f"; compute ceiling {lc['compute_ceiling']:,.0f} samples/s: {binds}"
         return text
@@ -491,7 +493,7 @@ def search_lines(rs: ResultSet) -> list[str]:
     why = (f"; {', '.join(disputed)} repeated because its first trial read far below the model's prediction, "
            "which would make it the knee" if disputed else "")
     text = (f"Search (model-guided, --search auto): measured {measured} config{'s' if measured != 1 else ''} "
-            f"(the grid lists {log.get('grid_configs')}{over}) in {took}: the predicted knee, its neighbours and the "
+            f"(of a grid of {log.get('grid_configs')}{over}) in {took}: the predicted knee, its neighbours and the "
             "variants there; "
             + (f"repeats where they decide: {', '.join(repeated)}{why}" if repeated
                else "no config competed closely enough to need repeats")
