@@ -323,11 +323,15 @@ def preflight_warnings(env: dict[str, Any]) -> list[str]:
     soft = fds.get("soft")
     strategy = env.get("torch_sharing_strategy")
     if soft is not None and soft < FD_WARN_SOFT_LIMIT and strategy == "file_descriptor":
+        hard = fds.get("hard")
+        # Raising the soft limit is possible up to the hard one; past it needs root.
+        target = 65536 if hard is None or hard < 0 or hard >= 65536 else hard
+        fix = (f"raise it (ulimit -n {target}; hard limit {hard if hard and hard > 0 else 'unlimited'}) or use "
+               if target > soft else f"the hard limit is {hard} too (raising it needs root) so use ")
         warnings.append(
             f"open-file limit (ulimit -n) is {soft} with torch sharing strategy "
-            "'file_descriptor': every batch tensor still referenced holds a descriptor; raise "
-            f"it (ulimit -n 65536; hard limit {fds.get('hard') or 'unlimited'}) or use "
-            "torch.multiprocessing.set_sharing_strategy('file_system')"
+            "'file_descriptor': every batch tensor still referenced holds a descriptor; "
+            + fix + "torch.multiprocessing.set_sharing_strategy('file_system')"
         )
 
     usable, count = env.get("usable_cpus"), env.get("cpu_count")

@@ -191,6 +191,11 @@ def test_low_fd_limit_matters_only_with_file_descriptor_strategy() -> None:
     env["fd_limit"] = {"soft": 1024, "hard": 4096}
     (warning,) = preflight_warnings(env)
     assert "ulimit -n" in warning and "1024" in warning and "file_system" in warning
+    assert "raise it (ulimit -n 4096; hard limit 4096)" in warning  # never past the hard limit
+    env["fd_limit"] = {"soft": 256, "hard": 256}
+    assert "the hard limit is 256 too (raising it needs root) so use torch.multiprocessing" in preflight_warnings(env)[0]
+    env["fd_limit"] = {"soft": 1024, "hard": None}
+    assert "raise it (ulimit -n 65536; hard limit unlimited)" in preflight_warnings(env)[0]
     env["torch_sharing_strategy"] = "file_system"
     assert preflight_warnings(env) == []
 
