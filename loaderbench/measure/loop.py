@@ -214,7 +214,10 @@ def warmup_over(seen: int, least: int, most: int, wait_s: float, periods: list[f
 #     so the window ends only at a multiple of E: every row then carries the cost at its share of
 #     an epoch. Only for epochs of at most WHOLE_EPOCH_WINDOW_MAX batches: a longer epoch would
 #     make every window an epoch long, and there the advice predicts the cost from the first
-#     batch's start-up instead (labelled as a prediction).
+#     batch's start-up instead (labelled as a prediction). Not for a dataset whose files the
+#     sweep knows (a folder, --data): a second epoch reads again what the first left in the page
+#     cache, so a window over whole epochs would mix the device's reads with the cache's and a
+#     cold-cache row would be partly warm; its window stays in the first epoch.
 WHOLE_EPOCH_WINDOW_MAX = 200
 
 

@@ -581,7 +581,8 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             ready_count=lambda: ready_batches(loader),
             full_queue=full_queue_for(settings),
             early_warmup=early_warmup_for(settings, measure.warmup_batches),
-            epoch_len=_epoch_len(batch_sampler) if epochs else None,
+            # Whole epochs only where no files are read (NOTE [whole epochs in the window]).
+            epoch_len=_epoch_len(batch_sampler) if epochs and not dataset_spec.data_roots else None,
             after_window=after_window,
             agree=None if group is None else group.agree,
             sampler_time=None if batch_sampler is None else (lambda: batch_sampler.spent_s),
