@@ -385,7 +385,6 @@ class Search:
         chosen = {r.settings: r for r in [*edge, best, *([knee] if knee is not None else [])]}
         return sorted(chosen.values(), key=lambda r: r.settings.structural_key())
 
-
     def disputed(self) -> list[ConfigResult]:
         """Configs whose one trial decides the pick against the model: measured once, with
         fewer workers than the knee of their series, the model's prediction made before they were
