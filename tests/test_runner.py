@@ -367,18 +367,23 @@ def test_copy_statistics_hidden_fraction_is_hand_computed():
     assert d2 == pytest.approx([0.8, 2.0]) and h2 is None
 
 
+class Epochs:
+    """A loader of epochs of 5 batches of 4 samples: starting an epoch costs 0.5 s (worker
+    start-up), each batch 0.01 s, on `clock`."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def __iter__(self):
+        self.clock.advance(0.5)
+        for _ in range(5):
+            self.clock.advance(0.01)
+            yield [0] * 4
+
+
 def test_epochs_restart_the_loader_and_count_the_restart_as_wait():
-    # Epochs of 5 batches; starting an epoch costs 0.5 s (worker start-up), each batch 0.01 s.
     clock = FakeClock()
-
-    class Epochs:
-        def __iter__(self):
-            clock.advance(0.5)
-            for _ in range(5):
-                clock.advance(0.01)
-                yield [0] * 4
-
-    t = run(clock, Epochs(), 0.02, warmup_batches=0, min_batches=12, restart_epochs=True)
+    t = run(clock, Epochs(clock), 0.02, warmup_batches=0, min_batches=12, restart_epochs=True)
     assert len(t.step_s) == 12
     # batch 5 and 10 (0-based among all) start new epochs: wait 0.51 s, others 0.01 s.
     assert sorted(t.data_wait_s)[-2:] == pytest.approx([0.51, 0.51])
@@ -420,17 +425,9 @@ def test_a_window_over_epochs_holds_whole_epochs_wherever_it_starts():
     # epochs), holding exactly two epoch starts, so every config carries the start-up at its
     # share of an epoch: (2 x 0.51 + 8 x 0.01) s of wait over 10 batches.
     clock = FakeClock()
-
-    class Epochs:
-        def __iter__(self):
-            clock.advance(0.5)
-            for _ in range(5):
-                clock.advance(0.01)
-                yield [0] * 4
-
-    t = run(clock, Epochs(), 0.02, warmup_batches=2, min_batches=7, restart_epochs=True, epoch_len=5)
+    t = run(clock, Epochs(clock), 0.02, warmup_batches=2, min_batches=7, restart_epochs=True, epoch_len=5)
     assert len(t.step_s) == 10 and len(t.epoch_start_batches) == 2
     assert sum(t.data_wait_s) == pytest.approx(2 * 0.51 + 8 * 0.01)
     # Without the epoch's length (or an epoch longer than the cap) the window ends at 7.
     clock = FakeClock()
-    assert len(run(clock, Epochs(), 0.02, warmup_batches=2, min_batches=7, restart_epochs=True).step_s) == 7
+    assert len(run(clock, Epochs(clock), 0.02, warmup_batches=2, min_batches=7, restart_epochs=True).step_s) == 7
