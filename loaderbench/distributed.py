@@ -174,6 +174,10 @@ def merge_trials(trials: list[Trial]) -> Trial:
         cpu_time_s=_sum_or_none([t.cpu_time_s for t in trials]),
         cpu_util_pct=_sum_or_none([t.cpu_util_pct for t in trials]),
         main_cpu_util_pct=trials[k].main_cpu_util_pct,
+        # Each rank's reading of what else ran counts the other ranks' trees as "other" where
+        # they share CPUs: no job-wide figure is derived from them.
+        other_cpu_util_pct=None,
+        steal_cpu_util_pct=None,
         processes=_sum_or_none([t.processes for t in trials]),
         memory_uss_bytes=_sum_or_none([t.memory_uss_bytes for t in trials]),
         memory_pss_bytes=_sum_or_none([t.memory_pss_bytes for t in trials]),

@@ -87,6 +87,7 @@ class FindingKind(str, Enum):
     MEMORY_PER_WORKER = "memory-per-worker"  # a setting multiplies memory per worker
     PARTIAL_BATCHES = "partial-batches"  # batches held clearly fewer samples than batch_size
     SERVED_FROM_CACHE = "served-from-cache"  # rows whose samples came from a cache, not the device
+    OTHER_LOAD = "other-load"  # other processes used the usable CPUs during the windows
     NONE_MEASURED = "none-measured"  # nothing could be ranked
 
 
@@ -497,6 +498,10 @@ class Trial:
     processes: int | None = None  # main process + workers alive at the end of the window
     cpu_util_pct: float | None = None
     main_cpu_util_pct: float | None = None
+    # What else used the usable CPUs over the window, in cores x 100 (NOTE [what else ran on the
+    # usable CPUs] in measure/meter.py): other processes' busy time, and the hypervisor's steal.
+    other_cpu_util_pct: float | None = None
+    steal_cpu_util_pct: float | None = None
     memory_uss_bytes: int | None = None
     memory_pss_bytes: int | None = None
     gpu_util_pct: float | None = None
@@ -585,6 +590,9 @@ class Summary:
     gpu_util_pct: float | None = None
     gpu_sm_active_pct: float | None = None
     cpu_util_pct: float | None = None
+    main_cpu_util_pct: float | None = None
+    other_cpu_util_pct: float | None = None
+    steal_cpu_util_pct: float | None = None
     memory_pss_bytes: int | None = None
     receive_p50_s: float | None = None
     h2d_p50_s: float | None = None

@@ -91,7 +91,7 @@ def test_a_stall_made_of_the_measured_receive_floor_is_not_loader_bound():
     assert [r.summary.verdict for r in rs] == ["loader-bound", "loader-bound", "receive floor", "receive floor"]
     text = reason(rec)
     assert "taking a batch that was already built costs 1.4 ms" in text and "1.6 ms median wait" in text
-    assert "more workers cannot remove it" in text and "no setting in this grid clears" not in text
+    assert "more workers cannot remove it" in text and "no measured setting clears" not in text
     assert rs[2].summary.workers_needed is None  # the receive floor is nothing more workers fix
 
 
@@ -341,7 +341,7 @@ def test_recommendation_says_when_nothing_clears_the_bottleneck():
         r.summary.cpu_util_pct = 195.0
     rec = recommend(rs, usable_cpus=2)
     assert rec.settings.num_workers == 2
-    assert "no setting in this grid clears the loader bottleneck" in reason(rec)
+    assert "no measured setting clears the loader bottleneck" in reason(rec)
     assert "CPU" in reason(rec) and "2 usable CPUs" in reason(rec)
     assert rec.dataloader_call == (
         "DataLoader(dataset, batch_size=16, num_workers=2, pin_memory=False, "
@@ -605,3 +605,58 @@ def test_uniform_waits_that_wobble_in_a_cycle_are_not_periodic_stalls():
     assert stall_period(waits, [0.005] * 90) is None
     # The same cycle with a real stall (44 ms against 2 ms) is one.
     assert stall_period([0.002, 0.002, 0.044] * 30, [0.005] * 90) == 3
+
+
+def _cpu_row(nw: int, samples_per_s: float, tree_cores: float, main_cores: float, other_cores: float | None = None):
+    # batch 256, 54.7 ms step: the wait makes the row's samples/s (all loader-bound)
+    r = result(settings(nw, bs=256), trial(256 / samples_per_s - 0.0547, 0.0547, bs=256))
+    r.summary.cpu_util_pct, r.summary.main_cpu_util_pct = 100.0 * tree_cores, 100.0 * main_cores
+    r.summary.other_cpu_util_pct = None if other_cores is None else 100.0 * other_cores
+    r.summary.steal_cpu_util_pct = None if other_cores is None else 0.0
+    return r
+
+
+def test_more_workers_whose_cores_slowed_are_named_not_sent_to_more_workers():
+    # 16 usable CPUs, none saturated (12.6 at most). Worker CPU per sample: w4 (4.4 - 0.4) cores /
+    # 1,000 samples/s = 4.0 ms; w8 (8.5 - 0.5) / 1,500 = 5.33 ms; w12 (12.6 - 0.6) / 1,450 = 8.28 ms,
+    # 2.07x w4's: 12 workers measured no faster because each core did less.
+    rows = [_cpu_row(4, 1000.0, 4.4, 0.4), _cpu_row(8, 1500.0, 8.5, 0.5), _cpu_row(12, 1450.0, 12.6, 0.6)]
+    rec = recommend(with_ceilings(rows, {256: 4680.0}), usable_cpus=16)
+    assert rec.settings.num_workers == 8
+    nc = finding(rec, FindingKind.NOT_CLEARED)
+    assert nc.data["cause"] == "cores_slower"
+    assert (nc.data["w_lo"], nc.data["w_hi"]) == (4, 12)
+    assert nc.data["lo_ms"] == pytest.approx(4.0) and nc.data["hi_ms"] == pytest.approx(12.0 / 1450 * 1e3)
+    text = reason(rec)
+    assert "no measured setting clears the loader bottleneck" in text
+    assert ("w12-nopin-nopf-f2-once-b256 measured 1,450 samples/s, using 12.6 of 16 usable CPUs, its workers "
+            "spending 8.3 ms of CPU per sample against 4.0 ms at 4 workers.") in text
+    assert "more workers are not the cure" in text
+    # The same CPU per sample at 12 workers as at 4 (1.1x): no such cause is claimed.
+    flat = [_cpu_row(4, 1000.0, 4.4, 0.4), _cpu_row(8, 1500.0, 8.5, 0.5), _cpu_row(12, 1450.0, 6.98, 0.6)]
+    nc = finding(recommend(with_ceilings(flat, {256: 4680.0}), usable_cpus=16), FindingKind.NOT_CLEARED)
+    assert nc.data["cause"] is None
+    # 12 workers measured clearly faster (+20%): the curve still rises, nothing to name.
+    rising = [_cpu_row(4, 1000.0, 4.4, 0.4), _cpu_row(8, 1500.0, 8.5, 0.5), _cpu_row(12, 1800.0, 12.6, 0.6)]
+    nc = finding(recommend(with_ceilings(rising, {256: 4680.0}), usable_cpus=16), FindingKind.NOT_CLEARED)
+    assert nc.data["cause"] == "grid_edge"
+
+
+def test_cpus_taken_by_other_processes_count_toward_saturation_and_are_named():
+    # The tree uses 8.5 of 16 CPUs; other processes took 6.0 more: 14.5 >= 0.85 x 16 = 13.6.
+    rows = [_cpu_row(4, 1000.0, 4.4, 0.4, other_cores=0.2), _cpu_row(8, 1500.0, 8.5, 0.5, other_cores=6.0)]
+    rec = recommend(with_ceilings(rows, {256: 4680.0}), usable_cpus=16)
+    nc = finding(rec, FindingKind.NOT_CLEARED)
+    assert nc.data["cause"] == "cpu" and nc.data["other_cores"] == pytest.approx(6.0)
+    text = reason(rec)
+    assert "The process tree used 8.5 of 16 usable CPUs and other processes 6.0 more: CPU" in text
+    other = finding(rec, FindingKind.OTHER_LOAD)
+    assert other.config == "w8-nopin-nopf-f2-once-b256"
+    assert other.data["max_cores"] == pytest.approx(6.0) and other.data["median_cores"] == pytest.approx(3.1)
+    assert ("Other processes used the CPUs this sweep ran on: up to 6.0 cores of the 16 usable CPUs during a "
+            "measured window (w8-nopin-nopf-f2-once-b256), median 3.1 over 2 configs.") in text
+    # Under a core (and under 10% of the CPUs): not named; the tree alone is not saturated.
+    quiet = [_cpu_row(4, 1000.0, 4.4, 0.4, other_cores=0.2), _cpu_row(8, 1500.0, 8.5, 0.5, other_cores=0.9)]
+    rec = recommend(with_ceilings(quiet, {256: 4680.0}), usable_cpus=16)
+    assert finding(rec, FindingKind.OTHER_LOAD) is None
+    assert finding(rec, FindingKind.NOT_CLEARED).data["cause"] == "grid_edge"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -120,3 +124,44 @@ def test_stop_workers_without_workers_does_nothing():
     next(it)
     stop_workers(loader)
     assert next(it).shape == (2, 2)
+
+
+class _NoGpu:
+    def start(self) -> None:
+        pass
+
+    def stop(self):
+        return None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-CPU times from /proc/stat")
+def test_the_meter_tells_other_processes_on_the_usable_cpus_from_its_own_tree(tmp_path):
+    from loaderbench.measure.meter import WindowMeter
+
+    # A process outside this tree spins one CPU for the whole window (the shell that starts it
+    # exits, so it is nobody's child here) while this tree sleeps: about 1 core-second of other
+    # load over a 1-s window, and almost nothing of the tree's own.
+    pidfile = tmp_path / "pid"
+    subprocess.run(["sh", "-c", f"{sys.executable} -c 'while True: pass' >/dev/null 2>&1 & echo $! > {pidfile}"],
+                   check=True)
+    pid = int(pidfile.read_text())
+    try:
+        time.sleep(0.3)
+        meter = WindowMeter(_NoGpu())
+        meter.start()
+        time.sleep(1.0)
+        busy = meter.stop()
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    assert busy.other_cpu_s is not None and busy.steal_s is not None
+    assert 0.6 <= busy.other_cpu_s <= 1.5 * busy.wall_s
+    assert busy.cpu_s < 0.3
+    # Now the tree spins and nothing else does: its own CPU is not counted as other load.
+    meter = WindowMeter(_NoGpu())
+    meter.start()
+    end = time.perf_counter() + 1.0
+    while time.perf_counter() < end:
+        pass
+    own = meter.stop()
+    assert own.cpu_s >= 0.8
+    assert own.other_cpu_s is not None and own.other_cpu_s < 0.4

@@ -18,6 +18,7 @@ NOTE [advice the measurements support]
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -89,7 +90,7 @@ def recommend(
     TRANSFER (why the curve flattens past the knee, against each config's compute ceiling,
     `Summary.compute_ceiling_samples_per_s`); MORE_NOT_BETTER; STARTUP and EPOCH_FASTER (with `epoch_batches`, batches per epoch per
     rank: worker start-up against the epoch, predicted where the window did not span an epoch);
-    THREADS; OVERSUBSCRIBED.
+    THREADS; OVERSUBSCRIBED; OTHER_LOAD.
     """
     knee = find_knee(results, tolerance=tolerance)
     best = best_of(results)
@@ -146,6 +147,7 @@ def recommend(
     for w in knee.warnings:
         if w.kind == WarningKind.OVERSUBSCRIBED.value:
             out.append(Finding(FindingKind.OVERSUBSCRIBED.value, knee.settings.key(), {"message": w.message}))
+    out.extend(other_load(ok, usable_cpus))
     return Recommendation(
         settings=knee.settings,
         findings=out,
@@ -274,10 +276,13 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     least 85% of the usable CPUs); an IterableDataset that configs with more workers replay
     (not ranked); a wait that building batches does not explain (the loader alone builds them
     more than 10% faster than the step takes them, and the stall that its rate explains,
-    `build_rate_stall`, is under half the measured one: more workers are not the cure); or
-    the grid's edge (the config has the most workers measured: more may help, with the
-    workers-needed estimate, a prediction), unless configs with more workers were tried and
-    failed, hung or were skipped ("more_workers_failed", with their errors)."""
+    `build_rate_stall`, is under half the measured one: more workers are not the cure); cores
+    that slowed as workers were added (`cores_slower`: configs with more workers measured no
+    faster at a higher worker CPU time per sample); or the grid's edge (the config has the
+    most workers measured: more may help, with the workers-needed estimate, a prediction),
+    unless configs with more workers were tried and failed, hung or were skipped
+    ("more_workers_failed", with their errors). CPU saturation counts what other processes and
+    the hypervisor's steal took from the usable CPUs (`other_cores`) with the tree's own."""
     subject = next((r for r in (best, knee) if r.summary is not None
                     and r.summary.verdict == Verdict.LOADER_BOUND.value), None)
     if subject is None:
@@ -287,8 +292,9 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     data: dict[str, Any] = {"stall_fraction": bs.stall_fraction, "band": input_bound_band(bs.stall_fraction),
                             "cause": None, "subject": "best" if subject is best else "knee"}
     explained = build_rate_stall(subject)
-    if usable_cpus and bs.cpu_util_pct is not None and bs.cpu_util_pct >= 100.0 * CPU_SATURATED * usable_cpus:
-        data.update(cause="cpu", cpu_cores=bs.cpu_util_pct / 100.0, usable_cpus=usable_cpus)
+    if _saturated(bs, usable_cpus) and bs.cpu_util_pct is not None:
+        data.update(cause="cpu", cpu_cores=bs.cpu_util_pct / 100.0, usable_cpus=usable_cpus,
+                    other_cores=_other_cores(bs))
     elif any(r.has(WarningKind.REPLICATED) for r in results):
         data["cause"] = "replicated"
     elif (device := _device_binds(subject, ok)) is not None:
@@ -299,6 +305,8 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
         data.update(cause="not_build_rate", loader_alone=bs.loader_ceiling_samples_per_s,
                     compute_ceiling=bs.compute_ceiling_samples_per_s, explained_stall=explained,
                     wait_p50_s=bs.data_wait_p50_s, wait_p95_s=bs.data_wait_p95_s)
+    elif (slower := cores_slower(subject, ok, usable_cpus)) is not None:
+        data.update(cause="cores_slower", usable_cpus=usable_cpus, **slower)
     elif subject.settings.num_workers == max(r.settings.num_workers for r in ok):
         beyond = [r for r in results if r.status in ("failed", "hung", "skipped")
                   and r.settings.num_workers > subject.settings.num_workers]
@@ -310,6 +318,92 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
         else:
             data.update(cause="grid_edge", workers_needed=bs.workers_needed, per_rank=(bs.world_size or 1) > 1)
     return [Finding(FindingKind.NOT_CLEARED.value, subject.settings.key(), data)]
+
+
+CORES_SLOWER = 1.25  # worker CPU per sample this many times the fewer-worker rows': the cores slowed
+
+
+OTHER_LOAD_CORES = 1.0  # other processes' cores on the usable CPUs worth naming (and 10% of them)
+
+
+def other_load(ok: Sequence[ConfigResult], usable_cpus: int | None) -> list[Finding]:
+    """OTHER_LOAD when, during some measured window, other processes (and the hypervisor's steal)
+    took at least OTHER_LOAD_CORES cores and 10% of the usable CPUs (NOTE [what else ran on the
+    usable CPUs] in measure/meter.py): such rows measure a shared machine. Data: the median and
+    largest cores over the measured configs, the config of the largest, its steal share."""
+    seen = [(c, r) for r in ok if r.summary is not None and (c := _other_cores(r.summary)) is not None]
+    if not seen:
+        return []
+    top, where = max(seen, key=lambda x: x[0])
+    if top < max(OTHER_LOAD_CORES, 0.1 * (usable_cpus or 0)):
+        return []
+    ws = where.summary
+    assert ws is not None
+    return [Finding(FindingKind.OTHER_LOAD.value, where.settings.key(), {
+        "median_cores": statistics.median(c for c, _ in seen), "max_cores": top, "configs": len(seen),
+        "steal_cores": (ws.steal_cpu_util_pct or 0.0) / 100.0, "usable_cpus": usable_cpus,
+    })]
+
+
+def _other_cores(s: Any) -> float | None:
+    """Cores that other processes and the hypervisor's steal took from the usable CPUs during
+    the window (NOTE [what else ran on the usable CPUs] in measure/meter.py); None unmeasured."""
+    if s.other_cpu_util_pct is None and s.steal_cpu_util_pct is None:
+        return None
+    return ((s.other_cpu_util_pct or 0.0) + (s.steal_cpu_util_pct or 0.0)) / 100.0
+
+
+def _saturated(s: Any, usable_cpus: int | None) -> bool:
+    """The tree's CPU plus other load reached CPU_SATURATED of the usable CPUs."""
+    if not usable_cpus or s.cpu_util_pct is None:
+        return False
+    return s.cpu_util_pct / 100.0 + (_other_cores(s) or 0.0) >= CPU_SATURATED * usable_cpus
+
+
+def worker_cpu_ms_per_sample(r: ConfigResult) -> float | None:
+    """The workers' CPU time per sample of a measured config, in ms: (process tree's CPU - the
+    main process's) / samples/s, medians over repeats. None without workers or readings, and
+    for a distributed job (its main-process reading is one rank's)."""
+    s = r.summary
+    if (s is None or r.settings.num_workers == 0 or (s.world_size or 1) > 1 or s.cpu_util_pct is None or s.main_cpu_util_pct is None
+            or s.samples_per_s <= 0):
+        return None
+    return (s.cpu_util_pct - s.main_cpu_util_pct) / 100.0 / s.samples_per_s * 1e3
+
+
+def cores_slower(subject: ConfigResult, ok: Sequence[ConfigResult], usable_cpus: int | None) -> dict[str, Any] | None:
+    """Configs with more workers than `subject` measured no faster (under 1 + MATCHED times its
+    samples/s), with the CPUs not saturated (the tree and other load under CPU_SATURATED of
+    `usable_cpus`: a saturated row is CPU-bound, not slower per core), while their workers
+    spent at least CORES_SLOWER times the CPU per sample of the
+    loader-bound configs with at most `subject`'s workers (same cache state): the CPUs delivered
+    less per core as workers were added (other load, logical CPUs sharing physical cores,
+    memory bandwidth), which more workers do not cure. Data: the cheapest fewer-worker row
+    (`w_lo`, `lo_ms`), the dearest more-worker row (`w_hi`, `hi_ms`), the cores the tree used
+    there and what other processes took (`other_cores`, None unmeasured); None otherwise."""
+    ss = subject.summary
+    assert ss is not None
+    def bound(r: ConfigResult) -> bool:
+        return r.summary is not None and r.summary.verdict == Verdict.LOADER_BOUND.value and r.cache == subject.cache
+
+    low = [(ms, r) for r in ok if bound(r) and r.settings.num_workers <= subject.settings.num_workers
+           and (ms := worker_cpu_ms_per_sample(r)) is not None]
+    high = [(ms, r) for r in ok if bound(r) and r.settings.num_workers > subject.settings.num_workers
+            and r.summary is not None and r.summary.samples_per_s < (1.0 + MATCHED) * ss.samples_per_s
+            and not _saturated(r.summary, usable_cpus)
+            and (ms := worker_cpu_ms_per_sample(r)) is not None]
+    if not low or not high:
+        return None
+    lo_ms, lo = min(low, key=lambda x: x[0])
+    hi_ms, hi = max(high, key=lambda x: x[0])
+    if hi_ms < CORES_SLOWER * lo_ms:
+        return None
+    hs = hi.summary
+    assert hs is not None
+    return {"w_lo": lo.settings.num_workers, "lo_ms": lo_ms, "w_hi": hi.settings.num_workers, "hi_ms": hi_ms,
+            "hi_config": hi.settings.key(), "hi_samples_per_s": hs.samples_per_s,
+            "cpu_cores": None if hs.cpu_util_pct is None else hs.cpu_util_pct / 100.0,
+            "other_cores": _other_cores(hs)}
 
 
 DEVICE_FLAT = 0.15  # rows whose device MB/s agree within this read at the device's rate

@@ -129,6 +129,9 @@ def summarize(trials: Sequence[Trial]) -> Summary:
         gpu_util_pct=_median_or_none([t.gpu_util_pct for t in trials]),
         gpu_sm_active_pct=_median_or_none([t.gpu_sm_active_pct for t in trials]),
         cpu_util_pct=_median_or_none([t.cpu_util_pct for t in trials]),
+        main_cpu_util_pct=_median_or_none([t.main_cpu_util_pct for t in trials]),
+        other_cpu_util_pct=_median_or_none([t.other_cpu_util_pct for t in trials]),
+        steal_cpu_util_pct=_median_or_none([t.steal_cpu_util_pct for t in trials]),
         memory_pss_bytes=(
             None
             if all(t.memory_pss_bytes is None for t in trials)

@@ -11,6 +11,18 @@ NOTE [every process that lived in the window]
     is the sum over every process seen of (last reading - reading at the start, 0 for a process
     born in the window). A process that lived less than one interval between two readings can
     still be missed; one that ends between readings loses at most its last interval.
+
+NOTE [what else ran on the usable CPUs]
+    A row measured while something else used the same CPUs reads slow for a reason outside the
+    config: on a shared host one config measured 35% apart in two runs of one call, with its
+    workers spending 3.4-3.8 ms of CPU per sample in the slow run against 2.3-2.5 in the fast
+    one. The meter reads the kernel's per-CPU times (`psutil.cpu_times(percpu=True)`, i.e.
+    /proc/stat) of the CPUs in this process's affinity mask at both ends of the window: busy
+    time there (everything but idle, iowait and steal) minus the tree's own CPU time is what
+    other processes used (`other_cpu_s`), and `steal_s` is the time a hypervisor gave those
+    virtual CPUs to other guests. Neither sees a neighbour on the same physical cores outside
+    the mask or outside this machine's view (another container, a sibling hyperthread): the
+    workers' CPU time per sample, which the analysis compares across rows, shows that one.
 """
 
 from __future__ import annotations
@@ -18,7 +30,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +56,29 @@ class WindowReading:
     read_bytes: int | None
     util: Any
     read_chars: int | None = None
+    other_cpu_s: float | None = None
+    steal_s: float | None = None
+
+
+def cpu_load(cpus: Collection[int] | None) -> tuple[float, float] | None:
+    """(busy_s, steal_s) summed over the CPU ids `cpus` (all CPUs when None) since boot, from
+    `psutil.cpu_times(percpu=True)` (NOTE [what else ran on the usable CPUs]); busy is all but
+    idle, iowait and steal. None where the platform does not give per-CPU times."""
+    import psutil
+
+    try:
+        per_cpu = psutil.cpu_times(percpu=True)
+    except Exception:  # noqa: BLE001 - not every platform has per-CPU times
+        return None
+    busy = steal = 0.0
+    for i, t in enumerate(per_cpu):
+        if cpus is not None and i not in cpus:
+            continue
+        d = t._asdict()
+        spent = sum(v for k, v in d.items() if k not in ("idle", "iowait", "steal", "guest", "guest_nice"))
+        busy += spent
+        steal += d.get("steal", 0.0)
+    return busy, steal
 
 
 def _delta(before: int | None, after: int | None) -> int | None:
@@ -89,6 +124,11 @@ class WindowMeter:
         self._t0 = 0.0
         self._main0 = 0.0
         self._io0: tuple[int | None, int | None] = (None, None)
+        from loaderbench.env import cpu_affinity
+
+        affinity = cpu_affinity()
+        self._cpus = None if affinity is None else set(affinity)
+        self._load0: tuple[float, float] | None = None
 
     def _read(self, *, start: bool = False) -> list[Any]:
         procs = process_tree(self._me)
@@ -121,6 +161,7 @@ class WindowMeter:
             self._reset_gpu()
         self._read(start=True)
         self._main0 = sum(self._me.cpu_times()[:2])
+        self._load0 = cpu_load(self._cpus)
         self._t0 = self._clock()
         self._thread = threading.Thread(target=self._run, name="loaderbench-meter", daemon=True)
         self._thread.start()
@@ -131,6 +172,7 @@ class WindowMeter:
         from loaderbench import storage
 
         wall = self._clock() - self._t0
+        load1 = cpu_load(self._cpus) if self._load0 is not None else None
         util = self._util.stop()
         self._stop.set()
         if self._thread is not None:
@@ -141,10 +183,15 @@ class WindowMeter:
         io1 = storage.io_tree(self._me)
         with self._lock:
             cpu = sum(max(0.0, last - self._base.get(key, 0.0)) for key, last in self._last.items())
+        other = steal = None
+        if self._load0 is not None and load1 is not None:
+            other = max(0.0, (load1[0] - self._load0[0]) - cpu)
+            steal = max(0.0, load1[1] - self._load0[1])
         return WindowReading(
             wall_s=wall, cpu_s=cpu, main_cpu_s=main_cpu, processes=self._most,
             memory_uss_bytes=uss, memory_pss_bytes=pss,
             read_bytes=_delta(self._io0[0], io1[0]),
             util=util,
             read_chars=_delta(self._io0[1], io1[1]),
+            other_cpu_s=other, steal_s=steal,
         )

@@ -95,8 +95,22 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
         elif k == FindingKind.NOT_CLEARED.value:
             cause = ""
             if d["cause"] == "cpu":
-                cause = (f" The process tree used {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs: "
+                others = d.get("other_cores")
+                busy = (f" and other processes {others:.1f} more" if others is not None and others >= 0.5 else "")
+                cause = (f" The process tree used {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs{busy}: "
                          "CPU (decode/augment) saturation binds.")
+            elif d["cause"] == "cores_slower":
+                used = ("" if d.get("cpu_cores") is None or not d.get("usable_cpus") else
+                        f", using {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs")
+                others = d.get("other_cores")
+                seen = ("" if others is None else
+                        f"; other processes took {others:.1f} cores of them during its window")
+                cause = (f" More workers bought nothing: {d['hi_config']} measured {_rate(d['hi_samples_per_s'])}"
+                         f"{used}, its workers spending {d['hi_ms']:.1f} ms of CPU per sample against "
+                         f"{d['lo_ms']:.1f} ms at {d['w_lo']} worker{'s' if d['w_lo'] != 1 else ''}{seen}. The "
+                         "CPUs delivered less per core as workers were added (other load on the machine, "
+                         "logical CPUs that share physical cores, or memory bandwidth): more workers are not the "
+                         "cure here; cheaper samples (decode/augment) or a machine with more cores to itself are.")
             elif d["cause"] == "replicated":
                 cause = (" Configs with more workers replay the IterableDataset in every worker and are not "
                          "ranked: split its stream with torch.utils.data.get_worker_info(), then sweep again.")
@@ -130,8 +144,8 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
                               f"{' per rank' if d.get('per_rank') else ''} (batch build time / step time), "
                               "if the CPUs can run them.")
             who = "Even the best config" if d.get("subject", "best") == "best" else "The recommended config"
-            out.append(f"{who} is {d['band']} (stall {d['stall_fraction']:.1%}) and loader-bound: no setting in "
-                       "this grid clears the loader bottleneck." + cause)
+            out.append(f"{who} is {d['band']} (stall {d['stall_fraction']:.1%}) and loader-bound: no measured "
+                       "setting clears the loader bottleneck." + cause)
         elif k == FindingKind.LOWEST_STALL.value:
             out.append(f"Lowest stall measured: {d['stall_fraction']:.1%} (receiving a batch always costs a "
                        "little; this floor is not worth chasing).")
@@ -199,6 +213,14 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
             out.append("Threads: " + ", ".join(p for p in parts if p) + ".")
         elif k == FindingKind.OVERSUBSCRIBED.value:
             out.append(f"Note: {d['message']}.")
+        elif k == FindingKind.OTHER_LOAD.value:
+            of = f" of the {d['usable_cpus']} usable CPUs" if d.get("usable_cpus") else ""
+            steal = (f", {d['steal_cores']:.1f} of them the hypervisor's steal"
+                     if d.get("steal_cores", 0.0) >= 0.05 else "")
+            out.append(f"Other processes used the CPUs this sweep ran on: up to {d['max_cores']:.1f} cores{of} "
+                       f"during a measured window ({f.config}{steal}), median {d['median_cores']:.1f} over "
+                       f"{d['configs']} config{'s' if d['configs'] != 1 else ''}. These rows measure a shared "
+                       "machine: compare them only with runs under the same load.")
     return out
 
 
