@@ -365,8 +365,8 @@ def worker_cpu_ms_per_sample(r: ConfigResult) -> float | None:
     main process's) / samples/s, medians over repeats. None without workers or readings, and
     for a distributed job (its main-process reading is one rank's)."""
     s = r.summary
-    if (s is None or r.settings.num_workers == 0 or (s.world_size or 1) > 1 or s.cpu_util_pct is None or s.main_cpu_util_pct is None
-            or s.samples_per_s <= 0):
+    if (s is None or r.settings.num_workers == 0 or (s.world_size or 1) > 1 or s.cpu_util_pct is None
+            or s.main_cpu_util_pct is None or s.samples_per_s <= 0):
         return None
     return (s.cpu_util_pct - s.main_cpu_util_pct) / 100.0 / s.samples_per_s * 1e3
 
@@ -375,14 +375,15 @@ def cores_slower(subject: ConfigResult, ok: Sequence[ConfigResult], usable_cpus:
     """Configs with more workers than `subject` measured no faster (under 1 + MATCHED times its
     samples/s), with the CPUs not saturated (the tree and other load under CPU_SATURATED of
     `usable_cpus`: a saturated row is CPU-bound, not slower per core), while their workers
-    spent at least CORES_SLOWER times the CPU per sample of the
-    loader-bound configs with at most `subject`'s workers (same cache state): the CPUs delivered
+    spent at least CORES_SLOWER times the CPU per sample of the loader-bound configs with at
+    most `subject`'s workers (same cache state): the CPUs delivered
     less per core as workers were added (other load, logical CPUs sharing physical cores,
     memory bandwidth), which more workers do not cure. Data: the cheapest fewer-worker row
     (`w_lo`, `lo_ms`), the dearest more-worker row (`w_hi`, `hi_ms`), the cores the tree used
     there and what other processes took (`other_cores`, None unmeasured); None otherwise."""
     ss = subject.summary
     assert ss is not None
+
     def bound(r: ConfigResult) -> bool:
         return r.summary is not None and r.summary.verdict == Verdict.LOADER_BOUND.value and r.cache == subject.cache
 
