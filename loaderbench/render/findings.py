@@ -103,7 +103,7 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
                 used = ("" if d.get("cpu_cores") is None or not d.get("usable_cpus") else
                         f", using {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs")
                 others = d.get("other_cores")
-                seen = ("" if others is None else
+                seen = ("" if others is None or others < 0.5 else
                         f"; other processes took {others:.1f} cores of them during its window")
                 cause = (f" More workers bought nothing: {d['hi_config']} measured {_rate(d['hi_samples_per_s'])}"
                          f"{used}, its workers spending {d['hi_ms']:.1f} ms of CPU per sample against "
