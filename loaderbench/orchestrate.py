@@ -370,27 +370,9 @@ def run_sweep(
             return run_trial(index[settings], repeat)
 
         def reserve_s() -> float:
-            """Seconds a search step must leave before the deadline.
-
-            NOTE [time budget]
-                `--time-budget` is the user's wait for the answer, counted from the command's
-                start (the interpreter, the dataset check and the compute ceiling included). A
-                search step starts only if it can end in time: one trial's time (the median of
-                the trials so far) for the step itself and, when the drift check follows the
-                search and will run (at least DRIFT_MIN_CONFIGS configs measured once this
-                step has been), about two more for it (a fresh process's start-up, CUDA context
-                and model, then its trial: 16.5 s against 7.3 s per warm trial on the H200
-                case). A budget spent before the search starts (the interpreter and the dataset
-                check took longer) still measures one config, and the footer gives the time
-                since the command started against the budget.
-                A drift check that trips takes one warm and one fresh trial more (NOTE [drift
-                check]), past the budget. A budget that ends during the search leaves the knee
-                of what was measured as the pick, and the footer says so.
-            """
-            per = statistics.median(trial_walls) if trial_walls else 0.0
             measured_ok = sum(1 for r, d in zip(results, done) if d and r.status == "ok" and r.trials)
             drift_follows = fresh_runner is not None and measured_ok + 1 >= DRIFT_MIN_CONFIGS
-            return per * (3.0 if drift_follows else 1.0)
+            return budget_reserve_s(trial_walls, drift_follows=drift_follows)
 
         search = Search(
             [p.settings for p in points], measure=measure, tolerance=config.tolerance, repeats=config.repeats,
@@ -426,6 +408,33 @@ def _row_order(s: LoaderSettings, order: dict[LoaderSettings, int]) -> tuple[Any
     after = [i for t, i in order.items() if t.batch_size == s.batch_size and t.num_workers > s.num_workers
              and series_of(t) == series_of(s)]
     return (s.batch_size, min(after) if after else len(order), -1)
+
+
+def budget_reserve_s(trial_walls: list[float], *, drift_follows: bool) -> float:
+    """Seconds a search step must leave before the `--time-budget` deadline, from the wall
+    seconds of the trials so far (in the order they ran); 0.0 before any trial.
+
+    NOTE [time budget]
+        `--time-budget` is the user's wait for the answer, counted from the command's start (the
+        interpreter, the dataset check and the compute ceiling included). A search step starts
+        only if it can end in time: one trial's time for the step itself and, when the drift
+        check follows the search and will run (at least DRIFT_MIN_CONFIGS configs measured once
+        this step has been), two more for it (a fresh process's start-up, CUDA context and
+        model, then its trial: 16.5 s against 7.3 s per warm trial on the H200 case). One
+        trial's time is the longest of the latest three, or the median of all when that is
+        longer: the later steps measure configs near the knee, whose many workers start and
+        warm up longer than the first probes' few (with the median alone, two H200 runs ended
+        9-10 s past a 120-s budget, in the closing drift check). A budget spent before the
+        search starts (the interpreter and the dataset check took longer) still measures one
+        config, and the footer gives the time since the command started against the budget.
+        A drift check that trips takes one warm and one fresh trial more (NOTE [drift check]),
+        past the budget. A budget that ends during the search leaves the knee of what was
+        measured as the pick, and the footer says so.
+    """
+    if not trial_walls:
+        return 0.0
+    per = max(statistics.median(trial_walls), max(trial_walls[-3:]))
+    return per * (3.0 if drift_follows else 1.0)
 
 
 DRIFT_MIN_CONFIGS = 3
@@ -489,6 +498,7 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
         res = run_trial(i, n, via=via) if via is not None else run_trial(i, n)
         return res.trials[-1] if res.status == "ok" and len(res.trials) > n else None
 
+    t0 = time.monotonic()
     first = one(fresh_runner)
     if first is None:
         return
@@ -511,7 +521,9 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
     drift: dict[str, Any] = {"config": results[i].settings.key(), "warm_samples_per_s": statistics.median(warm),
                              "warm_trials_samples_per_s": warm, "fresh_samples_per_s": statistics.median(fresh),
                              "fresh_trials_samples_per_s": fresh, "change": change, "threshold": threshold,
-                             "confirmed": confirmed, "remeasured": []}
+                             "confirmed": confirmed, "remeasured": [],
+                             # what the check cost, against the reserve NOTE [time budget] keeps for it
+                             "wall_s": time.monotonic() - t0}
     if confirmed:
         obs.warning(f"drift: {results[i].settings.key()} measured {change:+.1%} in two fresh processes against "
                     "two warm trials; measuring the competing configs again, each in a fresh process")

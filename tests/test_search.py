@@ -218,6 +218,19 @@ def test_no_step_starts_that_would_end_after_the_budget_with_its_reserve():
     assert run(0.0)[:2] == (100.0, 10)  # the last repeat started at 90 s, ended past 95
 
 
+def test_the_budget_reserve_is_the_latest_trials_time_when_they_grew():
+    from loaderbench.orchestrate import budget_reserve_s
+
+    assert budget_reserve_s([], drift_follows=True) == 0.0
+    # Early probes of 4 s, then near-knee configs of 6, 7 and 5 s: one trial is the longest of the
+    # latest three (7 s, over the median 5), three of them with the drift check to follow.
+    walls = [4.0, 4.0, 4.0, 6.0, 7.0, 5.0]
+    assert budget_reserve_s(walls, drift_follows=False) == 7.0
+    assert budget_reserve_s(walls, drift_follows=True) == 21.0
+    # Later trials cheaper than most: the median (6 s) stands.
+    assert budget_reserve_s([6.0, 6.0, 6.0, 2.0, 2.0], drift_follows=True) == 18.0
+
+
 def test_softmin_and_the_zero_worker_series():
     assert softmin(100.0, 1e9, 6.0) == pytest.approx(100.0)
     f = Fit(per_worker=100.0, cpu_s_per_sample=None, main=None, zero_workers=None, compute=400.0, sharpness=6.0)

@@ -175,13 +175,19 @@ def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp
     # The knee (2 workers: as fast as 4, cheaper) measures 26% slower in a fresh process than in
     # the warm one, twice, while a second warm trial reads as the first: confirmed, the configs
     # that compete for the pick are measured again, fresh.
+    import time
     from dataclasses import replace
 
+    def slow_fresh() -> Outcome:  # a fresh process's trial: 50 ms here
+        time.sleep(0.05)
+        return Outcome(status="ok", trial=trial(0.0055, 0.012))
+
     warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
-    fresh = FakeRunner({2: Outcome(status="ok", trial=trial(0.0055, 0.012)), 4: ok(4)})
+    fresh = FakeRunner({2: slow_fresh, 4: ok(4)})
     rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
                    runner=warm, fresh_runner=fresh, save=lambda r, p: None)
     drift = rs.analysis["drift"]
+    assert drift["wall_s"] >= 0.10  # what the check cost: two fresh trials of the knee at least
     assert drift["config"].startswith("w2-") and drift["change"] == pytest.approx(0.013 / 0.0175 - 1, abs=0.01)
     assert drift["confirmed"] and drift["threshold"] == pytest.approx(0.10)  # 2 x 5%: no repeats to say more
     assert [w for w, _, _ in fresh.calls] == [2, 2, 4]  # the knee twice, then its competitor
