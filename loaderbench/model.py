@@ -427,7 +427,9 @@ class TrialJob:
     `settings.batch_size`). `seed`: of this repeat. `timeout_s`: the watchdog's limit for the
     whole trial; `first_batch_timeout_s`: its limit before the first batch (None: `timeout_s`).
     `distributed`: this rank's place in a distributed trial (measure.ranks.RankGroup's spec;
-    None for a single process).
+    None for a single process). `loader_alone`: whether the trial probes the loader ceiling after
+    its window (False for a config whose earlier trial probed it: NOTE [loader ceiling] in
+    measure/loop.py).
     """
 
     settings: LoaderSettings
@@ -440,6 +442,7 @@ class TrialJob:
     timeout_s: float = 600.0
     first_batch_timeout_s: float | None = None
     distributed: dict[str, Any] | None = None
+    loader_alone: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -453,6 +456,7 @@ class TrialJob:
             "timeout_s": self.timeout_s,
             "first_batch_timeout_s": self.first_batch_timeout_s,
             "distributed": self.distributed,
+            "loader_alone": self.loader_alone,
         }
 
     @classmethod
@@ -468,6 +472,7 @@ class TrialJob:
             timeout_s=float(d.get("timeout_s", 600.0)),
             first_batch_timeout_s=None if d.get("first_batch_timeout_s") is None else float(d["first_batch_timeout_s"]),
             distributed=d.get("distributed"),
+            loader_alone=bool(d.get("loader_alone", True)),
         )
 
 

@@ -328,6 +328,8 @@ def run_sweep(
             point.settings, config.dataset, compute, config.measure, seed=config.seed + repeat,
             cache_dir=cache_dir, timeout_s=config.config_timeout_s,
             first_batch_timeout_s=first_batch_deadline(point.settings, results, config.config_timeout_s),
+            # The loader ceiling once per config (NOTE [loader ceiling] in measure/loop.py).
+            loader_alone=not any(t.loader_alone_samples_per_s is not None for t in res.trials),
         )
         t0 = time.monotonic()
         try:

@@ -165,3 +165,20 @@ def test_the_meter_tells_other_processes_on_the_usable_cpus_from_its_own_tree(tm
     own = meter.stop()
     assert own.cpu_s >= 0.8
     assert own.other_cpu_s is not None and own.other_cpu_s < 0.4
+
+
+@pytest.mark.slow
+def test_a_repeat_skips_the_loader_alone_probe():
+    # The same config twice in this process: the first trial probes the loader ceiling after its
+    # window (at least its 0.5-s timed part), the repeat takes only the receive probe.
+    from loaderbench.measure.trial import measure_config
+    from loaderbench.model import ComputeSpec, DatasetSpec, MeasureSpec, TrialJob
+    from tests.helpers import settings
+
+    measure = MeasureSpec(batches=10, warmup_batches=2, min_time_s=0.2)
+    spec = DatasetSpec(kind="tensor", io_ms=0.5, sample_shape=(3, 8, 8))
+    first, repeat = (measure_config(TrialJob(settings(2), spec, ComputeSpec(kind="sleep", ms=5.0), measure,
+                                             loader_alone=alone)) for alone in (True, False))
+    assert first.loader_alone_samples_per_s is not None and first.loader_alone_samples_per_s > 0
+    assert repeat.loader_alone_samples_per_s is None and repeat.loader_alone_note is None
+    assert first.probe_s - repeat.probe_s >= 0.45

@@ -44,6 +44,25 @@ def test_repeats_are_interleaved_and_saved_after_every_trial(tmp_path):
     assert rs.ceilings["compute"]["16"]["samples_per_s"] == pytest.approx(16 / 0.012)
 
 
+def test_the_loader_ceiling_is_probed_once_per_config(tmp_path):
+    # A repeat skips the loader-alone probe of a config whose earlier trial has its figure; one
+    # whose probe gave none (2 workers here: the epoch ended first) is probed again.
+    def probed(nw):
+        def make():
+            o = ok(nw)
+            o.trial.loader_alone_samples_per_s = None if nw == 2 else 1000.0 * (nw + 1)
+            return o
+        return make
+
+    runner = FakeRunner({w: probed(w) for w in (0, 2, 4)})
+    rs = run_sweep(config(), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=runner, save=lambda r, p: None)
+    assert [(c[0], j.loader_alone) for c, j in zip(runner.calls, runner.jobs)] == [
+        (0, True), (2, True), (4, True), (0, False), (2, True), (4, False)]
+    by = {r.settings.num_workers: r.summary for r in rs.results}
+    assert by[4].loader_ceiling_samples_per_s == 5000.0 and by[2].loader_ceiling_samples_per_s is None
+
+
 def test_a_failed_config_is_not_retried_and_never_shows_throughput(tmp_path):
     runner = FakeRunner({0: ok(0), 2: Outcome(status="failed", error="boom"), 4: ok(4)})
     rs = run_sweep(config(), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,

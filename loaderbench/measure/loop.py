@@ -512,7 +512,10 @@ def loader_alone(
         given) starts the next epoch once and the probe begins again after its own `skip`
         batches (worker start-up is not timed). The caller's `skip` is what could flatter:
         the batches built and not yet handed out, plus at most one partly built per worker
-        (`skip_for`).
+        (`skip_for`). A config's first trial probes it; its repeats do not
+        (`TrialJob.loader_alone`): the ceiling is a column and an input of the model, not what
+        ranks configs, and the probe is 0.5-2 s of every trial (on the H200 case about as long
+        as the measured window).
     Returns {"samples_per_s", "batches"}, or {"note": why} when the loader ended before the
     probe could finish (an epoch shorter than `skip` + `min_batches` batches).
     """

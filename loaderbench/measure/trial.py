@@ -548,6 +548,8 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             it, num_workers=settings.num_workers, prefetch_factor=settings.prefetch_factor or 0,
             period_s=period, ready_count=lambda: ready_batches(loader),
         )
+        if not job.loader_alone:
+            return received
         sync = torch.cuda.synchronize if cuda else None
         skip = skip_for(settings.num_workers, settings.prefetch_factor or 0, ready_batches(loader))
         alone.update(
