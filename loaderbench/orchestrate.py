@@ -303,8 +303,9 @@ def run_sweep(
     }
     timing["ceiling_s"] = time.monotonic() - t_ceiling
 
-    def run_trial(i: int, repeat: int, via: Runner = runner) -> ConfigResult:
-        """One trial of entry `i` (its repeat index `repeat`), folded into its result."""
+    def run_trial(i: int, repeat: int, via: Runner = runner, loader_alone: bool = False) -> ConfigResult:
+        """One trial of entry `i` (its repeat index `repeat`), folded into its result; the loader
+        ceiling is probed in a config's first trial, or when `loader_alone`."""
         point, state = entries[i]
         res = results[i]
         if res.status in ("failed", "hung", "skipped"):
@@ -329,7 +330,7 @@ def run_sweep(
             cache_dir=cache_dir, timeout_s=config.config_timeout_s,
             first_batch_timeout_s=first_batch_deadline(point.settings, results, config.config_timeout_s),
             # The loader ceiling once per config (NOTE [loader ceiling] in measure/loop.py).
-            loader_alone=not any(t.loader_alone_samples_per_s is not None for t in res.trials),
+            loader_alone=loader_alone or not any(t.loader_alone_samples_per_s is not None for t in res.trials),
         )
         t0 = time.monotonic()
         try:
@@ -495,9 +496,9 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
     warm_trials = list(knee.trials)
     fresh_trials: list[Trial] = []
 
-    def one(via: Runner | None) -> Trial | None:
+    def one(via: Runner | None, loader_alone: bool = False) -> Trial | None:
         n = len(results[i].trials)
-        res = run_trial(i, n, via=via) if via is not None else run_trial(i, n)
+        res = run_trial(i, n, via=via, loader_alone=loader_alone) if via is not None else run_trial(i, n)
         return res.trials[-1] if res.status == "ok" and len(res.trials) > n else None
 
     t0 = time.monotonic()
@@ -512,7 +513,8 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
         again = one(None)
         if again is not None:
             warm_trials.append(again)
-        second = one(fresh_runner)
+        # It probes the loader ceiling: confirmed, the fresh trials alone stand for the knee.
+        second = one(fresh_runner, loader_alone=True)
         if second is not None:
             fresh_trials.append(second)
     warm = [trial_samples_per_s(t) for t in warm_trials]

@@ -197,12 +197,16 @@ def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp
     import time
     from dataclasses import replace
 
+    def probed(o: Outcome) -> Outcome:  # a trial that probed the loader ceiling
+        o.trial.loader_alone_samples_per_s = 2000.0
+        return o
+
     def slow_fresh() -> Outcome:  # a fresh process's trial: 50 ms here
         time.sleep(0.05)
-        return Outcome(status="ok", trial=trial(0.0055, 0.012))
+        return probed(Outcome(status="ok", trial=trial(0.0055, 0.012)))
 
-    warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
-    fresh = FakeRunner({2: slow_fresh, 4: ok(4)})
+    warm = FakeRunner({0: probed(ok(0)), 2: probed(ok(2)), 4: probed(ok(4))})
+    fresh = FakeRunner({2: slow_fresh, 4: probed(ok(4))})
     rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
                    runner=warm, fresh_runner=fresh, save=lambda r, p: None)
     drift = rs.analysis["drift"]
@@ -210,6 +214,10 @@ def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp
     assert drift["config"].startswith("w2-") and drift["change"] == pytest.approx(0.013 / 0.0175 - 1, abs=0.01)
     assert drift["confirmed"] and drift["threshold"] == pytest.approx(0.10)  # 2 x 5%: no repeats to say more
     assert [w for w, _, _ in fresh.calls] == [2, 2, 4]  # the knee twice, then its competitor
+    # The knee's warm trials had probed the loader ceiling, so its first fresh trial does not; the
+    # second does, since the fresh trials alone now stand for it (and its competitor's first).
+    assert [j.loader_alone for j in fresh.jobs] == [False, True, True]
+    assert all(r.summary.loader_ceiling_samples_per_s == 2000.0 for r in rs.results)
     assert sorted(drift["remeasured"]) == sorted(r.settings.key() for r in rs.results if r.settings.num_workers)
     # Only fresh trials stand for them now: 4 workers are the knee.
     assert [len(r.trials) for r in rs.results] == [1, 2, 1]
