@@ -374,7 +374,7 @@ def run_sweep(
 
         def reserve_s() -> float:
             measured_ok = sum(1 for r, d in zip(results, done) if d and r.status == "ok" and r.trials)
-            drift_follows = fresh_runner is not None and measured_ok + 1 >= DRIFT_MIN_CONFIGS
+            drift_follows = fresh_runner is not None and measured_ok >= DRIFT_MIN_CONFIGS
             return budget_reserve_s(trial_walls, drift_follows=drift_follows)
 
         search = Search(
@@ -421,9 +421,13 @@ def budget_reserve_s(trial_walls: list[float], *, drift_follows: bool) -> float:
         `--time-budget` is the user's wait for the answer, counted from the command's start (the
         interpreter, the dataset check and the compute ceiling included). A search step starts
         only if it can end in time: one trial's time for the step itself and, when the drift
-        check follows the search and will run (at least DRIFT_MIN_CONFIGS configs measured once
-        this step has been), two more for it (a fresh process's start-up, CUDA context and
-        model, then its trial: 16.5 s against 7.3 s per warm trial on the H200 case). One
+        check will follow the search whether this step runs or not (DRIFT_MIN_CONFIGS configs
+        measured already), two more for it (a fresh process's start-up, CUDA context and model,
+        then its trial: 16.5 s against 7.3 s per warm trial on the H200 case). Short of them,
+        the step that makes the check run is taken when it fits alone: keeping time for a check
+        that stopping would cancel left a 60-s search of long spawn trials at two configs, 38 s
+        unused, with a 0-worker pick where 2 persistent workers measured 2.3x (the check then
+        runs and can end past the budget, by its own time at most). One
         trial's time is the longest of the latest three, or the median of all when that is
         longer: the later steps measure configs near the knee, whose many workers start and
         warm up longer than the first probes' few (with the median alone, two H200 runs ended

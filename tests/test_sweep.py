@@ -368,6 +368,30 @@ def test_a_budget_spent_before_the_search_measures_one_config_and_says_so(tmp_pa
     assert "measured 1 config (" in text and "since the command started, past --time-budget 120 s" in text
 
 
+def test_the_step_that_makes_the_drift_check_run_needs_only_its_own_time(tmp_path):
+    # Trials of 0.4 s and 1.6 s of budget left at the start. Two configs measured, 0.8 s left:
+    # the third step fits alone (the check would not run without it, so no time is kept for
+    # the check); three measured, 0.4 s left: no step fits with the check's two trials, so the
+    # search stops and the check runs.
+    import time
+    from dataclasses import replace
+
+    def slow(w):
+        def make():
+            time.sleep(0.4)
+            return ok(w)
+        return make
+
+    runner = FakeRunner({w: slow(w) for w in range(9)})
+    fresh = FakeRunner({w: (lambda w=w: ok(w)) for w in range(9)})
+    cfg = replace(config(num_workers=(0, 1, 2, 4, 8)), repeats=3, search="auto", time_budget_s=120.0)
+    rs = run_sweep(cfg, output=tmp_path / "r.json", environment=ENV, machine=MACHINE, runner=runner,
+                   fresh_runner=fresh, save=lambda r, p: None, started_at=time.monotonic() - 118.4)
+    assert len([c for c in runner.calls if c[2] == "config"]) == 3
+    assert rs.analysis["search"]["stopped"].startswith("--time-budget reached")
+    assert len(fresh.calls) == 1 and "drift" in rs.analysis
+
+
 def test_the_drift_checks_fresh_process_is_started_ahead_only_where_cpus_and_configs_allow(monkeypatch):
     from dataclasses import replace
 
