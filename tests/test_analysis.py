@@ -655,6 +655,11 @@ def test_cpus_taken_by_other_processes_count_toward_saturation_and_are_named():
     assert other.data["max_cores"] == pytest.approx(6.0) and other.data["median_cores"] == pytest.approx(3.1)
     assert ("Other processes used the CPUs this sweep ran on: up to 6.0 cores of the 16 usable CPUs during a "
             "measured window (w8-nopin-nopf-f2-once-b256), median 3.1 over 2 configs.") in text
+    # Other load took more of the CPUs than the sweep's tree: not the loader's decode/augment.
+    rows = [_cpu_row(0, 300.0, 0.1, 0.1, other_cores=1.9), _cpu_row(1, 310.0, 0.2, 0.1, other_cores=1.8)]
+    text = reason(recommend(with_ceilings(rows, {256: 4680.0}), usable_cpus=2))
+    assert ("The process tree used 0.2 of 2 usable CPUs and other processes 1.8 more: the CPUs are saturated, "
+            "mostly by other load on the machine") in text and "decode/augment" not in text
     # Under a core (and under 10% of the CPUs): not named; the tree alone is not saturated.
     quiet = [_cpu_row(4, 1000.0, 4.4, 0.4, other_cores=0.2), _cpu_row(8, 1500.0, 8.5, 0.5, other_cores=0.9)]
     rec = recommend(with_ceilings(quiet, {256: 4680.0}), usable_cpus=16)

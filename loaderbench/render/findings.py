@@ -97,8 +97,13 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
             if d["cause"] == "cpu":
                 others = d.get("other_cores")
                 busy = (f" and other processes {others:.1f} more" if others is not None and others >= 0.5 else "")
-                cause = (f" The process tree used {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs{busy}: "
-                         "CPU (decode/augment) saturation binds.")
+                used = f" The process tree used {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs{busy}: "
+                if busy and others >= d["cpu_cores"]:  # the other load took more of them than the sweep
+                    cause = (used + "the CPUs are saturated, mostly by other load on the machine; these rows "
+                             "understate what this loader does on CPUs of its own (measure again on a quiet "
+                             "machine).")
+                else:
+                    cause = used + "CPU (decode/augment) saturation binds."
             elif d["cause"] == "cores_slower":
                 used = ("" if d.get("cpu_cores") is None or not d.get("usable_cpus") else
                         f", using {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs")
