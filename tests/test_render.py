@@ -223,3 +223,20 @@ def test_the_search_footer_names_a_repeat_the_model_asked_for():
     text = render.search_lines(rs)[0]
     assert (f"repeats where they decide: {settings(4).key()} x2, {settings(6).key()} x2; {settings(4).key()} repeated "
             "because its first trial read far below the model's prediction, which would make it the knee (done).") in text
+
+
+def test_a_setting_that_differs_only_in_predicted_rows_keeps_its_column():
+    # Every measured row runs persistent_workers=off; one predicted row is on: the header may not
+    # say "in every row: persistent_workers=off", and the column shows which row is which.
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "docs/data/search-default-h200-3.json").read_text())
+    rs = ResultSet.from_dict(data)
+    assert render.constant_settings(rs)["persistent_workers"] == "off"
+    with_workers = [p for p in data["analysis"]["predictions"] if p["settings"]["num_workers"] > 0]
+    with_workers[0]["settings"]["persistent_workers"] = True
+    rs = ResultSet.from_dict(data)
+    assert "persistent_workers" not in render.constant_settings(rs)
+    assert "persistent_workers" in [k for k, _ in render.visible_columns(rs)]
+    assert not any("persistent_workers=off" in line for line in render.header_lines(rs))

@@ -285,18 +285,21 @@ CUDA_ONLY_COLUMNS = (*(a.name for a in GRID_AXES if a.cuda_only), "gpu_util_pct"
 
 
 def constant_settings(rs: ResultSet) -> dict[str, str]:
-    """Settings columns whose cell is the same in every row (shown once in the header)."""
+    """Settings columns whose cell is the same in every row, the predicted rows included (shown
+    once in the header)."""
     cuda = _cuda_used(rs)
     out: dict[str, str] = {}
     if not rs.results:
         return out
+    predicted = [p.settings for p in predictions(rs)]
     for a in GRID_AXES:
         if a.name == "num_workers" or a.cuda_only:
             continue
-        if a.optional and all(getattr(r.settings, a.name) is None for r in rs.results):
+        if a.optional and all(getattr(s, a.name) is None for s in [*(r.settings for r in rs.results), *predicted]):
             out[a.name] = "default"  # never asked for: hidden, and not worth a mention
             continue
         values = {row_cells(r, cuda=cuda)[a.name] for r in rs.results if r.settings.num_workers > 0 or not a.workers_only}
+        values |= {a.cell(getattr(s, a.name)) for s in predicted if s.num_workers > 0 or not a.workers_only}
         if len(values) == 1:
             out[a.name] = values.pop()
     return out
