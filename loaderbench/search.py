@@ -362,7 +362,8 @@ class Search:
             if not self.competitors():
                 self.log.stopped = "the ranking is clear: no config near the knee's edge"
                 return
-        self.log.stopped = f"every config near the knee's edge measured {self.repeats} times"
+        self.log.stopped = (f"every config near the knee's edge measured {self.repeats} times" if self.repeats != 1
+                            else "every config near the knee's edge measured once")
 
     def competitors(self) -> list[ConfigResult]:
         """The measured configs whose place decides the pick: those between half the tolerance

@@ -144,6 +144,10 @@ def test_repeats_go_only_to_the_configs_that_decide_the_pick():
     search.run()
     assert {s.num_workers for s, rep in calls if rep > 0} == {3, 4}
     assert search.log.stopped == "every config near the knee's edge measured 3 times"
+    once = Search(cells, measure=pipeline(2.4, 12.0)[0], tolerance=0.05, repeats=1, budget_s=600, usable_cpus=16,
+                  cuda=False, dense_workers=False, clock=FakeClock())
+    once.run()
+    assert once.log.stopped == "every config near the knee's edge measured once"
     # 2 ms per sample: 4 and 8 workers both reach the step's 1,333/s and 2 workers are far
     # below (1,000/s): the ranking is clear, nothing is repeated.
     measure, calls = pipeline(2.0, 12.0)
