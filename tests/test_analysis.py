@@ -528,6 +528,13 @@ def test_the_recommended_call_carries_the_users_sampler_and_collate():
                                "collate_fn": "mydata:pad_collate"}) == (
         "DataLoader(dataset, batch_size=32, sampler=weighted(dataset), num_workers=4, pin_memory=True, "
         "prefetch_factor=2, persistent_workers=False, collate_fn=pad_collate)")
+    # The worker threads the sweep set are set by the call too (none without workers).
+    from dataclasses import replace
+
+    assert dataloader_call(replace(s, worker_threads=2)) == (
+        "DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=True, prefetch_factor=2, "
+        "persistent_workers=False, worker_init_fn=lambda worker_id: torch.set_num_threads(2))")
+    assert "worker_init_fn" not in dataloader_call(replace(settings(0), worker_threads=2))
 
 
 def test_a_wait_that_building_batches_does_not_explain_is_not_sent_to_more_workers():

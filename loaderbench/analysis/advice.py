@@ -49,7 +49,8 @@ def dataloader_call(settings: LoaderSettings, dataset: dict[str, Any] | None = N
     """A ready-to-paste `DataLoader(...)` call for these settings (only keywords that apply),
     with the user's own sampler and collate function where the sweep used them (`dataset`: the
     config's [dataset] table). A batch sampler replaces `batch_size` (the DataLoader takes one
-    or the other); a sampler factory is shown called on the dataset.
+    or the other); a sampler factory is shown called on the dataset. `worker_threads` (the
+    `--worker-threads` axis) becomes a `worker_init_fn` that sets them in each worker.
 
     >>> s = LoaderSettings(4, True, False, 2, False, 32)
     >>> dataloader_call(s, {"sampler": "mydata:buckets", "sampler_kind": "batch_sampler"})
@@ -68,6 +69,9 @@ def dataloader_call(settings: LoaderSettings, dataset: dict[str, Any] | None = N
                   **{k: v for k, v in kw.items() if k != "batch_size"}}
     if d.get("collate_fn"):
         kw["collate_fn"] = str(d["collate_fn"]).rpartition(":")[2]
+    if settings.worker_threads is not None and settings.num_workers > 0:
+        # What --worker-threads set in each worker (under spawn, a module-level function instead).
+        kw["worker_init_fn"] = f"lambda worker_id: torch.set_num_threads({settings.worker_threads})"
     return "DataLoader(" + ", ".join(["dataset"] + [f"{k}={v}" for k, v in kw.items()]) + ")"
 
 
