@@ -177,6 +177,8 @@ def test_epoch_start_gaps_are_start_up_not_a_receive_floor():
     rec = recommend([non, per], epoch_batches=50)
     assert rec.settings.persistent_workers is True  # measured faster by far more than 5%
     assert "persistent_workers=True" in rec.dataloader_call
+    # The headline names the swept setting that the pick turns on, not only workers and pin.
+    assert reason(rec).startswith("num_workers=2, pin_memory=False, prefetch=off, persistent_workers=True: ")
 
 
 def test_persistent_workers_are_not_advised_when_their_row_shows_the_same_gaps():

@@ -110,6 +110,11 @@ def recommend(
             "prefetch": knee.settings.prefetch, "samples_per_s": ks.samples_per_s,
             "stall_fraction": ks.stall_fraction, "band": band,
             "ceiling_share": _share(knee),
+            # The other axes the sweep varied, at the knee's values (the headline names them).
+            "swept": {ax.name: getattr(knee.settings, ax.name) for ax in GRID_AXES
+                      if ax.name not in ("num_workers", "pin_memory", "prefetch")
+                      and not (ax.workers_only and knee.settings.num_workers == 0)
+                      and len({getattr(r.settings, ax.name) for r in ok}) > 1},
         })
     ]
     if best is not knee:

@@ -68,7 +68,9 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
         elif k == FindingKind.KNEE.value:
             out.append(
                 f"num_workers={d['num_workers']}, pin_memory={d['pin_memory']}, "
-                f"prefetch={'on' if d['prefetch'] else 'off'}: {_rate(d['samples_per_s'])}, "
+                f"prefetch={'on' if d['prefetch'] else 'off'}"
+                + "".join(f", {name}={v}" for name, v in (d.get("swept") or {}).items())
+                + f": {_rate(d['samples_per_s'])}, "
                 f"stall {d['stall_fraction']:.1%} ({d['band']})."
             )
         elif k == FindingKind.BEST_WITHIN_TOLERANCE.value:
