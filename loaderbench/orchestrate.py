@@ -428,10 +428,12 @@ def budget_reserve_s(trial_walls: list[float], *, drift_follows: bool) -> float:
         that stopping would cancel left a 60-s search of long spawn trials at two configs, 38 s
         unused, with a 0-worker pick where 2 persistent workers measured 2.3x (the check then
         runs and can end past the budget, by its own time at most). One
-        trial's time is the longest of the latest three, or the median of all when that is
+        trial's time is the mean of the latest three, or the median of all when that is
         longer: the later steps measure configs near the knee, whose many workers start and
         warm up longer than the first probes' few (with the median alone, two H200 runs ended
-        9-10 s past a 120-s budget, in the closing drift check). A budget spent before the
+        9-10 s past a 120-s budget; their latest trials included 13-16 s ones against a median
+        of 4-6 s). The mean, not the longest: one slow trial would otherwise keep three times
+        its time back and end the search early. A budget spent before the
         search starts (the interpreter and the dataset check took longer) still measures one
         config, and the footer gives the time since the command started against the budget.
         A drift check that trips takes one warm and one fresh trial more (NOTE [drift check]),
@@ -440,7 +442,7 @@ def budget_reserve_s(trial_walls: list[float], *, drift_follows: bool) -> float:
     """
     if not trial_walls:
         return 0.0
-    per = max(statistics.median(trial_walls), max(trial_walls[-3:]))
+    per = max(statistics.median(trial_walls), statistics.fmean(trial_walls[-3:]))
     return per * (3.0 if drift_follows else 1.0)
 
 

@@ -226,11 +226,11 @@ def test_the_budget_reserve_is_the_latest_trials_time_when_they_grew():
     from loaderbench.orchestrate import budget_reserve_s
 
     assert budget_reserve_s([], drift_follows=True) == 0.0
-    # Early probes of 4 s, then near-knee configs of 6, 7 and 5 s: one trial is the longest of the
-    # latest three (7 s, over the median 5), three of them with the drift check to follow.
+    # Early probes of 4 s, then near-knee configs of 6, 7 and 5 s: one trial is the mean of the
+    # latest three (6 s, over the median 4.5), three of them with the drift check to follow.
     walls = [4.0, 4.0, 4.0, 6.0, 7.0, 5.0]
-    assert budget_reserve_s(walls, drift_follows=False) == 7.0
-    assert budget_reserve_s(walls, drift_follows=True) == 21.0
+    assert budget_reserve_s(walls, drift_follows=False) == 6.0
+    assert budget_reserve_s(walls, drift_follows=True) == 18.0
     # Later trials cheaper than most: the median (6 s) stands.
     assert budget_reserve_s([6.0, 6.0, 6.0, 2.0, 2.0], drift_follows=True) == 18.0
 
