@@ -58,6 +58,15 @@ def test_markdown_and_csv():
     csv = render.to_csv(sample()).splitlines()
     assert csv[0].startswith("key,num_workers,pin_memory,prefetch,prefetch_factor")
     assert len(csv) == 6
+    # Nested values (dicts, lists) are JSON in their cell, not Python reprs.
+    import io
+    import json
+
+    import pandas as pd
+
+    frame = pd.read_csv(io.StringIO(render.to_csv(sample())))
+    nested = [c for c in frame.columns if frame[c].astype(str).str.startswith(("{", "[")).any()]
+    assert nested and all(json.loads(v) is not None for c in nested for v in frame[c].dropna())
 
 
 def test_a_noisy_config_is_flagged_with_advice(console):

@@ -732,11 +732,14 @@ def summary_rows(rs: ResultSet) -> list[dict[str, Any]]:
 
 
 def to_csv(rs: ResultSet) -> str:
-    """CSV of `summary_rows` through pandas."""
+    """CSV of `summary_rows` through pandas; a nested value (a dict or list, e.g. the wait's
+    parts) is one cell of JSON."""
     import pandas as pd
 
+    rows = [{k: json.dumps(v) if isinstance(v, (dict, list, tuple)) else v for k, v in row.items()}
+            for row in summary_rows(rs)]
     buf = io.StringIO()
-    pd.DataFrame(summary_rows(rs)).to_csv(buf, index=False)
+    pd.DataFrame(rows).to_csv(buf, index=False)
     return buf.getvalue()
 
 
