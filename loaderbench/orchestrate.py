@@ -633,6 +633,8 @@ def preflight(
                 "the dataset splits its stream by torch.distributed.get_rank(), the ranks load the same "
                 f"samples and samples/s counts each of them {machine.world_size} times",
             ))
+        if res.status == "skipped":
+            continue  # a config that never runs is not oversubscribed either
         over = oversubscription(s, machine.cpus_per_rank, s.main_threads or main_threads)
         if over and machine.ranks_per_node > 1:
             over += f" (per rank: {machine.usable_cpus} CPUs / {machine.ranks_per_node} ranks on this node)"

@@ -97,6 +97,8 @@ def test_configs_that_cannot_fit_in_shm_are_skipped_with_the_fix(tmp_path):
     by = {r.settings.num_workers: r for r in rs.results}
     assert by[4].status == "skipped" and "shared memory (/dev/shm) too small" in by[4].error
     assert "--shm-size" in by[4].error and "144 MiB" in by[4].error
+    # 4 workers on 2 CPUs would be oversubscribed, but a config that never runs gets no such note.
+    assert not by[4].has(WarningKind.OVERSUBSCRIBED)
 
 
 def test_replicated_iterable_configs_are_flagged_and_not_ranked(tmp_path):
