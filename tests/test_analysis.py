@@ -533,9 +533,12 @@ def test_the_recommended_call_carries_the_users_sampler_and_collate():
     # The worker threads the sweep set are set by the call too (none without workers).
     from dataclasses import replace
 
+    # A module-level function (spawn and forkserver workers unpickle it; a lambda fails there),
+    # none for torch's own 1 thread per worker, none without workers.
     assert dataloader_call(replace(s, worker_threads=2)) == (
         "DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=True, prefetch_factor=2, "
-        "persistent_workers=False, worker_init_fn=lambda worker_id: torch.set_num_threads(2))")
+        "persistent_workers=False, worker_init_fn=set_worker_threads)")
+    assert "worker_init_fn" not in dataloader_call(replace(s, worker_threads=1))
     assert "worker_init_fn" not in dataloader_call(replace(settings(0), worker_threads=2))
 
 

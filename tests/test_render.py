@@ -249,3 +249,26 @@ def test_a_setting_that_differs_only_in_predicted_rows_keeps_its_column():
     assert "persistent_workers" not in render.constant_settings(rs)
     assert "persistent_workers" in [k for k, _ in render.visible_columns(rs)]
     assert not any("persistent_workers=off" in line for line in render.header_lines(rs))
+
+
+def test_worker_threads_advice_names_a_picklable_hook_or_none():
+    # The knee at 4 workers with 2 threads each: the call names a module-level function and the
+    # table prints its definition; with 1 thread (torch's own setting in workers) no hook at all.
+    from dataclasses import replace
+
+    from loaderbench.render.findings import finding_sentences
+
+    for threads, hook in ((2, True), (1, False)):
+        rs = sample()
+        for r in rs.results:
+            r.settings = replace(r.settings, worker_threads=threads if r.settings.num_workers else None)
+        analyze(rs)
+        text = "\n".join(render.footer_lines(rs))
+        call = rs.recommendation.dataloader_call
+        assert ("worker_init_fn=set_worker_threads" in call) is hook and "lambda" not in call
+        said = " ".join(finding_sentences(rs.recommendation.findings, rs))
+        assert ("def set_worker_threads(worker_id): torch.set_num_threads(2)" in text) is hook
+        if hook:
+            assert "torch.set_num_threads(2) in each worker (worker_init_fn)" in said
+        else:
+            assert "1 intra-op thread in each worker (torch's own setting there: no worker_init_fn needed)" in said

@@ -50,7 +50,8 @@ def dataloader_call(settings: LoaderSettings, dataset: dict[str, Any] | None = N
     with the user's own sampler and collate function where the sweep used them (`dataset`: the
     config's [dataset] table). A batch sampler replaces `batch_size` (the DataLoader takes one
     or the other); a sampler factory is shown called on the dataset. `worker_threads` (the
-    `--worker-threads` axis) becomes a `worker_init_fn` that sets them in each worker.
+    `--worker-threads` axis) other than torch's 1 becomes `worker_init_fn=set_worker_threads`
+    (defined by `worker_threads_def`).
 
     >>> s = LoaderSettings(4, True, False, 2, False, 32)
     >>> dataloader_call(s, {"sampler": "mydata:buckets", "sampler_kind": "batch_sampler"})
@@ -69,10 +70,21 @@ def dataloader_call(settings: LoaderSettings, dataset: dict[str, Any] | None = N
                   **{k: v for k, v in kw.items() if k != "batch_size"}}
     if d.get("collate_fn"):
         kw["collate_fn"] = str(d["collate_fn"]).rpartition(":")[2]
-    if settings.worker_threads is not None and settings.num_workers > 0:
-        # What --worker-threads set in each worker (under spawn, a module-level function instead).
-        kw["worker_init_fn"] = f"lambda worker_id: torch.set_num_threads({settings.worker_threads})"
+    if settings.worker_threads not in (None, 1) and settings.num_workers > 0:
+        # What --worker-threads set in each worker (1 is torch's own setting there): a function
+        # defined at module level, which spawn and forkserver workers can unpickle (a lambda
+        # cannot be); the table prints its definition (WORKER_THREADS_FN).
+        kw["worker_init_fn"] = WORKER_THREADS_FN
     return "DataLoader(" + ", ".join(["dataset"] + [f"{k}={v}" for k, v in kw.items()]) + ")"
+
+
+WORKER_THREADS_FN = "set_worker_threads"
+
+
+def worker_threads_def(threads: int) -> str:
+    """The module-level `worker_init_fn` that the recommended call names (`dataloader_call`)."""
+    return f"def {WORKER_THREADS_FN}(worker_id): torch.set_num_threads({threads})"
+
 
 
 def recommend(

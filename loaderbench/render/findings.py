@@ -212,7 +212,9 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
                        f"faster per epoch ({d['epoch_samples_per_s']:,.0f} samples/s) than the steady-state knee.")
         elif k == FindingKind.THREADS.value:
             parts = [
-                f"torch.set_num_threads({d['worker_threads']}) in each worker (worker_init_fn)"
+                ("1 intra-op thread in each worker (torch's own setting there: no worker_init_fn needed)"
+                 if d.get("worker_threads") == 1 else
+                 f"torch.set_num_threads({d['worker_threads']}) in each worker (worker_init_fn)")
                 if d.get("worker_threads") is not None else "",
                 f"torch.set_num_threads({d['main_threads']}) in the main process"
                 if d.get("main_threads") is not None else "",

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from loaderbench import kinds
 from loaderbench.analysis import statistics as stats
+from loaderbench.analysis.advice import WORKER_THREADS_FN, worker_threads_def
 from loaderbench.analysis.predict import Prediction
 from loaderbench.model import (
     GRID_AXES,
@@ -593,6 +594,8 @@ def footer_lines(rs: ResultSet) -> list[str]:
         per_gpu = per_rank_line(rs)
         if per_gpu:
             out.append(per_gpu)
+        if f"worker_init_fn={WORKER_THREADS_FN}" in rec.dataloader_call and rec.settings.worker_threads:
+            out.append(f"    {worker_threads_def(rec.settings.worker_threads)}  # at module level: spawn pickles it")
         out.append(f"    loader = {rec.dataloader_call}")
         if rec.use_prefetcher:
             out.append("    loader = loaderbench.CUDAPrefetcher(loader)  # copy batch N+1 on a side stream")
