@@ -8,6 +8,8 @@ from typing import Any
 
 from loaderbench.model import Finding, FindingKind, ResultSet, WaitPart
 
+OTHER_CORES_SHOWN = 0.5  # other processes' cores named beside a CPU cause (half a core or more)
+
 
 def _setting(v: Any) -> str:
     return {True: "on", False: "off", None: "default"}.get(v, str(v)) if isinstance(v, (bool, type(None))) else str(v)
@@ -98,7 +100,8 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
             cause = ""
             if d["cause"] == "cpu":
                 others = d.get("other_cores")
-                busy = (f" and other processes {others:.1f} more" if others is not None and others >= 0.5 else "")
+                busy = (f" and other processes {others:.1f} more" if others is not None and others >= OTHER_CORES_SHOWN
+                        else "")
                 used = f" The process tree used {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs{busy}: "
                 if busy and others >= d["cpu_cores"]:  # the other load took more of them than the sweep
                     cause = (used + "the CPUs are saturated, mostly by other load on the machine; these rows "
@@ -110,7 +113,7 @@ def finding_sentences(findings: list[Finding], rs: ResultSet | None = None) -> l
                 used = ("" if d.get("cpu_cores") is None or not d.get("usable_cpus") else
                         f", using {d['cpu_cores']:.1f} of {d['usable_cpus']} usable CPUs")
                 others = d.get("other_cores")
-                seen = ("" if others is None or others < 0.5 else
+                seen = ("" if others is None or others < OTHER_CORES_SHOWN else
                         f"; other processes took {others:.1f} cores of them during its window")
                 cause = (f" More workers bought nothing: {d['hi_config']} measured {_rate(d['hi_samples_per_s'])}"
                          f"{used}, its workers spending {d['hi_ms']:.1f} ms of CPU per sample against "
