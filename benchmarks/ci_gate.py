@@ -46,7 +46,7 @@ def gate_dataset(
     num_samples: int, sample_shape: list[int], cpu_ms: float, io_ms: float, seed: int = 0
 ) -> Any:
     """loaderbench's TensorCostDataset with its per-sample costs times $LOADERBENCH_GATE_SLOWDOWN."""
-    from loaderbench.datasets import TensorCostDataset
+    from loaderbench.workload.datasets import TensorCostDataset
 
     factor = float(os.environ.get(SLOWDOWN_ENV, "1.0"))
     return TensorCostDataset(num_samples, tuple(sample_shape), cpu_ms * factor, io_ms * factor, seed=seed)

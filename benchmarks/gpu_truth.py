@@ -25,13 +25,13 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from loaderbench.analysis import statistics as stats
-from loaderbench.bandwidth import measure_h2d_bandwidth
-from loaderbench.batch import move_to_device
-from loaderbench.compute import build_compute
-from loaderbench.datasets import TensorCostDataset
+from loaderbench.machine.bandwidth import measure_h2d_bandwidth
 from loaderbench.measure.trial import measure_compute_ceiling, measure_config
 from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, TrialJob
-from loaderbench.prefetch import CUDAPrefetcher
+from loaderbench.workload.batch import move_to_device
+from loaderbench.workload.compute import build_compute
+from loaderbench.workload.datasets import TensorCostDataset
+from loaderbench.workload.prefetch import CUDAPrefetcher
 
 
 def trial_row(name: str, trial, ceiling: float | None = None) -> dict:
@@ -76,7 +76,7 @@ def naive_host_wait_ms(batch_size: int, io_ms: float, step_ms: float, n: int = 3
 def plain_loop_samples_per_s(settings: LoaderSettings, ds_spec: DatasetSpec, step_spec: ComputeSpec,
                              warmup: int, batches: int) -> float:
     """The same DataLoader and step with no instrumentation: wall time with one sync at the end."""
-    from loaderbench.datasets import build_dataset
+    from loaderbench.workload.datasets import build_dataset
 
     ds = build_dataset(ds_spec)
     loader = DataLoader(ds, sampler=RandomSampler(ds, num_samples=settings.batch_size * (warmup + batches + 64)),

@@ -27,8 +27,8 @@ timeout 120 python3 - "$1" "$2" <<'PY' 2>&1 | tail -6
 import sys, torch
 from torch.utils.data import DataLoader, RandomSampler
 import loaderbench
-from loaderbench.compute import build_compute
-from loaderbench.datasets import SyntheticJPEGDataset, load_synthetic_jpegs
+from loaderbench.workload.compute import build_compute
+from loaderbench.workload.datasets import SyntheticJPEGDataset, load_synthetic_jpegs
 from loaderbench.model import ComputeSpec
 workers, out = int(sys.argv[1]), sys.argv[2]
 device = torch.device("cuda:0")

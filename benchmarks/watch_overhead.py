@@ -33,10 +33,10 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 import loaderbench
-from loaderbench.batch import move_to_device
-from loaderbench.compute import build_compute
-from loaderbench.datasets import SyntheticJPEGDataset, TensorCostDataset, load_synthetic_jpegs
 from loaderbench.model import ComputeSpec
+from loaderbench.workload.batch import move_to_device
+from loaderbench.workload.compute import build_compute
+from loaderbench.workload.datasets import SyntheticJPEGDataset, TensorCostDataset, load_synthetic_jpegs
 
 
 def _moved(loader: DataLoader, device: torch.device) -> Any:

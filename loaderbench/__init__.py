@@ -4,22 +4,23 @@ Public API (imported lazily so `import loaderbench` stays cheap and torch-free):
 - `loaderbench.CUDAPrefetcher(loader, device=None, transform=None)`: the side-stream prefetcher.
 - `loaderbench.load_results(path)`: a saved result file as a pandas DataFrame.
 - `loaderbench.watch(loader, ...)`: time data-wait against compute inside your own training loop
-  (`for batch in loaderbench.watch(loader):`); see loaderbench/watcher.py.
+  (`for batch in loaderbench.watch(loader):`); see loaderbench/inloop/watcher.py.
 - `loaderbench.sweep(dataset, ...)`: the sweep from Python (a Dataset object or a factory); see
-  loaderbench/sweep_api.py.
+  loaderbench/orchestration/api.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from loaderbench._version import __version__
+
 __all__ = ["CUDAPrefetcher", "Watch", "__version__", "load_results", "sweep", "watch"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "CUDAPrefetcher":
-        from loaderbench.prefetch import CUDAPrefetcher
+        from loaderbench.workload.prefetch import CUDAPrefetcher
 
         return CUDAPrefetcher
     if name == "load_results":
@@ -27,11 +28,11 @@ def __getattr__(name: str) -> Any:
 
         return load_results
     if name in ("watch", "Watch"):
-        from loaderbench import watcher
+        from loaderbench.inloop import watcher
 
         return getattr(watcher, name)
     if name == "sweep":
-        from loaderbench.sweep_api import sweep
+        from loaderbench.orchestration.api import sweep
 
         return sweep
     raise AttributeError(f"module 'loaderbench' has no attribute {name!r}")

@@ -3,7 +3,7 @@
 Consulted by the config (which [dataset] keys a kind uses), the sweep (real epochs or one long
 one; files whose page-cache state can be controlled), the measuring process (how to build it),
 compare (the workload fingerprint) and the renderers (a one-line description). Adding a kind is
-one entry here plus its builder in datasets.py. No torch: the commands that read results import
+one entry here plus its builder in workload/datasets.py. No torch: the commands that read results import
 this.
 """
 
@@ -71,24 +71,24 @@ KINDS: dict[str, DatasetKind] = {
             "synthetic", frozenset({"num_samples", "image_size", "jpeg_quality", "seed"}), own_length=False,
             in_files=False, describe=lambda d: "synthetic",
             fingerprint=("num_samples", "image_size", "jpeg_quality", "seed"),
-            builder="loaderbench.datasets:build_synthetic",
+            builder="loaderbench.workload.datasets:build_synthetic",
             constants={"generator": GENERATOR_VERSION, "transform": TRANSFORM},
         ),
         DatasetKind(
             "folder", frozenset({"data"}), own_length=True, in_files=True,
             describe=lambda d: f"folder {d.get('data_path')}", fingerprint=(),
-            builder="loaderbench.datasets:build_folder", constants={"transform": TRANSFORM},
+            builder="loaderbench.workload.datasets:build_folder", constants={"transform": TRANSFORM},
             needs_data=True, file_extensions="images",
         ),
         DatasetKind(
             "tensor", frozenset({"num_samples", "sample_shape", "cpu_ms", "io_ms", "seed"}), own_length=False,
             in_files=False, describe=_tensor_text, fingerprint=("num_samples", "sample_shape", "cpu_ms", "io_ms"),
-            builder="loaderbench.datasets:build_tensor",
+            builder="loaderbench.workload.datasets:build_tensor",
         ),
         DatasetKind(
             "import", frozenset({"kwargs", "data"}), own_length=True, in_files=True,
             describe=_import_text, fingerprint=("factory", "kwargs"),
-            builder="loaderbench.datasets:build_import",
+            builder="loaderbench.workload.datasets:build_import",
         ),
     )
 }

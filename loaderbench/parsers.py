@@ -1,6 +1,6 @@
 """Value parsers for flags and TOML keys: each takes a raw value (a string from the command line, or
 a TOML value) and returns the parsed value, or raises ValueError saying what is allowed. No
-loaderbench imports: the registries in model.py and config.py are built from these."""
+loaderbench imports: the registries in model.py and orchestration/config.py are built from these."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, NamedTuple
 import pytest
 import torch
 
-from loaderbench.batch import (
+from loaderbench.workload.batch import (
     BatchInfo,
     inspect_batch,
     iter_tensors,
@@ -374,8 +374,8 @@ def test_inspect_and_move_with_real_pinned_memory_and_cuda() -> None:
 
 
 def test_a_collate_that_drops_samples_is_named_and_a_transposed_batch_is_not():
-    from loaderbench.batch import array_dims, array_rows, leading_sizes
     from loaderbench.measure.trial import check_sample_count
+    from loaderbench.workload.batch import array_dims, array_rows, leading_sizes
 
     def check(batch, items=16, iterable=False):
         return check_sample_count(items, leading_sizes(batch), iterable=iterable, fixed=None,

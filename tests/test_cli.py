@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from loaderbench.cli import app
-from loaderbench.datasets import TensorCostDataset
+from loaderbench.workload.datasets import TensorCostDataset
 from tests.helpers import batch_load_s
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -364,8 +364,8 @@ def test_a_sweep_where_nothing_is_measured_exits_2_after_the_table(tmp_path):
 def test_default_output_names_are_safe():
     import datetime
 
-    from loaderbench.config import build_config
-    from loaderbench.orchestrate import default_output_path
+    from loaderbench.orchestration.config import build_config
+    from loaderbench.orchestration.plan import default_output_path
 
     cfg = build_config(None, {"": {"label": "my run/x"}})
     path = default_output_path(cfg, datetime.datetime(2026, 11, 29, 12, 0, 0))

@@ -559,10 +559,10 @@ def in_tmp(tmp_path, monkeypatch):
 
 
 def fake_sweep(monkeypatch, answer: Path) -> FakeSweep:
-    import loaderbench.orchestrate
+    import loaderbench.orchestration.execute
 
     fake = FakeSweep(answer)
-    monkeypatch.setattr(loaderbench.orchestrate, "execute_sweep", fake)
+    monkeypatch.setattr(loaderbench.orchestration.execute, "execute_sweep", fake)
     return fake
 
 

@@ -10,9 +10,15 @@ from typing import Any
 import pytest
 import torch
 
-from loaderbench.compute import IMAGENET_MEAN, IMAGENET_STD, ModelStep, build_compute, normalize_on_device
 from loaderbench.errors import UsageError
 from loaderbench.model import ComputeSpec
+from loaderbench.workload.compute import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    ModelStep,
+    build_compute,
+    normalize_on_device,
+)
 
 CPU = torch.device("cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

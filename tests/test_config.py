@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from loaderbench.config import build_config, parse_flag
 from loaderbench.errors import ConfigError, UsageError
 from loaderbench.model import ComputeSpec
+from loaderbench.orchestration.config import build_config, parse_flag
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -1,4 +1,4 @@
-"""Tests of loaderbench.datasets: synthetic JPEGs and their cache, cost datasets, folders,
+"""Tests of loaderbench.workload.datasets: synthetic JPEGs and their cache, cost datasets, folders,
 factories, fingerprints and make-data. No DataLoader workers; the whole file runs in seconds."""
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import torch
 from PIL import Image
 from torch.utils.data import IterableDataset
 
-from loaderbench import datasets
-from loaderbench.datasets import (
+from loaderbench.errors import DataError, UsageError
+from loaderbench.model import DatasetSpec
+from loaderbench.workload import datasets
+from loaderbench.workload.datasets import (
     IMAGE_SIZE,
     SyntheticJPEGDataset,
     TensorCostDataset,
@@ -31,8 +33,6 @@ from loaderbench.datasets import (
     make_image_folder,
     make_synthetic_jpegs,
 )
-from loaderbench.errors import DataError, UsageError
-from loaderbench.model import DatasetSpec
 
 SMALL = (64, 48)
 UserModule = Callable[[str], str]

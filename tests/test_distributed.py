@@ -208,7 +208,7 @@ def test_other_launchers_rank_0_hosts_the_store_and_waits_for_the_followers(tmp_
     # hosts the store and does not leave before the follower has read "stop".
     import os
 
-    from loaderbench.distributed import free_port
+    from loaderbench.orchestration.distributed import free_port
 
     out = tmp_path / "r.json"
     port = str(free_port())

@@ -9,27 +9,22 @@ from types import SimpleNamespace
 
 import pytest
 
-from loaderbench import distributed as dist
 from loaderbench.analysis import analyze, summarize_config
 from loaderbench.analysis import statistics as stats
 from loaderbench.analysis.advice import epoch_samples_per_s, recommend
 from loaderbench.analysis.wait import mean_step_s
-from loaderbench.config import build_config
 from loaderbench.errors import UsageError
-from loaderbench.grid import GridPoint
 from loaderbench.measure.isolation import Outcome
 from loaderbench.measure.loop import HostMarker, timed_loop
 from loaderbench.measure.ranks import RankShard
 from loaderbench.model import ComputeSpec, ConfigResult, Note, ResultSet, Trial
-from loaderbench.orchestrate import (
-    Machine,
-    NullObserver,
-    cpus_per_rank,
-    measure_ceilings,
-    preflight,
-    resolve_defaults,
-)
-from loaderbench.preflight import WorkloadFacts, shm_need_bytes
+from loaderbench.orchestration import distributed as dist
+from loaderbench.orchestration.ceilings import measure_ceilings
+from loaderbench.orchestration.config import build_config
+from loaderbench.orchestration.grid import GridPoint
+from loaderbench.orchestration.observer import NullObserver
+from loaderbench.orchestration.plan import Machine, cpus_per_rank, resolve_defaults
+from loaderbench.orchestration.preflight import WorkloadFacts, preflight, shm_need_bytes
 from loaderbench.render import sweep as render
 from tests.helpers import FakeClock, reason, result, settings, trial, with_ceilings
 
@@ -540,7 +535,7 @@ def test_rank_info_rejects_bad_variables(env):
 
 
 def test_strip_option_drops_both_forms():
-    from loaderbench.distributed import strip_option
+    from loaderbench.orchestration.distributed import strip_option
 
     name = "--nproc-per-node"
     assert strip_option(["sweep", "--nproc-per-node", "2", "--batches", "5"], name) == ["sweep", "--batches", "5"]
@@ -776,7 +771,7 @@ def test_a_single_worker_estimate_is_singular():
 def test_a_real_datasets_epoch_is_counted_per_rank(tmp_path):
     # 1,000 samples at batch 16: 62 batches per epoch on one process, 1,000 / (16 x 2) = 31 on
     # each of 2 ranks (DistributedSampler gives each rank half of every epoch).
-    from loaderbench.orchestrate import run_sweep
+    from loaderbench.orchestration.run import run_sweep
 
     def epoch_batches(machine: Machine) -> int:
         cfg = build_config(None, {

@@ -1,4 +1,4 @@
-"""loaderbench.env on this machine (CPU only) and preflight warnings on fake records."""
+"""loaderbench.machine.env on this machine (CPU only) and preflight warnings on fake records."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from loaderbench import env as envmod
-from loaderbench.env import (
+from loaderbench.machine import env as envmod
+from loaderbench.machine.env import (
     capture_environment,
     environment_fingerprint,
     fd_limit,
@@ -226,7 +226,7 @@ def test_this_machine_preflight_runs(captured: dict[str, Any]) -> None:
 
 
 def test_pcie_expected_band_is_hand_computed():
-    from loaderbench.bandwidth import pcie_expected_gb_per_s
+    from loaderbench.machine.bandwidth import pcie_expected_gb_per_s
 
     band = pcie_expected_gb_per_s(5, 16)
     assert band["link_gb_per_s"] == pytest.approx(63.008)

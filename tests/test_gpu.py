@@ -1,4 +1,4 @@
-"""loaderbench.gpu against a fake NVML with named scenarios (no GPU, no libnvidia-ml needed).
+"""loaderbench.machine.gpu against a fake NVML with named scenarios (no GPU, no libnvidia-ml needed).
 
 Scenarios (gpustat style): "works", "GetSamples not supported", "library missing",
 "init raises", "pynvml not installed", plus handle binding and facts.
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from loaderbench import gpu
-from loaderbench.gpu import (
+from loaderbench.machine import gpu
+from loaderbench.machine.gpu import (
     GpuUtilReading,
     NullUtilSampler,
     NvmlUnavailableError,
@@ -480,7 +480,7 @@ def test_real_pynvml_on_a_host_without_the_library() -> None:
 
 def test_import_does_no_work() -> None:
     code = (
-        "import sys, loaderbench.gpu, loaderbench.env;"
+        "import sys, loaderbench.machine.gpu, loaderbench.machine.env;"
         "assert 'pynvml' not in sys.modules, 'pynvml';"
         "assert 'torch' not in sys.modules, 'torch'"
     )

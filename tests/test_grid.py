@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from loaderbench.grid import default_num_workers, expand_grid
 from loaderbench.model import GRID_AXES
+from loaderbench.orchestration.grid import default_num_workers, expand_grid
 
 
 def GridAxes(**given):

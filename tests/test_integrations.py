@@ -127,7 +127,7 @@ def test_the_base_package_imports_no_framework():
     import subprocess
 
     code = (
-        "import sys, loaderbench, loaderbench.watcher, loaderbench.integrations\n"
+        "import sys, loaderbench, loaderbench.inloop.watcher, loaderbench.integrations\n"
         "loaderbench.watch([1])\n"
         "bad = [m for m in ('lightning', 'transformers', 'tensorboard', 'torch.utils.tensorboard') if m in sys.modules]\n"
         "assert not bad, bad\n"

@@ -11,41 +11,50 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "loaderbench"
 
 # Layer of every module (the first matching prefix wins); a module may import its own layer and
-# the ones listed as allowed below it.
+# the ones listed as allowed below it. The package root (`loaderbench`, the public facade) is a
+# module like any other: only the CLI may import it.
 LAYERS = {
-    "model": ("loaderbench.model", "loaderbench.errors", "loaderbench.config", "loaderbench.grid",
-              "loaderbench.schema", "loaderbench.results", "loaderbench.kinds", "loaderbench.parsers"),
-    "leaf": ("loaderbench.batch", "loaderbench.gpu", "loaderbench.env", "loaderbench.bandwidth",
-             "loaderbench.datasets", "loaderbench.compute", "loaderbench.prefetch", "loaderbench.processes"),
+    "model": ("loaderbench._version", "loaderbench.model", "loaderbench.errors", "loaderbench.schema",
+              "loaderbench.results", "loaderbench.kinds", "loaderbench.parsers", "loaderbench.thresholds"),
+    "machine": ("loaderbench.machine",),
+    "workload": ("loaderbench.workload",),
     "storage": ("loaderbench.storage",),
     "analysis": ("loaderbench.analysis",),
     "measure": ("loaderbench.measure",),
-    "orchestration": ("loaderbench.orchestrate", "loaderbench.sweep_api", "loaderbench.search", "loaderbench.distributed", "loaderbench.preflight"),
+    "orchestration": ("loaderbench.orchestration",),
     "render": ("loaderbench.render",),
     # In your own training loop: the watch and its integrations (they word their summaries
     # through render/, so they sit above it).
-    "in-loop": ("loaderbench.watcher", "loaderbench.integrations"),
+    "in-loop": ("loaderbench.inloop", "loaderbench.integrations"),
     "cli": ("loaderbench.cli", "loaderbench.__main__"),
     "api": ("loaderbench",),
 }
 ALLOWED = {
     "model": {"model"},
-    "leaf": {"model", "leaf"},
-    "storage": {"model", "leaf", "storage"},
+    "machine": {"model", "machine"},
+    "workload": {"model", "workload"},
+    "storage": {"model", "machine", "storage"},
     "analysis": {"model", "analysis"},
-    "measure": {"model", "leaf", "storage", "measure"},
-    "orchestration": {"model", "leaf", "storage", "analysis", "measure", "orchestration"},
+    "measure": {"model", "machine", "workload", "storage", "measure"},
+    "orchestration": {"model", "machine", "workload", "storage", "analysis", "measure", "orchestration"},
     "render": {"model", "analysis", "render"},
-    "in-loop": {"model", "leaf", "storage", "analysis", "measure", "orchestration", "render", "in-loop"},
+    "in-loop": {"model", "machine", "workload", "storage", "analysis", "measure", "orchestration", "render",
+                "in-loop"},
     "cli": set(LAYERS),
     "api": set(LAYERS),
 }
+
+# At most this many modules at the package root besides `__init__`, `__main__` and `_version`: the
+# root holds the model layer only (typed records, registries, result files); everything else lives
+# in the folder of its layer.
+ROOT_MODULES_MAX = 8
 
 
 def layer_of(module: str) -> str:
     for layer, prefixes in LAYERS.items():
         if layer != "api" and any(module == p or module.startswith(p + ".") for p in prefixes):
             return layer
+    assert module == "loaderbench", f"{module} is in no layer: add it to LAYERS"
     return "api"
 
 
@@ -77,7 +86,7 @@ def imports_of(path: Path) -> set[str]:
     for target in out:
         while target and target not in modules:
             target = target.rpartition(".")[0]
-        if target and target != name and target != "loaderbench":
+        if target and target != name:
             resolved.add(target)
     return resolved
 
@@ -93,6 +102,23 @@ def test_no_import_goes_up_a_layer():
         if layer_of(b) not in ALLOWED[layer_of(a)]
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_root_imports_are_seen():
+    """The facade counts like any module: a model-layer module that imported `loaderbench` (for
+    its version, say) would be an upward import, and the graph must show it."""
+    g = graph()
+    assert {"loaderbench._version", "loaderbench.orchestration.api", "loaderbench.inloop.watcher"} <= g["loaderbench"]
+    assert not [a for a, targets in g.items() if "loaderbench" in targets and layer_of(a) != "cli"]
+    fake = {"loaderbench.model": {"loaderbench"}}
+    assert [b for a, targets in fake.items() for b in targets if layer_of(b) not in ALLOWED[layer_of(a)]] == [
+        "loaderbench"]
+
+
+def test_few_modules_at_the_root():
+    root = sorted(p.stem for p in PKG.glob("*.py") if p.stem not in ("__init__", "__main__", "_version"))
+    assert len(root) <= ROOT_MODULES_MAX, root
+    assert all(layer_of(f"loaderbench.{m}") == "model" for m in root), root
 
 
 def test_no_import_circle():

@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from loaderbench.batch import iter_tensors, move_to_device
-from loaderbench.compute import build_compute, normalize_on_device
 from loaderbench.errors import UsageError
 from loaderbench.model import ComputeSpec
-from loaderbench.prefetch import CUDAPrefetcher
+from loaderbench.workload.batch import iter_tensors, move_to_device
+from loaderbench.workload.compute import build_compute, normalize_on_device
+from loaderbench.workload.prefetch import CUDAPrefetcher
 
 CPU = torch.device("cpu")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -210,7 +210,7 @@ def test_cuda_stream_protocol_with_faked_cuda_calls(monkeypatch: pytest.MonkeyPa
     and one stream for all epochs."""
     from contextlib import contextmanager, nullcontext
 
-    from loaderbench.prefetch import _CudaStreams
+    from loaderbench.workload.prefetch import _CudaStreams
 
     log: list[str] = []
     created: list[str] = []

@@ -157,7 +157,7 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
 
 def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked_rows():
     from loaderbench.model import Note, WarningKind
-    from loaderbench.preflight import REPLICATED_MESSAGE
+    from loaderbench.orchestration.preflight import REPLICATED_MESSAGE
 
     # Every config probed, but the best probe (3,439) reads below the best measured 3,612 (the
     # probe is half a second after the window): the measured rate is the ceiling's lower bound.

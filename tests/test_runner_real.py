@@ -11,9 +11,9 @@ import time
 import pytest
 import torch
 
-from loaderbench.datasets import TensorCostDataset
 from loaderbench.measure.introspect import _tracking_loader_class, ready_batches
 from loaderbench.measure.loop import probe_receive
+from loaderbench.workload.datasets import TensorCostDataset
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from loaderbench.analysis import summarize_config
 from loaderbench.analysis.knee import find_knee
 from loaderbench.analysis.predict import Fit, predict, series_of, softmin
 from loaderbench.model import ConfigResult, LoaderSettings
-from loaderbench.search import Search
+from loaderbench.orchestration.search import Search
 from tests.helpers import FakeClock, settings, trial
 
 
@@ -223,7 +223,7 @@ def test_no_step_starts_that_would_end_after_the_budget_with_its_reserve():
 
 
 def test_the_budget_reserve_is_the_latest_trials_time_when_they_grew():
-    from loaderbench.orchestrate import budget_reserve_s
+    from loaderbench.orchestration.budget import budget_reserve_s
 
     assert budget_reserve_s([], drift_follows=True) == 0.0
     # Early probes of 4 s, then near-knee configs of 6, 7 and 5 s: one trial is the mean of the
@@ -376,7 +376,7 @@ def two_ranks(build_ms_per_sample: float, step_ms: float, cpu_per_sample_s: floa
     """The same pipeline run by two ranks at once (a distributed sweep): each rank's own trial
     as `pipeline` measures it on its share of the CPUs, merged as the distributed sweep merges
     them (samples/s, CPU, loader ceiling and compute ceiling summed over ranks)."""
-    from loaderbench.distributed import merge_trials
+    from loaderbench.orchestration.distributed import merge_trials
 
     one, _ = pipeline(build_ms_per_sample, step_ms, bs=bs, cpus=cpus_per_rank, cpu_per_sample_s=cpu_per_sample_s)
     calls: list[LoaderSettings] = []

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from loaderbench.cli import app
-from loaderbench.config import build_config
 from loaderbench.errors import ConfigError
+from loaderbench.orchestration.config import build_config
 from loaderbench.storage import read_summary
 from tests.helpers import MiB, ThrottledDisk, in_cgroup
 
@@ -65,7 +65,7 @@ def test_data_names_the_files_of_a_factory_dataset_once_or_several_times():
 
 
 def test_a_factory_with_a_root_parameter_gets_the_data_path(tmp_path):
-    from loaderbench.datasets import build_dataset
+    from loaderbench.workload.datasets import build_dataset
 
     folder = _files(tmp_path / "f", 3, 2048)
     cfg = build_config(overrides={"dataset": {"kind": "tests.fixture_datasets:make_file_samples",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from loaderbench.config import build_config
 from loaderbench.measure.isolation import Outcome
 from loaderbench.model import ComputeSpec, WarningKind
-from loaderbench.orchestrate import Machine, resolve_defaults, run_sweep
-from loaderbench.preflight import WorkloadFacts, oversubscription, shm_need_bytes, shm_verdict
+from loaderbench.orchestration.config import build_config
+from loaderbench.orchestration.plan import Machine, resolve_defaults
+from loaderbench.orchestration.preflight import WorkloadFacts, oversubscription, shm_need_bytes, shm_verdict
+from loaderbench.orchestration.run import run_sweep
 from tests import helpers
 from tests.conftest import FakeRunner
 from tests.helpers import settings, trial
@@ -139,7 +140,7 @@ def test_shm_and_oversubscription_rules_are_hand_computed():
 def test_an_iterable_dataset_replayed_by_every_worker_is_detected():
     # The same with a real 2-worker DataLoader: the unsplit stream gives worker 0 and worker 1
     # the same first sample; the split one does not.
-    from loaderbench.preflight import workload_facts
+    from loaderbench.orchestration.preflight import workload_facts
     from tests.fixture_datasets import make_split_stream, make_stream
 
     assert workload_facts(make_stream(), check_replication=True).replicated_across_workers is True
@@ -150,7 +151,7 @@ def test_an_iterable_dataset_replayed_by_every_worker_is_detected():
 @pytest.mark.slow
 def test_a_split_stream_whose_images_are_equal_and_labels_differ_is_not_replicated():
     # Every part of a sample counts: equal tensors with different labels are different samples.
-    from loaderbench.preflight import workload_facts
+    from loaderbench.orchestration.preflight import workload_facts
     from tests.fixture_datasets import make_replicated_labelled_stream, make_split_labelled_stream
 
     assert workload_facts(make_split_labelled_stream(), check_replication=True).replicated_across_workers is False
@@ -274,7 +275,7 @@ def test_the_drift_threshold_grows_with_the_noise_the_repeats_showed():
     # move more than twice the median spread (50%) to count; without repeats, twice the tolerance.
     from loaderbench.analysis import summarize_config
     from loaderbench.model import ConfigResult
-    from loaderbench.orchestrate import drift_threshold
+    from loaderbench.orchestration.drift import drift_threshold
 
     def repeated(step_a, step_b):
         r = ConfigResult(settings=settings(2), status="ok", trials=[trial(0.0, step_a), trial(0.0, step_b)])
@@ -328,7 +329,7 @@ def test_baseline_settings_between_the_grids_counts_are_measured_first_by_the_se
         "grid": {"batch_size": (16,)}, "measure": {"repeats": 1}, "": {"baseline_settings": {"num_workers": 4}},
     })
     runner = FakeRunner({w: (lambda w=w: _pipeline_outcome(w)) for w in range(9)})
-    from loaderbench.orchestrate import check_baseline_settings, plan
+    from loaderbench.orchestration.plan import check_baseline_settings, plan
 
     resolved = resolve_defaults(cfg, MACHINE)
     check_baseline_settings(resolved, plan(resolved, MACHINE))  # no UsageError
@@ -342,7 +343,7 @@ def test_a_stream_every_worker_replays_is_measured_as_a_grid(tmp_path):
     # Only a measured row shows the duplicates: the search is not used for such a stream.
     from dataclasses import replace
 
-    from loaderbench.preflight import WorkloadFacts
+    from loaderbench.orchestration.preflight import WorkloadFacts
 
     runner = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
     facts = WorkloadFacts(sample_bytes=64, iterable=True, replicated_across_workers=True)
@@ -397,8 +398,8 @@ def test_the_step_that_makes_the_drift_check_run_needs_only_its_own_time(tmp_pat
 def test_the_drift_checks_fresh_process_is_started_ahead_only_where_cpus_and_configs_allow(monkeypatch):
     from dataclasses import replace
 
-    from loaderbench import env
-    from loaderbench.orchestrate import drift_may_follow
+    from loaderbench.machine import env
+    from loaderbench.orchestration.drift import drift_may_follow
 
     cfg = build_config(None, {"dataset": {"kind": "tensor"}, "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)}})
     monkeypatch.setattr(env, "usable_cpus", lambda: 2)
@@ -414,8 +415,8 @@ def test_the_drift_checks_fresh_process_is_started_ahead_only_where_cpus_and_con
 def test_the_warm_measuring_process_starts_before_this_process_imports_torch(monkeypatch, tmp_path):
     # detect_machine imports torch (seconds on 2 CPUs): the measuring process's own import runs
     # meanwhile, so it must have been started already.
-    from loaderbench import orchestrate
     from loaderbench.measure.warm import WarmRunner
+    from loaderbench.orchestration import execute as orchestrate
 
     seen = []
 
@@ -444,7 +445,7 @@ def test_where_the_trials_time_went_adds_up_to_their_wall_time(tmp_path, monkeyp
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from loaderbench import orchestrate
+    from loaderbench.orchestration import run as orchestrate
 
     clock = [100.0]
     monkeypatch.setattr(orchestrate, "time", SimpleNamespace(monotonic=lambda: clock[0]))
@@ -464,7 +465,7 @@ def test_where_the_trials_time_went_adds_up_to_their_wall_time(tmp_path, monkeyp
 
 def test_a_config_that_failed_is_not_predicted_as_if_it_had_not_been_tried():
     from loaderbench.model import ResultSet
-    from loaderbench.orchestrate import add_predictions
+    from loaderbench.orchestration.run import add_predictions
 
     rows = [helpers.result(settings(0), trial(0.032, 0.012)), helpers.result(settings(1), trial(0.020, 0.012)),
             helpers.result(settings(2), status="failed", error="OSError: read error")]

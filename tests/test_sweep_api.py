@@ -10,9 +10,9 @@ import pytest
 from torch.utils.data import DataLoader, Dataset
 
 import loaderbench
-from loaderbench.datasets import TensorCostDataset
 from loaderbench.errors import DataError, UsageError
-from loaderbench.sweep_api import PICKLED_FACTORY, build_api_config
+from loaderbench.orchestration.api import PICKLED_FACTORY, build_api_config
+from loaderbench.workload.datasets import TensorCostDataset
 from tests import fixture_datasets
 
 
@@ -43,13 +43,13 @@ def test_options_are_the_commands_parsed_by_the_same_parsers():
 
 
 def test_a_dataset_object_is_pickled_for_the_measuring_process():
-    from loaderbench.sweep_api import load_pickled
+    from loaderbench.orchestration.api import load_pickled
 
     ds = TensorCostDataset(32, (3, 4), 0.0, 0.0)
     cfg, pickled = build_api_config(ds, {})
     try:
         assert cfg.dataset.factory == PICKLED_FACTORY
-        assert cfg.dataset.kwargs["name"] == "loaderbench.datasets.TensorCostDataset"
+        assert cfg.dataset.kwargs["name"] == "loaderbench.workload.datasets.TensorCostDataset"
         back = load_pickled(**cfg.dataset.kwargs)
         assert len(back) == 32 and back[5][0].shape == (3, 4)
     finally:
@@ -70,8 +70,8 @@ def test_what_cannot_reach_the_measuring_process_is_refused_with_the_way_out():
 
 
 def test_loaderbench_sweep_is_the_function_even_after_the_orchestration_is_imported():
-    import loaderbench.orchestrate  # noqa: F401 - the module the command runs
-    from loaderbench.sweep_api import sweep
+    import loaderbench.orchestration.execute  # noqa: F401 - the module the command runs
+    from loaderbench.orchestration.api import sweep
 
     assert loaderbench.sweep is sweep
 
@@ -141,8 +141,8 @@ def test_check_refuses_a_baseline_of_a_pickled_dataset_in_one_line(tmp_path):
 
     from loaderbench.cli import app
     from loaderbench.model import ResultSet
+    from loaderbench.orchestration.api import PICKLED_FACTORY
     from loaderbench.results import save_results
-    from loaderbench.sweep_api import PICKLED_FACTORY
 
     path = tmp_path / "base.json"
     save_results(ResultSet(config={"dataset": {"kind": "import", "factory": PICKLED_FACTORY,

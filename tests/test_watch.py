@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 import loaderbench
 from loaderbench.cli import app
+from loaderbench.inloop.watcher import WatchError, count_samples, read_settings
 from loaderbench.results import read_results
-from loaderbench.watcher import WatchError, count_samples, read_settings
 from tests.helpers import FakeClock
 
 runner = CliRunner()
@@ -61,7 +61,7 @@ def test_stall_fraction_and_samples_per_s_have_hand_computed_answers():
 def test_the_meter_starting_is_in_no_step(monkeypatch, with_step_end):
     # The window's CPU/memory/NVML meter takes ~0.1 s to start the first time in a process; it
     # starts when the window begins, and that time must not land in the first measured step.
-    from loaderbench.watcher import Watch
+    from loaderbench.inloop.watcher import Watch
 
     clock = FakeClock()
     monkeypatch.setattr(Watch, "_start_meter", lambda self: (clock.advance(0.120), setattr(self, "_meter", False)))
@@ -323,8 +323,8 @@ def test_report_words_the_figures_and_labels_the_prediction():
 
 
 def test_with_workers_the_pipeline_model_predicts_the_workers_that_clear_it():
+    from loaderbench.inloop.watcher import predict_next
     from loaderbench.model import Trial
-    from loaderbench.watcher import predict_next
     from tests.helpers import result, settings
 
     # 2 workers, each batch 80 ms to build, 10 ms step: 2 workers deliver one batch per 40 ms.
@@ -377,7 +377,7 @@ def test_real_dataloader_with_sleeps_on_the_host_clock():
 
 
 def test_suggested_settings_take_the_predicted_workers_and_say_so():
-    from loaderbench.watcher import suggested_settings
+    from loaderbench.inloop.watcher import suggested_settings
 
     clock = FakeClock()
     w = watched(clock, TimedLoader(clock, 20, load_s=0.030))

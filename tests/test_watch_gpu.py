@@ -10,8 +10,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import loaderbench
-from loaderbench.compute import build_compute
 from loaderbench.model import ComputeSpec
+from loaderbench.workload.compute import build_compute
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -42,7 +42,7 @@ def _root(
 ) -> None:
     """Measure why the GPU waits for data, and which DataLoader settings remove the wait."""
     if version:
-        from loaderbench import __version__
+        from loaderbench._version import __version__
 
         sys.stdout.write(f"loaderbench {__version__}\n")
         raise typer.Exit(0)

@@ -118,8 +118,8 @@ def check_config(baseline: Any, config_path: Path | None) -> Any:
     """The sweep `check` runs: the baseline's own config (`SweepConfig.from_dict`), or the
     dataset, step and measure settings of CONFIG.toml when given, over the grid that re-creates
     the baseline's configs (`baseline_grid`), every config measured (`--search grid`)."""
-    from loaderbench import config as cfgmod
     from loaderbench.analysis.compare import baseline_grid
+    from loaderbench.orchestration import config as cfgmod
 
     grid = baseline_grid(baseline)
     if config_path is not None:
@@ -152,9 +152,9 @@ def check_command(
 ) -> None:
     """Run the baseline's configs here and compare with it in one command (the CI gate).
     Exit 0 no regression, 1 regression, 2 error; --update-baseline writes a new baseline."""
-    from loaderbench import config as cfgmod
     from loaderbench.analysis.compare import compare_results
-    from loaderbench.orchestrate import SweepInterruptedAt, execute_sweep
+    from loaderbench.orchestration import config as cfgmod
+    from loaderbench.orchestration.execute import SweepInterruptedAt, execute_sweep
     from loaderbench.results import read_results, save_results
 
     def body() -> None:
@@ -177,7 +177,7 @@ def check_command(
                     "cannot run again: run the loop again with watch(..., output='NEW.json'), then "
                     f"`loaderbench compare {baseline} NEW.json`"
                 )
-            from loaderbench.sweep_api import PICKLED_FACTORY
+            from loaderbench.orchestration.api import PICKLED_FACTORY
 
             if ((base_rs.config or {}).get("dataset") or {}).get("factory") == PICKLED_FACTORY and config is None:
                 raise UsageError(

@@ -22,7 +22,7 @@ def make_data_command(
 ) -> None:
     """Write a real JPEG ImageFolder (PATH/class_XXX/img_XXXXX.jpg) to test storage with."""
     from loaderbench import parsers
-    from loaderbench.datasets import make_image_folder
+    from loaderbench.workload.datasets import make_image_folder
 
     def body() -> None:
         def num(v: str, flag: str, lo: int, hi: int) -> int:

@@ -18,7 +18,7 @@ def env_command(
     versions, CUDA, GPU and NVML status."""
     import json
 
-    from loaderbench.env import capture_environment, preflight_warnings
+    from loaderbench.machine.env import capture_environment, preflight_warnings
 
     def body() -> None:
         common.check_format(format, ("table", "json"))
@@ -26,7 +26,7 @@ def env_command(
 
         facts = capture_environment(device_index=0 if torch.cuda.is_available() else None)
         if torch.cuda.is_available() and not no_bandwidth:
-            from loaderbench.bandwidth import measure_h2d_bandwidth, pcie_expected_gb_per_s
+            from loaderbench.machine.bandwidth import measure_h2d_bandwidth, pcie_expected_gb_per_s
 
             gpu = facts.get("gpu") or {}
             facts["h2d_bandwidth"] = {

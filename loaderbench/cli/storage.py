@@ -58,7 +58,7 @@ def environment_subset() -> dict[str, Any]:
     """The machine facts a storage probe depends on (no torch import: fast)."""
     import psutil
 
-    from loaderbench.env import cpu_model, usable_cpus
+    from loaderbench.machine.env import cpu_model, usable_cpus
 
     return {
         "host": platform.node(),
@@ -74,7 +74,7 @@ def environment_subset() -> dict[str, Any]:
 
 def storage_document(probe: dict[str, Any], *, environment: dict[str, Any], now: _dt.datetime) -> dict[str, Any]:
     """The JSON written by `loaderbench storage` (kind "storage")."""
-    from loaderbench import __version__
+    from loaderbench._version import __version__
     return {
         "schema_version": STORAGE_SCHEMA_VERSION,
         "tool": "loaderbench",

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from loaderbench.cli import common
-from loaderbench.config import OPTIONS, Option
+from loaderbench.orchestration.config import OPTIONS, Option
 
 _FIXED: list[tuple[str, Any, Any]] = [
     ("config", Annotated[Path | None, typer.Argument(help="TOML config (see configs/); flags override it.")], None),
@@ -62,8 +62,8 @@ _PARAMS = _FIXED[:1] + [_option_param(o) for o in _SWEEP_OPTIONS] + _FIXED[1:]
 def sweep_command(**kwargs: Any) -> None:
     """Sweep num_workers x pin_memory x prefetch x prefetch_factor x persistent_workers and say
     where the loader stops being the bottleneck."""
-    from loaderbench import config as cfgmod
-    from loaderbench.orchestrate import SweepInterruptedAt, execute_sweep
+    from loaderbench.orchestration import config as cfgmod
+    from loaderbench.orchestration.execute import SweepInterruptedAt, execute_sweep
     from loaderbench.results import check_result_path
 
     config: Path | None = kwargs["config"]
@@ -82,7 +82,7 @@ def sweep_command(**kwargs: Any) -> None:
         flags.append((opt.section, opt.key, value, opt.flag_name))
 
     def body() -> None:
-        from loaderbench import distributed as dist
+        from loaderbench.orchestration import distributed as dist
 
         info = dist.RankInfo.from_environ()
         if info is not None and not info.leader:

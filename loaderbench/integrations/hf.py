@@ -21,8 +21,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from loaderbench.inloop.watcher import Watch
 from loaderbench.model import ResultSet
-from loaderbench.watcher import Watch
 
 
 def _dataloader(obj: Any) -> Any:
@@ -67,9 +67,9 @@ class LoaderbenchTrainerCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.watch is None:
             return
+        from loaderbench.inloop.watcher import suggested_settings
         from loaderbench.render.watch import training_arguments_line, watch_lines
         from loaderbench.results import save_results
-        from loaderbench.watcher import suggested_settings
 
         self.result = self.watch.result()
         suggested = suggested_settings(self.result)

@@ -18,8 +18,8 @@ from typing import Any
 
 from lightning.pytorch.callbacks import Callback
 
+from loaderbench.inloop.watcher import Watch
 from loaderbench.model import ResultSet
-from loaderbench.watcher import Watch
 
 
 def _dataloader(obj: Any) -> Any:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from loaderbench.machine.processes import signal_name
 from loaderbench.measure.loop import StepMarker
-from loaderbench.processes import signal_name
 
 
 def _tracking_loader_class() -> type:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from loaderbench.machine.processes import process_tree, signal_by_description, signal_name
 from loaderbench.model import LoaderSettings, Trial, TrialJob
-from loaderbench.processes import process_tree, signal_by_description, signal_name
 
 
 @dataclass

@@ -34,7 +34,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from loaderbench.processes import process_tree
+from loaderbench.machine.processes import process_tree
 
 Clock = Callable[[], float]
 
@@ -124,7 +124,7 @@ class WindowMeter:
         self._t0 = 0.0
         self._main0 = 0.0
         self._io0: tuple[int | None, int | None] = (None, None)
-        from loaderbench.env import cpu_affinity
+        from loaderbench.machine.env import cpu_affinity
 
         affinity = cpu_affinity()
         self._cpus = None if affinity is None else set(affinity)

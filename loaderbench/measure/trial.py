@@ -286,8 +286,8 @@ def _batch_sampler(
     """
     from torch.utils.data import BatchSampler
 
-    from loaderbench import datasets
     from loaderbench.measure.sampling import EpochSampler, call_factory
+    from loaderbench.workload import datasets
 
     if spec.sampler:
         factory = datasets.load_callable(spec.sampler, "make_sampler", "--sampler")
@@ -382,7 +382,7 @@ def set_up(job: TrialJob) -> TrialSetup:
     a distributed trial, and build the dataset. Raises what building the dataset raises."""
     import torch
 
-    from loaderbench import datasets
+    from loaderbench.workload import datasets
 
     local_rank = None if job.distributed is None else int(job.distributed.get("local_rank", 0))
     device_name = resolve_device(job.measure, local_rank)
@@ -425,10 +425,11 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     import torch
     from torch.utils.data import IterableDataset, default_collate
 
-    from loaderbench import batch as batch_mod
-    from loaderbench import compute as compute_mod
-    from loaderbench import datasets, gpu
-    from loaderbench.prefetch import CUDAPrefetcher
+    from loaderbench.machine import gpu
+    from loaderbench.workload import batch as batch_mod
+    from loaderbench.workload import compute as compute_mod
+    from loaderbench.workload import datasets
+    from loaderbench.workload.prefetch import CUDAPrefetcher
 
     t_job = time.perf_counter()
     settings, dataset_spec, compute_spec, measure, seed = job.settings, job.dataset, job.compute, job.measure, job.seed
@@ -690,9 +691,9 @@ def measure_compute_ceiling(job: TrialJob, *, clock: Clock = time.perf_counter) 
     import torch
     from torch.utils.data import IterableDataset, default_collate
 
-    from loaderbench import batch as batch_mod
-    from loaderbench import compute as compute_mod
-    from loaderbench import datasets
+    from loaderbench.workload import batch as batch_mod
+    from loaderbench.workload import compute as compute_mod
+    from loaderbench.workload import datasets
 
     dataset_spec, compute_spec, measure, batch_size = job.dataset, job.compute, job.measure, job.settings.batch_size
     setup = set_up(job)

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loaderbench.machine.processes import process_tree
 from loaderbench.model import ServedFrom
-from loaderbench.processes import process_tree
 
 #: `read_summary`: a window that read less than this share of what it needed was served from cache,
 #: and at least STORAGE_MIN_FRACTION of it was served from storage.

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from loaderbench.batch import iter_tensors, move_to_device
 from loaderbench.errors import UsageError
+from loaderbench.workload.batch import iter_tensors, move_to_device
 
 __all__ = ["CUDAPrefetcher"]
 
@@ -129,14 +129,14 @@ class CUDAPrefetcher:
 
     Args:
         loader: any re-iterable of batches (usually a `DataLoader`); each `iter()` is an epoch.
-            Batches may be any nesting handled by `loaderbench.batch` (tuples, lists, dicts and
+            Batches may be any nesting handled by `loaderbench.workload.batch` (tuples, lists, dicts and
             their subclasses, namedtuples, dataclasses, objects with tensor attributes or an own
             `.to()`); non-tensors pass through, container types are kept.
         device: where batches go. None: the current CUDA device, or the CPU when CUDA is not
             available. A CPU (or other non-CUDA) device gives a pass-through without streams:
             batches are moved synchronously (not at all for CPU) and `transform` is applied.
         transform: optional callable `batch -> batch` run after the copy, on the side stream on
-            CUDA (so it overlaps compute too), e.g. `loaderbench.compute.normalize_on_device`.
+            CUDA (so it overlaps compute too), e.g. `loaderbench.workload.compute.normalize_on_device`.
         record_copy_events: instrumentation (loaderbench's sweep uses it): record a pair of
             CUDA timing events on the side stream around every copy, in `copy_events`, one pair
             per batch in delivery order. The caller reads and clears the list.

@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loaderbench.config import OPTIONS, SweepConfig, build_config
 from loaderbench.errors import DataError, UsageError
 from loaderbench.model import Recommendation, ResultSet
+from loaderbench.orchestration.config import OPTIONS, SweepConfig, build_config
 
-PICKLED_FACTORY = "loaderbench.sweep_api:load_pickled"
+PICKLED_FACTORY = "loaderbench.orchestration.api:load_pickled"
 _KINDS_BY_NAME = ("synthetic", "folder", "tensor")
 
 
@@ -189,7 +189,7 @@ def sweep(dataset: Any, /, **options: Any) -> SweepRun:
     factory, or a kind) with the command's options by their TOML keys (see `build_api_config`);
     returns the analysed run (`.recommendation`, `.frame`, `.save()`). Raises what the command
     reports in one line (LoaderbenchError subclasses) for bad input."""
-    from loaderbench.orchestrate import execute_sweep
+    from loaderbench.orchestration.execute import execute_sweep
 
     return sweep_dataset(dataset, execute=execute_sweep, **options)
 

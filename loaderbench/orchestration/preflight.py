@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loaderbench.model import LoaderSettings
+from loaderbench.model import ConfigResult, LoaderSettings, Note, WarningKind
+from loaderbench.orchestration.observer import SweepObserver
+from loaderbench.orchestration.plan import Machine
 
 SHM_WARN_FRACTION = 0.5
 REPLICATED_MESSAGE = (
@@ -130,7 +132,7 @@ def workload_facts(dataset: Any, *, check_replication: bool, timeout_s: float = 
     import torch
     from torch.utils.data import DataLoader, IterableDataset
 
-    from loaderbench.batch import inspect_batch
+    from loaderbench.workload.batch import inspect_batch
 
     iterable = isinstance(dataset, IterableDataset)
     sample_bytes: int | None = None
@@ -186,3 +188,52 @@ def _same(a: Any, b: Any, torch: Any) -> bool:
         return bool(a == b)
     except Exception:  # noqa: BLE001
         return False
+
+
+def preflight(
+    results: list[ConfigResult],
+    facts: WorkloadFacts | None,
+    environment: dict[str, Any],
+    machine: Machine,
+    obs: SweepObserver,
+) -> None:
+    """Mark configs before they run: skip those that cannot fit in /dev/shm, warn about ones
+    close to it and about oversubscription, flag an IterableDataset replayed by every worker.
+    In a distributed sweep every rank on the node has its own workers: /dev/shm must hold all
+    of theirs, and each rank's workers share the CPUs per rank."""
+    free = (environment.get("shm") or {}).get("free_bytes")
+    main_threads = environment.get("torch_num_threads")
+    for res in results:
+        s = res.settings
+        if facts is not None:
+            need = shm_need_bytes(s, facts.sample_bytes)
+            need = None if need is None else need * machine.ranks_per_node
+            host_need = host_memory_need_bytes(s, facts.sample_bytes)
+            host_need = None if host_need is None else host_need * machine.ranks_per_node
+            verdict = shm_verdict(need, free) or host_memory_verdict(
+                host_need, environment.get("memory_available_bytes")
+            )
+            if verdict is not None:
+                kind, message = verdict
+                if kind == "skip":
+                    res.status = "skipped"
+                    res.error = message
+                    obs.warning(f"{s.key()}: skipped: {message}")
+                else:
+                    res.warn(Note.of(WarningKind.SHARED_MEMORY, message))
+            if facts.replicated_across_workers and s.num_workers >= 2:
+                res.warn(Note.of(WarningKind.REPLICATED, REPLICATED_MESSAGE))
+        if facts is not None and facts.iterable and machine.world_size > 1:
+            res.warn(Note.of(
+                WarningKind.RANKS_SHARE_STREAM,
+                f"IterableDataset on {machine.world_size} ranks: each rank iterates its own copy; unless "
+                "the dataset splits its stream by torch.distributed.get_rank(), the ranks load the same "
+                f"samples and samples/s counts each of them {machine.world_size} times",
+            ))
+        if res.status == "skipped":
+            continue  # a config that never runs is not oversubscribed either
+        over = oversubscription(s, machine.cpus_per_rank, s.main_threads or main_threads)
+        if over and machine.ranks_per_node > 1:
+            over += f" (per rank: {machine.usable_cpus} CPUs / {machine.ranks_per_node} ranks on this node)"
+        if over:
+            res.warn(Note.of(WarningKind.OVERSUBSCRIBED, over))

@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 import torch
 
-from loaderbench.batch import iter_tensors, map_tensors
 from loaderbench.errors import UsageError
 from loaderbench.model import ComputeSpec
+from loaderbench.workload.batch import iter_tensors, map_tensors
 
 __all__ = [
     "IMAGENET_MEAN",

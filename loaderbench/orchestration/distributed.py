@@ -38,9 +38,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from loaderbench.machine.processes import signal_name
 from loaderbench.measure.isolation import Outcome, run_isolated
 from loaderbench.model import Note, Trial, TrialJob
-from loaderbench.processes import signal_name
 
 STOPPED = "stopped because another rank failed"
 _STORE_PREFIX = "loaderbench/"
@@ -573,7 +573,7 @@ def check_layout(ranks_per_node: int, device: str, flag: str) -> None:
     (`check_ranks` with this machine's GPUs and usable CPUs). Raises UsageError."""
     import torch
 
-    from loaderbench.env import usable_cpus
+    from loaderbench.machine.env import usable_cpus
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     check_ranks(ranks_per_node, gpus=gpus, usable_cpus=usable_cpus(), device=device, flag=flag)
@@ -606,7 +606,8 @@ def execute_as_leader(config: Any, output: Any, observer: Any, info: RankInfo) -
     """`orchestrate.execute_sweep` as the leader (rank 0) of a distributed sweep: wait for the
     followers, then run every trial on all ranks (`DistributedRunner`). Returns what
     execute_sweep returns; the followers are released whatever happens."""
-    from loaderbench.orchestrate import detect_machine, execute_sweep
+    from loaderbench.orchestration.execute import execute_sweep
+    from loaderbench.orchestration.plan import detect_machine
 
     runner = DistributedRunner(open_store(info, timeout_s=600), info)
     try:

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loaderbench.gpu import gpu_facts, nvml_status
+from loaderbench.machine.gpu import gpu_facts, nvml_status
 
 GIB = 1024**3
 MIB = 1024**2

@@ -148,7 +148,7 @@ def count_samples(batch: Any, batch_size: int | None) -> int:
     common of those sizes; 1 for a batch with no size at all (a scalar). Give
     `samples_per_batch=` to `watch` when each item holds several samples.
     """
-    from loaderbench.batch import array_rows, leading_sizes
+    from loaderbench.workload.batch import array_rows, leading_sizes
 
     rows = array_rows(batch)
     if rows and len(set(rows)) == 1 and (batch_size is None or rows[0] <= batch_size):
@@ -169,7 +169,7 @@ def read_settings(loader: Any, batch_size: int | None = None) -> tuple[LoaderSet
     `batch_size`: the loader's own when it has one, else this (the first batch's count)."""
     from torch.utils.data import DataLoader
 
-    from loaderbench.prefetch import CUDAPrefetcher
+    from loaderbench.workload.prefetch import CUDAPrefetcher
 
     prefetch = isinstance(loader, CUDAPrefetcher)
     inner = getattr(loader, "loader", None) if prefetch else loader
@@ -585,13 +585,13 @@ class Watch:
         return dl is not None and dl.batch_size is None and getattr(dl, "batch_sampler", None) is None
 
     def _inspect(self, batch: Any) -> None:
-        from loaderbench.batch import inspect_batch, leading_sizes
+        from loaderbench.workload.batch import inspect_batch, leading_sizes
 
         self._first_info = inspect_batch(batch)
         self._first_sizes = leading_sizes(batch)
 
     def _move(self, batch: Any, *, timed: bool) -> Any:
-        from loaderbench.batch import move_to_device
+        from loaderbench.workload.batch import move_to_device
 
         if self._device is None:
             return batch if not timed else (batch, None)
@@ -612,7 +612,7 @@ class Watch:
         if not self._measure_resources:
             self._meter = False
             return
-        from loaderbench import gpu
+        from loaderbench.machine import gpu
         from loaderbench.measure.meter import WindowMeter
 
         index = None
@@ -777,7 +777,7 @@ class Watch:
         error says why (too few batches, an empty loader). Safe to call more than once (each
         call covers every step measured so far).
         """
-        from loaderbench.distributed import merge_trials
+        from loaderbench.orchestration.distributed import merge_trials
 
         trial = self.trial()
         world, rank, local_world = _process_group()
@@ -909,11 +909,11 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
     ready to step end), and `analysis["prediction"]` (`predict_next`)."""
     import datetime as _dt
 
-    from loaderbench import __version__
+    from loaderbench._version import __version__
     from loaderbench.analysis import analyze
     from loaderbench.analysis.statistics import percentile
-    from loaderbench.config import SweepConfig
-    from loaderbench.env import capture_environment, usable_cpus
+    from loaderbench.machine.env import capture_environment, usable_cpus
+    from loaderbench.orchestration.config import SweepConfig
 
     config = SweepConfig(
         dataset=DatasetSpec(kind="import", factory=source, samples_per_batch=samples_per_batch),

@@ -1,0 +1,294 @@
+"""`run_sweep`: the grid, each config in a fresh process, results saved after every config.
+
+The core never prints: progress and warnings go to a `SweepObserver` the caller passes in.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from loaderbench._version import __version__
+from loaderbench.analysis import analyze
+from loaderbench.analysis.predict import Prediction, fit, predict, prediction_errors, series_of
+from loaderbench.kinds import KINDS
+from loaderbench.measure.isolation import Outcome, Runner, run_isolated
+from loaderbench.model import (
+    ConfigResult,
+    LoaderSettings,
+    Note,
+    ResultSet,
+    TrialJob,
+    WarningKind,
+)
+from loaderbench.orchestration.budget import budget_reserve_s
+from loaderbench.orchestration.ceilings import measure_ceilings
+from loaderbench.orchestration.config import SweepConfig
+from loaderbench.orchestration.drift import DRIFT_MIN_CONFIGS, check_drift
+from loaderbench.orchestration.grid import GridPoint
+from loaderbench.orchestration.observer import NullObserver, SweepObserver
+from loaderbench.orchestration.plan import Machine, baseline_cell, cache_plan, config_hash, plan, row_order
+from loaderbench.orchestration.preflight import (
+    WorkloadFacts,
+    preflight,
+)
+from loaderbench.orchestration.search import Search
+from loaderbench.storage import set_cache_state
+
+
+def run_sweep(
+    config: SweepConfig,
+    *,
+    output: Path,
+    environment: dict[str, Any],
+    machine: Machine,
+    observer: SweepObserver | None = None,
+    cache_dir: str | None = None,
+    runner: Runner = run_isolated,
+    save: Callable[[ResultSet, Path], None] | None = None,
+    now: Callable[[], _dt.datetime] = lambda: _dt.datetime.now(_dt.timezone.utc),
+    facts: WorkloadFacts | None = None,
+    fresh_runner: Runner | None = None,
+    files: list[Path] | None = None,
+    started_at: float | None = None,
+) -> ResultSet:
+    """Measure the configs of `config` (already resolved): with `config.search` "grid" every
+    config, `config.repeats` times, interleaved across configs (repeat 1 of every config, then
+    repeat 2, ...); with "auto" the model-guided search (search.py) chooses which configs to
+    measure and which to repeat. Each trial runs through `runner`.
+
+    The result file at `output` is rewritten atomically after every trial, so an interrupted
+    sweep keeps what it measured. A failing or hanging config becomes a row with its status and
+    error and the sweep goes on. With `facts` (from `validate_workload`), configs that cannot fit
+    in /dev/shm are skipped with the reason, oversubscribed ones get a warning, and configs of an
+    IterableDataset that every worker replays are flagged and never ranked (preflight.py).
+    With `fresh_runner` (a process per config, when `runner` keeps one warm process), the knee is
+    measured again at the end in a fresh process, and if a drift is confirmed the competing
+    configs are measured again through `fresh_runner` (`check_drift`, `analysis["drift"]`).
+    `--time-budget` counts from `started_at` (time.monotonic() when the command started; default
+    now): the search starts no step that would end after it, keeping one trial's time for the
+    step and, with `fresh_runner`, about two for the drift check (NOTE [time budget]).
+    KeyboardInterrupt is re-raised after the save.
+    Returns the final ResultSet and where it was saved with summaries, verdicts and the recommendation.
+    """
+    from loaderbench.results import save_results
+
+    obs = observer or NullObserver()
+    save_fn = save or save_results
+    compute = config.compute
+    if compute is None:
+        raise ValueError("run_sweep needs a resolved config (see resolve_defaults)")
+    points = plan(config, machine)
+    files, states = cache_plan(config, obs, files)
+    entries = [(p, state) for p in points for state in states]
+    results = [
+        ConfigResult(settings=p.settings, status="ok", normalized_from=p.normalized_from, cache=state)
+        for p, state in entries
+    ]
+    done = [False] * len(entries)
+    result_set = ResultSet(
+        config=config.to_dict(),
+        environment=environment,
+        results=[],
+        label=config.label,
+        created_utc=now().isoformat(timespec="seconds"),
+        tool_version=__version__,
+        config_hash=config_hash(config),
+    )
+
+    started = now()
+    started_at = time.monotonic() if started_at is None else started_at
+    trial_walls: list[float] = []
+    # Where a sweep's time goes: trials, and in them the DataLoader's set-up, the worker start-up
+    # to the first batch, the warm-up, the measured windows, the probes after the windows and
+    # stopping the workers; and the compute ceiling (docs/benchmarks.md).
+    timing = {"trials": 0, "trial_wall_s": 0.0, "setup_s": 0.0, "first_batch_s": 0.0, "warmup_s": 0.0,
+              "window_s": 0.0, "probe_s": 0.0, "stop_s": 0.0, "ceiling_s": 0.0}
+
+    def snapshot() -> None:
+        result_set.analysis["sweep_wall_s"] = (now() - started).total_seconds()
+        result_set.analysis["since_start_s"] = time.monotonic() - started_at  # what --time-budget counts
+        result_set.analysis["configs_planned"] = len(points)
+        parts = ("setup_s", "first_batch_s", "warmup_s", "window_s", "probe_s", "stop_s")
+        # The rest of the trials' wall time: the measuring process's round trip (its start for a
+        # fresh process, the reset between configs, the job and result files).
+        result_set.analysis["timing"] = {**timing, "other_s": max(0.0, timing["trial_wall_s"]
+                                                                  - sum(timing[k] for k in parts))}
+        order = {p.settings: i for i, p in enumerate(points)}
+        measured = [r for r, d in zip(results, done) if d]
+        result_set.results = sorted(measured, key=lambda r: row_order(r.settings, order))
+        analyze(result_set)
+        save_fn(result_set, output)
+
+    preflight(results, facts, environment, machine, obs)
+    if config.measure.epoch_batches:
+        result_set.analysis["epoch_batches"] = config.measure.epoch_batches
+    elif facts is not None and facts.num_samples and KINDS[config.dataset.kind].own_length:
+        # Only a real dataset has a meaningful epoch; synthetic and tensor lengths are arbitrary.
+        # Per rank: DistributedSampler gives each of the world_size ranks its share of an epoch.
+        bs = min(p.settings.batch_size for p in points)
+        result_set.analysis["epoch_batches"] = max(1, facts.num_samples // (bs * machine.world_size))
+    t_ceiling = time.monotonic()
+    result_set.ceilings = {
+        "compute": measure_ceilings(config, compute, points, runner, cache_dir, obs, world_size=machine.world_size)
+    }
+    timing["ceiling_s"] = time.monotonic() - t_ceiling
+
+    def run_trial(i: int, repeat: int, via: Runner = runner, loader_alone: bool = False) -> ConfigResult:
+        """One trial of entry `i` (its repeat index `repeat`), folded into its result; the loader
+        ceiling is probed in a config's first trial, or when `loader_alone`."""
+        point, state = entries[i]
+        res = results[i]
+        if res.status in ("failed", "hung", "skipped"):
+            if res.status == "skipped" and not done[i]:
+                done[i] = True
+                snapshot()
+            return res  # a config that failed once is not retried in later repeats
+        obs.trial_started(int(timing["trials"]), point.settings, repeat)
+        cache_state = None
+        if state != "as-is":
+            cache_state = set_cache_state(files, state, config.drop_caches).to_dict()
+            if cache_state["achieved"] != state:
+                note = (
+                    f"--cache {state}: achieved {cache_state['achieved']}"
+                    + (f" ({cache_state['reason']})" if cache_state.get("reason") else "")
+                )
+                if res.warn(Note.of(WarningKind.CACHE_NOT_ACHIEVED, note)):
+                    obs.warning(f"{res.key()}: {note}")
+                res.cache = f"not {state}"  # never labelled with a state it was not in
+        job = TrialJob(
+            point.settings, config.dataset, compute, config.measure, seed=config.seed + repeat,
+            cache_dir=cache_dir, timeout_s=config.config_timeout_s,
+            first_batch_timeout_s=first_batch_deadline(point.settings, results, config.config_timeout_s),
+            # The loader ceiling once per config (NOTE [loader ceiling] in measure/loop.py).
+            loader_alone=loader_alone or not any(t.loader_alone_samples_per_s is not None for t in res.trials),
+        )
+        t0 = time.monotonic()
+        try:
+            outcome = via(job, on_batch=obs.batch)
+        except KeyboardInterrupt:
+            result_set.analysis["interrupted"] = True
+            snapshot()
+            raise
+        wall = time.monotonic() - t0
+        timing["trials"] += 1
+        timing["trial_wall_s"] += wall
+        trial_walls.append(wall)
+        if outcome.trial is not None:
+            outcome.trial.cache_state = cache_state
+            timing["window_s"] += outcome.trial.wall_s
+            timing["first_batch_s"] += outcome.trial.first_batch_s
+            for phase in ("probe_s", "setup_s", "warmup_s", "stop_s"):
+                timing[phase] += getattr(outcome.trial, phase) or 0.0
+        _apply(res, outcome)
+        done[i] = True
+        obs.trial_finished(res, outcome)
+        snapshot()
+        return res
+
+    replicated = facts is not None and facts.replicated_across_workers is True
+    if config.search == "auto" and replicated:
+        obs.warning("the dataset's workers replay the same stream: every config is measured (as --search "
+                    "grid), since only a measured row shows the duplicates")
+    searched = config.search == "auto" and states == ("as-is",) and len(points) > 2 and not replicated
+    if searched:
+        index = {p.settings: i for i, p in enumerate(points)}
+
+        def measure(settings: LoaderSettings, repeat: int) -> ConfigResult:
+            if settings not in index:  # a worker count between the grid's (dense search)
+                index[settings] = len(entries)
+                entries.append((GridPoint(settings), "as-is"))
+                results.append(ConfigResult(settings=settings, status="ok", cache="as-is"))
+                done.append(False)
+                preflight([results[-1]], facts, environment, machine, NullObserver())
+            return run_trial(index[settings], repeat)
+
+        def reserve_s() -> float:
+            measured_ok = sum(1 for r, d in zip(results, done) if d and r.status == "ok" and r.trials)
+            drift_follows = fresh_runner is not None and measured_ok >= DRIFT_MIN_CONFIGS
+            return budget_reserve_s(trial_walls, drift_follows=drift_follows)
+
+        search = Search(
+            [p.settings for p in points], measure=measure, tolerance=config.tolerance, repeats=config.repeats,
+            budget_s=max(0.0, config.time_budget_s - (time.monotonic() - started_at)), reserve_s=reserve_s,
+            usable_cpus=machine.cpus_per_rank, ranks=machine.world_size,
+            cuda=machine.cuda and config.measure.device != "cpu",
+            dense_workers=config.dense_workers,
+            first=[c for c in [baseline_cell(config, points)] if c is not None],
+        )
+        obs.sweep_started(search.estimated_trials())
+        search.run()
+        result_set.analysis["search"] = search.log.to_dict()
+    else:
+        obs.sweep_started(len(entries) * config.repeats)
+        for repeat in range(config.repeats):
+            for i in range(len(entries)):
+                run_trial(i, repeat)
+    if fresh_runner is not None:
+        check_drift(result_set, results, done, run_trial, fresh_runner, config.tolerance, obs)
+        snapshot()
+    if searched:
+        # The rows of a distributed sweep are the whole job's (samples/s and CPU summed over
+        # ranks): the model runs on the job's CPUs.
+        add_predictions(result_set, [p.settings for p in points], machine.cpus_per_rank * machine.world_size)
+        save_fn(result_set, output)
+    return result_set
+
+
+def add_predictions(result_set: ResultSet, cells: list[LoaderSettings], usable_cpus: int | None) -> None:
+    """The model's predictions (analysis/predict.py) for the grid cells the search did not
+    measure, and leave-one-out predictions for those it did (their errors), in
+    `analysis["predictions"]` with the model's inputs in `analysis["model"]`."""
+    measured = {r.settings for r in result_set.results if r.status == "ok" and r.summary is not None}
+    tried = {r.settings for r in result_set.results}  # a failed, hung or skipped config is not predicted either
+    unmeasured = [c for c in dict.fromkeys(cells) if c not in tried]
+    preds = predict(result_set.results, unmeasured, usable_cpus)
+    loo = predict(result_set.results, sorted(measured, key=lambda s: s.structural_key()), usable_cpus,
+                  exclude_measured=True)
+    result_set.analysis["predictions"] = [p.to_dict() for p in preds]
+    result_set.analysis["prediction_check"] = {
+        "leave_one_out": [p.to_dict() for p in loo],
+        "errors": prediction_errors(loo),
+        "before_measured": prediction_errors([Prediction.from_dict(d) for d in
+                                              (result_set.analysis.get("search") or {}).get(
+                                                  "predicted_before_measured", [])]),
+    }
+    bases = list(dict.fromkeys(series_of(c) for c in cells))
+    result_set.analysis["model"] = {s.key(): fit(result_set.results, s, usable_cpus).inputs for s in bases}
+
+
+FIRST_BATCH_FLOOR_S = 60.0
+FIRST_BATCH_FACTOR = 10.0
+
+
+def first_batch_deadline(settings: LoaderSettings, results: list[ConfigResult], timeout_s: float) -> float | None:
+    """How long a trial of `settings` may go without its first batch before the watchdog calls
+    it hung: 10 x the slowest first batch measured so far, scaled by the workers (start-up grows
+    with them: under spawn each worker imports and unpickles on its own), at least 60 s and at
+    most `timeout_s`; None (the whole `timeout_s`) before any config was measured. A config that
+    will surely hang (a deadlock before its first batch) then costs a minute, not the timeout."""
+    seen = [(t.first_batch_s, r.settings.num_workers) for r in results for t in r.trials if t.first_batch_s > 0]
+    if not seen:
+        return None
+    scaled = max(fb * max(1.0, settings.num_workers / max(1, w)) for fb, w in seen)
+    return min(timeout_s, max(FIRST_BATCH_FLOOR_S, FIRST_BATCH_FACTOR * scaled))
+
+
+def _apply(res: ConfigResult, outcome: Outcome) -> None:
+    """Fold one trial's outcome into its config: add the trial (summaries are derived by
+    `analysis.analyze`), or mark the config failed/hung."""
+    if outcome.status == "ok" and outcome.trial is not None:
+        res.trials.append(outcome.trial)
+        for note in outcome.trial.notes:
+            res.warn(note)
+        return
+    res.status = outcome.status  # type: ignore[assignment]
+    res.error = outcome.error
+    res.detail = outcome.detail
+    res.summary = None  # a failed config never shows a throughput
+    res.trials = []
+
+

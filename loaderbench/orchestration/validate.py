@@ -1,0 +1,191 @@
+"""Checks of the workload in the parent process before any config runs: the dataset built once under
+a deadline, the first samples and one batch, the sampler, GPU steps without CUDA."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from loaderbench.kinds import KINDS
+from loaderbench.orchestration.config import SweepConfig
+from loaderbench.orchestration.plan import Machine
+from loaderbench.orchestration.preflight import (
+    WorkloadFacts,
+    workload_facts,
+)
+
+
+def _build_with_deadline(config: SweepConfig, cache_dir: str | None) -> Any:
+    """Build the dataset in this process, under a deadline of `--config-timeout` seconds (a user
+    factory that never returns must not hang the sweep)."""
+    from loaderbench.workload import datasets
+
+    def build() -> Any:
+        return datasets.build_dataset(config.dataset, cache_dir=None if cache_dir is None else Path(cache_dir))
+
+    name = config.dataset.factory or config.dataset.kind
+    return _with_deadline(config, build, f"building the dataset ({name})", "check the factory")
+
+
+T = TypeVar("T")
+
+
+def _with_deadline(config: SweepConfig, fn: Callable[[], T], what: str, fix: str) -> T:
+    """`fn()` under a deadline of `--config-timeout` seconds: the user's code that runs in this
+    process (the factory, the first samples and their collate, the sampler) must not hang the
+    sweep. DataError "<what> took over N s (--config-timeout): <fix>, or raise --config-timeout"
+    when it expires. The deadline is a SIGALRM, so it applies only in the main thread of the
+    main interpreter; elsewhere `fn` runs plain."""
+    import signal
+    import threading
+
+    from loaderbench.errors import DataError
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        return fn()
+
+    def expired(signum: int, frame: Any) -> None:
+        raise _DeadlineExpired
+
+    seconds = max(1, int(config.config_timeout_s))
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        return fn()
+    except _DeadlineExpired:
+        raise DataError(f"{what} took over {seconds} s (--config-timeout): {fix}, or raise --config-timeout") from None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class _DeadlineExpired(BaseException):
+    """BaseException, so a factory's own `except Exception` cannot swallow the deadline."""
+
+
+def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str | None) -> WorkloadFacts:
+    """Fail before any config runs: build the dataset once in this process (DataError for a
+    missing folder, a failing import, ...; it also fills the synthetic-JPEG cache the per-config
+    processes read) and reject GPU steps without CUDA (UsageError). Returns what the preflight
+    checks need to know about the dataset."""
+    from loaderbench.errors import DataError, UsageError
+    from loaderbench.workload import datasets
+
+    assert config.compute is not None
+    cuda_in_use = machine.cuda and config.measure.device != "cpu"
+    if config.compute.kind in ("spin",) and not cuda_in_use:
+        raise UsageError(
+            f"--compute {config.compute.label()} needs a CUDA GPU; without one use "
+            f"--compute sleep:{config.compute.ms:g} (a host sleep that stands for the step)"
+        )
+    if config.measure.device.startswith("cuda") and not machine.cuda:
+        raise UsageError("--device cuda: CUDA is not available here; use --device cpu or auto")
+    if config.compute.kind == "model":
+        from loaderbench.workload.compute import check_model_name
+
+        check_model_name(config.compute.label(), config.compute.model or "")
+    if config.dataset.kind == "tensor":
+        _check_sample_fits(config)
+    dataset = _build_with_deadline(config, cache_dir)
+    datasets.build_collate_fn(config.dataset)
+    try:
+        size = len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        size = None  # an IterableDataset without a length
+    if size == 0:
+        raise DataError(f"the dataset ({config.dataset.factory or config.dataset.kind}) has 0 samples: nothing to load")
+    own_epochs = KINDS[config.dataset.kind].own_length and not config.measure.epoch_batches
+    too_big = sorted(b for b in (config.grid["batch_size"] or ()) if size is not None and own_epochs and b > size)
+    if too_big:
+        raise UsageError(
+            f"--batch-size {too_big[-1]} is larger than the dataset ({size} samples): every batch would hold "
+            f"{size}, so throughput, ceilings and the recommended DataLoader would describe a batch that never "
+            f"exists; give --batch-size {size} or less"
+        )
+    many_workers = any(n >= 2 for n in (config.grid["num_workers"] or ()))
+    name = config.dataset.factory or config.dataset.kind
+    facts = _with_deadline(config, lambda: workload_facts(dataset, check_replication=many_workers),
+                           f"reading the first samples of the dataset ({name}) in this process",
+                           "a sample that never returns hangs every config; check __getitem__ / __iter__")
+    _with_deadline(config, lambda: warm_up(dataset, config),
+                   f"loading one batch of the dataset ({name}) in this process before the first config",
+                   "a sample or the collate never returned; check __getitem__ and --collate-fn")
+    if config.dataset.sampler:
+        kind, indices = _with_deadline(config, lambda: _sampler_kind(config, dataset, facts),
+                                       f"drawing from --sampler {config.dataset.sampler}",
+                                       "check the sampler factory")
+        facts = replace(facts, sampler_kind=kind)
+        too_big = sorted(b for b in (config.grid["batch_size"] or ()) if indices is not None and own_epochs and b > indices)
+        if kind == "sampler" and too_big:
+            raise UsageError(
+                f"--batch-size {too_big[-1]} is larger than the epoch of --sampler {config.dataset.sampler} "
+                f"({indices} indices): every batch would hold {indices}; give --batch-size {indices} or less"
+            )
+    return facts
+
+
+def warm_up(dataset: Any, config: SweepConfig) -> None:
+    """Load and collate one batch here before any trial, so the first measured trial does not pay
+    for a cold start (the dataset's files in the page cache, the decoder's and the collate's
+    first calls; the libraries a measuring process loads are warm once this process imported
+    them). Errors are ignored: the trials report their own. A map-style dataset only (an
+    IterableDataset may be a one-pass stream)."""
+    from torch.utils.data import IterableDataset, default_collate
+
+    from loaderbench.workload import datasets
+
+    if isinstance(dataset, IterableDataset):
+        return
+    try:
+        n = min(len(dataset), min(config.grid["batch_size"] or (1,)))
+        collate = datasets.build_collate_fn(config.dataset) or default_collate
+        collate([dataset[i] for i in range(n)])
+    except Exception:  # noqa: BLE001 - a warm-up; the trials report any failure of the user's code
+        pass
+
+
+def _check_sample_fits(config: SweepConfig) -> None:
+    """UsageError before building a tensor dataset whose one sample cannot fit in memory (the
+    dataset allocates it, and the main process would be killed without a message)."""
+    from loaderbench.errors import UsageError
+    from loaderbench.machine.env import memory_available_bytes
+
+    sample_bytes = 4 * math.prod(config.dataset.sample_shape)
+    available = memory_available_bytes()
+    if sample_bytes * 4 > available:
+        raise UsageError(
+            f"--sample-shape {','.join(map(str, config.dataset.sample_shape))}: one float32 sample is "
+            f"{sample_bytes / 2**30:,.1f} GiB and {available / 2**30:,.1f} GiB of memory is available; "
+            "give a smaller shape"
+        )
+
+
+def _sampler_kind(config: SweepConfig, dataset: Any, facts: WorkloadFacts) -> tuple[str, int | None]:
+    """('sampler' or 'batch_sampler', its length or None): what the user's `--sampler` factory
+    makes for this dataset (DataError when it cannot be made or yields nothing; UsageError for
+    an IterableDataset, which takes no sampler)."""
+    from loaderbench.errors import DataError, UsageError
+    from loaderbench.measure.sampling import call_factory, yields_batches
+    from loaderbench.workload import datasets
+
+    ref = config.dataset.sampler or ""
+    if facts.iterable:
+        raise UsageError(f"--sampler {ref}: the dataset is an IterableDataset, which takes no sampler; drop --sampler")
+    factory = datasets.load_callable(ref, "make_sampler", "--sampler")
+    bs = min(config.grid["batch_size"] or (1,))
+    try:
+        made = call_factory(factory, dataset, batch_size=bs, seed=config.seed, rank=0, world_size=1)
+        kind = "batch_sampler" if yields_batches(made) else "sampler"
+        try:
+            length = len(made)
+        except (TypeError, NotImplementedError):
+            length = None
+        return kind, length
+    except Exception as exc:  # noqa: BLE001 - the user's code: one line naming it
+        raise DataError(
+            f"--sampler {ref}: making or drawing from the sampler failed with {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())}; check the factory (it is called with the dataset)"
+        ) from None

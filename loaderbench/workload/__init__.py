@@ -1,0 +1,2 @@
+"""What is measured: the dataset kinds' builders, the compute steps, nested batches, and
+`CUDAPrefetcher` (the side-stream prefetcher)."""
