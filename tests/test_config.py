@@ -110,3 +110,131 @@ def test_baseline_settings_flag():
 def test_max_batches_below_batches_is_refused():
     with pytest.raises(ConfigError, match="--max-batches 2 is below --batches 20"):
         build_config(None, {"measure": {"max_batches": 2, "batches": 20}})
+
+
+# --- sweep-level options: one declaration each -----------------------------------------------
+
+# Each sweep-level option, a value other than its default as a flag and a TOML would give it,
+# and that value parsed (hand-written: the test's own expectation, not read from the registry).
+SWEEP_LEVEL = {
+    "repeats": ("--repeats", "5", 5, 5),
+    "search": ("--search", "grid", "grid", "grid"),
+    "isolation": ("--isolation", "process", "process", "process"),
+    "time_budget_s": ("--time-budget", "30", 30, 30.0),
+    "config_timeout_s": ("--config-timeout", "15", 15, 15.0),
+    "tolerance": ("--tolerance", "10%", "10%", 0.10),
+    "cache": ("--cache", "cold", "cold", "cold"),
+    "drop_caches": ("--drop-caches", None, True, True),
+}
+# The defaults as `loaderbench sweep --help` states them, and as SweepConfig holds them.
+SWEEP_DEFAULTS = {"repeats": 3, "search": "auto", "isolation": "warm", "time_budget_s": 120.0,
+                  "config_timeout_s": 600.0, "tolerance": 0.05, "cache": "as-is", "drop_caches": False}
+HELP_DEFAULTS = {"repeats": "(default 3)", "search": "auto: measure where", "isolation": "warm: one measuring",
+                 "time_budget_s": "(default 120)", "config_timeout_s": "(default 600)", "tolerance": "(default 5%)",
+                 "cache": "(default as-is)", "drop_caches": "drop all caches"}
+PACKAGE = Path(__file__).resolve().parents[1] / "loaderbench"
+
+
+def test_every_sweep_level_option_comes_from_its_one_declaration(tmp_path):
+    import dataclasses
+
+    import typer.main
+
+    from loaderbench.cli import app
+    from loaderbench.orchestration import api
+    from loaderbench.orchestration.config import SWEEP_OPTIONS, SweepConfig, option
+
+    assert [o.key for o in SWEEP_OPTIONS] == list(SWEEP_LEVEL)
+    fields = {f.name: f for f in dataclasses.fields(SweepConfig)}
+    flags = {p.name: p.opts for p in typer.main.get_command(app).commands["sweep"].params}
+    api_options = api._options()
+    default = build_config()
+    toml = "[measure]\n" + "".join(f"{k} = {v[2]!r}\n".replace("True", "true") for k, v in SWEEP_LEVEL.items())
+    from_file = build_config(write(tmp_path, toml))
+    for o in SWEEP_OPTIONS:
+        flag, raw, toml_value, parsed = SWEEP_LEVEL[o.key]
+        assert option("measure", o.key) is o  # the TOML key [measure] <key>
+        assert o.default == SWEEP_DEFAULTS[o.key] and type(o.default) is type(SWEEP_DEFAULTS[o.key])
+        # the SweepConfig field: same name, the declaration's default and type
+        assert fields[o.key].default == o.default and fields[o.key].type == type(o.default).__name__
+        assert getattr(default, o.key) == o.default and default.to_dict()["measure"][o.key] == o.default
+        # the flag, its help with the default in it
+        assert flag in flags[o.flag_name[2:].replace("-", "_")] and o.flag_name == flag
+        assert HELP_DEFAULTS[o.key] in o.help
+        # the TOML key, the flag's parser, the Python keyword
+        assert getattr(from_file, o.key) == pytest.approx(parsed)
+        assert parse_flag("measure", o.key, raw if raw is not None else "on", flag) == pytest.approx(parsed)
+        assert api_options[o.key] is o
+        cfg, _ = api.build_api_config("synthetic", {o.key: toml_value})
+        assert getattr(cfg, o.key) == pytest.approx(parsed)
+        # to_dict / from_dict: the value round-trips; a file written before the key existed reads the default
+        saved = from_file.to_dict()
+        assert saved["measure"][o.key] == pytest.approx(parsed)
+        assert getattr(SweepConfig.from_dict(saved), o.key) == pytest.approx(parsed)
+        del saved["measure"][o.key]
+        assert getattr(SweepConfig.from_dict(saved), o.key) == o.default
+
+
+def test_every_sweep_level_flag_reaches_the_sweep(monkeypatch):
+    """`loaderbench sweep --flag value` for every sweep-level option lands in the SweepConfig the
+    sweep runs."""
+    from typer.testing import CliRunner
+
+    from loaderbench.cli import app
+    from loaderbench.orchestration import execute
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_execute(cfg, **kw):
+        seen.append(cfg)
+        raise Stop
+
+    monkeypatch.setattr(execute, "execute_sweep", fake_execute)
+    args = [a for flag, raw, _, _ in SWEEP_LEVEL.values() for a in (flag, raw) if a is not None]
+    res = CliRunner().invoke(app, ["sweep", *args, "--no-progress"])
+    assert isinstance(res.exception, Stop), res.output
+    (cfg,) = seen
+    assert {k: getattr(cfg, k) for k in SWEEP_LEVEL} == pytest.approx({k: v[3] for k, v in SWEEP_LEVEL.items()})
+
+
+def test_sweep_level_defaults_are_written_once():
+    """No module of the layers that hold a sweep's config (orchestration/, cli/, inloop/, the
+    model layer at the root) binds a sweep-level key to its default literal
+    (`time_budget_s: float = 120.0`, `"repeats": 3`, `cache="as-is"`): the declaration in config.py
+    is the only place a default is written, and the command and the Python API name no
+    sweep-level key themselves. (storage/ functions take `drop_caches` as their own opt-in
+    keyword, off unless asked.)"""
+    import ast
+    import io
+    import re
+    import tokenize
+
+    from loaderbench.orchestration.config import SWEEP_OPTIONS
+
+    sources = {p: p.read_text() for p in sorted(PACKAGE.rglob("*.py"))
+               if p.parent == PACKAGE or p.parent.name in ("orchestration", "cli", "inloop")}
+    # Another meaning of the same word: a row's page-cache state (ConfigResult.cache, "as-is" in a
+    # file written before it existed), and the one state of a row the search adds (it runs only then).
+    other_meaning = {"cache": {"model.py", "orchestration/run.py"}}
+    for o in SWEEP_OPTIONS:
+        literal = (rf"[\"']{re.escape(o.default)}[\"']" if isinstance(o.default, str)
+                   else re.escape(repr(o.default)).replace(r"\.0", r"(\.0)?"))
+        binds = re.compile(rf"\b{o.key}\b[\"']?\s*(:\s*\w+\s*)?[:=]\s*{literal}(?![\w.])")
+        hits = [f"{p.relative_to(PACKAGE)}:{n}" for p, text in sources.items()
+                for n, line in enumerate(text.splitlines(), 1) if binds.search(line)
+                and str(p.relative_to(PACKAGE)) not in other_meaning.get(o.key, ())]
+        assert hits == [], f"{o.key} bound to its default {o.default!r} outside its declaration: {hits}"
+    config_py = sources[PACKAGE / "orchestration" / "config.py"]
+    calls = [n for n in ast.walk(ast.parse(config_py))
+             if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "_sweep_option"]
+    assert sorted(ast.literal_eval(c.args[0]) for c in calls) == sorted(SWEEP_LEVEL)
+    numbers = [float(t.string.replace("_", "")) for t in tokenize.generate_tokens(io.StringIO(config_py).readline)
+               if t.type == tokenize.NUMBER]
+    for value in (120.0, 600.0, 0.05):  # --time-budget's, --config-timeout's and --tolerance's defaults
+        assert numbers.count(value) == 1
+    for name in ("cli/sweep.py", "orchestration/api.py"):
+        strings = {n.value for n in ast.walk(ast.parse(sources[PACKAGE / name])) if isinstance(n, ast.Constant)}
+        assert not strings & set(SWEEP_LEVEL), name

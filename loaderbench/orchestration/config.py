@@ -2,8 +2,12 @@
 
 Every knob is declared once, in OPTIONS (the grid axes come from model.GRID_AXES): its TOML
 section and key, its flag (`--` + key with dashes unless named otherwise), its parser, metavar,
-help and default. The TOML schema, the `sweep` command's flags and their --help are derived from
-it. A TOML file has a few top-level keys and four tables (every key optional):
+help and default. The TOML schema, the `sweep` command's flags and their --help, and the keywords
+of `loaderbench.sweep()` are derived from it. The sweep-level options (SWEEP_OPTIONS: repeats,
+search, isolation, time_budget_s, config_timeout_s, tolerance, cache, drop_caches) are settings of
+the whole sweep rather than of one measurement: each is also the SweepConfig field of its name,
+and its declaration's default is the field's, the one in its help and the one a result file
+without the key reads back. A TOML file has a few top-level keys and four tables (every key optional):
 
     label = "quick"            # names the run in tables and compare
     baseline_settings = "num_workers=4,pin_memory=off"   # your current settings (headroom line)
@@ -99,7 +103,13 @@ def _baseline_settings(v: Any) -> dict[str, Any]:
 class Option:
     """One knob of a sweep: TOML `section` (`""` for the top level) and `key`, its parser, and
     how the `sweep` command shows it. `flag` None derives `--` + key with dashes; `cli` False
-    keeps it TOML-only; `toggle` makes a bare on-flag (`--drop-caches`)."""
+    keeps it TOML-only; `toggle` makes a bare on-flag (`--drop-caches`).
+
+    `sweep_level` (made by `_sweep_option`): a setting of the whole sweep rather than of one
+    measurement, kept as the `SweepConfig` field of the same name (not in `MeasureSpec`), whose
+    `default` is this entry's: the field's default, `build_config`'s, the value `from_dict`
+    takes for a result file written before the key existed, and the one in the help. Its Python
+    keyword (`loaderbench.sweep(key=...)`) is the key."""
 
     section: str
     key: str
@@ -110,10 +120,24 @@ class Option:
     cli: bool = True
     toggle: bool = False
     many: bool = False  # the flag may be given more than once (`--data A --data B`)
+    sweep_level: bool = False
+    default: Any = None
 
     @property
     def flag_name(self) -> str:
         return self.flag or "--" + self.key.replace("_", "-")
+
+    def load(self, value: Any) -> Any:
+        """A sweep-level value as saved in a result file, converted to the default's type (not
+        parsed again: a file keeps what its run used, e.g. `isolation = "watched"`)."""
+        return type(self.default)(value)
+
+
+def _sweep_option(key: str, parse: Callable[[Any], Any], *, default: Any, help: str, metavar: str = "VALUE",
+                  **kw: Any) -> Option:
+    """The one declaration of a sweep-level option, a key in [measure]: `help` may name
+    `{default}` (with a format spec, e.g. `{default:.0%}`), filled in from `default`."""
+    return Option("measure", key, parse, metavar, help.format(default=default), sweep_level=True, default=default, **kw)
 
 
 def _grid_option(axis: Any) -> Option:
@@ -125,6 +149,35 @@ def _grid_option(axis: Any) -> Option:
 def _show(v: Any) -> str:
     return ("on" if v else "off") if isinstance(v, bool) else "default" if v is None else str(v)
 
+
+# The sweep-level options, one declaration each (listed in OPTIONS below in the order of --help).
+REPEATS = _sweep_option(
+    "repeats", parsers.int_in(1, 100), default=3, metavar="N",
+    help="Repeats per config, interleaved (default {default}); with --search auto, the most a deciding config gets.")
+SEARCH = _sweep_option(
+    "search", parsers.choice(SEARCHES), default="auto", metavar="HOW",
+    help="auto: measure where the model says the knee is, and its neighbours (default); grid: every config.")
+ISOLATION = _sweep_option(
+    "isolation", parsers.choice(ISOLATIONS), default="warm", metavar="HOW",
+    help="warm: one measuring process kept across configs, fresh DataLoader and workers each (default); "
+         "process: a fresh process per config.")
+TIME_BUDGET = _sweep_option(
+    "time_budget_s", parsers.float_in(1.0, 7 * 86_400.0), default=120.0, metavar="S", flag="--time-budget",
+    help="With --search auto, the seconds to the answer, counted from the command's start: no search step or repeat "
+         "starts that would end later, keeping time for the drift check (default {default:g}); stopped early, the "
+         "pick is the knee of what was measured.")
+CONFIG_TIMEOUT = _sweep_option(
+    "config_timeout_s", parsers.float_in(1.0, 7 * 86_400.0), default=600.0, metavar="S", flag="--config-timeout",
+    help="Watchdog seconds per config: kills its process tree (default {default:g}).")
+TOLERANCE = _sweep_option(
+    "tolerance", parsers.float_in(0.0, 0.5), default=0.05, metavar="FRACTION",
+    help="Knee tolerance against the best, e.g. 5% or 0.05 (default {default:.0%}).")
+CACHE = _sweep_option(
+    "cache", parsers.choice(CACHE_STATES), default="as-is", metavar="STATE",
+    help="Page-cache state of a folder dataset before each config: as-is | cold | warm | both (default {default}).")
+DROP_CACHES = _sweep_option(
+    "drop_caches", parsers.boolean, default=False, toggle=True,
+    help="With --cache cold, as root: drop all caches instead of per-file eviction.")
 
 OPTIONS: tuple[Option, ...] = (
     Option("", "label", parsers.string, "NAME", "Name of this run (shown by show/compare)."),
@@ -163,26 +216,16 @@ OPTIONS: tuple[Option, ...] = (
            "Measure at least this many seconds per config (default 1).", flag="--min-time"),
     Option("measure", "max_batches", parsers.int_in(1, 10_000_000), "N",
            "Measure at most this many batches per config (default 10000)."),
-    Option("measure", "repeats", parsers.int_in(1, 100), "N",
-           "Repeats per config, interleaved (default 3); with --search auto, the most a deciding config gets."),
-    Option("measure", "search", parsers.choice(SEARCHES), "HOW",
-           "auto: measure where the model says the knee is, and its neighbours (default); grid: every config.",
-           flag="--search"),
-    Option("measure", "isolation", parsers.choice(ISOLATIONS), "HOW",
-           "warm: one measuring process kept across configs, fresh DataLoader and workers each (default); "
-           "process: a fresh process per config.", flag="--isolation"),
-    Option("measure", "time_budget_s", parsers.float_in(1.0, 7 * 86_400.0), "S",
-           "With --search auto, the seconds to the answer, counted from the command's start: no search step or repeat starts that would end later, keeping time for the drift check (default 120); stopped early, the pick is the knee of what was measured.", flag="--time-budget"),
-    Option("measure", "config_timeout_s", parsers.float_in(1.0, 7 * 86_400.0), "S",
-           "Watchdog seconds per config: kills its process tree (default 600).", flag="--config-timeout"),
-    Option("measure", "tolerance", parsers.float_in(0.0, 0.5), "FRACTION",
-           "Knee tolerance against the best, e.g. 5% or 0.05 (default 5%)."),
+    REPEATS,
+    SEARCH,
+    ISOLATION,
+    TIME_BUDGET,
+    CONFIG_TIMEOUT,
+    TOLERANCE,
     Option("measure", "epoch_batches", parsers.int_in(1, 100_000_000), "N",
            "Batches per epoch, to weigh worker start-up (default: dataset length / batch size)."),
-    Option("measure", "cache", parsers.choice(CACHE_STATES), "STATE",
-           "Page-cache state of a folder dataset before each config: as-is | cold | warm | both (default as-is)."),
-    Option("measure", "drop_caches", parsers.boolean, help="With --cache cold, as root: drop all caches instead of per-file eviction.",
-           toggle=True),
+    CACHE,
+    DROP_CACHES,
     Option("measure", "timing", parsers.choice(TIMINGS), "HOW", "auto | events | sync | host (default auto)."),
     Option("measure", "device", parsers.string, "DEVICE", "auto | cpu | cuda | cuda:N (default auto)."),
 )
@@ -197,9 +240,9 @@ def option(section: str, key: str) -> Option:
     return _BY_SECTION[(section, key)]
 
 
-# The keys in [measure] that are not MeasureSpec fields but sweep-level settings.
-_SWEEP_MEASURE_KEYS = {"repeats": 3, "config_timeout_s": 600.0, "tolerance": 0.05, "cache": "as-is", "drop_caches": False,
-                       "search": "auto", "isolation": "warm", "time_budget_s": 120.0}
+# The keys in [measure] that are not MeasureSpec fields but settings of the whole sweep: each is
+# the SweepConfig field of the same name, its default the declaration's.
+SWEEP_OPTIONS: tuple[Option, ...] = tuple(o for o in OPTIONS if o.sweep_level)
 
 
 @dataclass(frozen=True)
@@ -212,14 +255,15 @@ class SweepConfig:
     compute: ComputeSpec | None = None
     grid: dict[str, tuple[Any, ...] | None] = field(default_factory=lambda: {a.name: a.default for a in GRID_AXES})
     measure: MeasureSpec = field(default_factory=MeasureSpec)
-    repeats: int = 3
-    config_timeout_s: float = 600.0
-    tolerance: float = 0.05
-    cache: str = "as-is"
-    drop_caches: bool = False
-    search: str = "auto"
-    isolation: str = "warm"
-    time_budget_s: float = 120.0
+    # The sweep-level options: one field per entry of SWEEP_OPTIONS, its default the entry's.
+    repeats: int = REPEATS.default
+    search: str = SEARCH.default
+    isolation: str = ISOLATION.default
+    time_budget_s: float = TIME_BUDGET.default
+    config_timeout_s: float = CONFIG_TIMEOUT.default
+    tolerance: float = TOLERANCE.default
+    cache: str = CACHE.default
+    drop_caches: bool = DROP_CACHES.default
     # Set by sweep.resolve_defaults when --num-workers was not given: the search may then try
     # every worker count up to the default grid's largest (not saved: the file keeps the grid).
     dense_workers: bool = False
@@ -245,14 +289,7 @@ class SweepConfig:
                      for a in GRID_AXES},
             "measure": {
                 **self.measure.to_dict(),
-                "repeats": self.repeats,
-                "config_timeout_s": self.config_timeout_s,
-                "tolerance": self.tolerance,
-                "cache": self.cache,
-                "drop_caches": self.drop_caches,
-                "search": self.search,
-                "isolation": self.isolation,
-                "time_budget_s": self.time_budget_s,
+                **{o.key: getattr(self, o.key) for o in SWEEP_OPTIONS},
             },
             "source": self.source,
         }
@@ -269,21 +306,14 @@ class SweepConfig:
             grid[a.name] = None if values is None else tuple(
                 v if v is None else a.parse(v) for v in values)
         measure_raw = dict(d.get("measure") or {})
-        extra = {k: measure_raw.pop(k, v) for k, v in _SWEEP_MEASURE_KEYS.items()}
+        sweep_level = {o.key: o.load(measure_raw.pop(o.key, o.default)) for o in SWEEP_OPTIONS}
         compute = d.get("compute")
         return cls(
             dataset=DatasetSpec.from_dict(d.get("dataset") or {}),
             compute=None if compute is None else ComputeSpec.from_dict(compute),
             grid=grid,
             measure=MeasureSpec.from_dict(measure_raw),
-            repeats=int(extra["repeats"]),
-            config_timeout_s=float(extra["config_timeout_s"]),
-            tolerance=float(extra["tolerance"]),
-            cache=str(extra["cache"]),
-            drop_caches=bool(extra["drop_caches"]),
-            search=str(extra["search"]),
-            isolation=str(extra["isolation"]),
-            time_budget_s=float(extra["time_budget_s"]),
+            **sweep_level,
             label=str(d.get("label") or ""),
             seed=int(d.get("seed") or 0),
             baseline_settings=dict(d.get("baseline_settings") or {}),
@@ -402,7 +432,7 @@ def build_config(
 
     top = sections[""]
     measure_kv = dict(sections["measure"])
-    extra = {k: measure_kv.pop(k, v) for k, v in _SWEEP_MEASURE_KEYS.items()}
+    sweep_level = {o.key: measure_kv.pop(o.key, o.default) for o in SWEEP_OPTIONS}
     if "device" in measure_kv:
         dev = measure_kv["device"]
         if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
@@ -418,14 +448,7 @@ def build_config(
         compute=sections["compute"].get("step"),
         grid={a.name: sections["grid"].get(a.name, a.default) for a in GRID_AXES},
         measure=measure,
-        repeats=extra["repeats"],
-        config_timeout_s=extra["config_timeout_s"],
-        tolerance=extra["tolerance"],
-        cache=extra["cache"],
-        drop_caches=extra["drop_caches"],
-        search=extra["search"],
-        isolation=extra["isolation"],
-        time_budget_s=extra["time_budget_s"],
+        **sweep_level,
         label=top.get("label", Path(config_path).stem if config_path else ""),
         output=top.get("output"),
         seed=top.get("seed", 0),
