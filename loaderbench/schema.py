@@ -19,7 +19,7 @@ The versions (example files of each live in tests/data/ for good):
   as one English `reason`. Migrated: each warning and note becomes `{"kind", "message"}`, its
   kind read from the text (`model.WarningKind.of_text`); `reason` is dropped (the findings are
   derived again from the raw trials on every load, like every summary).
-- **2**: the current format (see README, "Result files"): typed warnings and notes, the
+- **2**: the current format (see docs/results.md): typed warnings and notes, the
   recommendation's `findings` as data, and in `analysis` the headroom, the loader ceiling and
   config findings.
 
