@@ -4,7 +4,8 @@
         train_step(batch)
 
 `Watch` wraps a DataLoader (or any iterable of batches) and times every step as the sweep times
-one config (NOTE [timing model] in measure/loop.py); on demand (`result()`, `save()`) or when
+one config, with its timing engine (measure/timing.py: the markers, `split_steps`, `WarmUp`;
+NOTE [timing model]); on demand (`result()`, `save()`) or when
 its `with` block ends it assembles the same records a one-config sweep writes: a `ResultSet`
 with one `ConfigResult` whose settings are read from the DataLoader, so `loaderbench show`,
 `compare` and `plot` read the saved file like any other.
@@ -31,7 +32,7 @@ NOTE [watching a training loop]
     is measured and marked as an epoch start (its wait is the epoch-start gap the verdicts
     split off). What the loop does between epochs (validation) is in no step. A batch handed
     out whose step never ended (a `break`, an exception) is not counted: only complete steps are.
-    Warm-up as in the sweep (NOTE [backlog drain]): after the first batch at least
+    Warm-up as in the sweep (the engine's `WarmUp`, NOTE [backlog drain]): after the first batch at least
     max(warmup_batches, num_workers x prefetch_factor) batches are dropped, and on until a
     `next()` blocks or the loader's ready queue stays full, at most 8 x num_workers x
     prefetch_factor. Then up to `max_batches` steps are measured (the window), with the
@@ -49,7 +50,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loaderbench.measure.loop import early_warmup_for, full_queue_for, warmup_for, warmup_over
+from loaderbench.measure.timing import CudaEventMarker, HostMarker, WarmUp, marker_for, split_steps
 from loaderbench.model import (
     ComputeSpec,
     ConfigResult,
@@ -73,66 +74,6 @@ RECEIVES_KEPT = 64
 
 class WatchError(RuntimeError):
     """Misuse of a `Watch` that would give a wrong number (e.g. `step_end()` without a batch)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Timelines: where the instants come from.
-
-
-class _HostTimeline:
-    """Instants on a host clock (optionally after synchronising the compute stream: `sync`)."""
-
-    kind = "host"
-
-    def __init__(self, clock: Clock, sync: Callable[[], None] | None = None) -> None:
-        self._clock = clock
-        self._sync = sync
-        self._t: list[float] = []
-
-    def mark(self) -> int:
-        if self._sync is not None:
-            self._sync()
-        self._t.append(self._clock())
-        return len(self._t) - 1
-
-    def resolve(self, *, wait: bool) -> list[float]:
-        return self._t
-
-
-class _EventTimeline:
-    """Instants as CUDA events recorded on the current stream, in seconds from the first one.
-    `resolve(wait=True)` synchronises once; `resolve(wait=False)` reads only the events already
-    complete (`Event.query()`), in order. Resolved events are released (the first is kept as the
-    origin)."""
-
-    kind = "events"
-
-    def __init__(self) -> None:
-        import torch
-
-        self._torch = torch
-        self._events: list[Any] = []
-        self._t: list[float] = []
-
-    def mark(self) -> int:
-        ev = self._torch.cuda.Event(enable_timing=True)
-        ev.record()
-        self._events.append(ev)
-        return len(self._events) - 1
-
-    def resolve(self, *, wait: bool) -> list[float]:
-        if wait and len(self._t) < len(self._events):
-            self._events[-1].synchronize()
-        origin = self._events[0] if self._events else None
-        while len(self._t) < len(self._events):
-            i = len(self._t)
-            ev = self._events[i]
-            if not wait and not ev.query():
-                break
-            self._t.append(float(origin.elapsed_time(ev)) / 1000.0)  # type: ignore[union-attr]
-            if i:
-                self._events[i] = None
-        return self._t
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,7 +164,8 @@ def _check_iterable(loader: Any) -> None:
 
 @dataclass
 class _Step:
-    """One step's instants (indices into the timeline) and what the host saw."""
+    """One step's instants (indices into the marker's timeline: timing.Instants) and what the
+    host saw."""
 
     prev: int
     t0: int
@@ -359,7 +301,7 @@ class Watch:
             import torch
 
             self._device = torch.device(device)
-        self._timeline: _HostTimeline | _EventTimeline | None = None
+        self._marker: HostMarker | CudaEventMarker | None = None
         self.timing = ""
         # step state
         self._open: _Step | None = None
@@ -369,8 +311,7 @@ class Watch:
         self._batches_seen = 0
         self._phase = "first"  # first -> warm -> window -> full
         self._warm = 0
-        self._periods: list[float] = []
-        self._last_host_t0: float | None = None
+        self._warmup = WarmUp.for_loader(self.settings, warmup_batches, ready_count=self._ready_count)
         self._first_batch_s: float | None = None
         self._first_counted: int | None = None
         self._steps: list[_Step] = []
@@ -389,8 +330,8 @@ class Watch:
 
     # -- set-up ------------------------------------------------------------------------------
 
-    def _start_timeline(self) -> None:
-        if self._timeline is not None:
+    def _start_marker(self) -> None:
+        if self._marker is not None:
             return
         import torch
 
@@ -404,16 +345,11 @@ class Watch:
             raise WatchError(f"watch(timing={timing!r}) needs CUDA, which is not available here: use timing='host'")
         self._cuda = timing in ("events", "sync") or (self._device is not None and self._device.type == "cuda")
         self.timing = timing
-        if timing == "events":
-            self._timeline = _EventTimeline()
-        elif timing == "sync":
-            self._timeline = _HostTimeline(self._clock, sync=lambda: torch.cuda.current_stream().synchronize())
-        else:
-            self._timeline = _HostTimeline(self._clock)
+        self._marker = marker_for(timing, clock=self._clock)
 
     def _mark(self) -> int:
-        assert self._timeline is not None
-        return self._timeline.mark()
+        assert self._marker is not None
+        return self._marker.mark()
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -436,7 +372,7 @@ class Watch:
     def epoch_start(self) -> None:
         """Mark the start of an epoch (what `iter()` does): the instant before the loader starts
         its workers. A batch handed out and never ended is dropped (not a complete step)."""
-        self._start_timeline()
+        self._start_marker()
         self._open = None
         if self._phase == "full":
             return
@@ -446,7 +382,7 @@ class Watch:
     def wait_start(self) -> None:
         """The loop asks for the next batch (t0): ends the previous step when it is still open
         (the implicit step boundary). The iterator calls it at every `next()`."""
-        self._start_timeline()
+        self._start_marker()
         if self._phase == "full":
             self._host_t0 = self._clock()
             self._open = None
@@ -464,7 +400,7 @@ class Watch:
         `wait_start()` (the iterator's `next()`) or `step_end()` closes. Returns the batch
         (moved). Callbacks that see a batch only after the loop fetched it call this alone: t0
         is then the previous step's end."""
-        self._start_timeline()
+        self._start_marker()
         host_t1 = self._clock()
         self._batches_seen += 1
         if self._phase == "full":
@@ -500,16 +436,10 @@ class Watch:
             self._first_counted = n
         elif self._phase == "warm":
             self._warm += 1
-            least, most = warmup_for(self.settings, self._warmup_batches)
-            over = warmup_over(self._warm, least, most, host_t1 - host_t0, self._periods, self._ready_count,
-                               full_queue_for(self.settings), early_warmup_for(self.settings, self._warmup_batches))
-            if self._last_host_t0 is not None:
-                self._periods.append(host_t0 - self._last_host_t0)
-            if over:
+            if self._warmup.over(self._warm, host_t0, host_t1 - host_t0):
                 self._phase = "window-next"
         elif self._phase == "window" and self._was_ready and not step.epoch_start:
             step.receive_s = host_t1 - host_t0
-        self._last_host_t0 = host_t0
         if self._annotate:
             step.range_ = _enter_range(RANGE_STEP)
         self._open = step
@@ -542,7 +472,7 @@ class Watch:
             step.range_ = None
         if self._phase == "first":
             self._phase = "warm"
-            if warmup_for(self.settings, self._warmup_batches)[1] == 0:
+            if self._warmup.most == 0:
                 self._phase = "window-next"
         elif self._phase == "window":
             self._steps.append(step)
@@ -642,7 +572,7 @@ class Watch:
         return len(self._steps)
 
     def _times(self, *, wait: bool) -> list[float]:
-        return [] if self._timeline is None else self._timeline.resolve(wait=wait)
+        return [] if self._marker is None else self._marker.resolve(wait=wait)
 
     def interval(self) -> dict[str, float] | None:
         """Statistics of the measured steps completed since the last call whose instants can be
@@ -657,9 +587,9 @@ class Watch:
         if not fresh:
             return None
         self._interval_from += len(fresh)
-        waits = [t[s.ready] - t[s.t0] for s in fresh]
-        steps = [t[s.end] - t[s.prev] for s in fresh]
-        total = sum(steps)
+        split = split_steps(t, fresh)
+        waits = split.data_wait_s
+        total = sum(split.step_s)
         return {
             "steps": float(len(fresh)),
             "data_wait_mean_s": statistics.fmean(waits),
@@ -689,9 +619,7 @@ class Watch:
             return None
         t = self._times(wait=True)
         steps = self._steps
-        waits = [t[s.ready] - t[s.t0] for s in steps]
-        step_s = [t[s.end] - t[s.prev] for s in steps]
-        compute = [st - w for st, w in zip(step_s, waits)]
+        waits, compute, step_s = split_steps(t, steps)
         h2d = [t[s.copy[1]] - t[s.copy[0]] for s in steps if s.copy is not None]
         u = self._usage
         wall = u.wall_s if u.readings else sum(step_s)
@@ -753,7 +681,7 @@ class Watch:
                     f"batch{'es' if self._batches_seen != 1 else ''}, before a step could be measured")
         if not self._batches_seen:
             return "the loader yielded no batch: nothing to measure"
-        least, _ = warmup_for(self.settings, self._warmup_batches)
+        least = self._warmup.least
         return (
             f"too few batches to measure: {self._batches_seen} batch{'es' if self._batches_seen != 1 else ''} seen "
             f"and no complete step after the first batch and the warm-up (at least {least} batches: "

@@ -5,7 +5,10 @@
 - `child`: the measuring process's entry point;
 - `trial`: the DataLoader, the step and the assembled `Trial` of one config, or the compute
   ceiling;
-- `loop`: the timed loop and the probes after its window (the timing model);
+- `timing`: the one timing engine, shared with `loaderbench.watch`: the markers (host clock,
+  synchronised, CUDA events), recorded instants split into data-wait, compute and step time,
+  the warm-up's end (NOTE [timing model], NOTE [backlog drain]);
+- `loop`: the sweep's timed loop and the probes after its window;
 - `meter`: CPU, memory, storage reads and GPU utilisation over the window;
 - `sampling`: the indices a trial draws, and what drawing them costs;
 - `threads`: worker threads that cannot deadlock after fork;

@@ -22,22 +22,17 @@ from loaderbench.measure.introspect import (
     ready_batches,
     stop_workers,
 )
-from loaderbench.measure.loop import (
-    Clock,
-    CudaEventMarker,
-    HostMarker,
-    LoopTimes,
-    StepMarker,
-    early_warmup_for,
-    full_queue_for,
-    loader_alone,
-    probe_receive,
-    skip_for,
-    timed_loop,
-    warmup_for,
-)
+from loaderbench.measure.loop import loader_alone, probe_receive, skip_for, timed_loop
 from loaderbench.measure.meter import WindowMeter, WindowReading
 from loaderbench.measure.sampling import TimedBatchSampler
+from loaderbench.measure.timing import (
+    Clock,
+    LoopTimes,
+    early_warmup_for,
+    full_queue_for,
+    marker_for,
+    warmup_for,
+)
 from loaderbench.model import (
     ComputeSpec,
     DatasetSpec,
@@ -515,13 +510,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         copy_events.append((begin, end))
         return out
 
-    if timing == "events":
-        marker: StepMarker = CudaEventMarker()
-    elif timing == "sync":
-        stream = torch.cuda.current_stream(device)
-        marker = HostMarker(sync=stream.synchronize)
-    else:
-        marker = HostMarker()
+    marker = marker_for(timing)
 
     def reset_gpu() -> None:
         torch.cuda.synchronize()
@@ -601,8 +590,11 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     reading = window["reading"]
     wall, cpu_s, util = reading.wall_s, reading.cpu_s, reading.util
     info = first_raw.get("info")
+    if cuda:
+        torch.cuda.synchronize()  # every copy event complete (the prefetcher's run on its side stream)
     h2d_s, hidden = copy_statistics(
-        copy_events, marker, measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s)
+        copy_events, loop.busy_s, getattr(marker, "seconds", None),
+        measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s),
     )
     reads = _storage_reads(dataset, dataset_spec, batch_sampler, loop, settings.batch_size, reading, epoch_io)
     if reads.get("served_from") in ("storage", "mixed") and alone.get("samples_per_s") is not None:
