@@ -1,14 +1,127 @@
-"""The one timing engine (measure/timing.py): its split of recorded instants and its warm-up, with
-hand-computed answers on a fake clock."""
+"""The one timing engine (measure/timing.py) and the one Trial assembly (measure/assembly.py): the
+sweep's timed loop and `loaderbench.watch` fed the same instants on a fake clock build the same
+`Trial`, field by field; the engine's split and warm-up with hand-computed answers."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
 
+import pytest
+import torch
+
+import loaderbench
+from loaderbench.machine.gpu import GpuUtilReading
+from loaderbench.measure.assembly import assemble_trial
 from loaderbench.measure.loop import timed_loop
+from loaderbench.measure.meter import WindowReading
 from loaderbench.measure.timing import HostMarker, StepInstants, WarmUp, split_steps, warmup_for
 from loaderbench.model import LoaderSettings
+from loaderbench.workload.batch import inspect_batch
 from tests.helpers import FakeClock
+
+# Per batch of an epoch: seconds to load it, seconds of its step (both on the fake clock).
+LOAD_S = [0.030, 0.010, 0.050, 0.020, 0.040, 0.000, 0.060, 0.015, 0.025, 0.035, 0.005, 0.045]
+STEP_S = [0.012, 0.020, 0.008, 0.016, 0.010, 0.030, 0.006, 0.014, 0.018, 0.022, 0.004, 0.026]
+START_S = 0.25  # starting an epoch (its workers)
+BATCH = 8
+WARMUP = 2
+EPOCHS = 2
+MEASURED = EPOCHS * len(LOAD_S) - 1 - WARMUP  # the first batch and the warm-up are not measured
+
+
+class Epochs:
+    """An iterable of epochs of len(LOAD_S) batches of BATCH samples on `clock`: starting one
+    costs START_S, batch i LOAD_S[i]."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def __iter__(self):
+        self.clock.advance(START_S)
+        for i, load in enumerate(LOAD_S):
+            self.clock.advance(load)
+            yield torch.full((BATCH, 3), float(i))
+
+
+class FakeMeter:
+    """Stands for measure.meter.WindowMeter: one fixed reading of the window."""
+
+    reading = WindowReading(
+        wall_s=0.9, cpu_s=0.45, main_cpu_s=0.3, processes=1, memory_uss_bytes=1_000_000,
+        memory_pss_bytes=1_200_000, read_bytes=None,
+        util=GpuUtilReading(util_pct=40.0, window_s=0.9, sample_period_s=None, n_samples=9, note=""),
+    )
+
+    def __init__(self, util_sampler, **kw) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> WindowReading:
+        return self.reading
+
+
+def sweep_trial(clock: FakeClock):
+    """The sweep's path: its timed loop over the loader (epochs restart inside `next()`), then
+    the Trial assembly, as trial.measure_config calls them."""
+    settings = LoaderSettings(0, False, False, None, False, BATCH)
+    warmup = WarmUp.for_loader(settings, WARMUP)
+    first: list = []
+    step_s = iter(STEP_S * EPOCHS)
+
+    def count(batch) -> int:
+        if not first:
+            first.append(inspect_batch(batch))
+        return batch.shape[0]
+
+    loop = timed_loop(
+        Epochs(clock), lambda b: clock.advance(next(step_s)), count=count, marker=HostMarker(clock=clock),
+        clock=clock, warmup_batches=warmup.least, max_warmup_batches=warmup.most, full_queue=warmup.full_queue,
+        early_warmup=warmup.early, min_batches=MEASURED, max_batches=MEASURED, min_time_s=0.0, restart_epochs=True,
+    )
+    return assemble_trial(loop, timing="host", reading=FakeMeter.reading, first_batch=first[0], cuda=False,
+                          h2d=False, pin_memory=False, torch_threads_main=torch.get_num_threads(),
+                          samples_rule="indices")
+
+
+def watch_trial(clock: FakeClock, monkeypatch):
+    """The watch's path: the user's loop over the same loader, two epochs, the same steps."""
+    monkeypatch.setattr("loaderbench.measure.meter.WindowMeter", FakeMeter)
+    w = loaderbench.watch(Epochs(clock), clock=clock, timing="host", warmup_batches=WARMUP)
+    step_s = iter(STEP_S * EPOCHS)
+    for _epoch in range(EPOCHS):
+        for _batch in w:
+            clock.advance(next(step_s))
+    return w.trial()
+
+
+def test_watch_and_sweep_build_the_same_trial_from_the_same_instants(monkeypatch):
+    swept = sweep_trial(FakeClock())
+    watched = watch_trial(FakeClock(), monkeypatch)
+    # Where the two loops differ by design: how samples are counted is each one's own rule, and
+    # only the sweep times the warm-up.
+    own = {"samples_rule": ("indices", "counted"), "warmup_s": (swept.warmup_s, None)}
+    assert (swept.samples_rule, watched.samples_rule) == own["samples_rule"]
+    assert watched.warmup_s is None and swept.warmup_s == pytest.approx(STEP_S[0] + sum(
+        LOAD_S[i] + STEP_S[i] for i in range(1, 1 + WARMUP)))
+    differ = [f.name for f in dataclasses.fields(swept)
+              if f.name not in own and getattr(swept, f.name) != getattr(watched, f.name)]
+    assert differ == [], {k: (getattr(swept, k), getattr(watched, k)) for k in differ}
+    # ... and that common Trial holds the hand-computed answers: the window is batches 3..11 of
+    # the first epoch and all 12 of the second, whose first waits for the epoch's start.
+    loads = LOAD_S[1 + WARMUP:] + LOAD_S
+    steps = STEP_S[1 + WARMUP:] + STEP_S
+    assert len(swept.step_s) == MEASURED == 21 and swept.warmup_batches == WARMUP
+    assert swept.epoch_start_batches == [len(LOAD_S) - 1 - WARMUP] == [9]
+    assert swept.data_wait_s == pytest.approx([*loads[:9], START_S + LOAD_S[0], *loads[10:]])
+    assert swept.epoch_gap_s == pytest.approx([START_S + LOAD_S[0]])
+    assert swept.compute_s == pytest.approx(steps)
+    assert sum(swept.step_s) == pytest.approx(sum(loads) + START_S + sum(steps))
+    assert swept.first_batch_s == pytest.approx(START_S + LOAD_S[0])
+    assert swept.samples == MEASURED * BATCH and swept.wall_s == 0.9
+    assert swept.cpu_util_pct == pytest.approx(50.0) and swept.main_cpu_util_pct == pytest.approx(100 / 3)
+    assert swept.gpu_util_pct == 40.0 and swept.batch_bytes == BATCH * 3 * 4
 
 
 def test_split_steps_has_hand_computed_answers():

@@ -50,7 +50,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loaderbench.measure.timing import CudaEventMarker, HostMarker, WarmUp, marker_for, split_steps
+from loaderbench.inloop.usage import SegmentedUsage
+from loaderbench.measure.assembly import assemble_trial
+from loaderbench.measure.timing import CudaEventMarker, HostMarker, LoopTimes, WarmUp, marker_for, split_steps
 from loaderbench.model import (
     ComputeSpec,
     ConfigResult,
@@ -180,39 +182,6 @@ class _Step:
     range_: Any = None
 
 
-@dataclass
-class _Usage:
-    """The window meter's readings, summed over the segments of the window (a `result()` asked
-    for while training goes on ends a segment; the next measured step starts another)."""
-
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-    main_cpu_s: float = 0.0
-    processes: int = 0
-    memory_uss_bytes: int | None = None
-    memory_pss_bytes: int | None = None
-    util_weighted: float = 0.0
-    util_window_s: float = 0.0
-    util_note: str | None = None
-    readings: int = 0
-
-    def add(self, r: Any) -> None:
-        self.readings += 1
-        self.wall_s += r.wall_s
-        self.cpu_s += r.cpu_s
-        self.main_cpu_s += r.main_cpu_s
-        self.processes = max(self.processes, r.processes)
-        self.memory_uss_bytes = r.memory_uss_bytes
-        self.memory_pss_bytes = r.memory_pss_bytes
-        util = r.util
-        if util is not None and getattr(util, "util_pct", None) is not None:
-            w = float(getattr(util, "window_s", None) or r.wall_s or 1.0)
-            self.util_weighted += float(util.util_pct) * w
-            self.util_window_s += w
-        elif util is not None:
-            self.util_note = getattr(util, "note", None) or self.util_note
-
-
 class Watch:
     """Watch `loader` inside your own training loop: `for batch in loaderbench.watch(loader):`.
 
@@ -318,7 +287,7 @@ class Watch:
         self._receives: list[float] = []
         self._it: Iterator[Any] | None = None
         self._meter: Any = None
-        self._usage = _Usage()
+        self._usage = SegmentedUsage()
         self._interval_from = 0
         self._interval_logged = 0
         self._first_info: Any = None
@@ -619,11 +588,8 @@ class Watch:
             return None
         t = self._times(wait=True)
         steps = self._steps
-        waits, compute, step_s = split_steps(t, steps)
+        split = split_steps(t, steps)
         h2d = [t[s.copy[1]] - t[s.copy[0]] for s in steps if s.copy is not None]
-        u = self._usage
-        wall = u.wall_s if u.readings else sum(step_s)
-        info = self._first_info
         notes: list[Note] = []
         if len(steps) < MIN_MEASURED:
             notes.append(Note.of(WarningKind.FEW_BATCHES,
@@ -636,43 +602,33 @@ class Watch:
             notes.append(Note.of(WarningKind.SAMPLE_COUNT,
                                  "batch_size=None: every item the loader hands out is counted as one sample; "
                                  "give watch(..., samples_per_batch=N) when an item holds N samples"))
-        if self._cuda and self.settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
-            notes.append(Note.of(WarningKind.PINNING_INEFFECTIVE,
-                                 "pinning ineffective: pin_memory=True but no tensor leaf of the batch is pinned"))
-        import torch
-
-        return Trial(
+        loop = LoopTimes(
             first_batch_s=float(self._first_batch_s or 0.0),
             warmup_batches=self._warm,
-            data_wait_s=waits,
-            compute_s=compute,
-            step_s=step_s,
-            samples=sum(s.samples for s in steps),
-            wall_s=wall,
-            timing=self.timing,
+            data_wait_s=split.data_wait_s,
+            compute_s=split.compute_s,
+            step_s=split.step_s,
             host_wait_s=[s.host_wait_s for s in steps],
-            cpu_time_s=u.cpu_s if u.readings else None,
-            processes=u.processes if u.readings else None,
-            cpu_util_pct=100.0 * u.cpu_s / u.wall_s if u.readings and u.wall_s > 0 else None,
-            main_cpu_util_pct=100.0 * u.main_cpu_s / u.wall_s if u.readings and u.wall_s > 0 else None,
-            memory_uss_bytes=u.memory_uss_bytes,
-            memory_pss_bytes=u.memory_pss_bytes,
-            gpu_util_pct=u.util_weighted / u.util_window_s if u.util_window_s > 0 else None,
-            gpu_util_window_s=u.util_window_s or None,
-            gpu_util_note=u.util_note,
-            batch_bytes=None if info is None else info.nbytes,
-            numpy_leaves=None if info is None else info.numpy_leaves,
-            h2d_bytes_per_batch=None if (info is None or not h2d) else info.tensor_nbytes,
-            pinned_leaves=None if info is None else info.pinned_leaves,
-            tensor_leaves=None if info is None else info.tensor_leaves,
-            torch_threads_main=torch.get_num_threads(),
+            samples=sum(s.samples for s in steps),
+            notes=notes,
             receive_s=list(self._receives),
-            h2d_s=h2d if len(h2d) == len(steps) else [],
-            h2d_hidden_fraction=0.0 if h2d else None,  # copied on the compute stream: nothing hides it
             epoch_gap_s=[s.epoch_gap_s for s in steps if s.epoch_start and s.epoch_gap_s is not None],
             epoch_start_batches=[i for i, s in enumerate(steps) if s.epoch_start],
+        )
+        import torch
+
+        return assemble_trial(
+            loop,
+            timing=self.timing,
+            reading=self._usage.reading(),
+            first_batch=self._first_info,
+            cuda=self._cuda,
+            h2d=bool(h2d),
+            pin_memory=self.settings.pin_memory,
+            torch_threads_main=torch.get_num_threads(),
             samples_rule="given" if self._samples_per_batch else "counted",
-            notes=notes,
+            h2d_s=h2d if len(h2d) == len(steps) else [],
+            h2d_hidden_fraction=0.0 if h2d else None,  # copied on the compute stream: nothing hides it
         )
 
     def _unmeasured_error(self) -> str:
