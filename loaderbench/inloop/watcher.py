@@ -1,163 +1,81 @@
-"""`loaderbench.watch`: the sweep's timing model inside your own training loop.
+"""`loaderbench.watch`: the sweep's timing engine inside your own training loop.
 
     for batch in loaderbench.watch(loader):      # the one-line change
         train_step(batch)
 
-`Watch` wraps a DataLoader (or any iterable of batches) and times every step as the sweep times
-one config, with its timing engine (measure/timing.py: the markers, `split_steps`, `WarmUp`;
-NOTE [timing model]); on demand (`result()`, `save()`) or when
-its `with` block ends it assembles the same records a one-config sweep writes: a `ResultSet`
-with one `ConfigResult` whose settings are read from the DataLoader, so `loaderbench show`,
-`compare` and `plot` read the saved file like any other.
+`Watch` wraps a DataLoader (or any iterable of batches) and times every step with the sweep's
+timing engine (measure/timing.py: its markers, `split_steps` and `WarmUp`; NOTE [timing model]);
+on demand (`result()`, `save()`) or when its `with` block ends it assembles the `Trial` with the
+sweep's Trial assembly (measure/assembly.py) and the records a one-config sweep writes: a
+`ResultSet` with one `ConfigResult` whose settings are read from the DataLoader, so `loaderbench
+show`, `compare` and `plot` read the saved file like any other.
+
+The rooms of the watch: this module (the loop's protocol: iteration, callbacks, the window),
+`loader.py` (what the loader is: settings, samples per batch), `usage.py` (the window meter's
+segments), `ranges.py` (profiler ranges), `result.py` (ranks gathered, the `ResultSet`, the
+prediction and the settings to try next).
 
 NOTE [watching a training loop]
-    The loop is the user's, so the instants come from where the loop touches the loader:
+    The loop is the user's, so the instants of NOTE [timing model] come from where the loop
+    touches the loader:
       t0[N]:    the loop asks for batch N (`next()` is called);
       ready[N]: batch N is usable (returned by the loader; after the H2D copy when `device=` is
                 given, which moves it with non_blocking when its tensors are pinned);
       end[N]:   the step on batch N has finished: the next `next()` call (the loop came back
-                for more), or an explicit `step_end()`.
-    data-wait[N] = ready[N] - t0[N]; step[N] = end[N] - end[N-1]; compute[N] = step[N] -
-    data-wait[N]. With the implicit boundary t0[N] and end[N-1] are one instant, which is the
-    sweep's model exactly; with `step_end()` the loop's own work between `step_end()` and the
-    next `next()` (logging, say) counts as compute, never as data-wait.
+                for more), or an explicit `step_end()`;
+      prev[N]:  end[N-1], or the epoch's start, or the window's start (below).
+    With the implicit boundary t0[N] and end[N-1] are one instant, which is the sweep's loop
+    exactly; with `step_end()` the loop's own work between `step_end()` and the next `next()`
+    (logging, say) counts as compute, never as data-wait.
     The instants are host clock readings on CPU and CUDA events on the current (compute)
-    stream when CUDA is in use: an event's time is when the stream reached it, so ready[N] -
-    t0[N] is the time the GPU sat idle for input and kernels still queued from step N-1 never
-    count as data-wait; no step is synchronised (events are read once, when a result is asked
-    for; interval statistics read only the events already complete, with `query()`).
+    stream when CUDA is in use (the engine's markers); no step is synchronised (events are read
+    once, when a result is asked for; interval statistics read only the events already
+    complete, with `query()`).
     An epoch (a new `iter()` of the watch) starts at the instant before `iter(loader)` is
     called, since that call starts the workers: the first batch of the first epoch is the
     start-up (`first_batch_s`, kept apart like the sweep's); the first batch of a later epoch
     is measured and marked as an epoch start (its wait is the epoch-start gap the verdicts
     split off). What the loop does between epochs (validation) is in no step. A batch handed
     out whose step never ended (a `break`, an exception) is not counted: only complete steps are.
-    Warm-up as in the sweep (the engine's `WarmUp`, NOTE [backlog drain]): after the first batch at least
-    max(warmup_batches, num_workers x prefetch_factor) batches are dropped, and on until a
-    `next()` blocks or the loader's ready queue stays full, at most 8 x num_workers x
-    prefetch_factor. Then up to `max_batches` steps are measured (the window), with the
-    process tree's CPU and memory and NVML GPU utilisation read over it (measure.meter); later
-    batches pass through with no timing.
+    Warm-up as in the sweep (the engine's `WarmUp`, NOTE [backlog drain]): after the first
+    batch at least max(warmup_batches, num_workers x prefetch_factor) batches are dropped, and
+    on until a `next()` blocks or the loader's ready queue stays full, at most 8 x num_workers x
+    prefetch_factor. Then up to `max_batches` steps are measured (the window), with the process
+    tree's CPU and memory and NVML GPU utilisation read over it (measure.meter); later batches
+    pass through with no timing.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from loaderbench.inloop.loader import check_iterable, count_samples, describe_source, read_settings
+from loaderbench.inloop.ranges import RANGE_COPY, RANGE_STEP, RANGE_WAIT, enter_range, exit_range
+from loaderbench.inloop.result import (
+    build_result_set,
+    gather_trial,
+    predict_next,
+    process_group,
+    suggested_settings,
+)
 from loaderbench.inloop.usage import SegmentedUsage
 from loaderbench.measure.assembly import assemble_trial
 from loaderbench.measure.timing import CudaEventMarker, HostMarker, LoopTimes, WarmUp, marker_for, split_steps
-from loaderbench.model import (
-    ComputeSpec,
-    ConfigResult,
-    DatasetSpec,
-    LoaderSettings,
-    MeasureSpec,
-    Note,
-    ResultSet,
-    Trial,
-    WarningKind,
-)
+from loaderbench.model import ConfigResult, Note, ResultSet, Trial, WarningKind
 
 Clock = Callable[[], float]
 TIMINGS = ("auto", "host", "events", "sync")
-RANGE_WAIT = "loaderbench.data_wait"
-RANGE_COPY = "loaderbench.h2d"
-RANGE_STEP = "loaderbench.step"
 MIN_MEASURED = 10  # fewer measured steps get a few-batches note, as in the sweep
 RECEIVES_KEPT = 64
 
 
 class WatchError(RuntimeError):
     """Misuse of a `Watch` that would give a wrong number (e.g. `step_end()` without a batch)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# What the loader is.
-
-
-def count_samples(batch: Any, batch_size: int | None) -> int:
-    """Samples in a collated `batch` of any structure (NOTE [samples per batch] in
-    measure/trial.py): the first dimension its array leaves (tensors, numpy arrays) agree on;
-    else, with the loader's `batch_size` known, the largest size along which the batch could
-    hold its samples (`batch.leading_sizes`: leading dimensions and sequence lengths) that does
-    not exceed it (a tuple of B variable-size images, the last partial batch); else the most
-    common of those sizes; 1 for a batch with no size at all (a scalar). Give
-    `samples_per_batch=` to `watch` when each item holds several samples.
-    """
-    from loaderbench.workload.batch import array_rows, leading_sizes
-
-    rows = array_rows(batch)
-    if rows and len(set(rows)) == 1 and (batch_size is None or rows[0] <= batch_size):
-        return rows[0]
-    sizes = [s for s in leading_sizes(batch) if s > 0]
-    if batch_size:
-        fits = [s for s in sizes if s <= batch_size]
-        if fits:
-            return max(fits)
-    if sizes:
-        return Counter(sizes).most_common(1)[0][0]
-    return 1
-
-
-def read_settings(loader: Any, batch_size: int | None = None) -> tuple[LoaderSettings, Any]:
-    """The `LoaderSettings` of `loader` (a DataLoader, a `CUDAPrefetcher` around one, or any
-    iterable: 0 workers, nothing pinned) and the DataLoader itself (None when there is none).
-    `batch_size`: the loader's own when it has one, else this (the first batch's count)."""
-    from torch.utils.data import DataLoader
-
-    from loaderbench.workload.prefetch import CUDAPrefetcher
-
-    prefetch = isinstance(loader, CUDAPrefetcher)
-    inner = getattr(loader, "loader", None) if prefetch else loader
-    if not isinstance(inner, DataLoader):
-        return LoaderSettings(0, False, prefetch, None, False, int(batch_size or 1)), None
-    workers = int(inner.num_workers)
-    ctx = inner.multiprocessing_context
-    ctx_name = None if ctx is None else (ctx if isinstance(ctx, str) else ctx.get_start_method())
-    bs = inner.batch_size if inner.batch_size is not None else batch_size
-    return LoaderSettings(
-        num_workers=workers,
-        pin_memory=bool(inner.pin_memory),
-        prefetch=prefetch,
-        prefetch_factor=(inner.prefetch_factor or 2) if workers else None,
-        persistent_workers=bool(inner.persistent_workers) if workers else False,
-        batch_size=int(bs or 1),
-        mp_context=ctx_name if workers else None,
-    ), inner
-
-
-def describe_source(loader: Any) -> str:
-    """`module:Class` of the dataset behind `loader` (or of the iterable itself)."""
-    inner = getattr(loader, "loader", loader)
-    obj = getattr(inner, "dataset", inner)
-    t = type(obj)
-    return f"{t.__module__}:{t.__qualname__}"
-
-
-def _check_iterable(loader: Any) -> None:
-    """TypeError unless `loader` is an iterable of batches (a Dataset, map-style or iterable, is
-    not: it yields samples, and needs a DataLoader around it)."""
-    from torch.utils.data import Dataset, IterableDataset
-
-    if isinstance(loader, Dataset):
-        how = "batch_size=..., or batch_size=None if it yields ready batches" if isinstance(
-            loader, IterableDataset) else "batch_size=..."
-        raise TypeError(
-            f"watch(loader): expected a DataLoader or another iterable of batches, got the dataset "
-            f"{type(loader).__name__}, which yields samples; wrap it first: "
-            f"watch(DataLoader({type(loader).__name__.lower()}, {how}))"
-        )
-    if isinstance(loader, (str, bytes, bytearray)) or not hasattr(type(loader), "__iter__"):
-        raise TypeError(
-            f"watch(loader): expected a DataLoader or another iterable of batches, got {type(loader).__name__}"
-        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,7 +157,7 @@ class Watch:
         clock: Clock = time.perf_counter,
         measure_resources: bool = True,
     ) -> None:
-        _check_iterable(loader)
+        check_iterable(loader)
         if timing not in TIMINGS:
             raise ValueError(f"watch(timing=...): expected one of {', '.join(TIMINGS)}, got {timing!r}")
         if warmup_batches < 0 or max_batches < 1:
@@ -410,7 +328,7 @@ class Watch:
         elif self._phase == "window" and self._was_ready and not step.epoch_start:
             step.receive_s = host_t1 - host_t0
         if self._annotate:
-            step.range_ = _enter_range(RANGE_STEP)
+            step.range_ = enter_range(RANGE_STEP)
         self._open = step
         return batch
 
@@ -437,7 +355,7 @@ class Watch:
         step.end = end
         self._prev_end = end
         if step.range_ is not None:
-            _exit_range(step.range_)
+            exit_range(step.range_)
             step.range_ = None
         if self._phase == "first":
             self._phase = "warm"
@@ -497,12 +415,12 @@ class Watch:
         pinned = self._first_info is not None and self._first_info.pinned_leaves > 0
         if not timed:
             return move_to_device(batch, self._device, non_blocking=pinned)
-        rng = _enter_range(RANGE_COPY) if self._annotate else None
+        rng = enter_range(RANGE_COPY) if self._annotate else None
         begin = self._mark() if self._cuda else None
         out = move_to_device(batch, self._device, non_blocking=pinned)
         end = self._mark() if self._cuda else None
         if rng is not None:
-            _exit_range(rng)
+            exit_range(rng)
         return out, (None if begin is None or end is None else (begin, end))
 
     # -- the meter -----------------------------------------------------------------------------
@@ -661,22 +579,8 @@ class Watch:
         error says why (too few batches, an empty loader). Safe to call more than once (each
         call covers every step measured so far).
         """
-        from loaderbench.orchestration.distributed import merge_trials
-
-        trial = self.trial()
-        world, rank, local_world = _process_group()
-        if world > 1:
-            import torch.distributed as dist
-
-            gathered: list[Any] = [None] * world
-            dist.all_gather_object(gathered, None if trial is None else trial.to_dict())
-            trials = [None if d is None else Trial.from_dict(d) for d in gathered]
-            missing = [r for r, x in enumerate(trials) if x is None]
-            trial = None if missing else merge_trials([x for x in trials if x is not None])
-            error = None if not missing else (
-                f"rank {missing[0]} measured no step" + (f": {self._unmeasured_error()}" if rank in missing else ""))
-        else:
-            error = None if trial is not None else self._unmeasured_error()
+        trial, error = gather_trial(self.trial(), self._unmeasured_error)
+        world, _rank, local_world = process_group()
         settings = replace(self.settings, batch_size=self.settings.batch_size if self._dataloader is not None
                            and self._dataloader.batch_size is not None else int(self._first_counted or 1))
         row = ConfigResult(settings=settings, status="ok" if trial is not None else "failed", error=error,
@@ -699,7 +603,7 @@ class Watch:
 
         path = Path(path)
         rs = self.result()
-        if _process_group()[1] != 0:
+        if process_group()[1] != 0:
             return None
         check_result_path(path)
         save_results(rs, path)
@@ -730,7 +634,7 @@ class _Batches:
     def __next__(self) -> Any:
         w = self._w
         w.wait_start()
-        rng = _enter_range(RANGE_WAIT) if w._annotate and w._phase != "full" else None
+        rng = enter_range(RANGE_WAIT) if w._annotate and w._phase != "full" else None
         try:
             batch = next(self._it)
         except StopIteration:
@@ -738,7 +642,7 @@ class _Batches:
             raise
         finally:
             if rng is not None:
-                _exit_range(rng)
+                exit_range(rng)
         return w.batch_ready(batch)
 
 
@@ -749,157 +653,9 @@ class _IteratorHolder:
         self.last_iterator = it
 
 
-def _enter_range(name: str) -> Any:
-    """Open a profiler range (torch.profiler.record_function; an NVTX range too when CUDA is
-    initialised), to be closed by `_exit_range`."""
-    import torch
-
-    rf = torch.profiler.record_function(name)
-    rf.__enter__()
-    nvtx = torch.cuda.is_available() and torch.cuda.is_initialized()
-    if nvtx:
-        torch.cuda.nvtx.range_push(name)
-    return (rf, nvtx)
-
-
-def _exit_range(handle: Any) -> None:
-    import torch
-
-    rf, nvtx = handle
-    if nvtx:
-        torch.cuda.nvtx.range_pop()
-    rf.__exit__(None, None, None)
-
-
-def _process_group() -> tuple[int, int, int]:
-    """(world size, rank, ranks on this node) of an initialised torch.distributed group, else
-    (1, 0, 1)."""
-    import os
-
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return 1, 0, 1
-    world = dist.get_world_size()
-    return world, dist.get_rank(), int(os.environ.get("LOCAL_WORLD_SIZE", world))
-
-
-def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str, device: str,
-                     warmup_batches: int, max_batches: int, samples_per_batch: int | None, cuda: bool,
-                     world: tuple[int, int] = (1, 1)) -> ResultSet:
-    """The ResultSet of a watched run: `row` analysed as a one-config sweep (analysis.analyze),
-    its compute ceiling taken from the measured compute time per step (`ceilings["compute"]`,
-    method "watched": the step's own time, which on CUDA events is the GPU's time from batch
-    ready to step end), and `analysis["prediction"]` (`predict_next`)."""
-    import datetime as _dt
-
-    from loaderbench._version import __version__
-    from loaderbench.analysis import analyze
-    from loaderbench.analysis.statistics import percentile
-    from loaderbench.machine.env import capture_environment, usable_cpus
-    from loaderbench.orchestration.config import SweepConfig
-
-    config = SweepConfig(
-        dataset=DatasetSpec(kind="import", factory=source, samples_per_batch=samples_per_batch),
-        compute=ComputeSpec(kind="model", model="watched"),
-        grid={k: (v,) for k, v in row.settings.to_dict().items()},
-        measure=MeasureSpec(batches=1, warmup_batches=warmup_batches, min_time_s=0.0, max_batches=max_batches,
-                            timing=timing, device=device),
-        repeats=1, search="grid", isolation="watched", label=label, source="watch",
-    )
-    try:
-        environment = capture_environment(device_index=_device_index(device) if cuda else None)
-    except Exception as exc:  # noqa: BLE001 - a result without an environment record beats none
-        environment = {"usable_cpus": usable_cpus(), "error": f"{type(exc).__name__}: {exc}"}
-    if world[0] > 1:
-        environment["distributed"] = {"world_size": world[0], "local_world_size": world[1], "watched": True}
-    ceilings: dict[str, Any] = {}
-    if row.trials:
-        per_rank = [Trial.from_dict(d) for d in row.trials[0].rank_trials] or row.trials
-        rates, steps, held = [], [], []
-        for t in per_rank:
-            c = percentile(t.compute_s, 50)
-            spb = t.samples / len(t.step_s)
-            if c > 0:
-                rates.append(spb / c)
-                steps.append(c)
-                held.append(spb)
-        if rates and len(rates) == len(per_rank):
-            ceilings["compute"] = {str(row.settings.batch_size): {
-                "samples_per_s": sum(rates), "step_s": max(steps), "samples_per_batch": statistics.median(held),
-                "method": "watched", "world_size": len(per_rank), "batch_size": row.settings.batch_size,
-            }}
-    rs = ResultSet(
-        config={**config.to_dict(), "watch": True},
-        environment=environment,
-        results=[row],
-        label=label,
-        created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        tool_version=__version__,
-        config_hash="",
-        ceilings=ceilings,
-    )
-    analyze(rs)
-    rs.analysis["prediction"] = predict_next(row, environment.get("usable_cpus"), config.tolerance)
-    return rs
-
-
-def _device_index(device: str) -> int | None:
-    import torch
-
-    d = torch.device(device)
-    return d.index if d.index is not None else torch.cuda.current_device()
-
-
-def predict_next(row: ConfigResult, usable: int | None, tolerance: float) -> dict[str, Any] | None:
-    """What more workers would likely give a loader-bound watched config, from the sweep's
-    models fitted on this one config: `workers_needed` (batch build time over the step's cycle,
-    analysis.wait.workers_needed) and, with workers, the pipeline model's predicted knee on this
-    machine's CPUs (analysis.predict.what_if_cpus: `knee_workers`, `knee_samples_per_s`,
-    `knee_stall_fraction`, `curve`). None when the config is not loader-bound. A prediction,
-    never a measurement: the renderers say so."""
-    from loaderbench.analysis.predict import what_if_cpus
-
-    s = row.summary
-    if s is None or s.verdict != "loader-bound":
-        return None
-    out: dict[str, Any] = {"kind": "more-workers", "num_workers": row.settings.num_workers,
-                           "workers_needed": s.workers_needed, "usable_cpus": usable}
-    if row.settings.num_workers > 0 and usable:
-        what = what_if_cpus([row], row.settings, usable, tolerance,
-                            max_workers=max(2 * usable, (s.workers_needed or 0) + 1), measured_cpus=usable)
-        if what is not None:
-            out.update({k: what[k] for k in ("knee_workers", "knee_samples_per_s", "knee_stall_fraction", "curve")})
-    if out.get("workers_needed") is None and out.get("knee_workers") is None:
-        return None
-    return out
-
-
-def suggested_settings(rs: ResultSet) -> dict[str, Any]:
-    """The DataLoader settings to try next after a watched run, by the DataLoader's keyword
-    names (num_workers, pin_memory, prefetch_factor, persistent_workers) plus `predicted`
-    (True when num_workers comes from the prediction, not from what was measured): the
-    predicted workers for a loader-bound run (`analysis["prediction"]`), pin_memory for a
-    pageable H2D copy, persistent_workers when epoch starts bind; else the watched settings."""
-    from loaderbench.model import Verdict
-
-    row = rs.results[0]
-    s = row.settings
-    verdict = row.summary.verdict if row.summary is not None else ""
-    pred = (rs.analysis or {}).get("prediction") or {}
-    workers = pred.get("knee_workers") or pred.get("workers_needed") or s.num_workers
-    workers = max(int(workers), s.num_workers)
-    return {
-        "num_workers": workers,
-        "pin_memory": s.pin_memory or verdict == Verdict.H2D_PAGEABLE.value,
-        "prefetch_factor": (s.prefetch_factor or 2) if workers else None,
-        "persistent_workers": bool(workers) and (s.persistent_workers or verdict == Verdict.EPOCH_START_BOUND.value),
-        "predicted": workers != s.num_workers,
-    }
-
-
 watch = Watch
 """`loaderbench.watch(loader, ...)`: `Watch` (the arguments are its own)."""
 
 
-__all__ = ["Watch", "WatchError", "count_samples", "read_settings", "suggested_settings", "watch"]
+# The watch's public names, wherever their room is.
+__all__ = ["Watch", "WatchError", "count_samples", "predict_next", "read_settings", "suggested_settings", "watch"]
