@@ -15,8 +15,9 @@ from loaderbench.analysis.advice import epoch_samples_per_s, recommend
 from loaderbench.analysis.wait import mean_step_s
 from loaderbench.errors import UsageError
 from loaderbench.measure.isolation import Outcome
-from loaderbench.measure.loop import HostMarker, timed_loop
+from loaderbench.measure.loop import timed_loop
 from loaderbench.measure.ranks import RankShard
+from loaderbench.measure.timing import HostMarker
 from loaderbench.model import ComputeSpec, ConfigResult, Note, ResultSet, Trial
 from loaderbench.orchestration import distributed as dist
 from loaderbench.orchestration.ceilings import measure_ceilings

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loaderbench.measure.loop import HostMarker, early_warmup_for, probe_receive, timed_loop, warmup_for
+from loaderbench.measure.loop import probe_receive, timed_loop
+from loaderbench.measure.timing import HostMarker, early_warmup_for, warmup_for
 from loaderbench.model import LoaderSettings
 from tests.helpers import FakeClock
 
@@ -332,17 +333,6 @@ class FakeEvent:
         return (other.t - self.t) * 1000.0  # milliseconds, like torch.cuda.Event
 
 
-class FakeEventMarker:
-    def __init__(self, ready, end):
-        self.r, self.e = ready, end
-
-    def times(self):
-        return list(self.r), list(self.e)
-
-    def seconds(self, ev):
-        return ev.t
-
-
 def test_overlap_of_an_interval_with_a_union():
     from loaderbench.measure.introspect import overlap_s
 
@@ -359,11 +349,12 @@ def test_copy_statistics_hidden_fraction_is_hand_computed():
     # (1.0 s under step 1's [1,3]).
     copies = [(FakeEvent(0.0), FakeEvent(0.1)), (FakeEvent(0.2), FakeEvent(1.0)),
               (FakeEvent(2.0), FakeEvent(4.0))]
-    durations, hidden = copy_statistics(copies, FakeEventMarker(ready, end), measured=2, batches_total=3)
+    busy = list(zip(ready, end))
+    durations, hidden = copy_statistics(copies, busy, lambda ev: ev.t, measured=2, batches_total=3)
     assert durations == pytest.approx([0.8, 2.0])
     assert hidden == pytest.approx((0.3 + 1.0) / 2.8)
     # Host timing knows durations but not overlap.
-    d2, h2 = copy_statistics(copies, HostMarker(), measured=2, batches_total=3)
+    d2, h2 = copy_statistics(copies, busy, None, measured=2, batches_total=3)
     assert d2 == pytest.approx([0.8, 2.0]) and h2 is None
 
 

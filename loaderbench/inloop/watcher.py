@@ -1,72 +1,75 @@
-"""`loaderbench.watch`: the sweep's timing model inside your own training loop.
+"""`loaderbench.watch`: the sweep's timing engine inside your own training loop.
 
     for batch in loaderbench.watch(loader):      # the one-line change
         train_step(batch)
 
-`Watch` wraps a DataLoader (or any iterable of batches) and times every step as the sweep times
-one config (NOTE [timing model] in measure/loop.py); on demand (`result()`, `save()`) or when
-its `with` block ends it assembles the same records a one-config sweep writes: a `ResultSet`
-with one `ConfigResult` whose settings are read from the DataLoader, so `loaderbench show`,
-`compare` and `plot` read the saved file like any other.
+`Watch` wraps a DataLoader (or any iterable of batches) and times every step with the sweep's
+timing engine (measure/timing.py: its markers, `split_steps` and `WarmUp`; NOTE [timing model]);
+on demand (`result()`, `save()`) or when its `with` block ends it assembles the `Trial` with the
+sweep's Trial assembly (measure/assembly.py) and the records a one-config sweep writes: a
+`ResultSet` with one `ConfigResult` whose settings are read from the DataLoader, so `loaderbench
+show`, `compare` and `plot` read the saved file like any other.
+
+The rooms of the watch: this module (the loop's protocol: iteration, callbacks, the window),
+`loader.py` (what the loader is: settings, samples per batch), `usage.py` (the window meter's
+segments), `ranges.py` (profiler ranges), `result.py` (ranks gathered, the `ResultSet`, the
+prediction and the settings to try next).
 
 NOTE [watching a training loop]
-    The loop is the user's, so the instants come from where the loop touches the loader:
+    The loop is the user's, so the instants of NOTE [timing model] come from where the loop
+    touches the loader:
       t0[N]:    the loop asks for batch N (`next()` is called);
       ready[N]: batch N is usable (returned by the loader; after the H2D copy when `device=` is
                 given, which moves it with non_blocking when its tensors are pinned);
       end[N]:   the step on batch N has finished: the next `next()` call (the loop came back
-                for more), or an explicit `step_end()`.
-    data-wait[N] = ready[N] - t0[N]; step[N] = end[N] - end[N-1]; compute[N] = step[N] -
-    data-wait[N]. With the implicit boundary t0[N] and end[N-1] are one instant, which is the
-    sweep's model exactly; with `step_end()` the loop's own work between `step_end()` and the
-    next `next()` (logging, say) counts as compute, never as data-wait.
+                for more), or an explicit `step_end()`;
+      prev[N]:  end[N-1], or the epoch's start, or the window's start (below).
+    With the implicit boundary t0[N] and end[N-1] are one instant, which is the sweep's loop
+    exactly; with `step_end()` the loop's own work between `step_end()` and the next `next()`
+    (logging, say) counts as compute, never as data-wait.
     The instants are host clock readings on CPU and CUDA events on the current (compute)
-    stream when CUDA is in use: an event's time is when the stream reached it, so ready[N] -
-    t0[N] is the time the GPU sat idle for input and kernels still queued from step N-1 never
-    count as data-wait; no step is synchronised (events are read once, when a result is asked
-    for; interval statistics read only the events already complete, with `query()`).
+    stream when CUDA is in use (the engine's markers); no step is synchronised (events are read
+    once, when a result is asked for; interval statistics read only the events already
+    complete, with `query()`).
     An epoch (a new `iter()` of the watch) starts at the instant before `iter(loader)` is
     called, since that call starts the workers: the first batch of the first epoch is the
     start-up (`first_batch_s`, kept apart like the sweep's); the first batch of a later epoch
     is measured and marked as an epoch start (its wait is the epoch-start gap the verdicts
     split off). What the loop does between epochs (validation) is in no step. A batch handed
     out whose step never ended (a `break`, an exception) is not counted: only complete steps are.
-    Warm-up as in the sweep (NOTE [backlog drain]): after the first batch at least
-    max(warmup_batches, num_workers x prefetch_factor) batches are dropped, and on until a
-    `next()` blocks or the loader's ready queue stays full, at most 8 x num_workers x
-    prefetch_factor. Then up to `max_batches` steps are measured (the window), with the
-    process tree's CPU and memory and NVML GPU utilisation read over it (measure.meter); later
-    batches pass through with no timing.
+    Warm-up as in the sweep (the engine's `WarmUp`, NOTE [backlog drain]): after the first
+    batch at least max(warmup_batches, num_workers x prefetch_factor) batches are dropped, and
+    on until a `next()` blocks or the loader's ready queue stays full, at most 8 x num_workers x
+    prefetch_factor. Then up to `max_batches` steps are measured (the window), with the process
+    tree's CPU and memory and NVML GPU utilisation read over it (measure.meter); later batches
+    pass through with no timing.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loaderbench.measure.loop import early_warmup_for, full_queue_for, warmup_for, warmup_over
-from loaderbench.model import (
-    ComputeSpec,
-    ConfigResult,
-    DatasetSpec,
-    LoaderSettings,
-    MeasureSpec,
-    Note,
-    ResultSet,
-    Trial,
-    WarningKind,
+from loaderbench.inloop.loader import check_iterable, count_samples, describe_source, read_settings
+from loaderbench.inloop.ranges import RANGE_COPY, RANGE_STEP, RANGE_WAIT, enter_range, exit_range
+from loaderbench.inloop.result import (
+    build_result_set,
+    gather_trial,
+    predict_next,
+    process_group,
+    suggested_settings,
 )
+from loaderbench.inloop.usage import SegmentedUsage
+from loaderbench.measure.assembly import assemble_trial
+from loaderbench.measure.timing import CudaEventMarker, HostMarker, LoopTimes, WarmUp, marker_for, split_steps
+from loaderbench.model import ConfigResult, Note, ResultSet, Trial, WarningKind
 
 Clock = Callable[[], float]
 TIMINGS = ("auto", "host", "events", "sync")
-RANGE_WAIT = "loaderbench.data_wait"
-RANGE_COPY = "loaderbench.h2d"
-RANGE_STEP = "loaderbench.step"
 MIN_MEASURED = 10  # fewer measured steps get a few-batches note, as in the sweep
 RECEIVES_KEPT = 64
 
@@ -76,154 +79,13 @@ class WatchError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Timelines: where the instants come from.
-
-
-class _HostTimeline:
-    """Instants on a host clock (optionally after synchronising the compute stream: `sync`)."""
-
-    kind = "host"
-
-    def __init__(self, clock: Clock, sync: Callable[[], None] | None = None) -> None:
-        self._clock = clock
-        self._sync = sync
-        self._t: list[float] = []
-
-    def mark(self) -> int:
-        if self._sync is not None:
-            self._sync()
-        self._t.append(self._clock())
-        return len(self._t) - 1
-
-    def resolve(self, *, wait: bool) -> list[float]:
-        return self._t
-
-
-class _EventTimeline:
-    """Instants as CUDA events recorded on the current stream, in seconds from the first one.
-    `resolve(wait=True)` synchronises once; `resolve(wait=False)` reads only the events already
-    complete (`Event.query()`), in order. Resolved events are released (the first is kept as the
-    origin)."""
-
-    kind = "events"
-
-    def __init__(self) -> None:
-        import torch
-
-        self._torch = torch
-        self._events: list[Any] = []
-        self._t: list[float] = []
-
-    def mark(self) -> int:
-        ev = self._torch.cuda.Event(enable_timing=True)
-        ev.record()
-        self._events.append(ev)
-        return len(self._events) - 1
-
-    def resolve(self, *, wait: bool) -> list[float]:
-        if wait and len(self._t) < len(self._events):
-            self._events[-1].synchronize()
-        origin = self._events[0] if self._events else None
-        while len(self._t) < len(self._events):
-            i = len(self._t)
-            ev = self._events[i]
-            if not wait and not ev.query():
-                break
-            self._t.append(float(origin.elapsed_time(ev)) / 1000.0)  # type: ignore[union-attr]
-            if i:
-                self._events[i] = None
-        return self._t
-
-
-# ---------------------------------------------------------------------------------------------
-# What the loader is.
-
-
-def count_samples(batch: Any, batch_size: int | None) -> int:
-    """Samples in a collated `batch` of any structure (NOTE [samples per batch] in
-    measure/trial.py): the first dimension its array leaves (tensors, numpy arrays) agree on;
-    else, with the loader's `batch_size` known, the largest size along which the batch could
-    hold its samples (`batch.leading_sizes`: leading dimensions and sequence lengths) that does
-    not exceed it (a tuple of B variable-size images, the last partial batch); else the most
-    common of those sizes; 1 for a batch with no size at all (a scalar). Give
-    `samples_per_batch=` to `watch` when each item holds several samples.
-    """
-    from loaderbench.workload.batch import array_rows, leading_sizes
-
-    rows = array_rows(batch)
-    if rows and len(set(rows)) == 1 and (batch_size is None or rows[0] <= batch_size):
-        return rows[0]
-    sizes = [s for s in leading_sizes(batch) if s > 0]
-    if batch_size:
-        fits = [s for s in sizes if s <= batch_size]
-        if fits:
-            return max(fits)
-    if sizes:
-        return Counter(sizes).most_common(1)[0][0]
-    return 1
-
-
-def read_settings(loader: Any, batch_size: int | None = None) -> tuple[LoaderSettings, Any]:
-    """The `LoaderSettings` of `loader` (a DataLoader, a `CUDAPrefetcher` around one, or any
-    iterable: 0 workers, nothing pinned) and the DataLoader itself (None when there is none).
-    `batch_size`: the loader's own when it has one, else this (the first batch's count)."""
-    from torch.utils.data import DataLoader
-
-    from loaderbench.workload.prefetch import CUDAPrefetcher
-
-    prefetch = isinstance(loader, CUDAPrefetcher)
-    inner = getattr(loader, "loader", None) if prefetch else loader
-    if not isinstance(inner, DataLoader):
-        return LoaderSettings(0, False, prefetch, None, False, int(batch_size or 1)), None
-    workers = int(inner.num_workers)
-    ctx = inner.multiprocessing_context
-    ctx_name = None if ctx is None else (ctx if isinstance(ctx, str) else ctx.get_start_method())
-    bs = inner.batch_size if inner.batch_size is not None else batch_size
-    return LoaderSettings(
-        num_workers=workers,
-        pin_memory=bool(inner.pin_memory),
-        prefetch=prefetch,
-        prefetch_factor=(inner.prefetch_factor or 2) if workers else None,
-        persistent_workers=bool(inner.persistent_workers) if workers else False,
-        batch_size=int(bs or 1),
-        mp_context=ctx_name if workers else None,
-    ), inner
-
-
-def describe_source(loader: Any) -> str:
-    """`module:Class` of the dataset behind `loader` (or of the iterable itself)."""
-    inner = getattr(loader, "loader", loader)
-    obj = getattr(inner, "dataset", inner)
-    t = type(obj)
-    return f"{t.__module__}:{t.__qualname__}"
-
-
-def _check_iterable(loader: Any) -> None:
-    """TypeError unless `loader` is an iterable of batches (a Dataset, map-style or iterable, is
-    not: it yields samples, and needs a DataLoader around it)."""
-    from torch.utils.data import Dataset, IterableDataset
-
-    if isinstance(loader, Dataset):
-        how = "batch_size=..., or batch_size=None if it yields ready batches" if isinstance(
-            loader, IterableDataset) else "batch_size=..."
-        raise TypeError(
-            f"watch(loader): expected a DataLoader or another iterable of batches, got the dataset "
-            f"{type(loader).__name__}, which yields samples; wrap it first: "
-            f"watch(DataLoader({type(loader).__name__.lower()}, {how}))"
-        )
-    if isinstance(loader, (str, bytes, bytearray)) or not hasattr(type(loader), "__iter__"):
-        raise TypeError(
-            f"watch(loader): expected a DataLoader or another iterable of batches, got {type(loader).__name__}"
-        )
-
-
-# ---------------------------------------------------------------------------------------------
 # The watch.
 
 
 @dataclass
 class _Step:
-    """One step's instants (indices into the timeline) and what the host saw."""
+    """One step's instants (indices into the marker's timeline: timing.Instants) and what the
+    host saw."""
 
     prev: int
     t0: int
@@ -236,39 +98,6 @@ class _Step:
     copy: tuple[int, int] | None = None
     end: int = -1
     range_: Any = None
-
-
-@dataclass
-class _Usage:
-    """The window meter's readings, summed over the segments of the window (a `result()` asked
-    for while training goes on ends a segment; the next measured step starts another)."""
-
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-    main_cpu_s: float = 0.0
-    processes: int = 0
-    memory_uss_bytes: int | None = None
-    memory_pss_bytes: int | None = None
-    util_weighted: float = 0.0
-    util_window_s: float = 0.0
-    util_note: str | None = None
-    readings: int = 0
-
-    def add(self, r: Any) -> None:
-        self.readings += 1
-        self.wall_s += r.wall_s
-        self.cpu_s += r.cpu_s
-        self.main_cpu_s += r.main_cpu_s
-        self.processes = max(self.processes, r.processes)
-        self.memory_uss_bytes = r.memory_uss_bytes
-        self.memory_pss_bytes = r.memory_pss_bytes
-        util = r.util
-        if util is not None and getattr(util, "util_pct", None) is not None:
-            w = float(getattr(util, "window_s", None) or r.wall_s or 1.0)
-            self.util_weighted += float(util.util_pct) * w
-            self.util_window_s += w
-        elif util is not None:
-            self.util_note = getattr(util, "note", None) or self.util_note
 
 
 class Watch:
@@ -328,7 +157,7 @@ class Watch:
         clock: Clock = time.perf_counter,
         measure_resources: bool = True,
     ) -> None:
-        _check_iterable(loader)
+        check_iterable(loader)
         if timing not in TIMINGS:
             raise ValueError(f"watch(timing=...): expected one of {', '.join(TIMINGS)}, got {timing!r}")
         if warmup_batches < 0 or max_batches < 1:
@@ -359,7 +188,7 @@ class Watch:
             import torch
 
             self._device = torch.device(device)
-        self._timeline: _HostTimeline | _EventTimeline | None = None
+        self._marker: HostMarker | CudaEventMarker | None = None
         self.timing = ""
         # step state
         self._open: _Step | None = None
@@ -369,15 +198,14 @@ class Watch:
         self._batches_seen = 0
         self._phase = "first"  # first -> warm -> window -> full
         self._warm = 0
-        self._periods: list[float] = []
-        self._last_host_t0: float | None = None
+        self._warmup = WarmUp.for_loader(self.settings, warmup_batches, ready_count=self._ready_count)
         self._first_batch_s: float | None = None
         self._first_counted: int | None = None
         self._steps: list[_Step] = []
         self._receives: list[float] = []
         self._it: Iterator[Any] | None = None
         self._meter: Any = None
-        self._usage = _Usage()
+        self._usage = SegmentedUsage()
         self._interval_from = 0
         self._interval_logged = 0
         self._first_info: Any = None
@@ -389,8 +217,8 @@ class Watch:
 
     # -- set-up ------------------------------------------------------------------------------
 
-    def _start_timeline(self) -> None:
-        if self._timeline is not None:
+    def _start_marker(self) -> None:
+        if self._marker is not None:
             return
         import torch
 
@@ -404,16 +232,11 @@ class Watch:
             raise WatchError(f"watch(timing={timing!r}) needs CUDA, which is not available here: use timing='host'")
         self._cuda = timing in ("events", "sync") or (self._device is not None and self._device.type == "cuda")
         self.timing = timing
-        if timing == "events":
-            self._timeline = _EventTimeline()
-        elif timing == "sync":
-            self._timeline = _HostTimeline(self._clock, sync=lambda: torch.cuda.current_stream().synchronize())
-        else:
-            self._timeline = _HostTimeline(self._clock)
+        self._marker = marker_for(timing, clock=self._clock)
 
     def _mark(self) -> int:
-        assert self._timeline is not None
-        return self._timeline.mark()
+        assert self._marker is not None
+        return self._marker.mark()
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -436,7 +259,7 @@ class Watch:
     def epoch_start(self) -> None:
         """Mark the start of an epoch (what `iter()` does): the instant before the loader starts
         its workers. A batch handed out and never ended is dropped (not a complete step)."""
-        self._start_timeline()
+        self._start_marker()
         self._open = None
         if self._phase == "full":
             return
@@ -446,7 +269,7 @@ class Watch:
     def wait_start(self) -> None:
         """The loop asks for the next batch (t0): ends the previous step when it is still open
         (the implicit step boundary). The iterator calls it at every `next()`."""
-        self._start_timeline()
+        self._start_marker()
         if self._phase == "full":
             self._host_t0 = self._clock()
             self._open = None
@@ -464,7 +287,7 @@ class Watch:
         `wait_start()` (the iterator's `next()`) or `step_end()` closes. Returns the batch
         (moved). Callbacks that see a batch only after the loop fetched it call this alone: t0
         is then the previous step's end."""
-        self._start_timeline()
+        self._start_marker()
         host_t1 = self._clock()
         self._batches_seen += 1
         if self._phase == "full":
@@ -500,18 +323,12 @@ class Watch:
             self._first_counted = n
         elif self._phase == "warm":
             self._warm += 1
-            least, most = warmup_for(self.settings, self._warmup_batches)
-            over = warmup_over(self._warm, least, most, host_t1 - host_t0, self._periods, self._ready_count,
-                               full_queue_for(self.settings), early_warmup_for(self.settings, self._warmup_batches))
-            if self._last_host_t0 is not None:
-                self._periods.append(host_t0 - self._last_host_t0)
-            if over:
+            if self._warmup.over(self._warm, host_t0, host_t1 - host_t0):
                 self._phase = "window-next"
         elif self._phase == "window" and self._was_ready and not step.epoch_start:
             step.receive_s = host_t1 - host_t0
-        self._last_host_t0 = host_t0
         if self._annotate:
-            step.range_ = _enter_range(RANGE_STEP)
+            step.range_ = enter_range(RANGE_STEP)
         self._open = step
         return batch
 
@@ -538,11 +355,11 @@ class Watch:
         step.end = end
         self._prev_end = end
         if step.range_ is not None:
-            _exit_range(step.range_)
+            exit_range(step.range_)
             step.range_ = None
         if self._phase == "first":
             self._phase = "warm"
-            if warmup_for(self.settings, self._warmup_batches)[1] == 0:
+            if self._warmup.most == 0:
                 self._phase = "window-next"
         elif self._phase == "window":
             self._steps.append(step)
@@ -598,12 +415,12 @@ class Watch:
         pinned = self._first_info is not None and self._first_info.pinned_leaves > 0
         if not timed:
             return move_to_device(batch, self._device, non_blocking=pinned)
-        rng = _enter_range(RANGE_COPY) if self._annotate else None
+        rng = enter_range(RANGE_COPY) if self._annotate else None
         begin = self._mark() if self._cuda else None
         out = move_to_device(batch, self._device, non_blocking=pinned)
         end = self._mark() if self._cuda else None
         if rng is not None:
-            _exit_range(rng)
+            exit_range(rng)
         return out, (None if begin is None or end is None else (begin, end))
 
     # -- the meter -----------------------------------------------------------------------------
@@ -642,7 +459,7 @@ class Watch:
         return len(self._steps)
 
     def _times(self, *, wait: bool) -> list[float]:
-        return [] if self._timeline is None else self._timeline.resolve(wait=wait)
+        return [] if self._marker is None else self._marker.resolve(wait=wait)
 
     def interval(self) -> dict[str, float] | None:
         """Statistics of the measured steps completed since the last call whose instants can be
@@ -657,9 +474,9 @@ class Watch:
         if not fresh:
             return None
         self._interval_from += len(fresh)
-        waits = [t[s.ready] - t[s.t0] for s in fresh]
-        steps = [t[s.end] - t[s.prev] for s in fresh]
-        total = sum(steps)
+        split = split_steps(t, fresh)
+        waits = split.data_wait_s
+        total = sum(split.step_s)
         return {
             "steps": float(len(fresh)),
             "data_wait_mean_s": statistics.fmean(waits),
@@ -689,13 +506,8 @@ class Watch:
             return None
         t = self._times(wait=True)
         steps = self._steps
-        waits = [t[s.ready] - t[s.t0] for s in steps]
-        step_s = [t[s.end] - t[s.prev] for s in steps]
-        compute = [st - w for st, w in zip(step_s, waits)]
+        split = split_steps(t, steps)
         h2d = [t[s.copy[1]] - t[s.copy[0]] for s in steps if s.copy is not None]
-        u = self._usage
-        wall = u.wall_s if u.readings else sum(step_s)
-        info = self._first_info
         notes: list[Note] = []
         if len(steps) < MIN_MEASURED:
             notes.append(Note.of(WarningKind.FEW_BATCHES,
@@ -708,43 +520,33 @@ class Watch:
             notes.append(Note.of(WarningKind.SAMPLE_COUNT,
                                  "batch_size=None: every item the loader hands out is counted as one sample; "
                                  "give watch(..., samples_per_batch=N) when an item holds N samples"))
-        if self._cuda and self.settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
-            notes.append(Note.of(WarningKind.PINNING_INEFFECTIVE,
-                                 "pinning ineffective: pin_memory=True but no tensor leaf of the batch is pinned"))
-        import torch
-
-        return Trial(
+        loop = LoopTimes(
             first_batch_s=float(self._first_batch_s or 0.0),
             warmup_batches=self._warm,
-            data_wait_s=waits,
-            compute_s=compute,
-            step_s=step_s,
-            samples=sum(s.samples for s in steps),
-            wall_s=wall,
-            timing=self.timing,
+            data_wait_s=split.data_wait_s,
+            compute_s=split.compute_s,
+            step_s=split.step_s,
             host_wait_s=[s.host_wait_s for s in steps],
-            cpu_time_s=u.cpu_s if u.readings else None,
-            processes=u.processes if u.readings else None,
-            cpu_util_pct=100.0 * u.cpu_s / u.wall_s if u.readings and u.wall_s > 0 else None,
-            main_cpu_util_pct=100.0 * u.main_cpu_s / u.wall_s if u.readings and u.wall_s > 0 else None,
-            memory_uss_bytes=u.memory_uss_bytes,
-            memory_pss_bytes=u.memory_pss_bytes,
-            gpu_util_pct=u.util_weighted / u.util_window_s if u.util_window_s > 0 else None,
-            gpu_util_window_s=u.util_window_s or None,
-            gpu_util_note=u.util_note,
-            batch_bytes=None if info is None else info.nbytes,
-            numpy_leaves=None if info is None else info.numpy_leaves,
-            h2d_bytes_per_batch=None if (info is None or not h2d) else info.tensor_nbytes,
-            pinned_leaves=None if info is None else info.pinned_leaves,
-            tensor_leaves=None if info is None else info.tensor_leaves,
-            torch_threads_main=torch.get_num_threads(),
+            samples=sum(s.samples for s in steps),
+            notes=notes,
             receive_s=list(self._receives),
-            h2d_s=h2d if len(h2d) == len(steps) else [],
-            h2d_hidden_fraction=0.0 if h2d else None,  # copied on the compute stream: nothing hides it
             epoch_gap_s=[s.epoch_gap_s for s in steps if s.epoch_start and s.epoch_gap_s is not None],
             epoch_start_batches=[i for i, s in enumerate(steps) if s.epoch_start],
+        )
+        import torch
+
+        return assemble_trial(
+            loop,
+            timing=self.timing,
+            reading=self._usage.reading(),
+            first_batch=self._first_info,
+            cuda=self._cuda,
+            h2d=bool(h2d),
+            pin_memory=self.settings.pin_memory,
+            torch_threads_main=torch.get_num_threads(),
             samples_rule="given" if self._samples_per_batch else "counted",
-            notes=notes,
+            h2d_s=h2d if len(h2d) == len(steps) else [],
+            h2d_hidden_fraction=0.0 if h2d else None,  # copied on the compute stream: nothing hides it
         )
 
     def _unmeasured_error(self) -> str:
@@ -753,7 +555,7 @@ class Watch:
                     f"batch{'es' if self._batches_seen != 1 else ''}, before a step could be measured")
         if not self._batches_seen:
             return "the loader yielded no batch: nothing to measure"
-        least, _ = warmup_for(self.settings, self._warmup_batches)
+        least = self._warmup.least
         return (
             f"too few batches to measure: {self._batches_seen} batch{'es' if self._batches_seen != 1 else ''} seen "
             f"and no complete step after the first batch and the warm-up (at least {least} batches: "
@@ -777,22 +579,8 @@ class Watch:
         error says why (too few batches, an empty loader). Safe to call more than once (each
         call covers every step measured so far).
         """
-        from loaderbench.orchestration.distributed import merge_trials
-
-        trial = self.trial()
-        world, rank, local_world = _process_group()
-        if world > 1:
-            import torch.distributed as dist
-
-            gathered: list[Any] = [None] * world
-            dist.all_gather_object(gathered, None if trial is None else trial.to_dict())
-            trials = [None if d is None else Trial.from_dict(d) for d in gathered]
-            missing = [r for r, x in enumerate(trials) if x is None]
-            trial = None if missing else merge_trials([x for x in trials if x is not None])
-            error = None if not missing else (
-                f"rank {missing[0]} measured no step" + (f": {self._unmeasured_error()}" if rank in missing else ""))
-        else:
-            error = None if trial is not None else self._unmeasured_error()
+        trial, error = gather_trial(self.trial(), self._unmeasured_error)
+        world, _rank, local_world = process_group()
         settings = replace(self.settings, batch_size=self.settings.batch_size if self._dataloader is not None
                            and self._dataloader.batch_size is not None else int(self._first_counted or 1))
         row = ConfigResult(settings=settings, status="ok" if trial is not None else "failed", error=error,
@@ -815,7 +603,7 @@ class Watch:
 
         path = Path(path)
         rs = self.result()
-        if _process_group()[1] != 0:
+        if process_group()[1] != 0:
             return None
         check_result_path(path)
         save_results(rs, path)
@@ -846,7 +634,7 @@ class _Batches:
     def __next__(self) -> Any:
         w = self._w
         w.wait_start()
-        rng = _enter_range(RANGE_WAIT) if w._annotate and w._phase != "full" else None
+        rng = enter_range(RANGE_WAIT) if w._annotate and w._phase != "full" else None
         try:
             batch = next(self._it)
         except StopIteration:
@@ -854,7 +642,7 @@ class _Batches:
             raise
         finally:
             if rng is not None:
-                _exit_range(rng)
+                exit_range(rng)
         return w.batch_ready(batch)
 
 
@@ -865,157 +653,9 @@ class _IteratorHolder:
         self.last_iterator = it
 
 
-def _enter_range(name: str) -> Any:
-    """Open a profiler range (torch.profiler.record_function; an NVTX range too when CUDA is
-    initialised), to be closed by `_exit_range`."""
-    import torch
-
-    rf = torch.profiler.record_function(name)
-    rf.__enter__()
-    nvtx = torch.cuda.is_available() and torch.cuda.is_initialized()
-    if nvtx:
-        torch.cuda.nvtx.range_push(name)
-    return (rf, nvtx)
-
-
-def _exit_range(handle: Any) -> None:
-    import torch
-
-    rf, nvtx = handle
-    if nvtx:
-        torch.cuda.nvtx.range_pop()
-    rf.__exit__(None, None, None)
-
-
-def _process_group() -> tuple[int, int, int]:
-    """(world size, rank, ranks on this node) of an initialised torch.distributed group, else
-    (1, 0, 1)."""
-    import os
-
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return 1, 0, 1
-    world = dist.get_world_size()
-    return world, dist.get_rank(), int(os.environ.get("LOCAL_WORLD_SIZE", world))
-
-
-def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str, device: str,
-                     warmup_batches: int, max_batches: int, samples_per_batch: int | None, cuda: bool,
-                     world: tuple[int, int] = (1, 1)) -> ResultSet:
-    """The ResultSet of a watched run: `row` analysed as a one-config sweep (analysis.analyze),
-    its compute ceiling taken from the measured compute time per step (`ceilings["compute"]`,
-    method "watched": the step's own time, which on CUDA events is the GPU's time from batch
-    ready to step end), and `analysis["prediction"]` (`predict_next`)."""
-    import datetime as _dt
-
-    from loaderbench._version import __version__
-    from loaderbench.analysis import analyze
-    from loaderbench.analysis.statistics import percentile
-    from loaderbench.machine.env import capture_environment, usable_cpus
-    from loaderbench.orchestration.config import SweepConfig
-
-    config = SweepConfig(
-        dataset=DatasetSpec(kind="import", factory=source, samples_per_batch=samples_per_batch),
-        compute=ComputeSpec(kind="model", model="watched"),
-        grid={k: (v,) for k, v in row.settings.to_dict().items()},
-        measure=MeasureSpec(batches=1, warmup_batches=warmup_batches, min_time_s=0.0, max_batches=max_batches,
-                            timing=timing, device=device),
-        repeats=1, search="grid", isolation="watched", label=label, source="watch",
-    )
-    try:
-        environment = capture_environment(device_index=_device_index(device) if cuda else None)
-    except Exception as exc:  # noqa: BLE001 - a result without an environment record beats none
-        environment = {"usable_cpus": usable_cpus(), "error": f"{type(exc).__name__}: {exc}"}
-    if world[0] > 1:
-        environment["distributed"] = {"world_size": world[0], "local_world_size": world[1], "watched": True}
-    ceilings: dict[str, Any] = {}
-    if row.trials:
-        per_rank = [Trial.from_dict(d) for d in row.trials[0].rank_trials] or row.trials
-        rates, steps, held = [], [], []
-        for t in per_rank:
-            c = percentile(t.compute_s, 50)
-            spb = t.samples / len(t.step_s)
-            if c > 0:
-                rates.append(spb / c)
-                steps.append(c)
-                held.append(spb)
-        if rates and len(rates) == len(per_rank):
-            ceilings["compute"] = {str(row.settings.batch_size): {
-                "samples_per_s": sum(rates), "step_s": max(steps), "samples_per_batch": statistics.median(held),
-                "method": "watched", "world_size": len(per_rank), "batch_size": row.settings.batch_size,
-            }}
-    rs = ResultSet(
-        config={**config.to_dict(), "watch": True},
-        environment=environment,
-        results=[row],
-        label=label,
-        created_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        tool_version=__version__,
-        config_hash="",
-        ceilings=ceilings,
-    )
-    analyze(rs)
-    rs.analysis["prediction"] = predict_next(row, environment.get("usable_cpus"), config.tolerance)
-    return rs
-
-
-def _device_index(device: str) -> int | None:
-    import torch
-
-    d = torch.device(device)
-    return d.index if d.index is not None else torch.cuda.current_device()
-
-
-def predict_next(row: ConfigResult, usable: int | None, tolerance: float) -> dict[str, Any] | None:
-    """What more workers would likely give a loader-bound watched config, from the sweep's
-    models fitted on this one config: `workers_needed` (batch build time over the step's cycle,
-    analysis.wait.workers_needed) and, with workers, the pipeline model's predicted knee on this
-    machine's CPUs (analysis.predict.what_if_cpus: `knee_workers`, `knee_samples_per_s`,
-    `knee_stall_fraction`, `curve`). None when the config is not loader-bound. A prediction,
-    never a measurement: the renderers say so."""
-    from loaderbench.analysis.predict import what_if_cpus
-
-    s = row.summary
-    if s is None or s.verdict != "loader-bound":
-        return None
-    out: dict[str, Any] = {"kind": "more-workers", "num_workers": row.settings.num_workers,
-                           "workers_needed": s.workers_needed, "usable_cpus": usable}
-    if row.settings.num_workers > 0 and usable:
-        what = what_if_cpus([row], row.settings, usable, tolerance,
-                            max_workers=max(2 * usable, (s.workers_needed or 0) + 1), measured_cpus=usable)
-        if what is not None:
-            out.update({k: what[k] for k in ("knee_workers", "knee_samples_per_s", "knee_stall_fraction", "curve")})
-    if out.get("workers_needed") is None and out.get("knee_workers") is None:
-        return None
-    return out
-
-
-def suggested_settings(rs: ResultSet) -> dict[str, Any]:
-    """The DataLoader settings to try next after a watched run, by the DataLoader's keyword
-    names (num_workers, pin_memory, prefetch_factor, persistent_workers) plus `predicted`
-    (True when num_workers comes from the prediction, not from what was measured): the
-    predicted workers for a loader-bound run (`analysis["prediction"]`), pin_memory for a
-    pageable H2D copy, persistent_workers when epoch starts bind; else the watched settings."""
-    from loaderbench.model import Verdict
-
-    row = rs.results[0]
-    s = row.settings
-    verdict = row.summary.verdict if row.summary is not None else ""
-    pred = (rs.analysis or {}).get("prediction") or {}
-    workers = pred.get("knee_workers") or pred.get("workers_needed") or s.num_workers
-    workers = max(int(workers), s.num_workers)
-    return {
-        "num_workers": workers,
-        "pin_memory": s.pin_memory or verdict == Verdict.H2D_PAGEABLE.value,
-        "prefetch_factor": (s.prefetch_factor or 2) if workers else None,
-        "persistent_workers": bool(workers) and (s.persistent_workers or verdict == Verdict.EPOCH_START_BOUND.value),
-        "predicted": workers != s.num_workers,
-    }
-
-
 watch = Watch
 """`loaderbench.watch(loader, ...)`: `Watch` (the arguments are its own)."""
 
 
-__all__ = ["Watch", "WatchError", "count_samples", "read_settings", "suggested_settings", "watch"]
+# The watch's public names, wherever their room is.
+__all__ = ["Watch", "WatchError", "count_samples", "predict_next", "read_settings", "suggested_settings", "watch"]

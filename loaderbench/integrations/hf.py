@@ -67,7 +67,7 @@ class LoaderbenchTrainerCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.watch is None:
             return
-        from loaderbench.inloop.watcher import suggested_settings
+        from loaderbench.inloop.result import suggested_settings
         from loaderbench.render.watch import training_arguments_line, watch_lines
         from loaderbench.results import save_results
 

@@ -4,10 +4,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from loaderbench.machine.processes import signal_name
-from loaderbench.measure.loop import StepMarker
 
 
 def _tracking_loader_class() -> type:
@@ -40,28 +40,28 @@ def overlap_s(interval: tuple[float, float], others: list[tuple[float, float]]) 
 
 
 def copy_statistics(
-    copy_events: list[Any], marker: StepMarker, *, measured: int, batches_total: int
+    copy_events: list[Any], busy_s: list[tuple[float, float]], seconds: Callable[[Any], float] | None, *,
+    measured: int, batches_total: int,
 ) -> tuple[list[float], float | None]:
     """Per measured batch, the H2D copy's seconds; and the fraction of all that copy time that
     ran while the compute stream was busy with a step (hidden), or None when unknown.
 
-    Copy pair i belongs to batch i (batch 0 is the first batch). The hidden fraction needs CUDA
-    event timing of the steps (`CudaEventMarker`); with host timing it is None.
+    Copy pair i belongs to batch i (batch 0 is the first batch). `busy_s`: (ready, end) of every
+    step in seconds on the step marker's timeline (timing.LoopTimes.busy_s); `seconds(event)`: a
+    copy event's time on that timeline (`CudaEventMarker.seconds`). The hidden fraction needs
+    CUDA event timing of the steps; with host timing (`seconds` None) it is None.
     """
     if not copy_events or measured <= 0 or len(copy_events) < batches_total:
         return [], None
     pairs = copy_events[batches_total - measured : batches_total]
     durations = [float(b.elapsed_time(e)) / 1000.0 for b, e in pairs]
-    seconds = getattr(marker, "seconds", None)  # CUDA event timing only
     if seconds is None:
         return durations, None
-    ready, end = marker.times()
-    steps = list(zip(ready, end))
     intervals = [(seconds(b), seconds(e)) for b, e in pairs]
     total = sum(e - b for b, e in intervals)
     if total <= 0:
         return durations, None
-    hidden = sum(overlap_s(iv, steps) for iv in intervals)
+    hidden = sum(overlap_s(iv, busy_s) for iv in intervals)
     return durations, hidden / total
 
 

@@ -1,206 +1,23 @@
-"""The measurement loop for one config: one fresh DataLoader, timed batch by batch.
+"""The sweep's timed loop for one config: one fresh DataLoader, timed batch by batch.
 
 The timed loop (`timed_loop`) and the probes after its window (`probe_receive`, `loader_alone`). It
-runs inside the isolated measuring process (measure/isolation.py); it takes its clock and its step
-markers as parameters, so tests drive it with a fake clock and no hardware.
-
-NOTE [timing model]
-    For every batch N the loop records two instants on one timeline:
-      ready[N]: the batch is usable by the step (on the device when there is one: after the
-                host-to-device (H2D) copy, or after the CUDA-stream prefetcher's copy);
-      end[N]:   the step's work on batch N has finished.
-    Then, per measured batch:
-      data-wait[N] = ready[N] - end[N-1]   (the consumer had nothing to work on)
-      compute[N]   = end[N]   - ready[N]
-      step[N]      = end[N]   - end[N-1] = data-wait[N] + compute[N]
-    so throughput = samples / sum(step) and stall fraction = sum(data-wait) / sum(step).
-    end[-1] of the first measured batch is the end of the last warm-up batch.
-
-    Which clock gives ready and end:
-    - `host` (no CUDA): perf_counter after `next()` returned, and after the step returned.
-    - `sync` (CUDA): perf_counter after synchronising the *compute* stream at both points. Exact,
-      but the host can no longer queue step N+1 while step N runs, which costs a real loop a
-      little (a naive host timer without the sync is wrong: queued GPU
-      work leaks into the next data-wait).
-    - `events` (CUDA, default for GPU steps): CUDA events recorded on the compute stream after the
-      batch is on the device and after the step's kernels. An event's GPU timestamp is when the
-      stream reached it, i.e. max(previous work finished, host enqueued it), so ready[N] -
-      end[N-1] is exactly the time the GPU's compute stream sat idle waiting for input, and no
-      per-step synchronisation is needed: the loop runs like an uninstrumented one. Events are
-      read once, after the window.
-    A `sleep:` step is host work, so it always uses host/sync timing.
-
-NOTE [backlog drain]
-    With W workers and prefetch factor P, up to W*P batches are built while the loop waits for
-    the first batch and for its first (slow) steps. Consuming that backlog is fast and would
-    flatter a slow loader ("100 workers feed 100 batches, then a long wait"). Worse, while the
-    backlog is consumed the workers refill part of it: with production/consumption rate ratio
-    rho < 1 the loop is served without waiting for about W*P / (1 - rho) batches, not W*P.
-    So the warm-up is at least max(--warmup-batches, W*P) batches after the first one, and then
-    goes on until one of:
-      - `next()` has had to block (the ready queue was empty: the backlog is gone);
-      - the loader's ready queue is still (nearly) full after that many batches: production
-        kept up with consumption, so there is no backlog to flatter anything (read from the
-        DataLoader iterator's queue size where the platform supports it);
-      - 8*W*P batches in all: a loader still draining then has rho > ~0.9, and what flattery is
-        left is under ~10%.
-    Where the ready queue can be read, it ends earlier, after max(--warmup-batches, W) batches,
-    at a `next()` that blocked while fewer than W batches were ready: nothing is left of a
-    start-up backlog (a backlog still being drained would show as ready batches; a `next()`
-    can block on one late worker while the others' batches wait, which the count catches).
-    A loader slower than the step reaches this at its second round of batches: each worker
-    builds its first batch at start-up, the step takes them faster than they come, and the
-    loop waits for the next round. On the H200 case that is one round (about 1 s) per config
-    earlier than W*P batches. The window then runs for at least `batches` batches and
-    `min_time_s`.
+runs inside the isolated measuring process (measure/isolation.py) and drives the loader itself;
+its instants, their split into data-wait, compute and step time, and the warm-up's end come from
+the one timing engine, measure/timing.py (NOTE [timing model], NOTE [backlog drain]), which
+`loaderbench.watch` shares. It takes its clock and its marker as parameters, so tests drive it with
+a fake clock and no hardware.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from loaderbench.model import LoaderSettings, Note, WarningKind
-
-Clock = Callable[[], float]
-
-
-class StepMarker(Protocol):
-    """Records ready/end instants (see NOTE [timing model]); `times()` returns them in seconds."""
-
-    def ready(self) -> None: ...
-    def end(self) -> None: ...
-    def times(self) -> tuple[list[float], list[float]]: ...
-
-
-class HostMarker:
-    """ready/end from a host clock, after an optional `sync()` (compute-stream synchronise)."""
-
-    def __init__(self, clock: Clock = time.perf_counter, sync: Callable[[], None] | None = None):
-        self._clock = clock
-        self._sync = sync
-        self._ready: list[float] = []
-        self._end: list[float] = []
-
-    def ready(self) -> None:
-        if self._sync is not None:
-            self._sync()
-        self._ready.append(self._clock())
-
-    def end(self) -> None:
-        if self._sync is not None:
-            self._sync()
-        self._end.append(self._clock())
-
-    def times(self) -> tuple[list[float], list[float]]:
-        return list(self._ready), list(self._end)
-
-
-class CudaEventMarker:
-    """ready/end as CUDA events on the current (compute) stream; read after one synchronise."""
-
-    def __init__(self) -> None:
-        import torch
-
-        self._torch = torch
-        self._ready: list[Any] = []
-        self._end: list[Any] = []
-
-    def _record(self, into: list[Any]) -> None:
-        ev = self._torch.cuda.Event(enable_timing=True)
-        ev.record()
-        into.append(ev)
-
-    def ready(self) -> None:
-        self._record(self._ready)
-
-    def end(self) -> None:
-        self._record(self._end)
-
-    def times(self) -> tuple[list[float], list[float]]:
-        self._torch.cuda.synchronize()
-        if not self._end:
-            return [], []
-        to_s = [self.seconds(e) for e in self._ready]
-        end_s = [self.seconds(e) for e in self._end]
-        return to_s, end_s
-
-    def seconds(self, event: Any) -> float:
-        """An event's time in seconds on the same timeline as `times()` (after it)."""
-        origin = self._ready[0] if self._ready else self._end[0]
-        return float(origin.elapsed_time(event)) / 1000.0
-
-
-@dataclass
-class LoopTimes:
-    """Raw output of `timed_loop`: per-batch seconds of the measured window and bookkeeping."""
-
-    first_batch_s: float
-    warmup_batches: int
-    data_wait_s: list[float]
-    compute_s: list[float]
-    step_s: list[float]
-    host_wait_s: list[float]
-    samples: int
-    notes: list[Note] = field(default_factory=list)
-    receive_s: list[float] = field(default_factory=list)
-    epoch_gap_s: list[float] = field(default_factory=list)
-    sampler_s: list[float] = field(default_factory=list)
-    epoch_start_batches: list[int] = field(default_factory=list)
-    first_batch_sampler_s: float | None = None
-    warmup_s: float = 0.0  # host seconds from the first batch's arrival to the window's start
-
+from loaderbench.measure.timing import Clock, LoopTimes, Marker, StepInstants, WarmUp, median, split_steps
+from loaderbench.model import Note, WarningKind
 
 MIN_READY_RECEIVES = 5  # receives timed in the window on ready batches that make the pause probe unneeded
-
-
-def warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int]:
-    """(least, most) batches dropped after the first, per NOTE [backlog drain]:
-    least = max(warmup_batches, W*P); most = max(least, 8*W*P)."""
-    backlog = settings.num_workers * (settings.prefetch_factor or 0)
-    least = max(warmup_batches, backlog)
-    return least, max(least, 8 * backlog)
-
-
-def _median(xs: list[float]) -> float:
-    ys = sorted(xs)
-    return ys[len(ys) // 2] if ys else 0.0
-
-
-def full_queue_for(settings: LoaderSettings) -> int:
-    """Ready batches that mean the loader keeps up (NOTE [backlog drain]): W*P - 2, at least 1."""
-    return max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2)
-
-
-def early_warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int] | None:
-    """(batches, wave) of the early end of the warm-up (NOTE [backlog drain]): from
-    max(warmup_batches, W) batches on, a blocked `next()` with fewer than W batches ready;
-    None without workers."""
-    w = settings.num_workers
-    return (max(warmup_batches, w), w) if w > 0 else None
-
-
-def warmup_over(seen: int, least: int, most: int, wait_s: float, periods: list[float],
-                ready: Callable[[], int | None] | None, full_queue: int | None,
-                early: tuple[int, int] | None = None) -> bool:
-    """Whether the warm-up ends after `seen` batches (NOTE [backlog drain]): at least `least`,
-    then on the first `next()` that blocked (its `wait_s` at least a tenth of the median of
-    `periods`, the seconds between earlier `next()` calls, and at least 1 ms) or once `ready()`
-    batches reach `full_queue` (the loader keeps up: nothing to flatter), at most `most`.
-    With `early` = (batches, wave) (`early_warmup_for`) and a known `ready()`, a `next()` that
-    blocked after `batches` ends it before `least` when fewer than `wave` batches are ready."""
-    blocked = wait_s >= max(0.001, 0.1 * _median(periods))
-    if seen < least:
-        if early is None or seen < early[0] or not blocked or ready is None:
-            return False
-        n_ready = ready()
-        return n_ready is not None and n_ready < early[1]
-    if seen >= most or blocked:
-        return True
-    n_ready = ready() if ready is not None else None
-    return n_ready is not None and full_queue is not None and n_ready >= full_queue
 
 
 # NOTE [whole epochs in the window]
@@ -227,7 +44,7 @@ def timed_loop(
     *,
     prepare: Callable[[Any], Any] = lambda b: b,
     count: Callable[[Any], int],
-    marker: StepMarker,
+    marker: Marker,
     warmup_batches: int,
     min_batches: int,
     max_warmup_batches: int | None = None,
@@ -271,25 +88,32 @@ def timed_loop(
     batch (an epoch's index list drawn, and the first `num_workers * prefetch_factor` index
     lists) in `first_batch_sampler_s`. With `restart_epochs` and `epoch_len` (batches per
     epoch) at most WHOLE_EPOCH_WINDOW_MAX and `max_batches`, the window ends only after a whole
-    number of epochs (NOTE [whole epochs in the window]). Raises ValueError if the loader yields
-    nothing.
-    Returns per-batch lists for the measured batches only, in seconds.
+    number of epochs (NOTE [whole epochs in the window]). The window's first step is timed from
+    an instant marked after `on_window_start()` (the meter's start-up is in no step). Raises
+    ValueError if the loader yields nothing.
+    Returns per-batch lists for the measured batches only, in seconds (timing.split_steps of the
+    instants `marker` recorded), and the (ready, end) of every step in `busy_s`.
     """
     first_s0 = sampler_time() if sampler_time is not None else 0.0
     t_start = clock()
+    start = marker.mark()
     it: Iterator[Any] = iter(batches)
     try:
         batch = next(it)
     except StopIteration:
         raise ValueError("the loader yielded no batch") from None
     batch = prepare(batch)
-    marker.ready()
+    ready = marker.mark()
     t_first = clock()
     first_batch_s = t_first - t_start
     first_sampler_s = (sampler_time() - first_s0) if sampler_time is not None else None
     step(batch)
-    marker.end()
+    prev = marker.mark()
     del batch
+    # Every step's instants, the first batch's (timed from before `iter()`) and the warm-up's
+    # included; the window is steps[window_from:].
+    steps = [StepInstants(start, start, ready, prev)]
+    window_from = 0
     if on_batch is not None:
         on_batch(0)
 
@@ -297,16 +121,17 @@ def timed_loop(
     measured = 0
     samples = 0
     host_wait: list[float] = []
-    periods: list[float] = []
     window_start: float | None = None
     warm = 0
-    most = max(warmup_batches, max_warmup_batches or 0)
+    warmup = WarmUp(warmup_batches, max_warmup_batches or 0, full_queue=full_queue, early=early_warmup,
+                    ready_count=ready_count)
     notes: list[Note] = []
     if warmup_batches == 0:
         window_start = clock()
         if on_window_start is not None:
             on_window_start()
-    last_t0: float | None = None
+        prev = marker.mark()  # the window starts here: the meter's start-up is in no step
+        window_from = len(steps)
     epoch_gaps: list[float] = []
     sampler_s: list[float] = []
     epoch_starts: list[int] = []
@@ -344,28 +169,28 @@ def timed_loop(
             (in_window_receive if window_start is not None else warmup_receive).append(t_next - t0)
         s1 = sampler_time() if sampler_time is not None else 0.0
         batch = prepare(batch)
-        marker.ready()
+        ready = marker.mark()
         t1 = clock()
         n = count(batch)
         step(batch)
-        marker.end()
+        end = marker.mark()
+        steps.append(StepInstants(prev, prev, ready, end))  # asking for a batch is the last step's end
+        prev = end
         del batch
         index += 1
         if on_batch is not None:
             on_batch(index)
         if window_start is None:
-            if last_t0 is not None:
-                periods.append(t0 - last_t0)
-            last_t0 = t0
-            start = warmup_over(index, warmup_batches, most, t_next - t0, periods, ready_count, full_queue,
-                                early_warmup)
-            if agree is not None and index >= min(warmup_batches, early_warmup[0] if early_warmup else warmup_batches):
-                start = agree(start)
-            if start:
+            start_window = warmup.over(index, t0, t_next - t0)
+            if agree is not None and index >= warmup.earliest:
+                start_window = agree(start_window)
+            if start_window:
                 warm = index
                 window_start = clock()
                 if on_window_start is not None:
                     on_window_start()
+                prev = marker.mark()  # the window starts here: the meter's start-up is in no step
+                window_from = len(steps)
             continue
         measured += 1
         samples += n
@@ -381,40 +206,35 @@ def timed_loop(
             done = agree(done)
         if done:
             break
-    ready, end = marker.times()
+    times = marker.resolve(wait=True)
     if on_window_end is not None:
         on_window_end()
+    window = split_steps(times, steps[window_from:]) if measured else None
     receive: list[float] = []
     if len(in_window_receive) >= MIN_READY_RECEIVES:
         receive = in_window_receive[-64:]
     elif len(in_window_receive) + len(warmup_receive) >= MIN_READY_RECEIVES:
         receive = (warmup_receive + in_window_receive)[-64:]
-    if after_window is not None and measured:
-        window_periods = [b - a for a, b in zip(end[-measured - 1:-1], end[-measured:])]
-        probed = after_window(it, _median(window_periods) if not receive else -1.0)
+    if after_window is not None and window is not None:
+        probed = after_window(it, median(window.step_s) if not receive else -1.0)
         receive = receive or probed
     if 0 < measured < min_batches:
         notes.append(Note.of(
             WarningKind.FEW_BATCHES,
             f"only {measured} batches measured (fewer than --batches {min_batches}): numbers are rough"
         ))
-    if measured == 0:
+    if window is None:
         raise ValueError(
             f"no batch left to measure after {index} warm-up batches: "
             "lower --warmup-batches or use a longer dataset"
         )
-    # Batch 0 is the first batch; 1..warmup are warm-up; the window is the last `measured` ones.
-    first = len(end) - measured
-    data_wait = [ready[i] - end[i - 1] for i in range(first, len(end))]
-    compute = [end[i] - ready[i] for i in range(first, len(end))]
-    step_s = [end[i] - end[i - 1] for i in range(first, len(end))]
     return LoopTimes(
         first_batch_s=first_batch_s,
         warmup_s=(window_start - t_first) if window_start is not None else 0.0,
         warmup_batches=warm,
-        data_wait_s=data_wait,
-        compute_s=compute,
-        step_s=step_s,
+        data_wait_s=window.data_wait_s,
+        compute_s=window.compute_s,
+        step_s=window.step_s,
         host_wait_s=host_wait,
         samples=samples,
         notes=notes,
@@ -423,6 +243,7 @@ def timed_loop(
         sampler_s=sampler_s if sampler_time is not None else [],
         epoch_start_batches=epoch_starts,
         first_batch_sampler_s=first_sampler_s,
+        busy_s=[(times[s.ready], times[s.end]) for s in steps],
     )
 
 

@@ -1,6 +1,6 @@
 """One trial in the measuring process: build the dataset, the DataLoader for a config and the step,
-run the timed loop (loop.py) with the window meter (meter.py), and assemble the `Trial`; or
-measure the compute ceiling.
+run the timed loop (loop.py) with the window meter (meter.py), and assemble the `Trial`
+(assembly.py, shared with the watch); or measure the compute ceiling.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from loaderbench.kinds import KINDS
+from loaderbench.measure.assembly import assemble_trial
 from loaderbench.measure.introspect import (
     _tracking_loader_class,
     copy_statistics,
@@ -22,22 +23,17 @@ from loaderbench.measure.introspect import (
     ready_batches,
     stop_workers,
 )
-from loaderbench.measure.loop import (
-    Clock,
-    CudaEventMarker,
-    HostMarker,
-    LoopTimes,
-    StepMarker,
-    early_warmup_for,
-    full_queue_for,
-    loader_alone,
-    probe_receive,
-    skip_for,
-    timed_loop,
-    warmup_for,
-)
+from loaderbench.measure.loop import loader_alone, probe_receive, skip_for, timed_loop
 from loaderbench.measure.meter import WindowMeter, WindowReading
 from loaderbench.measure.sampling import TimedBatchSampler
+from loaderbench.measure.timing import (
+    Clock,
+    LoopTimes,
+    early_warmup_for,
+    full_queue_for,
+    marker_for,
+    warmup_for,
+)
 from loaderbench.model import (
     ComputeSpec,
     DatasetSpec,
@@ -515,13 +511,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         copy_events.append((begin, end))
         return out
 
-    if timing == "events":
-        marker: StepMarker = CudaEventMarker()
-    elif timing == "sync":
-        stream = torch.cuda.current_stream(device)
-        marker = HostMarker(sync=stream.synchronize)
-    else:
-        marker = HostMarker()
+    marker = marker_for(timing)
 
     def reset_gpu() -> None:
         torch.cuda.synchronize()
@@ -599,10 +589,12 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     stop_workers(loader)  # NOTE [stopping a measured config's workers]
     stop_s = time.perf_counter() - t_stop
     reading = window["reading"]
-    wall, cpu_s, util = reading.wall_s, reading.cpu_s, reading.util
     info = first_raw.get("info")
+    if cuda:
+        torch.cuda.synchronize()  # every copy event complete (the prefetcher's run on its side stream)
     h2d_s, hidden = copy_statistics(
-        copy_events, marker, measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s)
+        copy_events, loop.busy_s, getattr(marker, "seconds", None),
+        measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s),
     )
     reads = _storage_reads(dataset, dataset_spec, batch_sampler, loop, settings.batch_size, reading, epoch_io)
     if reads.get("served_from") in ("storage", "mixed") and alone.get("samples_per_s") is not None:
@@ -612,60 +604,31 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         alone = {"probe_s": alone.get("probe_s"), "note": (
             "not a storage rate: after a window served from the device the probe reads pages "
             "the window left in the page cache")}
-    trial = Trial(
-        first_batch_s=loop.first_batch_s,
-        warmup_batches=loop.warmup_batches,
-        data_wait_s=loop.data_wait_s,
-        compute_s=loop.compute_s,
-        step_s=loop.step_s,
-        samples=loop.samples,
-        wall_s=wall,
+    trial = assemble_trial(
+        loop,
         timing=timing,
-        host_wait_s=loop.host_wait_s,
-        cpu_time_s=cpu_s,
-        processes=reading.processes,
-        cpu_util_pct=100.0 * cpu_s / wall if wall > 0 else None,
-        main_cpu_util_pct=100.0 * reading.main_cpu_s / wall if wall > 0 else None,
-        other_cpu_util_pct=100.0 * reading.other_cpu_s / wall if wall > 0 and reading.other_cpu_s is not None else None,
-        steal_cpu_util_pct=100.0 * reading.steal_s / wall if wall > 0 and reading.steal_s is not None else None,
-        memory_uss_bytes=reading.memory_uss_bytes,
-        memory_pss_bytes=reading.memory_pss_bytes,
-        gpu_util_pct=util.util_pct,
-        gpu_util_window_s=util.window_s,
-        gpu_util_note=util.note or None,
-        gpu_sm_active_pct=getattr(util, "sm_active_pct", None),
-        gpu_mem_peak_bytes=int(torch.cuda.max_memory_reserved(device)) if cuda else None,
-        batch_bytes=None if info is None else info.nbytes,
-        numpy_leaves=None if info is None else info.numpy_leaves,
-        h2d_bytes_per_batch=None if (info is None or not cuda) else info.tensor_nbytes,
-        pinned_leaves=None if info is None else info.pinned_leaves,
-        tensor_leaves=None if info is None else info.tensor_leaves,
+        reading=reading,
+        first_batch=info,
+        cuda=cuda,
+        h2d=cuda,
+        pin_memory=settings.pin_memory,
         torch_threads_main=torch.get_num_threads(),
-        torch_threads_worker=(settings.worker_threads or 1) if settings.num_workers else None,
-        receive_s=loop.receive_s,
-        epoch_gap_s=loop.epoch_gap_s,
-        sampler_s=loop.sampler_s,
-        epoch_start_batches=loop.epoch_start_batches,
-        first_batch_sampler_s=loop.first_batch_sampler_s,
         samples_rule=samples_rule(dataset_spec, iterable),
+        h2d_s=h2d_s,
+        h2d_hidden_fraction=hidden,
+        gpu_mem_peak_bytes=int(torch.cuda.max_memory_reserved(device)) if cuda else None,
+        torch_threads_worker=(settings.worker_threads or 1) if settings.num_workers else None,
         loader_alone_samples_per_s=alone.get("samples_per_s"),
         loader_alone_note=alone.get("note"),
         probe_s=alone.get("probe_s"),
         setup_s=setup_s,
-        warmup_s=loop.warmup_s,
         stop_s=stop_s,
-        h2d_s=h2d_s,
-        h2d_hidden_fraction=hidden,
         **reads,
-        notes=list(loop.notes),
         rank=None if group is None else group.rank,
         world_size=None if group is None else group.world_size,
     )
     if group is not None:
         group.barrier()  # ... and ends together (the probes after the window are per rank)
-    if cuda and settings.pin_memory and info is not None and info.tensor_leaves and not info.pinned_leaves:
-        trial.notes.append(Note.of(WarningKind.PINNING_INEFFECTIVE,
-                                   "pinning ineffective: pin_memory=True but no tensor leaf of the batch is pinned"))
     check = check_sample_count(first_raw.get("items"), first_raw.get("sizes"), iterable=iterable, fixed=fixed,
                                rows=first_raw.get("rows"), dims=first_raw.get("dims"))
     if check:

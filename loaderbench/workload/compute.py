@@ -3,7 +3,7 @@
 `build_compute(spec, device)` returns a `ComputeStep`: a callable `step(batch) -> None` with a
 `name`. On a GPU a step only *enqueues* its work and returns: it never synchronizes and never
 reads a value back (`.item()`), so the runner decides where the step boundary is timed (see
-NOTE [timing model] in measure/loop.py: a step that synchronised would hide queued GPU work from the
+NOTE [timing model] in measure/timing.py: a step that synchronised would hide queued GPU work from the
 loop, and one that did not would leak it into the next data-wait).
 
 Nothing heavy happens at import: torchvision is imported by `build_compute` for `model:` only.

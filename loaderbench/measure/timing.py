@@ -1,0 +1,340 @@
+"""The one timing engine: where a step's instants come from (the markers), how recorded instants
+become per-batch data-wait, compute and step time (`split_steps`), and where the warm-up ends
+(`WarmUp`).
+
+Two loops time a loader with it: the sweep's measuring process (`loop.timed_loop`, which drives
+the loader itself) and `loaderbench.watch` (inloop/watcher.py, driven by the user's own loop).
+Neither turns instants into seconds on its own: both record `StepInstants` on a marker and hand
+them to `split_steps`; `assembly.assemble_trial` makes the `Trial` of either. Nothing here
+imports torch except `CudaEventMarker`, so the engine runs with a fake clock in tests.
+
+NOTE [timing model]
+    For every step N a loop records instants on one timeline (a marker: `HostMarker` or
+    `CudaEventMarker`) and keeps four of them by index (`StepInstants`):
+      prev[N]:  where step N begins: the end of step N-1; for the first step of the measured
+                window, an instant taken after the window began (so the window meter's start-up,
+                about 0.1 s the first time in a process, is in no step); for the first step of
+                an epoch in a watched loop, the instant before `iter()` started the workers;
+      t0[N]:    the loop asks for batch N (`next()` is called);
+      ready[N]: batch N is usable by the step (on the device when there is one: after the
+                host-to-device (H2D) copy, or after the CUDA-stream prefetcher's copy);
+      end[N]:   the step's work on batch N has finished.
+    Then, per measured step:
+      data-wait[N] = ready[N] - t0[N]                    (the consumer had nothing to work on)
+      step[N]      = end[N] - prev[N]
+      compute[N]   = step[N] - data-wait[N] = (end[N] - ready[N]) + (t0[N] - prev[N])
+    so throughput = samples / sum(step) and stall fraction = sum(data-wait) / sum(step).
+    In the sweep's loop asking for the next batch is the previous step's end: t0[N] = prev[N] =
+    end[N-1] (an epoch restarted inside `next()` is part of that batch's wait). In a watched
+    loop t0[N] is the `next()` call; after an explicit `step_end()`, the loop's own work up to
+    the next `next()` (logging, say) is t0[N] - prev[N]: compute, never data-wait.
+
+    Which clock gives the instants:
+    - `host` (no CUDA): perf_counter when the instant is marked.
+    - `sync` (CUDA): perf_counter after synchronising the *compute* stream at every instant.
+      Exact, but the host can no longer queue step N+1 while step N runs, which costs a real
+      loop a little (a naive host timer without the sync is wrong: queued GPU work leaks into
+      the next data-wait).
+    - `events` (CUDA, default for GPU steps): CUDA events recorded on the compute stream. An
+      event's GPU timestamp is when the stream reached it, i.e. max(previous work finished,
+      host enqueued it), so ready[N] - t0[N] is exactly the time the GPU's compute stream sat
+      idle waiting for input, kernels still queued from step N-1 never count as data-wait, and
+      no step is synchronised: the loop runs like an uninstrumented one. Events are read once,
+      after the window (a watch's interval statistics read only the ones already complete).
+    A `sleep:` step is host work, so the sweep always times it with host/sync timing.
+
+NOTE [backlog drain]
+    With W workers and prefetch factor P, up to W*P batches are built while the loop waits for
+    the first batch and for its first (slow) steps. Consuming that backlog is fast and would
+    flatter a slow loader ("100 workers feed 100 batches, then a long wait"). Worse, while the
+    backlog is consumed the workers refill part of it: with production/consumption rate ratio
+    rho < 1 the loop is served without waiting for about W*P / (1 - rho) batches, not W*P.
+    So the warm-up is at least max(--warmup-batches, W*P) batches after the first one, and then
+    goes on until one of:
+      - `next()` has had to block (the ready queue was empty: the backlog is gone);
+      - the loader's ready queue is still (nearly) full after that many batches: production
+        kept up with consumption, so there is no backlog to flatter anything (read from the
+        DataLoader iterator's queue size where the platform supports it);
+      - 8*W*P batches in all: a loader still draining then has rho > ~0.9, and what flattery is
+        left is under ~10%.
+    Where the ready queue can be read, it ends earlier, after max(--warmup-batches, W) batches,
+    at a `next()` that blocked while fewer than W batches were ready: nothing is left of a
+    start-up backlog (a backlog still being drained would show as ready batches; a `next()`
+    can block on one late worker while the others' batches wait, which the count catches).
+    A loader slower than the step reaches this at its second round of batches: each worker
+    builds its first batch at start-up, the step takes them faster than they come, and the
+    loop waits for the next round. On the H200 case that is one round (about 1 s) per config
+    earlier than W*P batches. The sweep's window then runs for at least `batches` batches and
+    `min_time_s`; a watched loop's until `max_batches` steps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from loaderbench.model import LoaderSettings, Note
+
+Clock = Callable[[], float]
+
+
+# ---------------------------------------------------------------------------------------------
+# The markers: where the instants come from.
+
+
+class Marker(Protocol):
+    """Records instants on one timeline (NOTE [timing model]): `mark()` returns the new
+    instant's index; `resolve(wait=...)` the instants in seconds, in order (with `wait=False`
+    only those that can be read without waiting)."""
+
+    def mark(self) -> int: ...
+    def resolve(self, *, wait: bool = True) -> list[float]: ...
+
+
+class HostMarker:
+    """Instants from a host clock (seconds), after an optional `sync()` (a compute-stream
+    synchronise: the `sync` timing)."""
+
+    def __init__(self, clock: Clock = time.perf_counter, sync: Callable[[], None] | None = None) -> None:
+        self._clock = clock
+        self._sync = sync
+        self._t: list[float] = []
+
+    def mark(self) -> int:
+        if self._sync is not None:
+            self._sync()
+        self._t.append(self._clock())
+        return len(self._t) - 1
+
+    def resolve(self, *, wait: bool = True) -> list[float]:
+        return self._t
+
+
+class CudaEventMarker:
+    """Instants as CUDA events recorded on the current (compute) stream, in seconds from the
+    first one. `resolve(wait=True)` synchronises once, on the last event; `resolve(wait=False)`
+    reads only the events already complete (`Event.query()`), in order. Resolved events are
+    released (the first is kept as the origin, for `seconds`)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+        self._events: list[Any] = []
+        self._t: list[float] = []
+
+    def mark(self) -> int:
+        ev = self._torch.cuda.Event(enable_timing=True)
+        ev.record()
+        self._events.append(ev)
+        return len(self._events) - 1
+
+    def resolve(self, *, wait: bool = True) -> list[float]:
+        if wait and len(self._t) < len(self._events):
+            self._events[-1].synchronize()
+        origin = self._events[0] if self._events else None
+        while len(self._t) < len(self._events):
+            i = len(self._t)
+            ev = self._events[i]
+            if not wait and not ev.query():
+                break
+            self._t.append(float(origin.elapsed_time(ev)) / 1000.0)  # type: ignore[union-attr]
+            if i:
+                self._events[i] = None
+        return self._t
+
+    def seconds(self, event: Any) -> float:
+        """A CUDA event recorded elsewhere (the prefetcher's copy, on its side stream), complete,
+        in seconds on this marker's timeline."""
+        return float(self._events[0].elapsed_time(event)) / 1000.0
+
+
+def marker_for(timing: str, *, clock: Clock = time.perf_counter) -> HostMarker | CudaEventMarker:
+    """The marker of a timing method (NOTE [timing model]): 'events' -> `CudaEventMarker`;
+    'sync' -> `clock` after synchronising the current CUDA stream; anything else ('host') ->
+    `clock` alone."""
+    if timing == "events":
+        return CudaEventMarker()
+    if timing == "sync":
+        import torch
+
+        return HostMarker(clock, sync=lambda: torch.cuda.current_stream().synchronize())
+    return HostMarker(clock)
+
+
+# ---------------------------------------------------------------------------------------------
+# Recorded instants -> per-batch seconds.
+
+
+class Instants(Protocol):
+    """A step's four instants, as indices into a marker's timeline (NOTE [timing model])."""
+
+    @property
+    def prev(self) -> int: ...
+    @property
+    def t0(self) -> int: ...
+    @property
+    def ready(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+
+
+class StepInstants(NamedTuple):
+    """One step's instants (indices into a marker's timeline; NOTE [timing model])."""
+
+    prev: int
+    t0: int
+    ready: int
+    end: int
+
+
+class StepTimes(NamedTuple):
+    """Per step, in seconds: data-wait, compute and step time (NOTE [timing model])."""
+
+    data_wait_s: list[float]
+    compute_s: list[float]
+    step_s: list[float]
+
+
+def split_steps(times: Sequence[float], steps: Iterable[Instants]) -> StepTimes:
+    """Per step of `steps` (indices into `times`, the marker's resolved instants in seconds):
+    data-wait = t0 -> ready, step = prev -> end, compute = the rest of the step, (end - ready) +
+    (t0 - prev) (NOTE [timing model]). Raises IndexError for an instant `times` does not hold."""
+    waits: list[float] = []
+    compute: list[float] = []
+    step: list[float] = []
+    for s in steps:
+        prev, t0, ready, end = times[s.prev], times[s.t0], times[s.ready], times[s.end]
+        waits.append(ready - t0)
+        compute.append((end - ready) + (t0 - prev))
+        step.append(end - prev)
+    return StepTimes(waits, compute, step)
+
+
+@dataclass
+class LoopTimes:
+    """What a timed loop measured, before it is a `Trial` (assembly.assemble_trial): per-batch
+    seconds of the measured window (`split_steps`) and the loop's bookkeeping.
+
+    `host_wait_s`: per measured batch, the host's seconds from asking for the batch to having
+    it; `receive_s`: `next()` times of batches already built (the receive floor);
+    `epoch_gap_s`: host seconds of each epoch start's first batch; `sampler_s`: per measured
+    batch, the sampler's seconds inside its `next()` ([] when not measured);
+    `epoch_start_batches`: window positions of batches that started an epoch; `warmup_s`: host
+    seconds from the first batch's arrival to the window's start (None when not measured);
+    `busy_s`: (ready, end) of every step, the first and the warm-up included, in seconds on the
+    marker's timeline (when the compute stream was busy with a step; the sweep's H2D overlap).
+    """
+
+    first_batch_s: float
+    warmup_batches: int
+    data_wait_s: list[float]
+    compute_s: list[float]
+    step_s: list[float]
+    host_wait_s: list[float]
+    samples: int
+    notes: list[Note] = field(default_factory=list)
+    receive_s: list[float] = field(default_factory=list)
+    epoch_gap_s: list[float] = field(default_factory=list)
+    sampler_s: list[float] = field(default_factory=list)
+    epoch_start_batches: list[int] = field(default_factory=list)
+    first_batch_sampler_s: float | None = None
+    warmup_s: float | None = None
+    busy_s: list[tuple[float, float]] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# The warm-up (NOTE [backlog drain]).
+
+
+def warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int]:
+    """(least, most) batches dropped after the first, per NOTE [backlog drain]:
+    least = max(warmup_batches, W*P); most = max(least, 8*W*P)."""
+    backlog = settings.num_workers * (settings.prefetch_factor or 0)
+    least = max(warmup_batches, backlog)
+    return least, max(least, 8 * backlog)
+
+
+def median(xs: Sequence[float]) -> float:
+    """The upper median of `xs` (0.0 for none)."""
+    ys = sorted(xs)
+    return ys[len(ys) // 2] if ys else 0.0
+
+
+def full_queue_for(settings: LoaderSettings) -> int:
+    """Ready batches that mean the loader keeps up (NOTE [backlog drain]): W*P - 2, at least 1."""
+    return max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2)
+
+
+def early_warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int] | None:
+    """(batches, wave) of the early end of the warm-up (NOTE [backlog drain]): from
+    max(warmup_batches, W) batches on, a blocked `next()` with fewer than W batches ready;
+    None without workers."""
+    w = settings.num_workers
+    return (max(warmup_batches, w), w) if w > 0 else None
+
+
+def warmup_over(seen: int, least: int, most: int, wait_s: float, periods: list[float],
+                ready: Callable[[], int | None] | None, full_queue: int | None,
+                early: tuple[int, int] | None = None) -> bool:
+    """Whether the warm-up ends after `seen` batches (NOTE [backlog drain]): at least `least`,
+    then on the first `next()` that blocked (its `wait_s` at least a tenth of the median of
+    `periods`, the seconds between earlier `next()` calls, and at least 1 ms) or once `ready()`
+    batches reach `full_queue` (the loader keeps up: nothing to flatter), at most `most`.
+    With `early` = (batches, wave) (`early_warmup_for`) and a known `ready()`, a `next()` that
+    blocked after `batches` ends it before `least` when fewer than `wave` batches are ready."""
+    blocked = wait_s >= max(0.001, 0.1 * median(periods))
+    if seen < least:
+        if early is None or seen < early[0] or not blocked or ready is None:
+            return False
+        n_ready = ready()
+        return n_ready is not None and n_ready < early[1]
+    if seen >= most or blocked:
+        return True
+    n_ready = ready() if ready is not None else None
+    return n_ready is not None and full_queue is not None and n_ready >= full_queue
+
+
+class WarmUp:
+    """Where one loader's warm-up ends (NOTE [backlog drain]): `over(seen, t0, wait_s)` after
+    each batch past the first, with `seen` the batches so far after the first, `t0` the host
+    instant its `next()` was called (seconds) and `wait_s` how long that call took. It keeps the
+    periods between the warm-up's `next()` calls, against which a blocked call is judged.
+
+    `least`/`most`: batches dropped at least / at most (`warmup_for`); `full_queue`: ready
+    batches that mean the loader keeps up (`full_queue_for`); `early`: (batches, wave) of the
+    early end (`early_warmup_for`); `ready_count()`: batches the loader has ready, None when
+    unknown."""
+
+    def __init__(self, least: int, most: int, *, full_queue: int | None = None,
+                 early: tuple[int, int] | None = None,
+                 ready_count: Callable[[], int | None] | None = None) -> None:
+        self.least = least
+        self.most = max(least, most)
+        self.full_queue = full_queue
+        self.early = early
+        self.ready_count = ready_count
+        self.periods: list[float] = []
+        self._last_t0: float | None = None
+
+    @classmethod
+    def for_loader(cls, settings: LoaderSettings, warmup_batches: int,
+                   ready_count: Callable[[], int | None] | None = None) -> WarmUp:
+        """The warm-up of a DataLoader with `settings` and `--warmup-batches` `warmup_batches`."""
+        least, most = warmup_for(settings, warmup_batches)
+        return cls(least, most, full_queue=full_queue_for(settings), early=early_warmup_for(settings, warmup_batches),
+                   ready_count=ready_count)
+
+    @property
+    def earliest(self) -> int:
+        """The fewest batches after the first at which the warm-up can end."""
+        return min(self.least, self.early[0]) if self.early is not None else self.least
+
+    def over(self, seen: int, t0: float, wait_s: float) -> bool:
+        if self._last_t0 is not None:
+            self.periods.append(t0 - self._last_t0)
+        self._last_t0 = t0
+        return warmup_over(seen, self.least, self.most, wait_s, self.periods, self.ready_count, self.full_queue,
+                           self.early)
