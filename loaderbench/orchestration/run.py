@@ -164,7 +164,8 @@ def run_sweep(
             cache_dir=cache_dir, timeout_s=config.config_timeout_s,
             first_batch_timeout_s=first_batch_deadline(point.settings, results, config.config_timeout_s),
             # The loader ceiling once per config (NOTE [loader ceiling] in measure/loop.py).
-            loader_alone=loader_alone or not any(t.loader_alone_samples_per_s is not None for t in res.trials),
+            loader_alone=loader_alone or not any(t.loader_alone_method is not None or t.loader_alone_samples_per_s
+                                                 is not None for t in res.trials),
         )
         t0 = time.monotonic()
         try:
