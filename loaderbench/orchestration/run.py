@@ -35,7 +35,7 @@ from loaderbench.orchestration.preflight import (
     WorkloadFacts,
     preflight,
 )
-from loaderbench.orchestration.search import Search
+from loaderbench.orchestration.search import HostLimits, Search
 from loaderbench.storage import set_cache_state
 
 
@@ -219,6 +219,7 @@ def run_sweep(
             cuda=machine.cuda and config.measure.device != "cpu",
             dense_workers=config.dense_workers,
             first=[c for c in [baseline_cell(config, points)] if c is not None],
+            limits=HostLimits.from_environment(environment),
         )
         obs.sweep_started(search.estimated_trials())
         search.run()
