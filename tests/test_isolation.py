@@ -158,3 +158,29 @@ def test_a_one_config_runner_gives_every_trial_a_process_that_measured_nothing_b
         assert runner.starts == 2
     assert first.status == second.status == "ok"
     assert first.trial.samples != second.trial.samples  # the fake child's pid: two processes
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+def test_killing_a_tree_removes_the_shared_memory_segments_its_processes_left(tmp_path):
+    # A measuring process whose worker was killed while creating a batch's segment leaves
+    # /dev/shm/torch_<worker pid>_..., which nothing else removes: kill_tree removes the tree's.
+    import subprocess
+
+    from loaderbench.measure.isolation import kill_tree
+
+    script = ("import os, time\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    open(f'/dev/shm/torch_{os.getpid()}_12345_1', 'wb').write(b'x' * 4096)\n"
+              f"    open('{tmp_path}/child', 'w').write(str(os.getpid()))\n"
+              "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "child").exists() or not (tmp_path / "child").read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    segment = Path(f"/dev/shm/torch_{int((tmp_path / 'child').read_text())}_12345_1")
+    assert segment.exists()
+    kill_tree(proc.pid)
+    proc.wait()
+    assert not segment.exists()

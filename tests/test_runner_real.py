@@ -116,6 +116,38 @@ def test_stop_workers_never_waits_on_a_lock_a_killed_worker_held():
     gc.collect()
 
 
+class _LeavesASegment(torch.utils.data.Dataset):
+    """In a worker, each sample leaves /dev/shm/torch_<worker pid>_... behind (as a worker killed
+    while creating a batch's segment does), then takes 30 s."""
+
+    def __len__(self) -> int:
+        return 1000
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if torch.utils.data.get_worker_info() is not None:
+            with open(f"/dev/shm/torch_{os.getpid()}_4242_{i}", "wb") as fh:
+                fh.write(b"x" * 4096)
+            time.sleep(30.0)
+        return torch.zeros(2)
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+def test_stop_workers_leaves_no_shared_memory_segment_behind():
+    from loaderbench.measure.introspect import stop_workers
+
+    loader = _tracking_loader_class()(_LeavesASegment(), batch_size=1, num_workers=2)
+    it = iter(loader)
+    deadline = time.monotonic() + 20
+    pids = [w.pid for w in it._workers]
+    mine = lambda: [n for n in os.listdir("/dev/shm") if n.split("_")[1:2] and n.split("_")[1] in map(str, pids)]  # noqa: E731
+    while len(mine()) < 2:
+        assert time.monotonic() < deadline, "the workers never started their samples"
+        time.sleep(0.05)
+    stop_workers(loader)
+    assert mine() == []
+    del it
+
+
 def test_stop_workers_without_workers_does_nothing():
     from loaderbench.measure.introspect import stop_workers
 

@@ -25,7 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from loaderbench.machine.processes import process_tree, signal_by_description, signal_name
+from loaderbench.machine.processes import (
+    process_tree,
+    remove_shm_segments,
+    signal_by_description,
+    signal_name,
+)
 from loaderbench.model import LoaderSettings, Trial, TrialJob
 
 
@@ -146,7 +151,9 @@ def dump_stacks(pid: int, wait_s: float = 1.0, log: Any = None, gap_s: float = 0
 
 
 def kill_tree(pid: int) -> None:
-    """SIGKILL a process, its process group and every descendant (even ones that left the group)."""
+    """SIGKILL a process, its process group and every descendant (even ones that left the
+    group), then remove the shared-memory segments they left (NOTE [segments a killed worker
+    leaves] in machine/processes.py: none of them is alive to use one)."""
     import psutil
 
     procs = process_tree(pid)
@@ -160,6 +167,7 @@ def kill_tree(pid: int) -> None:
         except psutil.Error:
             pass
     psutil.wait_procs(procs, timeout=5)
+    remove_shm_segments([p.pid for p in procs])
 
 
 class Runner(Protocol):
