@@ -545,3 +545,22 @@ class Shards(torch.utils.data.IterableDataset):
 
 def make_shards(shards: int = 1, sleep_ms: float = 5.0) -> torch.utils.data.IterableDataset:
     return Shards(shards=shards, sleep_ms=sleep_ms)
+
+
+class HoldsLambda(Dataset):
+    """A dataset holding a lambda as its transform (fine under fork; spawn and forkserver must
+    pickle it to the workers and cannot), 1 ms per sample."""
+
+    def __init__(self) -> None:
+        self.transform = lambda x: x * 2
+
+    def __len__(self) -> int:
+        return 4096
+
+    def __getitem__(self, i: int):
+        time.sleep(0.001)
+        return self.transform(torch.zeros(8))
+
+
+def make_holds_lambda() -> Dataset:
+    return HoldsLambda()

@@ -62,6 +62,33 @@ def run(fake_python: str, mode: str, **kw) -> tuple:
     return out, seen, time.monotonic() - t0
 
 
+def test_a_pickling_error_names_what_to_move_to_module_level_or_to_make_in_the_worker():
+    local = classify_failure("AttributeError: Can't pickle local object 'Data.__init__.<locals>.<lambda>'")
+    assert "Data.__init__.<locals>.<lambda> cannot be pickled" in local and "define it at module level" in local
+    assert "multiprocessing_context='fork'" in local
+    main = classify_failure("_pickle.PicklingError: Can't pickle <function <lambda> at 0x7f98>: attribute lookup "
+                            "<lambda> on __main__ failed")
+    assert "<lambda> cannot be pickled" in main and "module level" in main
+    lock = classify_failure("TypeError: cannot pickle '_thread.lock' object")
+    assert "a _thread.lock object cannot be pickled: create it in each worker" in lock
+
+
+@pytest.mark.slow
+def test_an_unpicklable_dataset_under_spawn_fails_at_once_with_the_fix():
+    # A dataset holding a lambda, 2 workers under spawn: the row fails when the workers start,
+    # with what to move and where, and no watchdog wait.
+    from dataclasses import replace
+
+    job = TrialJob(replace(settings(2), mp_context="spawn"),
+                   DatasetSpec(kind="import", factory="tests.fixture_datasets:make_holds_lambda"),
+                   ComputeSpec(kind="sleep", ms=5.0), MeasureSpec(batches=5, warmup_batches=1, min_time_s=0.0),
+                   timeout_s=120)
+    out = run_isolated(job, env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+    assert out.status == "failed"
+    assert "HoldsLambda.__init__.<locals>.<lambda> cannot be pickled" in out.error
+    assert "define it at module level" in out.error
+
+
 def test_a_trial_that_writes_its_result_is_ok_and_its_batches_are_reported(fake_python):
     out, seen, _ = run(fake_python, "ok")
     assert out.status == "ok" and out.trial is not None and out.trial.samples == 4
