@@ -434,6 +434,23 @@ def test_loader_alone_reads_the_sustained_rate_not_the_refill(workers, expected)
     assert out["worker_batches"] == [2 + need + 1] * workers
 
 
+def test_loader_alone_without_workers_times_every_batch_from_the_start():
+    # 0 workers: the main process builds a batch (0.1 s) when asked, nothing before the probe,
+    # so the first batch is a whole build too: 5 builds in the probe's 0.5 s, 16 / 0.1 = 160.
+    from loaderbench.measure.loop import loader_alone
+
+    clock = FakeClock()
+
+    def serial():
+        while True:
+            clock.advance(0.1)
+            yield Built(None, clock())
+
+    out = loader_alone(serial(), lambda b: b, lambda b: b.samples, origin=origin, num_workers=0, clock=clock)
+    assert out["method"] == "sustained" and out["samples_per_s"] == pytest.approx(160.0)
+    assert clock() == pytest.approx(0.5) and out["intervals"] == 5 and out["worker_batches"] == []
+
+
 def test_loader_alone_does_not_read_a_drained_buffer():
     # Each of 2 workers holds 8 items built before the probe (a queue its dataset filled in
     # __iter__) and hands them out 1 ms apart, then builds a batch in 80 ms: it sustains

@@ -509,12 +509,6 @@ PROBE_DRAIN = 1.5  # a worker's leading builds this many times its median rate w
 SUSTAINED_SLACK = 0.10  # a sustained reading this close below the row's rate with the step is that rate (its noise)
 
 
-def intervals_for(num_workers: int) -> int:
-    """Build intervals each worker must time in the loader-alone probe: PROBE_MIN_INTERVALS
-    shared among the workers (0 workers: the main process is the one builder), at least one."""
-    return max(1, -(-PROBE_MIN_INTERVALS // max(1, num_workers)))
-
-
 class Completions:
     """Completion instants of the batches the loader-alone probe received, per worker (NOTE
     [loader ceiling]): the sustained rate, whether it is steady, and a lower bound.
@@ -522,7 +516,8 @@ class Completions:
     `add(worker, done_at, samples)` records one batch (worker None: built in the main process);
     one completed at or before `start` (the probe's start, same clock) was built before the probe
     and is only counted as delivered. A worker's first completion after `start` is where its
-    timing begins (that batch was partly built before); each later one is one whole build.
+    timing begins (that batch was partly built before); each later one is one whole build. The
+    main process (0 workers) builds nothing between batches: its timing begins at `start`.
     """
 
     def __init__(self, start: float) -> None:
@@ -538,6 +533,8 @@ class Completions:
         self.delivered[w] = self.delivered.get(w, 0) + 1
         if done_at <= self.start:
             return
+        if w == -1 and w not in self.times:
+            self.times[w], self.samples[w] = [self.start], [0]
         self.times.setdefault(w, []).append(done_at)
         self.samples.setdefault(w, []).append(samples)
         self.first.setdefault(w, 0)
@@ -565,8 +562,8 @@ class Completions:
         return total if any_timed else None
 
     def settled(self, need: int) -> bool:
-        """Whether every worker that delivered has timed `need` whole builds and they ran
-        steadily. Items a worker held finished (a buffer it drained) come out far faster than
+        """Whether the workers that delivered have timed `need` whole builds among them, each
+        at least one, and they ran steadily. Items a worker held finished (a buffer it drained) come out far faster than
         it builds: first, a worker's leading builds over PROBE_DRAIN times its median rate
         (samples/s per build) are dropped; then, over the workers with two builds or more, when
         the later half of the builds ran PROBE_FALL slower than the earlier half, the earlier
@@ -584,7 +581,7 @@ class Completions:
                 self.first[w] = lo + k
                 self.fell = True
         timed = self.intervals()
-        if not timed or min(timed.values()) < need:
+        if not timed or min(timed.values()) < 1 or sum(timed.values()) < need:
             return False
         early = late = 0.0
         halves: dict[int, int] = {}
@@ -655,8 +652,10 @@ def loader_alone(
             worker's rate is its whole builds' samples over the seconds between its first and
             last completion, and the loader's is the sum over workers. A worker that delivers
             nothing has nothing to build (a stream split into fewer shards than workers).
-        It ends once `min_time_s` passed and every worker that delivered has timed
-        `intervals_for(W)` builds (4 among all workers, at least one each) that ran steadily.
+            With 0 workers the main process builds each batch when asked, nothing before:
+            its timing begins at the start.
+        It ends once `min_time_s` passed and the workers that delivered have timed
+        PROBE_MIN_INTERVALS whole builds among them, at least one each, that ran steadily.
         Items a worker held finished (a shuffle buffer, a queue filled in `__iter__`) come out
         far faster than it builds them: a worker's leading builds over PROBE_DRAIN times its
         median rate are dropped, and where the later half of the builds ran PROBE_FALL slower
@@ -680,7 +679,6 @@ def loader_alone(
     "worker_batches" (delivered per worker), "intervals" (fewest whole builds timed by a worker
     that delivered)}.
     """
-    need = intervals_for(num_workers)
     t0 = clock()
     done = Completions(t0)
     batches = 0
@@ -704,7 +702,7 @@ def loader_alone(
         batches += 1
         del b
         now = clock()
-        if now - t0 >= min_time_s and done.settled(need):
+        if now - t0 >= min_time_s and done.settled(PROBE_MIN_INTERVALS):
             break
         if now - t0 >= max_time_s:
             reason = "time_cap"
