@@ -527,9 +527,13 @@ class Completions:
         self.first: dict[int, int] = {}  # per worker, the index its timing starts from
         self.delivered: dict[int, int] = {}
         self.fell = False  # a drain of items built before the probe was seen (and dropped)
+        self.last: tuple[int, float] | None = None
 
     def add(self, worker: int | None, done_at: float, samples: int) -> None:
         w = -1 if worker is None else worker
+        if self.last == (w, done_at):
+            return  # the same batch again (the CUDA prefetcher's last batch of an epoch pulls none)
+        self.last = (w, done_at)
         self.delivered[w] = self.delivered.get(w, 0) + 1
         if done_at <= self.start:
             return
