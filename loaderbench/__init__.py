@@ -11,9 +11,14 @@ Public API (imported lazily so `import loaderbench` stays cheap and torch-free):
 
 from __future__ import annotations
 
+import time as _time
 from typing import Any
 
 from loaderbench._version import __version__
+
+# When this interpreter first imported loaderbench (time.monotonic()) and the CPU seconds the
+# process had used by then: where the command began (cli.common.command_started).
+IMPORTED_AT: tuple[float, float] = (_time.monotonic(), _time.process_time())
 
 __all__ = ["CUDAPrefetcher", "Watch", "__version__", "load_results", "sweep", "watch"]
 

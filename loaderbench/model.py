@@ -549,8 +549,23 @@ class Trial:
     # IterableDataset's items collated per batch) or 'given' (--samples-per-batch).
     samples_rule: str | None = None
     numpy_leaves: int | None = None
+    # The loader ceiling (NOTE [loader ceiling] in measure/loop.py). `loader_alone_samples_per_s`
+    # is a sustained rate only (None otherwise). `loader_alone_method`: "sustained", "bound" (the
+    # loader alone delivers at least `loader_alone_bound_samples_per_s`, never less than the row's
+    # own samples/s; `loader_alone_reason` says why no rate: "time_cap", "epoch_end" or
+    # "below_step_rate", the probe reading `loader_alone_probe_samples_per_s` below the row's
+    # rate), or None (not probed, or probed before the method was recorded).
     loader_alone_samples_per_s: float | None = None
-    loader_alone_note: str | None = None  # why the loader ceiling was not probed
+    loader_alone_note: str | None = None  # why the loader ceiling was not probed, or is only a bound
+    loader_alone_method: str | None = None
+    loader_alone_bound_samples_per_s: float | None = None
+    loader_alone_reason: str | None = None
+    loader_alone_probe_samples_per_s: float | None = None
+    loader_alone_intervals: int | None = None  # fewest whole batch builds a delivering worker timed
+    # Batches each DataLoader worker delivered (index = worker id; [] with 0 workers or when not
+    # recorded): in the measured window, and in the loader-alone probe.
+    worker_batches: list[int] = field(default_factory=list)
+    loader_alone_worker_batches: list[int] = field(default_factory=list)
     probe_s: float | None = None  # seconds the probes after the window took (receive, loader alone)
     # Where the rest of a trial's time went (seconds): building the DataLoader and the step
     # before iter(), the warm-up between the first batch and the window, stopping the workers.

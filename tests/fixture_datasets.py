@@ -493,3 +493,74 @@ class FailsOutsideItsProcess(Dataset):
         if os.getpid() != self.pid:
             raise OSError(f"cannot read sample {i} outside process {self.pid}")
         return torch.zeros(2)
+
+
+class HeldBuffer(torch.utils.data.IterableDataset):
+    """A stream whose every worker fills a queue of `held` finished items in a thread started by
+    `__iter__` (a prefetching reader), each item costing a `sleep_ms` sleep; the stream is split
+    by worker. While the loop's step is slower than the workers the queues fill, so a worker
+    then hands out `held` items at once before it builds at its own rate again."""
+
+    def __init__(self, held: int = 64, sleep_ms: float = 10.0, n: int = 1_000_000) -> None:
+        self.held, self.sleep_s, self.n = held, sleep_ms / 1000.0, n
+
+    def __iter__(self):
+        import queue
+        import threading
+
+        info = get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        items: queue.Queue = queue.Queue(maxsize=self.held)
+
+        def fill() -> None:
+            for i in range(start, self.n, step):
+                time.sleep(self.sleep_s)
+                items.put(i)
+
+        threading.Thread(target=fill, daemon=True).start()
+        for _ in range(start, self.n, step):
+            yield torch.full((4,), float(items.get()))
+
+
+def make_held_buffer(held: int = 64, sleep_ms: float = 10.0) -> torch.utils.data.IterableDataset:
+    return HeldBuffer(held, sleep_ms)
+
+
+class Shards(torch.utils.data.IterableDataset):
+    """A stream split by shard: worker k reads shards k, k + W, k + 2W, ...; each shard holds
+    `per_shard` items of `sleep_ms` each. With fewer shards than workers, the workers past the
+    shard count have nothing to read."""
+
+    def __init__(self, shards: int = 1, per_shard: int = 100_000, sleep_ms: float = 5.0) -> None:
+        self.shards, self.per_shard, self.sleep_s = shards, per_shard, sleep_ms / 1000.0
+
+    def __iter__(self):
+        info = get_worker_info()
+        me, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        for shard in range(me, self.shards, workers):
+            for i in range(self.per_shard):
+                time.sleep(self.sleep_s)
+                yield torch.full((4,), float(shard * self.per_shard + i))
+
+
+def make_shards(shards: int = 1, sleep_ms: float = 5.0) -> torch.utils.data.IterableDataset:
+    return Shards(shards=shards, sleep_ms=sleep_ms)
+
+
+class HoldsLambda(Dataset):
+    """A dataset holding a lambda as its transform (fine under fork; spawn and forkserver must
+    pickle it to the workers and cannot), 1 ms per sample."""
+
+    def __init__(self) -> None:
+        self.transform = lambda x: x * 2
+
+    def __len__(self) -> int:
+        return 4096
+
+    def __getitem__(self, i: int):
+        time.sleep(0.001)
+        return self.transform(torch.zeros(8))
+
+
+def make_holds_lambda() -> Dataset:
+    return HoldsLambda()

@@ -446,3 +446,28 @@ def test_click_usage_errors_are_one_line_too():
     assert "the config file is the first argument: `loaderbench sweep CONFIG.toml`" in p.stderr
     v = subprocess.run([sys.executable, "-m", "loaderbench", "--version"], cwd=ROOT, capture_output=True, text=True)
     assert v.returncode == 0 and v.stdout.startswith("loaderbench ")
+
+
+@pytest.mark.slow
+def test_the_time_budget_counts_from_the_commands_own_start_not_its_shells():
+    # `bash -c "A && loaderbench sweep"` runs the last command by exec in the shell's process:
+    # the process was created before A ran. The budget counts from the command's start, so A's
+    # time (a 2-s sleep here) is not spent from it: the command reads no more of it than the
+    # same command started alone does, within a second.
+    import os
+    import subprocess
+    import sys
+
+    code = ("import time; t = time.monotonic(); from loaderbench.cli.common import command_started; "
+            "print(t - command_started())")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+
+    def spent(shell: str) -> float:
+        out = subprocess.run(["bash", "-c", shell + f"exec {sys.executable} -c '{code}'"], env=env,
+                             capture_output=True, text=True, check=True)
+        return float(out.stdout)
+
+    alone = spent("")
+    after_sleep = spent("sleep 2 && ")
+    assert after_sleep < alone + 1.0
+    assert after_sleep > -0.5  # never after the command began

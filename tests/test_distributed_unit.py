@@ -114,6 +114,22 @@ def test_merge_trials_sum_is_none_when_any_rank_lacks_the_value():
     assert merged.loader_alone_samples_per_s is None and merged.processes is None
 
 
+def test_the_jobs_loader_ceiling_is_sustained_only_when_every_ranks_is():
+    r0, r1 = two_ranks()
+    r0, r1 = replace(r0, loader_alone_method="sustained"), replace(r1, loader_alone_method="sustained")
+    merged = dist.merge_trials([r0, r1])
+    assert (merged.loader_alone_method, merged.loader_alone_samples_per_s) == ("sustained", pytest.approx(4000.0))
+    # Rank 1's probe ran out of time: the job delivers at least 1,000 + rank 1's bound of 2,500.
+    bound = replace(r1, loader_alone_method="bound", loader_alone_samples_per_s=None,
+                    loader_alone_bound_samples_per_s=2500.0, loader_alone_reason="time_cap")
+    merged = dist.merge_trials([r0, bound])
+    assert merged.loader_alone_samples_per_s is None
+    assert (merged.loader_alone_method, merged.loader_alone_bound_samples_per_s, merged.loader_alone_reason) == (
+        "bound", pytest.approx(3500.0), "time_cap")
+    merged = dist.merge_trials([r0, replace(r1, loader_alone_method=None, loader_alone_samples_per_s=None)])
+    assert merged.loader_alone_method is None and merged.loader_alone_bound_samples_per_s is None
+
+
 def test_merge_trials_of_one_rank_leaves_notes_untagged_and_needs_a_trial():
     r0, _ = two_ranks()
     merged = dist.merge_trials([r0])

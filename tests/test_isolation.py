@@ -62,6 +62,33 @@ def run(fake_python: str, mode: str, **kw) -> tuple:
     return out, seen, time.monotonic() - t0
 
 
+def test_a_pickling_error_names_what_to_move_to_module_level_or_to_make_in_the_worker():
+    local = classify_failure("AttributeError: Can't pickle local object 'Data.__init__.<locals>.<lambda>'")
+    assert "Data.__init__.<locals>.<lambda> cannot be pickled" in local and "define it at module level" in local
+    assert "multiprocessing_context='fork'" in local
+    main = classify_failure("_pickle.PicklingError: Can't pickle <function <lambda> at 0x7f98>: attribute lookup "
+                            "<lambda> on __main__ failed")
+    assert "<lambda> cannot be pickled" in main and "module level" in main
+    lock = classify_failure("TypeError: cannot pickle '_thread.lock' object")
+    assert "a _thread.lock object cannot be pickled: create it in each worker" in lock
+
+
+@pytest.mark.slow
+def test_an_unpicklable_dataset_under_spawn_fails_at_once_with_the_fix():
+    # A dataset holding a lambda, 2 workers under spawn: the row fails when the workers start,
+    # with what to move and where, and no watchdog wait.
+    from dataclasses import replace
+
+    job = TrialJob(replace(settings(2), mp_context="spawn"),
+                   DatasetSpec(kind="import", factory="tests.fixture_datasets:make_holds_lambda"),
+                   ComputeSpec(kind="sleep", ms=5.0), MeasureSpec(batches=5, warmup_batches=1, min_time_s=0.0),
+                   timeout_s=120)
+    out = run_isolated(job, env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+    assert out.status == "failed"
+    assert "HoldsLambda.__init__.<locals>.<lambda> cannot be pickled" in out.error
+    assert "define it at module level" in out.error
+
+
 def test_a_trial_that_writes_its_result_is_ok_and_its_batches_are_reported(fake_python):
     out, seen, _ = run(fake_python, "ok")
     assert out.status == "ok" and out.trial is not None and out.trial.samples == 4
@@ -158,3 +185,29 @@ def test_a_one_config_runner_gives_every_trial_a_process_that_measured_nothing_b
         assert runner.starts == 2
     assert first.status == second.status == "ok"
     assert first.trial.samples != second.trial.samples  # the fake child's pid: two processes
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+def test_killing_a_tree_removes_the_shared_memory_segments_its_processes_left(tmp_path):
+    # A measuring process whose worker was killed while creating a batch's segment leaves
+    # /dev/shm/torch_<worker pid>_..., which nothing else removes: kill_tree removes the tree's.
+    import subprocess
+
+    from loaderbench.measure.isolation import kill_tree
+
+    script = ("import os, time\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    open(f'/dev/shm/torch_{os.getpid()}_12345_1', 'wb').write(b'x' * 4096)\n"
+              f"    open('{tmp_path}/child', 'w').write(str(os.getpid()))\n"
+              "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "child").exists() or not (tmp_path / "child").read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    segment = Path(f"/dev/shm/torch_{int((tmp_path / 'child').read_text())}_12345_1")
+    assert segment.exists()
+    kill_tree(proc.pid)
+    proc.wait()
+    assert not segment.exists()

@@ -217,15 +217,6 @@ def test_receive_probe_pause_is_capped_when_the_batches_never_come():
     assert len(out) == 3  # the loader ended after 3
 
 
-def test_loader_alone_skips_what_is_built_and_one_partial_batch_per_worker():
-    from loaderbench.measure.loop import skip_for
-
-    assert skip_for(16, 2, 3) == 19  # 3 built + one partly built per worker
-    assert skip_for(16, 2, 30) == 32  # never more than the loader can have outstanding
-    assert skip_for(16, 2, None) == 32  # unknown: all it can have outstanding
-    assert skip_for(0, 0, None) == 0
-
-
 def test_a_loader_that_keeps_up_ends_warmup_at_the_least_count():
     # The ready queue stays full: production keeps up, nothing to flatter; no need to run to
     # the cap.
@@ -382,32 +373,181 @@ def test_epochs_restart_the_loader_and_count_the_restart_as_wait():
     assert t.notes == []
 
 
-def test_loader_alone_skips_the_ready_backlog_and_times_the_rest():
+class Built:
+    """A raw batch as the probe sees it: the worker that built it and when (loop.Origin)."""
+
+    def __init__(self, worker, done_at, samples=16):
+        self.worker, self.done_at, self.samples = worker, done_at, samples
+
+
+def origin(b):
+    return b.worker, b.done_at
+
+
+def workers_stream(clock, workers: int, build_s: float, *, backlog: int = 0, held: int = 0, held_s: float = 0.001,
+                   batches: int = 10_000, samples: int = 16, active: int | None = None):
+    """W workers, each building a batch in `build_s`, handed out in order (round robin), as a
+    DataLoader does. `backlog` batches were completed before the probe (at t = -1). Each
+    worker starts mid-build (worker w completes its first at (w + 1) / W of a build), after
+    handing out `held` items it held finished, `held_s` apart. Only the first `active` workers
+    have anything to build (a stream split into fewer shards than workers)."""
+    active = workers if active is None else active
+    for k in range(backlog):
+        yield Built(k % active, -1.0, samples)
+    start = clock()
+    for k in range(batches):
+        for w in range(active):
+            if k < held:
+                t = start + (k + 1) * held_s
+            else:
+                t = start + held * held_s + ((w + 1) / workers + (k - held)) * build_s
+            clock.until(t)
+            yield Built(w, t, samples)
+
+
+@pytest.mark.parametrize("workers, expected", [(2, 66.67), (4, 133.3)])
+def test_loader_alone_reads_the_sustained_rate_not_the_refill(workers, expected):
+    # 30 ms per sample x batch 16: a worker builds a batch in 0.48 s; 2 and 4 workers sustain
+    # 2 x 16 / 0.48 = 66.7 and 133.3 samples/s. Half a second of draws after the backlog read 55
+    # and 82 (the refill); the backlog here is taken untimed and each worker's first build,
+    # begun before the probe, only starts its timing.
+    from loaderbench.measure.loop import loader_alone
+
+    clock = FakeClock()
+    out = loader_alone(workers_stream(clock, workers, 0.48, backlog=2 * workers), lambda b: b, lambda b: b.samples,
+                       origin=origin, num_workers=workers, clock=clock)
+    assert out["method"] == "sustained" and out["reason"] is None
+    assert out["samples_per_s"] == pytest.approx(expected, rel=0.001)
+    need = 2 if workers == 2 else 1  # 4 builds among the workers, at least one each
+    assert out["intervals"] == need
+    # It ends at the last worker's (need + 1)-th completion after the start, past 0.5 s.
+    assert clock() == pytest.approx((1 + need) * 0.48, abs=1e-9)
+    assert out["worker_batches"] == [2 + need + 1] * workers
+
+
+def test_loader_alone_without_workers_times_every_batch_from_the_start():
+    # 0 workers: the main process builds a batch (0.1 s) when asked, nothing before the probe,
+    # so the first batch is a whole build too: 5 builds in the probe's 0.5 s, 16 / 0.1 = 160.
     from loaderbench.measure.loop import loader_alone
 
     clock = FakeClock()
 
-    def batches():
-        for k in range(1000):
-            clock.advance(0.0 if k < 8 else 0.01)  # 8 ready batches, then 10 ms each
-            yield [0] * 4
+    def serial():
+        while True:
+            clock.advance(0.1)
+            yield Built(None, clock())
 
-    out = loader_alone(batches(), lambda b: b, len, skip=8, max_time_s=0.5, clock=clock)
-    assert out["samples_per_s"] == pytest.approx(4 / 0.01)
-    assert out["batches"] == 50
-    # An epoch shorter than the probe: a note says why (nothing to restart), or, with a restart,
-    # the probe runs on the next epoch after skipping its backlog.
-    assert loader_alone(iter([[0]] * 3), lambda b: b, len, skip=8) == {
-        "note": "the epoch ended before the probe (it needs 13 batches of one epoch)"}
+    out = loader_alone(serial(), lambda b: b, lambda b: b.samples, origin=origin, num_workers=0, clock=clock)
+    assert out["method"] == "sustained" and out["samples_per_s"] == pytest.approx(160.0)
+    assert clock() == pytest.approx(0.5) and out["intervals"] == 5 and out["worker_batches"] == []
+
+
+def test_loader_alone_does_not_read_a_drained_buffer():
+    # Each of 2 workers holds 8 items built before the probe (a queue its dataset filled in
+    # __iter__) and hands them out 1 ms apart, then builds a batch in 80 ms: it sustains
+    # 2 x 16 / 0.08 = 400 samples/s. Draws over the probe's first 0.5 s would read about
+    # (16 + 2 x 5) x 16 / 0.5 = 830, and the drain alone 32,000.
+    from loaderbench.measure.loop import loader_alone
+
+    clock = FakeClock()
+    out = loader_alone(workers_stream(clock, 2, 0.08, held=8), lambda b: b, lambda b: b.samples,
+                       origin=origin, num_workers=2, clock=clock)
+    assert out["method"] == "sustained"
+    assert out["samples_per_s"] == pytest.approx(400.0, rel=0.01)
+
+
+def test_loader_alone_names_the_workers_that_deliver_and_times_only_them():
+    # An IterableDataset split by shard, 1 shard and 4 workers: worker 0 builds every batch (in
+    # 0.2 s), the other three have nothing to build. The rate is worker 0's, 16 / 0.2 = 80.
+    from loaderbench.measure.loop import loader_alone
+
+    clock = FakeClock()
+    out = loader_alone(workers_stream(clock, 4, 0.2, active=1), lambda b: b, lambda b: b.samples,
+                       origin=origin, num_workers=4, clock=clock)
+    assert out["method"] == "sustained"
+    assert out["samples_per_s"] == pytest.approx(80.0)
+    assert out["worker_batches"][1:] == [0, 0, 0] and out["worker_batches"][0] >= 2
+
+
+def test_loader_alone_is_a_bound_when_its_time_or_the_epoch_ends_first():
+    from loaderbench.measure.loop import loader_alone, settle_ceiling
+
+    # One worker building a batch in 1.5 s needs 4 whole builds (6+ s): it completes batches at
+    # 1.5, 3.0 and 4.5 s, and the first past the 4-s cap ends the probe. Two whole builds (the
+    # first was begun before the probe): at least 2 x 16 samples in 4.5 s.
+    clock = FakeClock()
+    out = loader_alone(workers_stream(clock, 1, 1.5), lambda b: b, lambda b: b.samples, origin=origin,
+                       num_workers=1, clock=clock)
+    assert out["method"] == "bound" and out["reason"] == "time_cap" and out["samples_per_s"] is None
+    assert clock() == pytest.approx(4.5)
+    assert out["bound_samples_per_s"] == pytest.approx(2 * 16 / 4.5)
+    # The row measured 10 samples/s with the step: the loader alone delivers at least that.
+    settled = settle_ceiling(out, 10.0)
+    assert settled["bound_samples_per_s"] == pytest.approx(10.0) and settled["method"] == "bound"
+
+    # An epoch of 3 batches, then (restarted once) another of 3: too few to time; the bound
+    # comes from the second epoch alone.
     clock2 = FakeClock()
+    epochs = [workers_stream(clock2, 2, 0.1, batches=1), workers_stream(clock2, 2, 0.1, batches=1)]
+    out2 = loader_alone(epochs[0], lambda b: b, lambda b: b.samples, origin=origin, num_workers=2,
+                        restart=lambda: epochs[1], clock=clock2)
+    assert out2["method"] == "bound" and out2["reason"] == "epoch_end"
+    assert out2["bound_samples_per_s"] is None  # no whole build was timed
 
-    def epoch(n):
-        for _ in range(n):
-            clock2.advance(0.01)
-            yield [0] * 2
 
-    out2 = loader_alone(epoch(3), lambda b: b, len, skip=2, restart=lambda: epoch(40), clock=clock2, max_time_s=0.095)
-    assert out2["samples_per_s"] == pytest.approx(2 / 0.01) and out2["batches"] == 10
+def test_a_ceiling_is_never_below_the_rows_own_rate_with_the_step():
+    from loaderbench.measure.loop import settle_ceiling
+
+    probe = {"samples_per_s": 130.0, "method": "sustained", "bound_samples_per_s": None, "reason": None}
+    assert settle_ceiling(probe, 120.0)["samples_per_s"] == 130.0
+    # Within 10% below the row's rate: that rate (the window's own noise).
+    assert settle_ceiling(probe, 136.0)["samples_per_s"] == 136.0
+    # Further below: the probe was disturbed; a bound at the row's rate.
+    low = settle_ceiling(probe, 150.0)
+    assert (low["method"], low["samples_per_s"], low["bound_samples_per_s"], low["reason"],
+            low["probe_samples_per_s"]) == ("bound", None, 150.0, "below_step_rate", 130.0)
+    assert settle_ceiling({"note": "not probed"}, 150.0) == {"note": "not probed"}
+
+
+def test_receive_probe_never_counts_a_batch_still_being_built():
+    # 4 workers, 1 of them with work: after the pause, 2 batches are ready (completed before the
+    # probe); every later next() waits 0.2 s for worker 0 to build one. Only the two ready ones,
+    # 2 ms each to receive, are receives.
+    clock = FakeClock()
+
+    def batches():
+        for k in range(100):
+            if k < 2:
+                clock.advance(0.002)
+                yield Built(0, -1.0)
+            else:
+                clock.advance(0.2)
+                yield Built(0, clock())
+
+    out = probe_receive(batches(), num_workers=4, prefetch_factor=2, period_s=0.05, ready_count=lambda: 2,
+                        origin=origin, sleep=clock.advance, clock=clock)
+    assert out == pytest.approx([0.002, 0.002])
+
+
+def test_the_window_counts_batches_per_worker_and_receives_only_ready_ones():
+    # One worker of two builds every batch, one per 50 ms, against a 10 ms step: the window's
+    # batches all come from worker 0, and no next() found its batch ready (none is a receive).
+    clock = FakeClock()
+    ready_at = [0.05 * (k + 1) for k in range(200)]
+
+    def batches():
+        for t in ready_at:
+            clock.until(t)
+            yield Built(0, t)
+
+    t = timed_loop(batches(), lambda b: clock.advance(0.01), count=lambda b: b.samples, marker=HostMarker(clock=clock),
+                   clock=clock, warmup_batches=2, min_batches=10, min_time_s=0.0, max_batches=1000,
+                   ready_count=lambda: 1, origin=origin)
+    assert t.batch_workers == [0] * 10
+    assert t.receive_s == []
+    from loaderbench.measure.trial import worker_batches
+
+    assert worker_batches(t.batch_workers, 2) == [10, 0]
 
 
 def test_a_window_over_epochs_holds_whole_epochs_wherever_it_starts():

@@ -355,6 +355,66 @@ def test_a_light_loader_starved_at_twice_the_cpus_is_searched_wider_again():
     assert 30 <= knee.settings.num_workers <= 32  # 50 W within 5% of 1,600: W >= 30.4
 
 
+@pytest.mark.parametrize("build_ms, knee_range", [(20.0, (15, 16)), (40.0, (30, 32))])
+def test_a_latency_bound_loader_is_searched_far_past_the_cpus(build_ms, knee_range):
+    # 2 CPUs; a worker waits `build_ms` per sample (a read from network storage) using 0.5 ms of
+    # CPU, batch 8, a 10 ms step of 800 samples/s: W workers give 8 W / (8 x build_ms) samples/s,
+    # so the knee is at 16 workers for 20 ms (50 W within 5% of 800: W >= 15.2) and 31-32 for 40
+    # ms (25 W: W >= 30.4; 31 reads 775 and is compute-bound, so 30 is within 5% of the best
+    # measured), 8 and 16 times the CPUs. The tree's CPU stays under 0.5 of a core: only the
+    # loader binds, so the search widens until a count keeps up. It stopped at 8 x the grid's
+    # widest count (16) before: the 40-ms loader's knee was out of reach.
+    measure, calls = pipeline(build_ms, 10.0, bs=8, cpus=2, cpu_per_sample_s=0.0005)
+    s = Search(grid(range(0, 3), bs=8), measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=2,
+               cuda=False, dense_workers=True, clock=FakeClock())
+    knee = find_knee(s.run(), tolerance=0.05)
+    assert knee_range[0] <= knee.settings.num_workers <= knee_range[1]
+    assert max(c.num_workers for c, _ in calls) >= knee_range[0]
+    assert s.log.widened["refused"] is None and s.log.widened["workers"] >= knee_range[1]
+
+
+def _with_memory(measure, per_process_bytes: int, leaves: int = 2):
+    """`measure` whose trials read `per_process_bytes` of PSS per process and `leaves` tensors per batch."""
+    def wrapped(st, repeat):
+        res = measure(st, repeat)
+        for t in res.trials:
+            t.memory_pss_bytes = per_process_bytes * (st.num_workers + 1)
+            t.tensor_leaves = leaves
+        summarize_config(res)
+        res.summary.compute_ceiling_samples_per_s = 800.0
+        return res
+    return wrapped
+
+
+def test_memory_and_open_files_measured_at_the_widest_count_stop_the_widening():
+    from loaderbench.orchestration.search import HostLimits
+
+    # The 40-ms loader of the test above, 200 MiB per process: 8 workers measure 1.76 GiB, 16
+    # would need 3.3 GiB; with 3 GiB available (90% of it: 2.7) the search stops at 8 workers
+    # and says why, and a count it never measured is never ranked.
+    mib = 2**20
+    measure, calls = pipeline(40.0, 10.0, bs=8, cpus=2, cpu_per_sample_s=0.0005)
+    s = Search(grid(range(0, 3), bs=8), measure=_with_memory(measure, 200 * mib), tolerance=0.05, repeats=1,
+               budget_s=600, usable_cpus=2, cuda=False, dense_workers=True, clock=FakeClock(),
+               limits=HostLimits(memory_available_bytes=3 * 2**30))
+    s.run()
+    assert max(c.num_workers for c, _ in calls) == 8
+    assert s.log.widened["workers"] == 8 and s.log.widened["refused"].startswith("memory: 16 workers")
+    # Open files: 100 tensors per batch, prefetch_factor 2, a soft limit of 1,024: 4 workers hold
+    # about 64 + 4 x (6 + 200) = 888 descriptors, over 90% of the limit (922) at 8 (1,712).
+    measure, calls = pipeline(40.0, 10.0, bs=8, cpus=2, cpu_per_sample_s=0.0005)
+    s = Search(grid(range(0, 3), bs=8), measure=_with_memory(measure, mib, leaves=100), tolerance=0.05,
+               repeats=1, budget_s=600, usable_cpus=2, cuda=False, dense_workers=True, clock=FakeClock(),
+               limits=HostLimits(fd_soft_limit=1024))
+    s.run()
+    assert max(c.num_workers for c, _ in calls) == 4
+    assert s.log.widened["refused"].startswith("open files: 8 workers would hold about 1,712 descriptors")
+    # Under the 'file_system' strategy tensors hold no descriptor: 64 + 6 W fits up to 128 workers.
+    from loaderbench.orchestration.preflight import fd_need
+
+    assert fd_need(128, 2, 100, per_tensor=False) == 64 + 128 * 6
+
+
 def test_the_what_if_at_the_measured_cpus_gives_back_the_measured_rows_and_more_cpus_never_less():
     # The model alone is off by a few percent here (its corner is soft); anchored to the rows,
     # the what-if with the machine's own CPUs reproduces them, and with more CPUs never predicts

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from loaderbench.machine.processes import signal_name
+from loaderbench.machine.processes import remove_shm_segments, signal_name
 
 
 def _tracking_loader_class() -> type:
@@ -109,7 +109,8 @@ def stop_workers(loader: Any, *, grace_s: float = 1.0) -> None:
         never reads half a message), the workers' pids are taken off torch's SIGCHLD check
         (which would report them as killed), each worker gets SIGTERM (SIGKILL after
         `grace_s`), and the iterator is closed here: marked shut down and its queues closed
-        without waiting on them. torch's own shutdown must not run after the kill: it sets the
+        without waiting on them, and the segments a worker stopped mid-batch left in /dev/shm
+        are removed (NOTE [segments a killed worker leaves]). torch's own shutdown must not run after the kill: it sets the
         workers' done event, whose lock a worker holds for a moment on every index it reads,
         and a worker killed inside that moment leaves the lock held for good (the measuring
         process then hung until the config's timeout, once in about 60 trials of 4 workers on
@@ -153,6 +154,12 @@ def stop_workers(loader: Any, *, grace_s: float = 1.0) -> None:
             q.close()
         except (OSError, ValueError):
             pass
+    # A worker stopped while creating a batch's segment leaves it in /dev/shm (NOTE [segments a
+    # killed worker leaves]); under 'file_descriptor' every named one is such a leftover.
+    import torch.multiprocessing
+
+    if torch.multiprocessing.get_sharing_strategy() == "file_descriptor":
+        remove_shm_segments([w.pid for w in workers if w.pid is not None and not w.is_alive()])
 
 
 def describe_dead_workers(loader: Any) -> str:

@@ -25,7 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from loaderbench.machine.processes import process_tree, signal_by_description, signal_name
+from loaderbench.machine.processes import (
+    process_tree,
+    remove_shm_segments,
+    signal_by_description,
+    signal_name,
+)
 from loaderbench.model import LoaderSettings, Trial, TrialJob
 
 
@@ -52,7 +57,8 @@ def classify_failure(message: str, returncode: int | None = None) -> str:
     """A one-line cause from an exception text or a process return code.
 
     Recognises: worker killed by SIGBUS (shared memory), by other signals, "Too many open
-    files" (fd limit), CUDA out of memory, and a negative return code of the measuring process.
+    files" (fd limit), CUDA out of memory, a pickling error (`pickling_fix`), and a negative
+    return code of the measuring process.
     Otherwise the last non-empty line of `message`.
     """
     text = message or ""
@@ -66,6 +72,9 @@ def classify_failure(message: str, returncode: int | None = None) -> str:
         )
     if "out of memory" in low and "cuda" in low:
         return "GPU out of memory: lower batch_size or prefetch depth"
+    pickling = pickling_fix(text)
+    if pickling:
+        return pickling
     if "killed by signal" in low:
         for line in text.splitlines():
             if "killed by signal" in line.lower():
@@ -84,6 +93,33 @@ def classify_failure(message: str, returncode: int | None = None) -> str:
         return f"the measuring process was killed by {name}{hint}"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1] if lines else (f"exit code {returncode}" if returncode else "unknown failure")
+
+
+_PICKLE_START = ("the DataLoader's workers (start method spawn or forkserver, the default on Windows, macOS and, "
+                 "from Python 3.14, Linux) receive the dataset, collate_fn, sampler and worker_init_fn by pickling, and ")
+
+
+def pickling_fix(message: str) -> str:
+    """The cause and the fix of a pickling error in `message` ('' when it has none): an object
+    that pickles by name only (a lambda, a function or class defined inside another) must move
+    to module level; an object that never pickles (a lock, an open file, a connection) must be
+    made in each worker. Either way multiprocessing_context='fork' avoids the pickling where
+    the platform has fork."""
+    import re
+
+    fork = "; or use multiprocessing_context='fork' (Linux) for this loader"
+    m = re.search(r"cannot pickle '([^']+)' object", message, re.IGNORECASE)
+    if m:
+        return (_PICKLE_START + f"a {m.group(1)} object cannot be pickled: create it in each worker instead (in "
+                "worker_init_fn, or on first use in __getitem__ / __iter__) rather than in __init__" + fork)
+    m = re.search(r"can't pickle (?:local object )?(?:'([^']+)'|<(?:function|class) '?([^\s']+)|([^\s:]+))",
+                  message, re.IGNORECASE)
+    if not m:
+        return ""
+    what = next(g for g in m.groups() if g)
+    return (_PICKLE_START + f"{what} cannot be pickled: a lambda or a function or class defined inside another "
+            "pickles only by its name, so define it at module level (a def at the top level of an importable "
+            "module; functools.partial for its arguments)" + fork)
 
 
 def hang_hint(settings: LoaderSettings, *, started: bool) -> str:
@@ -146,7 +182,9 @@ def dump_stacks(pid: int, wait_s: float = 1.0, log: Any = None, gap_s: float = 0
 
 
 def kill_tree(pid: int) -> None:
-    """SIGKILL a process, its process group and every descendant (even ones that left the group)."""
+    """SIGKILL a process, its process group and every descendant (even ones that left the
+    group), then remove the shared-memory segments they left (NOTE [segments a killed worker
+    leaves] in machine/processes.py: none of them is alive to use one)."""
     import psutil
 
     procs = process_tree(pid)
@@ -160,6 +198,7 @@ def kill_tree(pid: int) -> None:
         except psutil.Error:
             pass
     psutil.wait_procs(procs, timeout=5)
+    remove_shm_segments([p.pid for p in procs])
 
 
 class Runner(Protocol):

@@ -17,6 +17,11 @@ from typing import Any
 from loaderbench.measure.timing import Clock, LoopTimes, Marker, StepInstants, WarmUp, median, split_steps
 from loaderbench.model import Note, WarningKind
 
+Origin = Callable[[Any], "tuple[int | None, float | None]"]
+"""(worker id, completion instant) of a raw loader batch: the DataLoader worker that built it
+(None: the main process) and when its collate finished there, on the time.perf_counter() clock
+(None when unknown); see `CountingCollate` in measure/trial.py."""
+
 MIN_READY_RECEIVES = 5  # receives timed in the window on ready batches that make the pause probe unneeded
 
 
@@ -62,6 +67,7 @@ def timed_loop(
     sampler_time: Callable[[], float] | None = None,
     early_warmup: tuple[int, int] | None = None,
     epoch_len: int | None = None,
+    origin: Origin | None = None,
 ) -> LoopTimes:
     """Run `step` over `batches` and time it per the NOTE [timing model].
 
@@ -89,8 +95,10 @@ def timed_loop(
     lists) in `first_batch_sampler_s`. With `restart_epochs` and `epoch_len` (batches per
     epoch) at most WHOLE_EPOCH_WINDOW_MAX and `max_batches`, the window ends only after a whole
     number of epochs (NOTE [whole epochs in the window]). The window's first step is timed from
-    an instant marked after `on_window_start()` (the meter's start-up is in no step). Raises
-    ValueError if the loader yields nothing.
+    an instant marked after `on_window_start()` (the meter's start-up is in no step). With
+    `origin` (the worker and the completion instant of a raw batch), the worker of every measured
+    batch is kept in `batch_workers`, and a `next()` is a receive only when its batch was completed
+    before the call (NOTE [receive in the window]). Raises ValueError if the loader yields nothing.
     Returns per-batch lists for the measured batches only, in seconds (timing.split_steps of the
     instants `marker` recorded), and the (ready, end) of every step in `busy_s`.
     """
@@ -137,6 +145,7 @@ def timed_loop(
     epoch_starts: list[int] = []
     in_window_receive: list[float] = []
     warmup_receive: list[float] = []
+    batch_workers: list[int | None] = []
     whole_epochs = bool(restart_epochs and epoch_len and epoch_len <= min(max_batches, WHOLE_EPOCH_WINDOW_MAX))
     if whole_epochs:
         max_batches = -(-max_batches // epoch_len) * epoch_len  # type: ignore[operator]
@@ -147,8 +156,10 @@ def timed_loop(
         # the receive; measured here for free whenever one is ready, the pause probe after the
         # window (probe_receive) is needed only when too few were. The warm-up's are kept too
         # (the start-up burst hands out batches built while the first ones were received): they
-        # count when the window alone timed too few.
-        was_ready = ready_count is not None and (ready_count() or 0) >= 1
+        # count when the window alone timed too few. A batch is ready when the loader has one
+        # built; with `origin`, when the one handed out was completed before the call (the
+        # loader hands batches out in order: others may be ready while this one is built).
+        was_ready = (ready_count is not None and (ready_count() or 0) >= 1) or origin is not None
         t0 = clock()
         try:
             batch = next(it)
@@ -165,6 +176,9 @@ def timed_loop(
             epoch_gaps.append(clock() - t0)
             restarted = True
         t_next = clock()
+        worker, done_at = origin(batch) if origin is not None else (None, None)
+        if origin is not None and (done_at is None or done_at > t0):
+            was_ready = False
         if was_ready and not restarted:
             (in_window_receive if window_start is not None else warmup_receive).append(t_next - t0)
         s1 = sampler_time() if sampler_time is not None else 0.0
@@ -195,6 +209,8 @@ def timed_loop(
         measured += 1
         samples += n
         host_wait.append(t1 - t0)
+        if origin is not None:
+            batch_workers.append(worker)
         sampler_s.append(s1 - s0)
         if restarted:
             epoch_starts.append(measured - 1)
@@ -244,6 +260,7 @@ def timed_loop(
         epoch_start_batches=epoch_starts,
         first_batch_sampler_s=first_sampler_s,
         busy_s=[(times[s.ready], times[s.end]) for s in steps],
+        batch_workers=batch_workers,
     )
 
 
@@ -255,6 +272,7 @@ def probe_receive(
     period_s: float,
     max_pause_s: float = 5.0,
     ready_count: Callable[[], int | None] | None = None,
+    origin: Origin | None = None,
     poll_s: float = 0.02,
     sleep: Callable[[float], None] = time.sleep,
     clock: Clock = time.perf_counter,
@@ -271,7 +289,11 @@ def probe_receive(
         times `next()` alone for up to num_workers x prefetch_factor (at most 8) batches.
         With `ready_count()` (batches the loader has built and not handed out) the pause ends
         as soon as that many are ready, polled every `poll_s`: a loader near its knee fills
-        them in a fraction of the worst-case pause.
+        them in a fraction of the worst-case pause. With `origin` (when each batch was
+        completed in its worker), a `next()` that returned a batch completed after it was
+        called waited for that batch to be built: it is not a receive and is not kept (the
+        batches come in order, so one late worker, or workers with nothing to build, make
+        `next()` wait however many other batches are ready).
     Returns [] for num_workers == 0 or when the loader ends.
     """
     if num_workers <= 0:
@@ -291,20 +313,137 @@ def probe_receive(
             b = next(it)
         except StopIteration:
             break
-        out.append(clock() - t0)
+        t1 = clock()
+        done_at = origin(b)[1] if origin is not None else None
+        if done_at is None or done_at <= t0:
+            out.append(t1 - t0)
         del b
     return out
 
 
-def skip_for(num_workers: int, prefetch_factor: int, ready: int | None) -> int:
-    """Batches to take untimed before the loader-alone probe (NOTE [loader ceiling]): the
-    `ready` ones already built (when known) and one partly built per worker, never more than
-    the `num_workers` x `prefetch_factor` the loader can have outstanding.
+PROBE_MIN_INTERVALS = 4  # build intervals timed over all workers, at least one per worker (NOTE [loader ceiling])
+PROBE_MIN_TIME_S = 0.5
+PROBE_MAX_TIME_S = 4.0
+PROBE_FALL = 0.3  # a later half this much slower than the earlier one: the earlier drained items built before
+PROBE_DRAIN = 1.5  # a worker's leading builds this many times its median rate were items it held finished (or half built)
+SUSTAINED_SLACK = 0.10  # a sustained reading this close below the row's rate with the step is that rate (its noise)
+
+
+class Completions:
+    """Completion instants of the batches the loader-alone probe received, per worker (NOTE
+    [loader ceiling]): the sustained rate, whether it is steady, and a lower bound.
+
+    `add(worker, done_at, samples)` records one batch (worker None: built in the main process);
+    one completed at or before `start` (the probe's start, same clock) was built before the probe
+    and is only counted as delivered. A worker's first completion after `start` is where its
+    timing begins (that batch was partly built before); each later one is one whole build. The
+    main process (0 workers) builds nothing between batches: its timing begins at `start`.
     """
-    most = num_workers * prefetch_factor
-    if ready is None:
-        return most
-    return min(most, max(0, ready) + num_workers)
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.times: dict[int, list[float]] = {}
+        self.samples: dict[int, list[int]] = {}
+        self.first: dict[int, int] = {}  # per worker, the index its timing starts from
+        self.delivered: dict[int, int] = {}
+        self.fell = False  # a drain of items built before the probe was seen (and dropped)
+        self.last: tuple[int, float] | None = None
+
+    def add(self, worker: int | None, done_at: float, samples: int) -> None:
+        w = -1 if worker is None else worker
+        if self.last == (w, done_at):
+            return  # the same batch again (the CUDA prefetcher's last batch of an epoch pulls none)
+        self.last = (w, done_at)
+        self.delivered[w] = self.delivered.get(w, 0) + 1
+        if done_at <= self.start:
+            return
+        if w == -1 and w not in self.times:
+            self.times[w], self.samples[w] = [self.start], [0]
+        self.times.setdefault(w, []).append(done_at)
+        self.samples.setdefault(w, []).append(samples)
+        self.first.setdefault(w, 0)
+
+    def intervals(self) -> dict[int, int]:
+        """Whole builds timed per worker that delivered after the start."""
+        return {w: len(ts) - 1 - self.first[w] for w, ts in self.times.items()}
+
+    def _rate(self, w: int, lo: int, hi: int) -> tuple[int, float]:
+        """(samples, seconds) of worker `w`'s builds ending at completions lo+1..hi."""
+        ts, ns = self.times[w], self.samples[w]
+        return sum(ns[lo + 1:hi + 1]), ts[hi] - ts[lo]
+
+    def rate(self) -> float | None:
+        """Samples/s: over the workers with a timed build, the samples of their timed builds over
+        the seconds those builds took, summed; None when no worker timed a build."""
+        total, any_timed = 0.0, False
+        for w, ts in self.times.items():
+            lo, hi = self.first[w], len(ts) - 1
+            if hi > lo:
+                n, span = self._rate(w, lo, hi)
+                if span > 0:
+                    total += n / span
+                    any_timed = True
+        return total if any_timed else None
+
+    def settled(self, need: int) -> bool:
+        """Whether the workers that delivered have timed `need` whole builds among them, each
+        at least one, and they ran steadily. Items a worker held finished (a buffer it drained) come out far faster than
+        it builds: first, a worker's leading builds over PROBE_DRAIN times its median rate
+        (samples/s per build) are dropped; then, over the workers with two builds or more, when
+        the later half of the builds ran PROBE_FALL slower than the earlier half, the earlier
+        half is dropped (a drain that was most of them). Either way the probe goes on."""
+        for w, ts in self.times.items():
+            lo, hi = self.first[w], len(ts) - 1
+            rates = [self._build_rate(w, i) for i in range(lo, hi)]
+            if len(rates) < 2:
+                continue
+            median = sorted(rates)[len(rates) // 2]
+            k = 0
+            while k < len(rates) and rates[k] > PROBE_DRAIN * median:
+                k += 1
+            if k:
+                self.first[w] = lo + k
+                self.fell = True
+        timed = self.intervals()
+        if not timed or min(timed.values()) < 1 or sum(timed.values()) < need:
+            return False
+        early = late = 0.0
+        halves: dict[int, int] = {}
+        for w, ts in self.times.items():
+            lo, hi = self.first[w], len(ts) - 1
+            if hi - lo < 2:
+                continue
+            mid = lo + (hi - lo) // 2
+            (n1, s1), (n2, s2) = self._rate(w, lo, mid), self._rate(w, mid, hi)
+            if s1 <= 0 or s2 <= 0:
+                continue
+            early += n1 / s1
+            late += n2 / s2
+            halves[w] = mid
+        if early <= 0 or late >= (1.0 - PROBE_FALL) * early:
+            return True
+        self.fell = True
+        self.first.update(halves)
+        return False
+
+    def _build_rate(self, w: int, i: int) -> float:
+        """Samples/s of worker `w`'s build ending at completion i + 1 (inf for no time)."""
+        n, span = self._rate(w, i, i + 1)
+        return n / span if span > 0 else float("inf")
+
+    def lower_bound(self, now: float) -> float | None:
+        """Samples/s the loader surely sustains: the samples of whole builds completed after each
+        worker's first completion, over the seconds since the start (each of them was built
+        inside that time); None when there is none or a drain was seen (those builds were not
+        all real)."""
+        if self.fell or now <= self.start:
+            return None
+        n = sum(sum(ns[1:]) for ns in self.samples.values())
+        return n / (now - self.start) if n else None
+
+    def worker_batches(self, num_workers: int) -> list[int]:
+        """Batches delivered per worker (index = worker id), all of the probe's; [] without workers."""
+        return [self.delivered.get(w, 0) for w in range(num_workers)]
 
 
 def loader_alone(
@@ -312,56 +451,114 @@ def loader_alone(
     prepare: Callable[[Any], Any],
     count: Callable[[Any], int],
     *,
-    skip: int,
+    origin: Origin,
+    num_workers: int,
     restart: Callable[[], Iterator[Any]] | None = None,
-    min_batches: int = 5,
-    max_batches: int = 200,
-    max_time_s: float = 0.5,
+    min_time_s: float = PROBE_MIN_TIME_S,
+    max_time_s: float = PROBE_MAX_TIME_S,
     sync: Callable[[], None] | None = None,
     clock: Clock = time.perf_counter,
 ) -> dict[str, Any]:
-    """The loader ceiling of this config: samples/s of the live loader with no step, the H2D copy
-    included (`prepare`), measured after the window.
+    """The loader ceiling of this config: the samples/s the live loader sustains with no step,
+    measured after the window from when each batch was completed in its worker.
 
     NOTE [loader ceiling]
-        Run on the same DataLoader right after the measured window (and the receive probe, which
-        leaves up to W*P batches ready): the first `skip` batches are taken untimed so the ready
-        backlog does not flatter it, then batches are drawn as fast as the loader delivers them
-        for about `max_time_s` (half a second). This is what the loader alone can feed; set
-        against the compute ceiling it says which of the two binds. When the epoch ends after
-        at least `min_batches` timed batches, those are the measurement; before, `restart()` (if
-        given) starts the next epoch once and the probe begins again after its own `skip`
-        batches (worker start-up is not timed). The caller's `skip` is what could flatter:
-        the batches built and not yet handed out, plus at most one partly built per worker
-        (`skip_for`). A config's first trial probes it; its repeats do not
-        (`TrialJob.loader_alone`): the ceiling is a column and an input of the model, not what
-        ranks configs, and the probe is 0.5-2 s of every trial (on the H200 case about as long
-        as the measured window).
-    Returns {"samples_per_s", "batches"}, or {"note": why} when the loader ended before the
-    probe could finish (an epoch shorter than `skip` + `min_batches` batches).
+        Run on the same DataLoader right after the measured window (and the receive probe,
+        which leaves up to W*P batches ready). Every batch carries the worker that built it and
+        the instant its collate finished there (`CountingCollate`; time.perf_counter() is
+        CLOCK_MONOTONIC on Linux, one timeline for every process). The probe draws batches as
+        fast as the loader delivers them, H2D copy included (`prepare`), and times the
+        workers, not the draws:
+          - a batch completed before the probe began was built before it (the ready backlog,
+            batches a worker held finished): it is taken but not timed;
+          - each worker's first completion after the start ends a batch it had partly built
+            before: its timing starts there; each later completion is one whole build, so a
+            worker's rate is its whole builds' samples over the seconds between its first and
+            last completion, and the loader's is the sum over workers. A worker that delivers
+            nothing has nothing to build (a stream split into fewer shards than workers).
+            With 0 workers the main process builds each batch when asked, nothing before:
+            its timing begins at the start.
+        It ends once `min_time_s` passed and the workers that delivered have timed
+        PROBE_MIN_INTERVALS whole builds among them, at least one each, that ran steadily.
+        Items a worker held finished (a shuffle buffer, a queue filled in `__iter__`) come out
+        far faster than it builds them: a worker's leading builds over PROBE_DRAIN times its
+        median rate are dropped, and where the later half of the builds ran PROBE_FALL slower
+        than the earlier half, the earlier half is (`Completions.settled`); the probe goes on.
+        Two ways this is not done, and why: half a second of draws after skipping the ready
+        backlog is shorter than one worker's build (0.5-0.8 s on a 2-core machine and on the
+        H200 case), so it timed the refill after the backlog (55 and 82 samples/s where 2 and
+        4 workers of 0.48-s builds sustain 66 and 133); and draws time whatever the workers
+        held finished (one such stream read 15x its sustained rate). Drawing needs no skip
+        here: what was built before the start is told apart by its completion instant.
+        When `max_time_s` passes or the epoch ends first (after one restart, when `restart`
+        is given: the timing begins again in the new epoch), the result is a bound, not a
+        rate: at least the whole builds completed over the probe's time (`lower_bound`), none
+        when a drain was seen; `settle_ceiling` then raises it to the rate the row reached
+        with the step, which the loader alone reaches too. A sustained reading below that rate
+        was disturbed and is reported as that bound (within SUSTAINED_SLACK it is that rate).
+        A config's first trial probes it; its repeats do not (`TrialJob.loader_alone`): the
+        ceiling is a column and an input of the model, not what ranks configs.
+    Returns {"samples_per_s" (None for a bound), "method" ("sustained" | "bound"),
+    "bound_samples_per_s", "reason" (for a bound: "time_cap" | "epoch_end"), "batches" (drawn),
+    "worker_batches" (delivered per worker), "intervals" (fewest whole builds timed by a worker
+    that delivered)}.
     """
-    for attempt in range(2):
-        samples = batches = 0
+    t0 = clock()
+    done = Completions(t0)
+    batches = 0
+    reason: str | None = None
+    restarted = False
+    while True:
         try:
-            for _ in range(skip):
-                b = next(it)
-                del b
-            if sync is not None:
-                sync()
-            t0 = clock()
-            while batches < max_batches and (batches < min_batches or clock() - t0 < max_time_s):
-                b = prepare(next(it))
-                samples += count(b)
-                batches += 1
-                del b
+            raw = next(it)
         except StopIteration:
-            if batches < min_batches:  # too few to time: the next epoch, once
-                if restart is None or attempt:
-                    break
+            if restart is not None and not restarted:  # the next epoch, once; timed afresh
+                restarted = True
                 it = restart()
+                done = Completions(clock())
                 continue
-        if sync is not None:
-            sync()
-        elapsed = clock() - t0
-        return {"samples_per_s": samples / elapsed if elapsed > 0 else None, "batches": batches}
-    return {"note": f"the epoch ended before the probe (it needs {skip + min_batches} batches of one epoch)"}
+            reason = "epoch_end"
+            break
+        worker, done_at = origin(raw)
+        b = prepare(raw)
+        del raw
+        done.add(worker, done_at if done_at is not None else clock(), count(b))
+        batches += 1
+        del b
+        now = clock()
+        if now - t0 >= min_time_s and done.settled(PROBE_MIN_INTERVALS):
+            break
+        if now - t0 >= max_time_s:
+            reason = "time_cap"
+            break
+    if sync is not None:
+        sync()
+    timed = done.intervals()
+    out: dict[str, Any] = {"batches": batches, "worker_batches": done.worker_batches(num_workers),
+                           "intervals": min(timed.values()) if timed else 0}
+    if reason is None:
+        out.update(samples_per_s=done.rate(), method="sustained", bound_samples_per_s=None, reason=None)
+    else:
+        out.update(samples_per_s=None, method="bound", bound_samples_per_s=done.lower_bound(clock()), reason=reason)
+    return out
+
+
+def settle_ceiling(probe: dict[str, Any], with_step_samples_per_s: float | None) -> dict[str, Any]:
+    """The probe's result (`loader_alone`) held against the rate the row reached with the step
+    (samples/s), which the loader alone reaches too (NOTE [loader ceiling]): a bound is at least
+    that rate; a sustained reading more than SUSTAINED_SLACK below it is a bound at that rate
+    (reason "below_step_rate"), within it it is that rate. Returns a new dict."""
+    out = dict(probe)
+    if not with_step_samples_per_s or "method" not in out:
+        return out
+    rate = out.get("samples_per_s")
+    if out["method"] == "sustained" and rate is not None:
+        if rate >= with_step_samples_per_s:
+            return out
+        if rate >= (1.0 - SUSTAINED_SLACK) * with_step_samples_per_s:
+            out["samples_per_s"] = with_step_samples_per_s
+            return out
+        out.update(samples_per_s=None, method="bound", reason="below_step_rate", probe_samples_per_s=rate)
+    bound = out.get("bound_samples_per_s")
+    out["bound_samples_per_s"] = max(bound or 0.0, with_step_samples_per_s)
+    return out

@@ -225,7 +225,9 @@ class LoopTimes:
     `epoch_start_batches`: window positions of batches that started an epoch; `warmup_s`: host
     seconds from the first batch's arrival to the window's start (None when not measured);
     `busy_s`: (ready, end) of every step, the first and the warm-up included, in seconds on the
-    marker's timeline (when the compute stream was busy with a step; the sweep's H2D overlap).
+    marker's timeline (when the compute stream was busy with a step; the sweep's H2D overlap);
+    `batch_workers`: per measured batch, the worker that built it (None: the main process; [] when
+    the loop was given no way to tell).
     """
 
     first_batch_s: float
@@ -243,6 +245,7 @@ class LoopTimes:
     first_batch_sampler_s: float | None = None
     warmup_s: float | None = None
     busy_s: list[tuple[float, float]] = field(default_factory=list)
+    batch_workers: list[int | None] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from loaderbench.measure.introspect import (
     ready_batches,
     stop_workers,
 )
-from loaderbench.measure.loop import loader_alone, probe_receive, skip_for, timed_loop
+from loaderbench.measure.loop import loader_alone, probe_receive, settle_ceiling, timed_loop
 from loaderbench.measure.meter import WindowMeter, WindowReading
 from loaderbench.measure.sampling import TimedBatchSampler
 from loaderbench.measure.timing import (
@@ -77,12 +77,20 @@ def resolve_timing(measure: MeasureSpec, compute: ComputeSpec, device: str) -> s
 
 class _InspectFirst:
     """Iterates a loader unchanged, handing its first host-side batch to `sink` (pinning and
-    bytes must be read before the H2D copy or the prefetcher moves the batch)."""
+    bytes must be read before the H2D copy or the prefetcher moves the batch), and keeping the
+    worker and completion instant of the latest batch taken from the loader in `last`: with the
+    CUDA prefetcher the loop's `next()` takes batch N+1 from the loader while it hands over N,
+    so N+1 is the one that `next()` waited for (`origin`)."""
 
     def __init__(self, loader: Any, sink: Callable[[Any], Any], on_epoch: Callable[[], None] | None = None) -> None:
         self.loader = loader
         self.sink = sink
         self.on_epoch = on_epoch
+        self.last: tuple[int | None, float | None] = (None, None)
+
+    def origin(self, _batch: Any = None) -> tuple[int | None, float | None]:
+        """(worker id, completion instant) of the latest batch taken from the loader (loop.Origin)."""
+        return self.last
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -95,6 +103,7 @@ class _InspectFirst:
             if first:
                 self.sink(b)
                 first = False
+            self.last = (getattr(b, "worker_id", None), getattr(b, "done_at", None))
             yield b
 
 
@@ -120,22 +129,55 @@ def epoch_mode(spec: DatasetSpec, measure: MeasureSpec, iterable: bool) -> bool:
 
 
 class Counted(NamedTuple):
-    """A collated batch with the number of samples in it (NOTE [samples per batch]). A
-    namedtuple, so pin_memory, the prefetcher and `batch.move_to_device` keep it intact."""
+    """A collated batch with the number of samples in it (NOTE [samples per batch]), the
+    DataLoader worker that built it (None: the main process) and the time.perf_counter() instant
+    its collate finished there (NOTE [loader ceiling] in measure/loop.py). A namedtuple, so
+    pin_memory, the prefetcher and `batch.move_to_device` keep it intact."""
 
     samples: int
     batch: Any
+    worker_id: int | None = None
+    done_at: float | None = None
 
 
 class CountingCollate:
-    """A collate function that returns `Counted(len(items), collate(items))` (picklable, so it
-    runs in spawned workers too)."""
+    """A collate function that returns `Counted(len(items), collate(items), worker id, the
+    instant it finished)` (picklable, so it runs in spawned workers too)."""
 
     def __init__(self, collate: Callable[[list[Any]], Any]) -> None:
         self.collate = collate
 
     def __call__(self, items: list[Any]) -> Counted:
-        return Counted(len(items), self.collate(items))
+        from torch.utils.data import get_worker_info
+
+        batch = self.collate(items)
+        info = get_worker_info()
+        return Counted(len(items), batch, None if info is None else info.id, time.perf_counter())
+
+
+def worker_batches(batch_workers: Sequence[int | None], num_workers: int) -> list[int]:
+    """Batches each of `num_workers` workers delivered (index = worker id), from the worker of
+    every measured batch; [] without workers.
+
+    >>> worker_batches([0, 0, 0, 0], 4)
+    [4, 0, 0, 0]
+    """
+    out = [0] * num_workers
+    for w in batch_workers:
+        if w is not None and 0 <= w < num_workers:
+            out[w] += 1
+    return out
+
+
+# Why a loader ceiling is a bound (Trial.loader_alone_note, by Trial.loader_alone_reason).
+CEILING_BOUND_NOTES = {
+    "time_cap": "not a sustained rate where a worker could not build its batches within the probe's time "
+                "(at least the row's own samples/s)",
+    "epoch_end": "not a sustained rate where the epoch ended before every worker built its batches in the probe "
+                 "(at least the row's own samples/s)",
+    "below_step_rate": "not a sustained rate where the probe read below the row's own samples/s with the step "
+                       "(at least that)",
+}
 
 
 def samples_rule(spec: DatasetSpec, iterable: bool) -> str:
@@ -537,16 +579,14 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         # period < 0: the window already timed enough receives (NOTE [receive in the window]).
         received = [] if period < 0 else probe_receive(
             it, num_workers=settings.num_workers, prefetch_factor=settings.prefetch_factor or 0,
-            period_s=period, ready_count=lambda: ready_batches(loader),
+            period_s=period, ready_count=lambda: ready_batches(loader), origin=inspected.origin,
         )
         if not job.loader_alone:
             return received
         sync = torch.cuda.synchronize if cuda else None
-        skip = skip_for(settings.num_workers, settings.prefetch_factor or 0, ready_batches(loader))
         alone.update(
             loader_alone(
-                it, prepare, count,
-                skip=skip, sync=sync,
+                it, prepare, count, origin=inspected.origin, num_workers=settings.num_workers, sync=sync,
                 restart=(lambda: iter(source)) if epochs else None,
             )
         )
@@ -579,6 +619,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             after_window=after_window,
             agree=None if group is None else group.agree,
             sampler_time=None if batch_sampler is None else (lambda: batch_sampler.spent_s),
+            origin=inspected.origin,
         )
     except RuntimeError as exc:
         dead = describe_dead_workers(loader)
@@ -597,11 +638,15 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         measured=len(loop.step_s), batches_total=1 + loop.warmup_batches + len(loop.step_s),
     )
     reads = _storage_reads(dataset, dataset_spec, batch_sampler, loop, settings.batch_size, reading, epoch_io)
-    if reads.get("served_from") in ("storage", "mixed") and alone.get("samples_per_s") is not None:
+    step_total = sum(loop.step_s)
+    alone = settle_ceiling(alone, loop.samples / step_total if step_total > 0 else None)
+    if alone.get("method") == "bound":
+        alone["note"] = CEILING_BOUND_NOTES.get(alone.get("reason") or "", "not a sustained rate")
+    if reads.get("served_from") in ("storage", "mixed") and alone.get("method") is not None:
         # The probe ran after a window that read from the device, on pages that window (and the
         # probe's own new epoch) left in the page cache: it would be a cache's rate, not this
         # config's loader ceiling on this storage.
-        alone = {"probe_s": alone.get("probe_s"), "note": (
+        alone = {"probe_s": alone.get("probe_s"), "worker_batches": alone.get("worker_batches"), "note": (
             "not a storage rate: after a window served from the device the probe reads pages "
             "the window left in the page cache")}
     trial = assemble_trial(
@@ -620,6 +665,13 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         torch_threads_worker=(settings.worker_threads or 1) if settings.num_workers else None,
         loader_alone_samples_per_s=alone.get("samples_per_s"),
         loader_alone_note=alone.get("note"),
+        loader_alone_method=alone.get("method"),
+        loader_alone_bound_samples_per_s=alone.get("bound_samples_per_s"),
+        loader_alone_reason=alone.get("reason"),
+        loader_alone_probe_samples_per_s=alone.get("probe_samples_per_s"),
+        loader_alone_intervals=alone.get("intervals"),
+        loader_alone_worker_batches=list(alone.get("worker_batches") or []),
+        worker_batches=worker_batches(loop.batch_workers, settings.num_workers),
         probe_s=alone.get("probe_s"),
         setup_s=setup_s,
         stop_s=stop_s,

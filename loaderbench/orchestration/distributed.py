@@ -152,7 +152,7 @@ def merge_trials(trials: list[Trial]) -> Trial:
     Per NOTE [distributed sweep]: a copy of the slowest rank's trial (`slowest`), so its
     per-batch data-wait, compute and step times decide the stall fraction and the verdict, with
     the node-wide sums of `cpu_time_s`, `cpu_util_pct`, `processes`, memory and the loader
-    ceiling (`loader_alone_samples_per_s`) over ranks, `rank`/`world_size` set, and every rank's
+    ceiling (`loader_alone_samples_per_s`, or its bound: `_merged_ceiling`) over ranks, `rank`/`world_size` set, and every rank's
     own trial in `rank_trials`. Throughput is summed by `stats.trial_samples_per_s`, which reads
     `rank_trials`. Raises ValueError for no trials.
     """
@@ -182,8 +182,24 @@ def merge_trials(trials: list[Trial]) -> Trial:
         memory_uss_bytes=_sum_or_none([t.memory_uss_bytes for t in trials]),
         memory_pss_bytes=_sum_or_none([t.memory_pss_bytes for t in trials]),
         loader_alone_samples_per_s=_sum_or_none([t.loader_alone_samples_per_s for t in trials]),
+        **_merged_ceiling(trials),
         notes=notes,
     )
+
+
+def _merged_ceiling(trials: list[Trial]) -> dict[str, Any]:
+    """The job's loader-ceiling method (NOTE [loader ceiling]): sustained when every rank's is;
+    a bound when any rank's is (at least the sum of every rank's rate or bound, the first
+    rank's reason for a bound); nothing known when a rank was not probed."""
+    methods = {t.loader_alone_method for t in trials}
+    if methods == {"sustained"}:
+        return {"loader_alone_method": "sustained"}
+    if not methods <= {"sustained", "bound"}:
+        return {"loader_alone_method": None, "loader_alone_bound_samples_per_s": None, "loader_alone_reason": None}
+    parts = [t.loader_alone_samples_per_s if t.loader_alone_method == "sustained" else t.loader_alone_bound_samples_per_s
+             for t in trials]
+    return {"loader_alone_method": "bound", "loader_alone_bound_samples_per_s": _sum_or_none(parts),
+            "loader_alone_reason": next(t.loader_alone_reason for t in trials if t.loader_alone_method == "bound")}
 
 
 def merge_ceilings(ceilings: list[dict[str, Any]]) -> dict[str, Any]:

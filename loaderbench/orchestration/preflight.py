@@ -101,6 +101,48 @@ def host_memory_verdict(need_bytes: int | None, available_bytes: int | None) -> 
     )
 
 
+# NOTE [room for more workers]
+#     A loader bound by latency (network storage, a remote service) gains from more requests in
+#     flight, so workers past the CPUs help until something else binds. What binds first, that
+#     the sweep can see before running a config: memory (each worker is a process; the measured
+#     PSS of the tree at W workers, per process, times the processes wanted) and open files (the
+#     main process holds about FDS_PER_WORKER descriptors per worker for its queues and sentinel
+#     and, under the 'file_descriptor' sharing strategy, one per tensor of every batch in flight:
+#     W x prefetch_factor batches). A count is refused when it would need more than 90% of the
+#     memory available or of the soft open-file limit (`room_for_workers`).
+FDS_PER_WORKER = 6
+FDS_BASE = 64
+ROOM_FRACTION = 0.9
+
+
+def fd_need(num_workers: int, prefetch_factor: int | None, tensor_leaves: int | None, *,
+            per_tensor: bool = True) -> int:
+    """Descriptors the main process holds for `num_workers` workers (NOTE [room for more
+    workers]): FDS_BASE + W x (FDS_PER_WORKER + prefetch_factor x tensors per batch), the last
+    term only under the 'file_descriptor' sharing strategy (`per_tensor`)."""
+    tensors = (prefetch_factor or 2) * (tensor_leaves or 1) if per_tensor else 0
+    return FDS_BASE + num_workers * (FDS_PER_WORKER + tensors)
+
+
+def room_for_workers(workers: int, *, measured_workers: int, measured_pss_bytes: int | None,
+                     memory_available_bytes: int | None, prefetch_factor: int | None,
+                     tensor_leaves: int | None, fd_soft_limit: int | None, per_tensor_fds: bool = True) -> str | None:
+    """Why `workers` workers would not fit, from a config measured at `measured_workers` (its
+    tree's PSS in bytes, its batches' tensors) and the host's limits; None when they fit or
+    nothing is known to refuse them (NOTE [room for more workers])."""
+    gib = 2**30
+    if measured_pss_bytes and memory_available_bytes:
+        need = measured_pss_bytes / (measured_workers + 1) * (workers + 1)
+        if need > ROOM_FRACTION * memory_available_bytes:
+            return (f"memory: {workers} workers would need about {need / gib:,.1f} GiB ({measured_pss_bytes / gib:,.2f} "
+                    f"GiB measured at {measured_workers}), {memory_available_bytes / gib:,.1f} GiB available")
+    if fd_soft_limit:
+        fds = fd_need(workers, prefetch_factor, tensor_leaves, per_tensor=per_tensor_fds)
+        if fds > ROOM_FRACTION * fd_soft_limit:
+            return f"open files: {workers} workers would hold about {fds:,} descriptors, limit {fd_soft_limit:,} (ulimit -n)"
+    return None
+
+
 def oversubscription(settings: LoaderSettings, usable_cpus: int, main_threads: int | None) -> str | None:
     """A warning when workers exceed the usable CPUs, when workers x their intra-op threads do,
     or when workers + the main process's intra-op threads exceed twice the usable CPUs."""

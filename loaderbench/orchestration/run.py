@@ -35,7 +35,7 @@ from loaderbench.orchestration.preflight import (
     WorkloadFacts,
     preflight,
 )
-from loaderbench.orchestration.search import Search
+from loaderbench.orchestration.search import HostLimits, Search
 from loaderbench.storage import set_cache_state
 
 
@@ -164,7 +164,8 @@ def run_sweep(
             cache_dir=cache_dir, timeout_s=config.config_timeout_s,
             first_batch_timeout_s=first_batch_deadline(point.settings, results, config.config_timeout_s),
             # The loader ceiling once per config (NOTE [loader ceiling] in measure/loop.py).
-            loader_alone=loader_alone or not any(t.loader_alone_samples_per_s is not None for t in res.trials),
+            loader_alone=loader_alone or not any(t.loader_alone_method is not None or t.loader_alone_samples_per_s
+                                                 is not None for t in res.trials),
         )
         t0 = time.monotonic()
         try:
@@ -218,6 +219,7 @@ def run_sweep(
             cuda=machine.cuda and config.measure.device != "cpu",
             dense_workers=config.dense_workers,
             first=[c for c in [baseline_cell(config, points)] if c is not None],
+            limits=HostLimits.from_environment(environment),
         )
         obs.sweep_started(search.estimated_trials())
         search.run()

@@ -27,8 +27,14 @@ NOTE [model-guided search]
     When the worker list was not given (--num-workers), the list searched is every count from
     0 to the default grid's largest (the usable CPUs), or twice that for a loader whose workers
     use under half a core each (I/O-bound) or that is still loader-bound at the usable CPUs with
-    CPUs to spare (and twice again, up to 8x, while it stays so at the widest count), so the knee is found to one worker, not to a power
-    of two, and an I/O-bound loader may use more workers than CPUs. `--baseline-settings` (the
+    CPUs to spare, so the knee is found to one worker, not to a power of two, and an I/O-bound
+    loader may use more workers than CPUs. While the widest count measured is still
+    loader-bound with the process tree's measured CPU use under the usable CPUs, the list
+    doubles again, as long as the memory and open files measured there leave room for twice the
+    workers (NOTE [room for more workers] in preflight.py) and --time-budget lasts (no step
+    starts that would end after it): a loader bound by latency, not CPU, gains from requests in
+    flight far past the core count (knees at 16-32 workers on 8 cores), so no fixed multiple of
+    the CPUs caps it. Where the widening stopped, and why, is in the log (`widened`). `--baseline-settings` (the
     user's current settings) are measured first; 0 workers is measured when it may compete
     (Search._maybe_no_workers), else predicted.
     Nothing is ranked or recommended that was not measured: the model only chooses what to
@@ -47,6 +53,7 @@ from loaderbench.analysis.advice import CPU_SATURATED
 from loaderbench.analysis.knee import find_knee, rankable
 from loaderbench.analysis.predict import Prediction, predict, series_of, with_workers
 from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, Verdict
+from loaderbench.orchestration.preflight import room_for_workers
 
 Measure = Callable[[LoaderSettings, int], ConfigResult]
 """Measure one trial (repeat index) of a config; returns its result with every trial so far,
@@ -64,12 +71,33 @@ class SearchLog:
     stopped: str = ""
     budget_s: float | None = None
     workers_searched: list[int] = field(default_factory=list)
+    # Past the usable CPUs: the widest worker count searched and, when a measured limit refused
+    # twice that while the loader still starved, that limit ({"workers", "refused": why}).
+    widened: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "grid_configs": self.grid_configs, "workers_searched": self.workers_searched,
                 "steps": self.steps,
                 "predicted_before_measured": self.predicted_before_measured, "stopped": self.stopped,
-                "budget_s": self.budget_s}
+                "budget_s": self.budget_s, "widened": self.widened}
+
+
+@dataclass(frozen=True)
+class HostLimits:
+    """The host's limits on workers past the CPUs (NOTE [room for more workers] in
+    preflight.py): memory available (bytes), the soft open-file limit, and whether every tensor
+    in flight holds a descriptor (torch's 'file_descriptor' sharing strategy)."""
+
+    memory_available_bytes: int | None = None
+    fd_soft_limit: int | None = None
+    per_tensor_fds: bool = True
+
+    @classmethod
+    def from_environment(cls, env: dict[str, Any]) -> HostLimits:
+        """From the environment record (machine/env.py `capture_environment`)."""
+        return cls(memory_available_bytes=env.get("memory_available_bytes"),
+                   fd_soft_limit=(env.get("fd_limit") or {}).get("soft"),
+                   per_tensor_fds=env.get("torch_sharing_strategy", "file_descriptor") == "file_descriptor")
 
 
 class Search:
@@ -80,11 +108,13 @@ class Search:
     def __init__(self, cells: Sequence[LoaderSettings], *, measure: Measure, tolerance: float, repeats: int,
                  budget_s: float, usable_cpus: int | None, cuda: bool, dense_workers: bool,
                  clock: Callable[[], float] = time.monotonic, first: Sequence[LoaderSettings] = (),
-                 ranks: int = 1, reserve_s: Callable[[], float] = lambda: 0.0) -> None:
+                 ranks: int = 1, reserve_s: Callable[[], float] = lambda: 0.0,
+                 limits: HostLimits | None = None) -> None:
         self.cells = list(dict.fromkeys(cells))
         self.first = list(dict.fromkeys(first))  # the user's own settings, measured first
         self.measure_fn, self.tolerance, self.repeats = measure, tolerance, repeats
         self.usable_cpus, self.cuda, self.dense = usable_cpus, cuda, dense_workers
+        self.limits = limits or HostLimits()
         # A distributed sweep's rows are the whole job's (samples/s and CPU summed over its
         # `ranks`): the model and the CPU-saturation check use the job's CPUs; worker counts
         # (per rank) use one rank's share, `usable_cpus`.
@@ -150,11 +180,31 @@ class Search:
             # measured): it gains from more workers than CPUs.
             top = max(counts)
             limit = 2 * top if self.io_bound() or self._starved_at(base, top) else top
-            # Still starved at the widest count with CPUs to spare: wider again (up to 8x).
-            while 0 < limit < 8 * max(1, top) and self._starved_at(base, limit):
+            # Still starved at the widest count with CPUs to spare: wider again, while the
+            # memory and open files measured there leave room for twice the workers.
+            refused = None
+            while limit > 0 and self._starved_at(base, limit):
+                refused = self._no_room(base, limit, 2 * limit)
+                if refused is not None:
+                    break
                 limit *= 2
+            if limit > top:
+                self.log.widened = {"workers": limit, "refused": refused}
             counts = set(range(0, limit + 1))
         return sorted(counts)
+
+    def _no_room(self, base: LoaderSettings, measured: int, workers: int) -> str | None:
+        """Why `workers` workers of `base`'s series would not fit, judged from the config
+        measured at `measured` workers (preflight.room_for_workers); None when they fit."""
+        r = self.results.get(with_workers(base, measured))
+        s = None if r is None else r.summary
+        if s is None:
+            return None
+        leaves = next((t.tensor_leaves for t in r.trials if t.tensor_leaves), None)  # type: ignore[union-attr]
+        return room_for_workers(
+            workers, measured_workers=measured, measured_pss_bytes=s.memory_pss_bytes,
+            memory_available_bytes=self.limits.memory_available_bytes, prefetch_factor=base.prefetch_factor,
+            tensor_leaves=leaves, fd_soft_limit=self.limits.fd_soft_limit, per_tensor_fds=self.limits.per_tensor_fds)
 
     def _starved_at(self, base: LoaderSettings, workers: int) -> bool:
         """Whether `workers` of `base`'s series measured loader-bound with CPUs to spare (the
