@@ -51,6 +51,7 @@ from typing import Any
 
 from loaderbench.measure.loop import early_warmup_for, full_queue_for, warmup_for, warmup_over
 from loaderbench.model import (
+    GRID_AXES,
     ComputeSpec,
     ConfigResult,
     DatasetSpec,
@@ -179,6 +180,7 @@ def read_settings(loader: Any, batch_size: int | None = None) -> tuple[LoaderSet
     ctx = inner.multiprocessing_context
     ctx_name = None if ctx is None else (ctx if isinstance(ctx, str) else ctx.get_start_method())
     bs = inner.batch_size if inner.batch_size is not None else batch_size
+    _, changed, _ = loader_class_settings(inner)
     return LoaderSettings(
         num_workers=workers,
         pin_memory=bool(inner.pin_memory),
@@ -187,7 +189,40 @@ def read_settings(loader: Any, batch_size: int | None = None) -> tuple[LoaderSet
         persistent_workers=bool(inner.persistent_workers) if workers else False,
         batch_size=int(bs or 1),
         mp_context=ctx_name if workers else None,
+        loader_args=tuple(changed.items()),
     ), inner
+
+
+def loader_class_settings(loader: Any) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """For a DataLoader subclass (torchdata's StatefulDataLoader, ...): its `module:Class`, and
+    its own settings (the keyword parameters of its `__init__` that DataLoader does not have,
+    read back from the attribute of the same name) split into those that differ from their
+    default and those left at it, as {name: value}. (None, {}, {}) for torch's DataLoader or
+    anything that is not a DataLoader. Only plain values (numbers, bools, strings, None) are
+    read; a setting the instance does not keep under its own name is left out."""
+    import inspect
+
+    from torch.utils.data import DataLoader
+
+    cls = type(loader)
+    if not isinstance(loader, DataLoader) or cls is DataLoader:
+        return None, {}, {}
+    ref = f"{cls.__module__}:{cls.__qualname__}"
+    try:
+        params = inspect.signature(cls.__init__).parameters
+        base = set(inspect.signature(DataLoader.__init__).parameters)
+    except (TypeError, ValueError):
+        return ref, {}, {}
+    changed: dict[str, Any] = {}
+    default: dict[str, Any] = {}
+    for name, p in params.items():
+        if name in base or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            continue
+        value = getattr(loader, name, inspect.Parameter.empty)
+        if value is inspect.Parameter.empty or not (value is None or isinstance(value, (bool, int, float, str))):
+            continue
+        (default if p.default is not p.empty and value == p.default else changed)[name] = value
+    return ref, changed, default
 
 
 def describe_source(loader: Any) -> str:
@@ -799,7 +834,9 @@ class Watch:
                            trials=[] if trial is None else [trial])
         if trial is not None:
             row.warnings = list(trial.notes)
+        loader_ref, _, loader_defaults = loader_class_settings(self._dataloader)
         rs = build_result_set(row, label=self.label, source=describe_source(self.loader), timing=self.timing,
+                                loader=loader_ref, loader_defaults=loader_defaults,
                                 device=str(self._device) if self._device is not None else ("cuda" if self._cuda else "cpu"),
                                 warmup_batches=self._warmup_batches, max_batches=self._max_batches,
                                 samples_per_batch=self._samples_per_batch if isinstance(self._samples_per_batch, int) else None,
@@ -902,11 +939,15 @@ def _process_group() -> tuple[int, int, int]:
 
 def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str, device: str,
                      warmup_batches: int, max_batches: int, samples_per_batch: int | None, cuda: bool,
-                     world: tuple[int, int] = (1, 1)) -> ResultSet:
+                     world: tuple[int, int] = (1, 1), loader: str | None = None,
+                     loader_defaults: dict[str, Any] | None = None) -> ResultSet:
     """The ResultSet of a watched run: `row` analysed as a one-config sweep (analysis.analyze),
     its compute ceiling taken from the measured compute time per step (`ceilings["compute"]`,
     method "watched": the step's own time, which on CUDA events is the GPU's time from batch
-    ready to step end), and `analysis["prediction"]` (`predict_next`)."""
+    ready to step end), and `analysis["prediction"]` (`predict_next`). `loader`: the watched
+    loader's class when it is not torch's DataLoader (`dataset.loader`), and
+    `loader_defaults` its own settings left at their defaults (`analysis["loader_defaults"]`;
+    those set otherwise are the row's `loader_args`)."""
     import datetime as _dt
 
     from loaderbench._version import __version__
@@ -916,9 +957,10 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
     from loaderbench.orchestration.config import SweepConfig
 
     config = SweepConfig(
-        dataset=DatasetSpec(kind="import", factory=source, samples_per_batch=samples_per_batch),
+        dataset=DatasetSpec(kind="import", factory=source, samples_per_batch=samples_per_batch, loader=loader),
         compute=ComputeSpec(kind="model", model="watched"),
-        grid={k: (v,) for k, v in row.settings.to_dict().items()},
+        grid={a.name: (getattr(row.settings, a.name),) for a in GRID_AXES},
+        loader_args={k: (v,) for k, v in row.settings.loader_args},
         measure=MeasureSpec(batches=1, warmup_batches=warmup_batches, min_time_s=0.0, max_batches=max_batches,
                             timing=timing, device=device),
         repeats=1, search="grid", isolation="watched", label=label, source="watch",
@@ -957,6 +999,8 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
     )
     analyze(rs)
     rs.analysis["prediction"] = predict_next(row, environment.get("usable_cpus"), config.tolerance)
+    if loader_defaults:
+        rs.analysis["loader_defaults"] = dict(loader_defaults)
     return rs
 
 
