@@ -388,4 +388,4 @@ def test_watch_of_a_stateful_dataloader_names_its_snapshot_interval():
         pass
     [line] = [ln for ln in watch_lines(w.result()) if ln.startswith("Loader:")]
     assert line.startswith("Loader: torchdata.stateful_dataloader.stateful_dataloader:StatefulDataLoader; "
-                           "snapshot_every_n_steps=1 (its defaults)")
+                           "snapshot_every_n_steps=1 (its default)")

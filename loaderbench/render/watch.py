@@ -95,7 +95,7 @@ def loader_lines(rs: ResultSet) -> list[str]:
         args = " ".join(f"--loader-arg {k}=V1,V2" for k in defaults)
         text += (("; " if not changed else "; left at their defaults: ")
                  + ", ".join(f"{k}={v!r}" for k, v in defaults.items())
-                 + (" (its defaults)" if not changed else "")
+                 + ("" if changed else " (its default)" if len(defaults) == 1 else " (their defaults)")
                  + f"; what they cost is not measured here: `loaderbench sweep ... --loader {ref} {args}` "
                  "measures them, before more workers")
     return [text + "."]
