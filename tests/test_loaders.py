@@ -389,3 +389,14 @@ def test_watch_of_a_stateful_dataloader_names_its_snapshot_interval():
     [line] = [ln for ln in watch_lines(w.result()) if ln.startswith("Loader:")]
     assert line.startswith("Loader: torchdata.stateful_dataloader.stateful_dataloader:StatefulDataLoader; "
                            "snapshot_every_n_steps=1 (its default)")
+
+
+def test_the_plot_draws_one_line_per_value_of_a_loader_argument(tmp_path):
+    from loaderbench.render.plot import _series_label, plot_results
+
+    assert _series_label(False, False, 16, False, False, (("snapshot_every_n_steps", 1000),)) == (
+        "snapshot_every_n_steps=1000")
+    assert _series_label(True, False, 16, True, True, (("mode", "x"),)) == "pin on, prefetch off, mode='x', batch 16"
+    rows = [_row(_settings(1, 0), 1000.0), _row(_settings(1000, 1), 1480.0), _row(_settings(1000, 1, workers=0), 500.0)]
+    png = plot_results(_result_set(rows, {"snapshot_every_n_steps": [1, 1000]}), tmp_path / "p.png")
+    assert png.stat().st_size > 0
