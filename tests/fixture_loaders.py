@@ -279,3 +279,25 @@ def make_step_fails_first(device):
 
 
 NOT_A_FUNCTION = 3
+
+
+def make_ddp_mlp_step(device: torch.device):
+    """The MLP step as a distributed training script writes it: the process group already
+    initialised (RuntimeError otherwise), the model wrapped in DistributedDataParallel here."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        raise RuntimeError("no process group: the factory expects a distributed sweep")
+    step = make_mlp_step(device)
+    ddp = torch.nn.parallel.DistributedDataParallel(step.model, device_ids=[device.index] if device.type == "cuda" else None)
+    opt = torch.optim.Adam(ddp.parameters(), lr=1e-3)
+
+    def ddp_step(batch):
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        loss.backward()  # the gradients' all-reduce, in buckets
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    ddp_step.world_size = dist.get_world_size()  # type: ignore[attr-defined]
+    return ddp_step

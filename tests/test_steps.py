@@ -211,3 +211,26 @@ def test_gpu_a_users_resnet50_step_has_the_ceiling_of_model_resnet50():
             rates.setdefault(spec.kind, []).append(ceiling(spec))
     model, user = max(rates["model"]), max(rates["step"])
     assert abs(user / model - 1.0) <= 0.05, rates
+
+
+@pytest.mark.slow
+def test_a_distributed_sweep_initialises_the_process_group_before_the_factory_wraps_its_model_in_ddp(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "loaderbench", "sweep", "--nproc-per-node", "2", "--dataset", f"{FIX}:make_features",
+         "--compute", f"step:{FIX}:make_ddp_mlp_step", "--batch-size", "16", "--num-workers", "0", "--batches", "8",
+         "--min-time", "0.3", "--repeats", "1", "--search", "grid", "--output", str(out), "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, env=dict(os.environ, TMPDIR=str(tmp_path)),
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    ceiling = data["ceilings"]["compute"]["16"]
+    # Measured on both ranks at once, each with its DDP model (the factory raises without a group).
+    assert ceiling["method"] == "measured" and ceiling["world_size"] == 2 and len(ceiling["rank_samples_per_s"]) == 2
+    assert ceiling["samples_per_s"] == pytest.approx(sum(ceiling["rank_samples_per_s"]))
+    [row] = data["results"]
+    assert row["status"] == "ok" and [t["rank"] for t in row["trials"][0]["rank_trials"]] == [0, 1]
