@@ -45,6 +45,8 @@ class TrackedLoader:
         return len(self.loader)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "loader":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
         return getattr(self.loader, name)
 
 
