@@ -26,6 +26,11 @@ class DataError(LoaderbenchError):
     """The dataset cannot be built: missing/empty folder, failing import, factory error."""
 
 
+class StepError(UsageError):
+    """The user's train step (`--compute step:MODULE:FACTORY`) cannot be made, or fails on its
+    first batch."""
+
+
 class ResultsFormatError(LoaderbenchError):
     """A result file is not JSON, not loaderbench's, or of an unsupported schema version."""
 

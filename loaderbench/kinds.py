@@ -108,9 +108,9 @@ def describe(dataset: dict[str, Any]) -> str:
 def workload(config: dict[str, Any]) -> dict[str, Any]:
     """What defines the workload of a config dict (`SweepConfig.to_dict()` or a result file's
     `config`): the kind, the keys its kind says define it, the common keys that change what is
-    loaded (collate_fn, sampler, samples_per_batch), the kind's constants (the synthetic
-    generator's version, the transform) and the compute step. Not the data path: comparing the
-    same dataset on two disks is what `compare` is for."""
+    loaded (collate_fn, sampler, samples_per_batch, and the loader class of `--loader`), the
+    kind's constants (the synthetic generator's version, the transform) and the compute step.
+    Not the data path: comparing the same dataset on two disks is what `compare` is for."""
     d = dict(config.get("dataset") or {})
     kind = KINDS.get(d.get("kind", "synthetic"))
     out: dict[str, Any] = {"kind": d.get("kind", "synthetic")}
@@ -118,8 +118,8 @@ def workload(config: dict[str, Any]) -> dict[str, Any]:
         out.update({k: d.get(k) for k in kind.fingerprint})
         out.update(kind.constants)
     else:
-        out.update({k: v for k, v in d.items() if k not in ("data_path", "sampler_kind")})
-    for k in ("collate_fn", "sampler", "samples_per_batch"):
+        out.update({k: v for k, v in d.items() if k not in ("data_path", "sampler_kind", "sampler_args")})
+    for k in ("collate_fn", "sampler", "samples_per_batch", "loader"):
         if d.get(k) is not None:
             out[k] = d[k]
     compute = config.get("compute")

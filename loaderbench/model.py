@@ -252,6 +252,13 @@ class LoaderSettings:
     leaves torch's defaults (1 in DataLoader workers, the CPU count in the main process).
     `prefetch` means the CUDA-stream prefetcher (`loaderbench.CUDAPrefetcher`) wraps the loader.
     `mp_context` None means the platform default.
+
+    `loader_args`: the extra keyword arguments of the user's loader class (`--loader-arg
+    NAME=V1,V2`, NOTE [loader settings]) as (name, value) pairs in the order the user declared
+    them; a dict is accepted and kept in its order. `loader_arg_order`: for each of them, the
+    position of its value in the list the user gave (0 = listed first), the only cost order such
+    a setting has; it does not take part in equality (two configs with the same values are the
+    same config) and defaults to 0 for each.
     """
 
     num_workers: int
@@ -263,46 +270,90 @@ class LoaderSettings:
     mp_context: str | None = None
     worker_threads: int | None = None
     main_threads: int | None = None
+    loader_args: tuple[tuple[str, Any], ...] = ()
+    loader_arg_order: tuple[int, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        args = self.loader_args
+        if isinstance(args, dict):
+            args = tuple(args.items())
+        args = tuple((str(k), v) for k, v in args)
+        order = self.loader_arg_order
+        if isinstance(order, dict):
+            order = tuple(int(order.get(k, 0)) for k, _ in args)
+        order = tuple(int(i) for i in order)
+        if len(order) != len(args):
+            order = (0,) * len(args)
+        object.__setattr__(self, "loader_args", args)
+        object.__setattr__(self, "loader_arg_order", order)
+
+    def value(self, name: str) -> Any:
+        """The value of setting `name`: a grid axis, or a loader argument (KeyError when neither)."""
+        if name in AXES_BY_NAME:
+            return getattr(self, name)
+        for k, v in self.loader_args:
+            if k == name:
+                return v
+        raise KeyError(name)
 
     def key(self) -> str:
         """A short stable identifier, e.g. `w4-pin-pf-f2-once-b64` (used to match configs): every
-        axis's part, in GRID_AXES order."""
-        parts = (a.key(getattr(self, a.name)) for a in GRID_AXES)
+        axis's part, in GRID_AXES order, then `NAME=VALUE` for each loader argument
+        (`w2-f2-once-b16-snapshot_every_n_steps=1000`)."""
+        parts = [a.key(getattr(self, a.name)) for a in GRID_AXES]
+        parts += [f"{k}={loader_arg_text(v)}" for k, v in self.loader_args]
         return "-".join(p for p in parts if p)
 
     def dataloader_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments to pass to `torch.utils.data.DataLoader` (no `prefetch`): the
-        axes that are DataLoader keywords, those that mean something without workers only with
-        workers, and an optional one only when set."""
+        """The keyword arguments to pass to `torch.utils.data.DataLoader` (or the user's loader
+        class) (no `prefetch`): the axes that are DataLoader keywords, those that mean something
+        without workers only with workers, an optional one only when set, then the loader
+        arguments."""
         kwargs: dict[str, Any] = {}
         for a in sorted(GRID_AXES, key=lambda a: not a.outer):  # batch_size first, as people write it
             value = getattr(self, a.name)
             if a.loader_kw is None or (a.workers_only and self.num_workers == 0) or (a.optional and value is None):
                 continue
             kwargs[a.loader_kw] = value
+        kwargs.update(self.loader_args)
         return kwargs
 
     def structural_key(self) -> tuple[int, ...]:
         """The fixed cost order among configs of equal measured cost (NOTE [cost order] in
         analysis/knee.py): every axis's `order`, workers first, then the axes in GRID_AXES
-        order, batch size last."""
+        order, batch size last; then the loader arguments, each by the position of its value in
+        the user's list (no cost order is known for them: the value listed first wins a tie)."""
         first = [a for a in GRID_AXES if a.name == "num_workers"]
         last = [a for a in GRID_AXES if a.outer]
         middle = [a for a in GRID_AXES if a not in first and a not in last]
-        return tuple(a.order(getattr(self, a.name)) for a in first + middle + last)
+        return tuple(a.order(getattr(self, a.name)) for a in first + middle + last) + self.loader_arg_order
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The axes by name; with loader arguments, also `loader_args` ({name: value}) and
+        `loader_arg_order` ({name: position in the user's list})."""
+        d: dict[str, Any] = {a.name: getattr(self, a.name) for a in GRID_AXES}
+        if self.loader_args:
+            d["loader_args"] = dict(self.loader_args)
+            d["loader_arg_order"] = {k: i for (k, _), i in zip(self.loader_args, self.loader_arg_order)}
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LoaderSettings:
         """From `to_dict` output; an axis missing from `d` (a file written before the axis existed)
-        takes its idle value."""
+        takes its idle value, and a file without loader arguments has none."""
         values: dict[str, Any] = {}
         for a in GRID_AXES:
             v = d.get(a.name, a.idle)
             values[a.name] = v if v is None else a.parse(v)
-        return cls(**values)
+        args = tuple((str(k), v) for k, v in (d.get("loader_args") or {}).items())
+        order = d.get("loader_arg_order") or {}
+        return cls(**values, loader_args=args, loader_arg_order=tuple(int(order.get(k, 0)) for k, _ in args))
+
+
+def loader_arg_text(value: Any) -> str:
+    """A loader argument's value as the key and the table write it: `1000`, `True`, `None`, `'x'`
+    (Python's repr, so it reads as the keyword would be written)."""
+    return repr(value)
 
 
 @dataclass(frozen=True)
@@ -319,9 +370,17 @@ class DatasetSpec:
     `sampler`: "module:callable" making the user's own sampler or batch sampler from the dataset
     (map-style datasets; see sampling.call_factory); `sampler_kind` ("sampler" or
     "batch_sampler") is what it turned out to be, filled in before the sweep.
+    `sampler_args`: the keywords the sweep passed to that factory (those of `batch_size`, `seed`,
+    `rank`, `world_size` its signature accepts: sampling.accepted_keywords) with the values of a
+    config's first repeat (`batch_size` the smallest batch size; `rank` and `world_size` None in
+    a distributed sweep, where each rank passes its own), also filled in before the sweep: the
+    recommended call passes the same.
     `samples_per_batch`: the number of samples in every batch, when the DataLoader's own count
     (indices per batch, or items collated for an IterableDataset) is not it (items that are
     themselves several samples).
+    `loader`: "module:name" of the user's loader class, or a factory called like
+    `torch.utils.data.DataLoader` (`--loader`; None: torch's DataLoader). NOTE [loader settings]
+    in measure/trial.py says how it is measured.
     """
 
     kind: str = "synthetic"
@@ -339,6 +398,8 @@ class DatasetSpec:
     sampler: str | None = None
     sampler_kind: str | None = None
     samples_per_batch: int | None = None
+    sampler_args: dict[str, Any] | None = None
+    loader: str | None = None
 
     @property
     def data_roots(self) -> tuple[str, ...]:
@@ -367,25 +428,33 @@ class DatasetSpec:
 
 @dataclass(frozen=True)
 class ComputeSpec:
-    """The step that consumes each batch: `none`, `sleep` (ms), `spin` (ms, GPU) or `model`."""
+    """The step that consumes each batch: `none`, `sleep` (ms), `spin` (ms, GPU), `model` (a
+    torchvision model's training step) or `step` (the user's own: `factory` = "module:name",
+    called with the device, returns the step; workload/compute.py `UserStep`)."""
 
     kind: str = "sleep"
     ms: float = 0.0
     model: str | None = None
+    factory: str | None = None
 
     def label(self) -> str:
         if self.kind == "none":
             return "none"
         if self.kind == "model":
             return f"model:{self.model}"
+        if self.kind == "step":
+            return f"step:{self.factory}"
         return f"{self.kind}:{self.ms:g}"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if self.factory is None:
+            del d["factory"]  # the other kinds' records stay as they were
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ComputeSpec:
-        return cls(kind=d["kind"], ms=float(d.get("ms", 0.0)), model=d.get("model"))
+        return cls(kind=d["kind"], ms=float(d.get("ms", 0.0)), model=d.get("model"), factory=d.get("factory"))
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,7 @@ def test_make_data_then_folder_sweep(tmp_path):
         (["--data", "/no/such/dir"], "/no/such/dir"),
         (["--format", "xml"], "--format: expected one of table, json, csv, markdown"),
         (["--compute", "spin:5"], "needs a CUDA GPU"),
-        (["--compute", "warp:9"], "--compute: expected none, sleep:MS, spin:MS or model:NAME"),
+        (["--compute", "warp:9"], "--compute: expected none, sleep:MS, spin:MS, model:NAME or step:MODULE:FACTORY"),
         (["--dataset", "no_such_module_xyz:make"], "no_such_module_xyz"),
         (["--dataset", "/data/imagenet"], "got '/data/imagenet' (a folder of images: --data PATH)"),
         (["--batch-size", "0"], "--batch-size: expected an integer from 1"),

@@ -57,7 +57,7 @@ batches = 7
         ("[grid]\npin_memory = ['maybe']\n", "grid.pin_memory: expected on/off"),
         ("[measure]\nbatches = 'ten'\n", "measure.batches: expected an integer"),
         ("[measure]\nbatches = 1e12\n", "measure.batches: expected an integer from 1 to 1000000"),
-        ("[compute]\nstep = 'gpu:5'\n", "compute.step: expected none, sleep:MS, spin:MS or model:NAME"),
+        ("[compute]\nstep = 'gpu:5'\n", "compute.step: expected none, sleep:MS, spin:MS, model:NAME or step:MODULE:FACTORY"),
         ("[dataset]\nkind = 'folder'\n", "dataset 'folder' needs a path: --data PATH"),
         ("[grid\n", "not valid TOML"),
     ],
@@ -103,8 +103,12 @@ def test_shipped_configs_parse():
 def test_baseline_settings_flag():
     assert parse_flag("", "baseline_settings", "num_workers=4,pin_memory=off", "--baseline-settings") == {
         "num_workers": 4, "pin_memory": False}
-    with pytest.raises(UsageError, match="--baseline-settings: unknown setting 'workers'"):
-        parse_flag("", "baseline_settings", "workers=4", "--baseline-settings")
+    # A name that is not a grid axis may be a loader argument: the config checks it against them.
+    wanted = parse_flag("", "baseline_settings", "workers=4", "--baseline-settings")
+    with pytest.raises(ConfigError, match="--baseline-settings: unknown setting 'workers'"):
+        build_config(None, {"": {"baseline_settings": wanted}})
+    with pytest.raises(UsageError, match="--baseline-settings: unknown setting 'num-workers'"):
+        parse_flag("", "baseline_settings", "num-workers=4", "--baseline-settings")
 
 
 def test_max_batches_below_batches_is_refused():

@@ -17,6 +17,7 @@ from loaderbench.analysis.advice import (
     served_from_cache,
 )
 from loaderbench.analysis.ceiling import ceilings_by_batch, compute_ceiling
+from loaderbench.analysis.knee import listed_first_ties
 from loaderbench.analysis.statistics import DEFAULT_TOLERANCE, fetch_prep, summarize
 from loaderbench.analysis.wait import stall_period, verdict_for, wait_parts_per_batch, workers_needed
 from loaderbench.model import ConfigResult, ResultSet, Verdict
@@ -49,9 +50,17 @@ def baseline_row(rs: ResultSet) -> tuple[ConfigResult | None, str]:
     measured = [r for r in rs.results if r.summary is not None]
     if wanted:
         for r in measured:
-            if all(getattr(r.settings, k, None) == v for k, v in wanted.items()):
+            if all(_setting(r, k) == v for k, v in wanted.items()):
                 return r, "current"
     return (measured[0] if measured else None), "first"
+
+
+def _setting(r: ConfigResult, name: str) -> object:
+    """A config's setting by name (a grid axis or a loader argument), None when it has none."""
+    try:
+        return r.settings.value(name)
+    except KeyError:
+        return None
 
 
 def analyze(result_set: ResultSet) -> None:
@@ -59,7 +68,9 @@ def analyze(result_set: ResultSet) -> None:
     the binding ceiling of `result_set` from its raw trials, with this version's analysis (so
     `show` of an older file uses current rules). Mutates `result_set`: `results[*].summary`,
     `recommendation`, and in `analysis`: `fetch_prep`, `headroom`, `loader_ceiling`,
-    `compute_ceiling` (per batch size, at the samples its batches held), `config_findings`."""
+    `compute_ceiling` (per batch size, at the samples its batches held), `config_findings`, and
+    `listed_first` when the user's listing of a loader argument decided the knee
+    (knee.listed_first_ties)."""
     cfg = result_set.config or {}
     measure = cfg.get("measure") or {}
     tolerance = float(measure.get("tolerance", DEFAULT_TOLERANCE))
@@ -81,6 +92,12 @@ def analyze(result_set: ResultSet) -> None:
         ranked, tolerance=tolerance, usable_cpus=usable, loader_only=loader_only,
         epoch_batches=int(epoch_batches) if epoch_batches else None, dataset=cfg.get("dataset"),
     )
+    # Loader arguments have no known cost order: where the value listed first decided the knee.
+    ties = listed_first_ties(ranked, tolerance=tolerance)
+    if ties:
+        analysis["listed_first"] = ties
+    else:
+        analysis.pop("listed_first", None)
     row, which = baseline_row(result_set)
     room = None if row is None or row.summary is None else headroom(row, row.summary.compute_ceiling_samples_per_s)
     analysis["headroom"] = None if room is None else {**room, "which": which}

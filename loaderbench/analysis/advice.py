@@ -45,37 +45,87 @@ PART_REPORTED = 0.05  # a wait part is reported when it is at least this share o
 TRANSFER_MIN_MB_PER_S = 10.0  # below this, what the hand-off costs is not its bytes
 
 
+# NOTE [the recommended call runs as printed]
+#     The `DataLoader(...)` line is the call the sweep made for the knee, written so that it runs
+#     where the user's dataset is called `dataset`, after the imports `call_imports` lists: the
+#     loader class (`--loader`, its own name), the same keywords, the user's sampler factory
+#     called with exactly the keywords the sweep passed it (those of batch_size, seed, rank and
+#     world_size its signature accepts, recorded in `dataset.sampler_args`: a factory
+#     `make_sampler(dataset, seed=0)` is never printed with a `batch_size=` it would refuse), the
+#     user's collate function, the worker threads' init function (defined by
+#     `worker_threads_def`), and the loader's own arguments (`--loader-arg`) last. In a
+#     distributed sweep each rank passed its own rank and world size, so those read them from
+#     torch.distributed.
+
+
 def dataloader_call(settings: LoaderSettings, dataset: dict[str, Any] | None = None) -> str:
-    """A ready-to-paste `DataLoader(...)` call for these settings (only keywords that apply),
-    with the user's own sampler and collate function where the sweep used them (`dataset`: the
-    config's [dataset] table). A batch sampler replaces `batch_size` (the DataLoader takes one
-    or the other); a sampler factory is shown called on the dataset. `worker_threads` (the
-    `--worker-threads` axis) other than torch's 1 becomes `worker_init_fn=set_worker_threads`
-    (defined by `worker_threads_def`).
+    """A ready-to-paste call of the loader for these settings (only keywords that apply), per
+    NOTE [the recommended call runs as printed] (`dataset`: the config's [dataset] table). A
+    batch sampler replaces `batch_size` (the DataLoader takes one or the other). A result file
+    without `sampler_args` (written before they were recorded) shows a batch sampler factory
+    called with `batch_size`, a sampler factory with the dataset alone.
 
     >>> s = LoaderSettings(4, True, False, 2, False, 32)
-    >>> dataloader_call(s, {"sampler": "mydata:buckets", "sampler_kind": "batch_sampler"})
-    'DataLoader(dataset, batch_sampler=buckets(dataset, batch_size=32), num_workers=4, pin_memory=True, prefetch_factor=2, persistent_workers=False)'
+    >>> dataloader_call(s, {"sampler": "mydata:buckets", "sampler_kind": "batch_sampler", "sampler_args": {"seed": 0}})
+    'DataLoader(dataset, batch_sampler=buckets(dataset, seed=0), num_workers=4, pin_memory=True, prefetch_factor=2, persistent_workers=False)'
     """
     d = dataset or {}
-    kw: dict[str, str] = {k: repr(v) for k, v in settings.dataloader_kwargs().items()}
+    own = dict(settings.loader_args)
+    kw: dict[str, str] = {k: repr(v) for k, v in settings.dataloader_kwargs().items() if k not in own}
     factory = str(d.get("sampler") or "")
     if factory:
-        name = factory.rpartition(":")[2]
+        name = _name(factory)
+        args = d.get("sampler_args")
+        if args is None:  # a file from before the arguments were recorded
+            args = {"batch_size": settings.batch_size} if d.get("sampler_kind") == "batch_sampler" else {}
+        made = f"{name}(" + ", ".join(["dataset"] + [f"{k}={_sampler_value(k, v, settings)}" for k, v in args.items()]) + ")"
         if d.get("sampler_kind") == "batch_sampler":
             kw.pop("batch_size", None)
-            kw = {"batch_sampler": f"{name}(dataset, batch_size={settings.batch_size})", **kw}
+            kw = {"batch_sampler": made, **kw}
         else:
-            kw = {**{k: v for k, v in kw.items() if k == "batch_size"}, "sampler": f"{name}(dataset)",
+            kw = {**{k: v for k, v in kw.items() if k == "batch_size"}, "sampler": made,
                   **{k: v for k, v in kw.items() if k != "batch_size"}}
     if d.get("collate_fn"):
-        kw["collate_fn"] = str(d["collate_fn"]).rpartition(":")[2]
+        kw["collate_fn"] = _name(str(d["collate_fn"]))
     if settings.worker_threads not in (None, 1) and settings.num_workers > 0:
         # What --worker-threads set in each worker (1 is torch's own setting there): a function
         # defined at module level, which spawn and forkserver workers can unpickle (a lambda
         # cannot be); the table prints its definition (WORKER_THREADS_FN).
         kw["worker_init_fn"] = WORKER_THREADS_FN
-    return "DataLoader(" + ", ".join(["dataset"] + [f"{k}={v}" for k, v in kw.items()]) + ")"
+    kw.update({k: repr(v) for k, v in own.items()})
+    loader = _name(str(d["loader"])) if d.get("loader") else "DataLoader"
+    return f"{loader}(" + ", ".join(["dataset"] + [f"{k}={v}" for k, v in kw.items()]) + ")"
+
+
+def _name(ref: str) -> str:
+    """The name a `module:name` reference is called by once imported (`call_imports`)."""
+    return ref.rpartition(":")[2].strip()
+
+
+def _sampler_value(key: str, value: Any, settings: LoaderSettings) -> str:
+    if key == "batch_size":
+        return repr(settings.batch_size)
+    if value is None and key in ("rank", "world_size"):
+        return f"torch.distributed.get_{key}()"
+    return repr(value)
+
+
+def call_imports(dataset: dict[str, Any] | None) -> list[str]:
+    """The imports the recommended call needs besides torch's DataLoader (NOTE [the recommended
+    call runs as printed]): `from MODULE import NAME` for the loader class, the sampler factory
+    and the collate function the sweep used, one line per module, in that order."""
+    d = dataset or {}
+    names: dict[str, list[str]] = {}
+    for key in ("loader", "sampler", "collate_fn"):
+        ref = d.get(key)
+        if not ref or ":" not in str(ref):
+            continue
+        module, _, attr = str(ref).partition(":")
+        first = attr.strip().split(".")[0]
+        names.setdefault(module.strip(), [])
+        if first not in names[module.strip()]:
+            names[module.strip()].append(first)
+    return [f"from {m} import {', '.join(ns)}" for m, ns in names.items()]
 
 
 WORKER_THREADS_FN = "set_worker_threads"
@@ -724,10 +774,14 @@ def served_from_cache(results: Sequence[ConfigResult]) -> list[Finding]:
 
 def _differs(a: LoaderSettings, b: LoaderSettings) -> dict[str, list[Any]]:
     """{axis: [a's value, b's value]} for the grid axes that differ and mean something on both
-    sides (an axis that needs workers is left out when either has none)."""
+    sides (an axis that needs workers is left out when either has none), then the loader
+    arguments that differ."""
     no_workers = a.num_workers == 0 or b.num_workers == 0
-    return {ax.name: [getattr(a, ax.name), getattr(b, ax.name)] for ax in GRID_AXES
-            if getattr(a, ax.name) != getattr(b, ax.name) and not (ax.workers_only and no_workers)}
+    out = {ax.name: [getattr(a, ax.name), getattr(b, ax.name)] for ax in GRID_AXES
+           if getattr(a, ax.name) != getattr(b, ax.name) and not (ax.workers_only and no_workers)}
+    theirs = dict(b.loader_args)
+    out.update({k: [v, theirs.get(k)] for k, v in a.loader_args if theirs.get(k) != v})
+    return out
 
 
 def headroom(result: ConfigResult, ceiling_samples_per_s: float | None) -> dict[str, Any] | None:

@@ -819,6 +819,16 @@ def pool_results(sets: Sequence[ResultSet], names: Sequence[str]) -> ResultSet:
     )
 
 
+def baseline_loader_args(baseline: ResultSet) -> dict[str, tuple[Any, ...]]:
+    """The loader arguments that re-create the baseline's configs (`--loader-arg`): per name,
+    the values its configs took, in the order the user listed them (their only cost order)."""
+    seen: dict[str, dict[Any, int]] = {}
+    for r in baseline.results:
+        for (name, value), order in zip(r.settings.loader_args, r.settings.loader_arg_order):
+            seen.setdefault(name, {}).setdefault(value, order)
+    return {name: tuple(sorted(values, key=lambda v: values[v])) for name, values in seen.items()}
+
+
 def baseline_grid(baseline: ResultSet) -> dict[str, tuple[Any, ...]]:
     """The grid axes that re-create the baseline's configs (their product may add a few: those
     come out as "new" and never fail the gate): per axis of GRID_AXES, the values its configs

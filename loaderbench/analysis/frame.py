@@ -7,14 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from loaderbench.analysis import statistics as stats
-from loaderbench.model import ResultSet
+from loaderbench.model import GRID_AXES, ResultSet
 
 
 def to_frame(result_set: ResultSet) -> Any:
     """A pandas DataFrame with one row per config and repeat (trial).
 
     Columns: the settings (`num_workers`, `pin_memory`, `prefetch`, `prefetch_factor`,
-    `persistent_workers`, `batch_size`, `mp_context`), `key`, `status`, `error`, `repeat`, and
+    `persistent_workers`, `batch_size`, `mp_context`, ..., then each loader argument of
+    `--loader-arg` by its name), `key`, `status`, `error`, `repeat`, and
     per-trial statistics (`samples_per_s`, `stall_fraction`, `data_wait_p50_s`, `data_wait_p90_s`,
     `data_wait_p95_s`, `data_wait_p99_s`, `data_wait_max_s`, `compute_p50_s`, `first_batch_s`,
     `cpu_util_pct`, `gpu_util_pct`, `memory_pss_bytes`, `receive_p50_s`).
@@ -29,7 +30,8 @@ def to_frame(result_set: ResultSet) -> Any:
     rows: list[dict[str, Any]] = []
     for r in result_set.results:
         base = {
-            "key": r.key(), **r.settings.to_dict(), "cache": r.cache, "status": r.status,
+            "key": r.key(), **{a.name: getattr(r.settings, a.name) for a in GRID_AXES},
+            **dict(r.settings.loader_args), "cache": r.cache, "status": r.status,
             "error": r.error, "verdict": None if r.summary is None else r.summary.verdict,
         }
         if not r.trials:

@@ -16,12 +16,16 @@ NOTE [cost order]
     candidate is skipped. What is left is ordered by a fixed structural key (fewer workers, pin
     and prefetcher off before on, fewer prefetched batches, non-persistent, fork before
     forkserver before spawn, fewer threads, smaller batch), never by the order in which a flag
-    listed its values.
+    listed its values; except for the loader's own arguments (`--loader-arg`), whose cost order
+    nobody knows: among configs left equal on everything else, the value the user listed first
+    wins, and `listed_first_ties` reports where that decided the knee (the output says so).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
 
 from loaderbench.model import ConfigResult, WarningKind
 
@@ -83,9 +87,9 @@ def _cost(r: ConfigResult, name: str) -> float | None:
     return s.cpu_util_pct  # cpu: percent of one core (margin 10 = 0.1 core)
 
 
-def cheapest(candidates: Sequence[ConfigResult]) -> ConfigResult:
-    """The config that costs least as measured (NOTE [cost order]). Raises ValueError when
-    `candidates` is empty."""
+def cheapest_pool(candidates: Sequence[ConfigResult]) -> list[ConfigResult]:
+    """The configs left after the measured cost filters (NOTE [cost order]): those the
+    structural key decides between. Raises ValueError when `candidates` is empty."""
     if not candidates:
         raise ValueError("cheapest of no configs")
     pool = list(candidates)
@@ -95,7 +99,13 @@ def cheapest(candidates: Sequence[ConfigResult]) -> ConfigResult:
             continue
         low = min(v for v in values if v is not None)
         pool = [r for r, v in zip(pool, values) if v is not None and v <= low * (1.0 + rel) + margin]
-    return min(pool, key=lambda r: r.settings.structural_key())
+    return pool
+
+
+def cheapest(candidates: Sequence[ConfigResult]) -> ConfigResult:
+    """The config that costs least as measured (NOTE [cost order]). Raises ValueError when
+    `candidates` is empty."""
+    return min(cheapest_pool(candidates), key=lambda r: r.settings.structural_key())
 
 
 def find_knee(
@@ -109,3 +119,29 @@ def find_knee(
         return None
     candidates = [r for r in rankable(results) if qualifies(r, best, tolerance) and (among is None or among(r))]
     return cheapest(candidates or [best])
+
+
+def listed_first_ties(results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, dict[str, Any]]:
+    """Where the user's listing decided the knee (NOTE [cost order]): per loader argument of the
+    knee, when a config that differs from it only in that argument's value was left equal to
+    it (within the tolerance of the best, and as cheap as measured), {"value": the knee's,
+    "tied": [the other values, in the order listed]}. {} when none was."""
+    knee = find_knee(results, tolerance=tolerance)
+    best = best_of(results)
+    if knee is None or best is None or not knee.settings.loader_args:
+        return {}
+    candidates = [r for r in rankable(results) if qualifies(r, best, tolerance)]
+    pool = cheapest_pool(candidates or [best])
+    out: dict[str, dict[str, Any]] = {}
+    mine = dict(knee.settings.loader_args)
+    for r in pool:
+        theirs = dict(r.settings.loader_args)
+        differ = [k for k in mine if theirs.get(k) != mine[k]]
+        if len(differ) != 1 or replace(r.settings, loader_args=knee.settings.loader_args) != knee.settings:
+            continue
+        name = differ[0]
+        entry = out.setdefault(name, {"value": mine[name], "tied": []})
+        entry["tied"].append((r.settings.loader_arg_order[list(theirs).index(name)], theirs[name]))
+    for entry in out.values():
+        entry["tied"] = [v for _, v in sorted(entry["tied"], key=lambda x: x[0])]
+    return out

@@ -117,17 +117,19 @@ def compare_command(
 def check_config(baseline: Any, config_path: Path | None) -> Any:
     """The sweep `check` runs: the baseline's own config (`SweepConfig.from_dict`), or the
     dataset, step and measure settings of CONFIG.toml when given, over the grid that re-creates
-    the baseline's configs (`baseline_grid`), every config measured (`--search grid`)."""
-    from loaderbench.analysis.compare import baseline_grid
+    the baseline's configs (`baseline_grid`, and its loader arguments: `baseline_loader_args`),
+    every config measured (`--search grid`)."""
+    from loaderbench.analysis.compare import baseline_grid, baseline_loader_args
     from loaderbench.orchestration import config as cfgmod
 
     grid = baseline_grid(baseline)
+    loader_args = baseline_loader_args(baseline)
     if config_path is not None:
         # The gate measures the baseline's configs, all of them: no search.
-        return replace(cfgmod.build_config(config_path), search="grid").with_grid(**grid)
+        return replace(cfgmod.build_config(config_path), search="grid", loader_args=loader_args).with_grid(**grid)
     cfg = cfgmod.SweepConfig.from_dict(baseline.config or {})
     return replace(cfg, label=baseline.label or cfg.label, source=f"baseline {baseline.label or ''}".strip(),
-                   search="grid").with_grid(**grid)
+                   search="grid", loader_args=loader_args).with_grid(**grid)
 
 
 def default_check_output(label: str, now: _dt.datetime) -> Path:

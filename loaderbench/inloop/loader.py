@@ -49,6 +49,7 @@ def read_settings(loader: Any, batch_size: int | None = None) -> tuple[LoaderSet
     ctx = inner.multiprocessing_context
     ctx_name = None if ctx is None else (ctx if isinstance(ctx, str) else ctx.get_start_method())
     bs = inner.batch_size if inner.batch_size is not None else batch_size
+    _, changed, _ = loader_class_settings(inner)
     return LoaderSettings(
         num_workers=workers,
         pin_memory=bool(inner.pin_memory),
@@ -57,7 +58,40 @@ def read_settings(loader: Any, batch_size: int | None = None) -> tuple[LoaderSet
         persistent_workers=bool(inner.persistent_workers) if workers else False,
         batch_size=int(bs or 1),
         mp_context=ctx_name if workers else None,
+        loader_args=tuple(changed.items()),
     ), inner
+
+
+def loader_class_settings(loader: Any) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """For a DataLoader subclass (torchdata's StatefulDataLoader, ...): its `module:Class`, and
+    its own settings (the keyword parameters of its `__init__` that DataLoader does not have,
+    read back from the attribute of the same name) split into those that differ from their
+    default and those left at it, as {name: value}. (None, {}, {}) for torch's DataLoader or
+    anything that is not a DataLoader. Only plain values (numbers, bools, strings, None) are
+    read; a setting the instance does not keep under its own name is left out."""
+    import inspect
+
+    from torch.utils.data import DataLoader
+
+    cls = type(loader)
+    if not isinstance(loader, DataLoader) or cls is DataLoader:
+        return None, {}, {}
+    ref = f"{cls.__module__}:{cls.__qualname__}"
+    try:
+        params = inspect.signature(cls.__init__).parameters
+        base = set(inspect.signature(DataLoader.__init__).parameters)
+    except (TypeError, ValueError):
+        return ref, {}, {}
+    changed: dict[str, Any] = {}
+    default: dict[str, Any] = {}
+    for name, p in params.items():
+        if name in base or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+            continue
+        value = getattr(loader, name, inspect.Parameter.empty)
+        if value is inspect.Parameter.empty or not (value is None or isinstance(value, (bool, int, float, str))):
+            continue
+        (default if p.default is not p.empty and value == p.default else changed)[name] = value
+    return ref, changed, default
 
 
 def describe_source(loader: Any) -> str:

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from loaderbench.model import ComputeSpec, ConfigResult, DatasetSpec, MeasureSpec, ResultSet, Trial
+from loaderbench.model import GRID_AXES, ComputeSpec, ConfigResult, DatasetSpec, MeasureSpec, ResultSet, Trial
 
 
 def process_group() -> tuple[int, int, int]:
@@ -48,11 +48,15 @@ def gather_trial(trial: Trial | None, why_unmeasured: Callable[[], str]) -> tupl
 
 def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str, device: str,
                      warmup_batches: int, max_batches: int, samples_per_batch: int | None, cuda: bool,
-                     world: tuple[int, int] = (1, 1)) -> ResultSet:
+                     world: tuple[int, int] = (1, 1), loader: str | None = None,
+                     loader_defaults: dict[str, Any] | None = None) -> ResultSet:
     """The ResultSet of a watched run: `row` analysed as a one-config sweep (analysis.analyze),
     its compute ceiling taken from the measured compute time per step (`ceilings["compute"]`,
     method "watched": the step's own time, which on CUDA events is the GPU's time from batch
-    ready to step end), and `analysis["prediction"]` (`predict_next`)."""
+    ready to step end), and `analysis["prediction"]` (`predict_next`). `loader`: the watched
+    loader's class when it is not torch's DataLoader (`dataset.loader`), and
+    `loader_defaults` its own settings left at their defaults (`analysis["loader_defaults"]`;
+    those set otherwise are the row's `loader_args`)."""
     import datetime as _dt
 
     from loaderbench._version import __version__
@@ -62,9 +66,10 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
     from loaderbench.orchestration.config import SweepConfig
 
     config = SweepConfig(
-        dataset=DatasetSpec(kind="import", factory=source, samples_per_batch=samples_per_batch),
+        dataset=DatasetSpec(kind="import", factory=source, samples_per_batch=samples_per_batch, loader=loader),
         compute=ComputeSpec(kind="model", model="watched"),
-        grid={k: (v,) for k, v in row.settings.to_dict().items()},
+        grid={a.name: (getattr(row.settings, a.name),) for a in GRID_AXES},
+        loader_args={k: (v,) for k, v in row.settings.loader_args},
         measure=MeasureSpec(batches=1, warmup_batches=warmup_batches, min_time_s=0.0, max_batches=max_batches,
                             timing=timing, device=device),
         repeats=1, search="grid", isolation="watched", label=label, source="watch",
@@ -103,6 +108,8 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
     )
     analyze(rs)
     rs.analysis["prediction"] = predict_next(row, environment.get("usable_cpus"), config.tolerance)
+    if loader_defaults:
+        rs.analysis["loader_defaults"] = dict(loader_defaults)
     return rs
 
 

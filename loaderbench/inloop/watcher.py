@@ -54,7 +54,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loaderbench.inloop.loader import check_iterable, count_samples, describe_source, read_settings
+from loaderbench.inloop.loader import (
+    check_iterable,
+    count_samples,
+    describe_source,
+    loader_class_settings,
+    read_settings,
+)
 from loaderbench.inloop.ranges import RANGE_COPY, RANGE_STEP, RANGE_WAIT, enter_range, exit_range
 from loaderbench.inloop.result import (
     build_result_set,
@@ -587,7 +593,9 @@ class Watch:
                            trials=[] if trial is None else [trial])
         if trial is not None:
             row.warnings = list(trial.notes)
+        loader_ref, _, loader_defaults = loader_class_settings(self._dataloader)
         rs = build_result_set(row, label=self.label, source=describe_source(self.loader), timing=self.timing,
+                                loader=loader_ref, loader_defaults=loader_defaults,
                                 device=str(self._device) if self._device is not None else ("cuda" if self._cuda else "cpu"),
                                 warmup_batches=self._warmup_batches, max_batches=self._max_batches,
                                 samples_per_batch=self._samples_per_batch if isinstance(self._samples_per_batch, int) else None,

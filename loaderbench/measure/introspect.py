@@ -26,6 +26,46 @@ def _tracking_loader_class() -> type:
     return TrackingLoader
 
 
+class TrackedLoader:
+    """A user's loader (any class or factory result: NOTE [loader settings] in measure/trial.py)
+    that remembers the iterator its own `__iter__` returned, as `_tracking_loader_class` does by
+    subclassing DataLoader: a wrapper, so the user's class runs unchanged. `len()` and every
+    other attribute are the loader's."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self.last_iterator: Any = None
+
+    def __iter__(self) -> Any:
+        it = iter(self.loader)
+        self.last_iterator = it
+        return it
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "loader":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
+
+def unreadable_internals(loader: Any, num_workers: int) -> list[str]:
+    """What the measurement could not read of the live iterator of a loader with `num_workers`
+    workers (its ready queue and its workers, torch's private attributes), named as the row
+    says it; [] when all of it reads, or without workers (nothing to read)."""
+    it = getattr(loader, "last_iterator", None)
+    if it is None or num_workers == 0:
+        return []
+    missing = []
+    if getattr(it, "_data_queue", None) is None:
+        missing.append("the batches ready (the warm-up ended on its batch count, the receive probe ran without "
+                       "waiting for a full queue)")
+    if not getattr(it, "_workers", None):
+        missing.append("the workers (stopped by the loader's own shutdown; a dead worker's signal not named)")
+    return missing
+
+
 def overlap_s(interval: tuple[float, float], others: list[tuple[float, float]]) -> float:
     """Length of `interval` covered by the union of `others` (all in seconds)."""
     a, b = interval

@@ -154,15 +154,23 @@ def yields_batches(sampler: Any) -> bool:
     return bool(ndim and ndim >= 1)
 
 
-def call_factory(factory: Callable[..., Any], dataset: Any, **offered: Any) -> Any:
-    """`factory(dataset, **kw)` where kw are the `offered` keywords its signature accepts (all of
-    them when it takes `**kwargs`): a user's sampler factory may take `batch_size`, `seed`,
-    `rank`, `world_size` or none of them."""
+def accepted_keywords(factory: Callable[..., Any], offered: dict[str, Any]) -> dict[str, Any]:
+    """The `offered` keywords that `factory(dataset, **kw)` accepts, in the order offered: all of
+    them when it takes `**kwargs`, none when its signature cannot be read (a builtin), else
+    those its parameters name. What `call_factory` passes, and what the recommended call
+    prints (NOTE [the recommended call runs as printed] in analysis/advice.py)."""
     try:
         params = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):
-        return factory(dataset)
+        return {}
     if any(p.kind is p.VAR_KEYWORD for p in params):
-        return factory(dataset, **offered)
-    names = {p.name for p in params}
-    return factory(dataset, **{k: v for k, v in offered.items() if k in names})
+        return dict(offered)
+    names = {p.name for p in params if p.kind is not p.POSITIONAL_ONLY}
+    return {k: v for k, v in offered.items() if k in names}
+
+
+def call_factory(factory: Callable[..., Any], dataset: Any, **offered: Any) -> Any:
+    """`factory(dataset, **kw)` where kw are the `offered` keywords its signature accepts
+    (`accepted_keywords`): a user's sampler factory may take `batch_size`, `seed`, `rank`,
+    `world_size` or none of them."""
+    return factory(dataset, **accepted_keywords(factory, offered))

@@ -17,11 +17,13 @@ from typing import Any, NamedTuple
 from loaderbench.kinds import KINDS
 from loaderbench.measure.assembly import assemble_trial
 from loaderbench.measure.introspect import (
+    TrackedLoader,
     _tracking_loader_class,
     copy_statistics,
     describe_dead_workers,
     ready_batches,
     stop_workers,
+    unreadable_internals,
 )
 from loaderbench.measure.loop import loader_alone, probe_receive, settle_ceiling, timed_loop
 from loaderbench.measure.meter import WindowMeter, WindowReading
@@ -345,6 +347,37 @@ def _batch_sampler(
     return BatchSampler(sampler, batch_size, drop_last=False)
 
 
+# NOTE [loader settings]
+#     A user's loader (`--loader MODULE:NAME`: a DataLoader subclass such as torchdata's
+#     StatefulDataLoader, or a function that builds a loader) is called as the DataLoader is: the
+#     dataset, the measured batch sampler (batch_size for an IterableDataset), the counting
+#     collate, the grid's keywords and its own keyword arguments (`--loader-arg`: one value of
+#     each per config, `LoaderSettings.loader_args`; they apply to torch's DataLoader too, e.g.
+#     `in_order`). The measurement reads the loader's live iterator (the batches ready, its
+#     workers: measure/introspect.py), which it gets for torch's DataLoader by subclassing it;
+#     a user's class is wrapped instead (`TrackedLoader` keeps the iterator its own __iter__
+#     returned), so it runs as the user runs it. An iterator that does not keep torch's private
+#     attributes is measured without them (a warm-up that ends on its batch count, a receive
+#     probe that does not wait for a full queue, workers stopped by the loader's own shutdown),
+#     and the row says what could not be read.
+
+
+def build_loader(dataset: Any, spec: DatasetSpec, kwargs: dict[str, Any]) -> Any:
+    """The trial's loader (NOTE [loader settings]): torch's DataLoader (a subclass that keeps its
+    iterator), or the user's `spec.loader` called with the same arguments and wrapped in a
+    `TrackedLoader`. Raises DataError when the user's loader cannot be imported, and what it
+    raises when called."""
+    if not spec.loader:
+        return _tracking_loader_class()(dataset, **kwargs)
+    from loaderbench.workload import datasets
+
+    made = datasets.load_callable(spec.loader, "StatefulDataLoader", "--loader")(dataset, **kwargs)
+    if not hasattr(type(made), "__iter__"):
+        raise TypeError(f"--loader {spec.loader} returned a {type(made).__name__}, which cannot be iterated; "
+                        "it must return a loader (an iterable of batches)")
+    return TrackedLoader(made)
+
+
 class WorkerThreadsError(RuntimeError):
     """This config's worker threads would deadlock (worker_threads.prepare_worker_threads)."""
 
@@ -504,7 +537,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         )
         kwargs["batch_sampler"] = batch_sampler
         del kwargs["batch_size"]
-    loader = _tracking_loader_class()(dataset, **kwargs)
+    loader = build_loader(dataset, dataset_spec, kwargs)
 
     step = _reused("step", (compute_spec.to_dict(), str(device), group is not None),
                    lambda: compute_mod.build_compute(compute_spec, device, distributed=group is not None))
@@ -626,6 +659,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         if dead:
             raise RuntimeError(f"{exc} [{dead}]") from exc
         raise
+    unread = unreadable_internals(loader, settings.num_workers) if dataset_spec.loader else []
     t_stop = time.perf_counter()
     stop_workers(loader)  # NOTE [stopping a measured config's workers]
     stop_s = time.perf_counter() - t_stop
@@ -685,6 +719,9 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
                                rows=first_raw.get("rows"), dims=first_raw.get("dims"))
     if check:
         trial.notes.append(Note.of(WarningKind.SAMPLE_COUNT, check))
+    if unread:
+        trial.notes.append(Note.of(WarningKind.OTHER, f"--loader {dataset_spec.loader}: its iterator does not show "
+                                   + " nor ".join(unread)))
     return trial
 
 

@@ -1,6 +1,8 @@
 """`loaderbench.sweep(dataset, ...)`: the sweep from Python, with the options of the command.
 
     run = loaderbench.sweep(my_dataset, num_workers=[0, 2, 4], batch_size=64, step="sleep:20")
+    run = loaderbench.sweep(my_dataset, step=make_step, loader=StatefulDataLoader,
+                            loader_args={"snapshot_every_n_steps": [1000, 1]})
     run.recommendation.dataloader_call     # the DataLoader(...) line
     run.frame                              # pandas, one row per config and repeat
     run.save("runs/mine.json")
@@ -45,14 +47,18 @@ PICKLED_FACTORY = "loaderbench.orchestration.api:load_pickled"
 _KINDS_BY_NAME = ("synthetic", "folder", "tensor")
 
 
+_API_NAMES = {("compute", "step"): "step", ("loader", "class"): "loader", ("loader", "args"): "loader_args"}
+
+
 def _options() -> dict[str, Any]:
-    """Python keyword -> config Option: the option's TOML key (`step` for the compute step;
-    the top-level `seed`, not the dataset's)."""
+    """Python keyword -> config Option: the option's TOML key (`step` for the compute step,
+    `loader` and `loader_args` for the [loader] table; the top-level `seed`, not the
+    dataset's)."""
     out: dict[str, Any] = {}
     for o in OPTIONS:
         if o.section == "dataset" and o.key == "kind":
             continue  # the dataset argument
-        name = "step" if (o.section, o.key) == ("compute", "step") else o.key
+        name = _API_NAMES.get((o.section, o.key), o.key)
         if name in out and not o.cli:
             continue
         out[name] = o
@@ -91,18 +97,29 @@ def _pickle_dataset(dataset: Any, folder: str | None = None) -> tuple[str, str]:
     return path, name
 
 
-def _factory_ref(fn: Callable[..., Any]) -> str:
+def _factory_ref(fn: Callable[..., Any], what: str = "dataset", fix: str = "or pass the Dataset object it returns") -> str:
     """`module:qualname` of a function or class the measuring process can import, else
-    DataError."""
+    DataError naming the argument `what` (and `fix`)."""
     module = getattr(fn, "__module__", None)
     qual = getattr(fn, "__qualname__", None)
     if not module or not qual or module == "__main__" or "<" in qual:
         raise DataError(
-            f"loaderbench.sweep(dataset): the factory {qual or fn!r} is not importable by name from a fresh "
-            "process (defined in __main__, a lambda or a local function); define it in a module, or pass "
-            "the Dataset object it returns"
+            f"loaderbench.sweep({what}): the {'factory' if what == 'dataset' else what} {qual or fn!r} is not "
+            "importable by name from a fresh process (defined in __main__, a lambda or a local function); "
+            f"define it in a module{', ' + fix if fix else ''}"
         )
     return f"{module}:{qual}"
+
+
+def _by_name(name: str, value: Any) -> Any:
+    """An option given as a Python object, as the command takes it: `step` a factory (function
+    or class) -> 'step:module:name', `loader` a class or factory -> 'module:name'; anything
+    else (strings, lists, dicts) unchanged."""
+    if name == "step" and callable(value) and not isinstance(value, str):
+        return "step:" + _factory_ref(value, "step", "")
+    if name == "loader" and callable(value) and not isinstance(value, str):
+        return _factory_ref(value, "loader", "")
+    return value
 
 
 @dataclass
@@ -153,7 +170,7 @@ def build_api_config(dataset: Any, options: dict[str, Any]) -> tuple[SweepConfig
                 f"loaderbench.sweep(): unknown option {name!r}; the options are {', '.join(sorted(known))}, dataset_kwargs"
             )
         try:
-            parsed = opt.parse(value)
+            parsed = opt.parse(_by_name(name, value))
         except ValueError as exc:
             raise UsageError(f"loaderbench.sweep({name}=...): {exc}") from None
         overrides.setdefault(opt.section, {})[opt.key] = parsed
@@ -187,8 +204,11 @@ def build_api_config(dataset: Any, options: dict[str, Any]) -> tuple[SweepConfig
 def sweep(dataset: Any, /, **options: Any) -> SweepRun:
     """`loaderbench.sweep(dataset, **options)`: the sweep of `dataset` (a Dataset object, a
     factory, or a kind) with the command's options by their TOML keys (see `build_api_config`);
-    returns the analysed run (`.recommendation`, `.frame`, `.save()`). Raises what the command
-    reports in one line (LoaderbenchError subclasses) for bad input."""
+    returns the analysed run (`.recommendation`, `.frame`, `.save()`). `step` also takes your
+    step factory (a module-level function: `FACTORY(device)` returns the train step),
+    `loader` your loader class (or a factory called like DataLoader) and `loader_args` its
+    keyword arguments to sweep ({name: [values, in the order to prefer on a tie]}). Raises what
+    the command reports in one line (LoaderbenchError subclasses) for bad input."""
     from loaderbench.orchestration.execute import execute_sweep
 
     return sweep_dataset(dataset, execute=execute_sweep, **options)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loaderbench.errors import StepError
 from loaderbench.measure.isolation import Runner
 from loaderbench.model import (
     ComputeSpec,
@@ -13,6 +14,8 @@ from loaderbench.model import (
 from loaderbench.orchestration.config import SweepConfig
 from loaderbench.orchestration.grid import GridPoint
 from loaderbench.orchestration.observer import SweepObserver
+
+_STEP_ERROR = f"{StepError.__name__}: "  # how the measuring process writes a StepError (measure/child.py)
 
 
 def measure_ceilings(
@@ -32,7 +35,10 @@ def measure_ceilings(
 
     A `sleep:MS` step's ceiling is analytic (batch / MS); `none` has none; a GPU or model step
     is measured in a fresh process fed one batch already on the device
-    (`runner.measure_compute_ceiling`). A failure is a warning, never the end of the sweep.
+    (`runner.measure_compute_ceiling`). A failure is a warning, never the end of the sweep,
+    except the user's own step (`step:MODULE:FACTORY`) failing to be made or on its first
+    batch: measured before any config, that is the sweep's StepError (one line, exit 2), as
+    every config would fail the same way.
     """
     out: dict[str, dict[str, Any]] = {}
     if compute.kind == "none":
@@ -54,6 +60,8 @@ def measure_ceilings(
         ))
         if outcome.status == "ok" and outcome.ceiling is not None:
             out[str(bs)] = {**outcome.ceiling, "method": "measured"}
+        elif compute.kind == "step" and (outcome.error or "").startswith(_STEP_ERROR):
+            raise StepError(str(outcome.error)[len(_STEP_ERROR):])
         else:
             obs.warning(f"compute ceiling (batch {bs}) not measured: {outcome.error}")
     return out

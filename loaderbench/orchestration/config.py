@@ -16,7 +16,10 @@ without the key reads back. A TOML file has a few top-level keys and four tables
     [dataset]   kind, data, num_samples, image_size, jpeg_quality, sample_shape, cpu_ms, io_ms,
                 collate_fn, sampler, samples_per_batch, seed, and a [dataset.kwargs] table for
                 a MODULE:FACTORY dataset (a key that the dataset kind does not use is an error)
-    [compute]   step = "none" | "sleep:MS" | "spin:MS" | "model:NAME"
+    [compute]   step = "none" | "sleep:MS" | "spin:MS" | "model:NAME" | "step:MODULE:FACTORY"
+    [loader]    class = "MODULE:NAME" (a DataLoader class, or a factory called like one), and a
+                [loader.args] table of its other keyword arguments, each a list of values to
+                sweep (in the order to prefer on a tie)
     [grid]      num_workers, pin_memory, prefetch, prefetch_factor, persistent_workers,
                 batch_size, mp_context, worker_threads, main_threads
                 (lists, or comma strings like "0,2,4")
@@ -53,7 +56,8 @@ CACHE_STATES = ("as-is", "cold", "warm", "both")
 
 
 def parse_compute(v: Any) -> ComputeSpec:
-    """`none`, `sleep:MS`, `spin:MS` or `model:NAME` -> ComputeSpec (ValueError otherwise)."""
+    """`none`, `sleep:MS`, `spin:MS`, `model:NAME` or `step:MODULE:FACTORY` -> ComputeSpec
+    (ValueError otherwise)."""
     s = str(v).strip()
     if s == "none":
         return ComputeSpec(kind="none")
@@ -65,7 +69,106 @@ def parse_compute(v: Any) -> ComputeSpec:
         return ComputeSpec(kind=kind, ms=ms)
     if kind == "model" and arg:
         return ComputeSpec(kind="model", model=arg)
-    raise ValueError(f"expected none, sleep:MS, spin:MS or model:NAME, got {v!r}")
+    if kind == "step":
+        module, sep, name = arg.partition(":")
+        if not sep or not module.strip() or not name.strip():
+            raise ValueError(f"expected step:MODULE:FACTORY (a function called with the device that returns "
+                             f"your train step), e.g. step:mytrain:make_step, got {v!r}")
+        return ComputeSpec(kind="step", factory=f"{module.strip()}:{name.strip()}")
+    raise ValueError(f"expected none, sleep:MS, spin:MS, model:NAME or step:MODULE:FACTORY, got {v!r}")
+
+
+def _loader_ref(v: Any) -> str:
+    """`MODULE:NAME` of a loader class or factory (ValueError otherwise)."""
+    s = parsers.string(v).strip()
+    module, sep, name = s.partition(":")
+    if not sep or not module.strip() or not name.strip():
+        raise ValueError(f"expected MODULE:NAME, e.g. torchdata.stateful_dataloader:StatefulDataLoader, got {v!r}")
+    return f"{module.strip()}:{name.strip()}"
+
+
+# The keyword arguments a loader argument may not name: the grid axes (they have their own flags)
+# and what loaderbench passes itself (the dataset, the measured batch sampler, the counting
+# collate, the worker threads' init function).
+_LOADER_OWN = {
+    **{a.loader_kw or a.name: f"--{a.name.replace('_', '-')}" for a in GRID_AXES},
+    **{a.name: f"--{a.name.replace('_', '-')}" for a in GRID_AXES},
+    "dataset": "the dataset option", "collate_fn": "--collate-fn", "sampler": "--sampler",
+    "batch_sampler": "--sampler", "shuffle": "--sampler", "drop_last": "--sampler",
+    "worker_init_fn": "--worker-threads",
+}
+
+
+def loader_value(v: Any) -> Any:
+    """One value of a loader argument: a TOML scalar as it is; on the command line `none` is
+    None, `true`/`false` a bool, a number a number, anything else a string (quotes stripped).
+    A list or table is refused (a setting is one value)."""
+    if v is None or isinstance(v, (bool, int, float)):
+        return v
+    if not isinstance(v, str):
+        raise ValueError(f"expected a number, true/false, none or a string, got {v!r}")
+    t = v.strip()
+    low = t.lower()
+    if low in ("none", "null"):
+        return None
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(t)
+        except ValueError:
+            pass
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+        return t[1:-1]
+    return t
+
+
+def _loader_arg_name(name: Any) -> str:
+    n = str(name).strip()
+    if not n.isidentifier():
+        raise ValueError(f"expected NAME=V1,V2 with NAME a keyword argument of the loader, got {name!r}")
+    if n in _LOADER_OWN:
+        raise ValueError(f"{n} is set by loaderbench, not a loader argument: use {_LOADER_OWN[n]}")
+    return n
+
+
+def parse_loader_args(v: Any) -> dict[str, tuple[Any, ...]]:
+    """The loader arguments to sweep: `NAME=V1,V2` (the flag, once per argument: a list of such
+    strings) or a TOML table {NAME: [V1, V2]} -> {NAME: (V1, V2)}, values in the order given
+    (the first is preferred on a tie), repeats dropped. ValueError for a malformed item, a name
+    that is a grid axis or set by loaderbench, or a name given twice."""
+    items: list[tuple[Any, Any]] = []
+    if isinstance(v, dict):
+        items = list(v.items())
+    else:
+        for part in [v] if isinstance(v, str) else list(v):
+            name, sep, values = str(part).partition("=")
+            if not sep or not values.strip():
+                raise ValueError(f"expected NAME=V1,V2 such as snapshot_every_n_steps=1,1000, got {part!r}")
+            items.append((name, values))
+    out: dict[str, tuple[Any, ...]] = {}
+    for name, values in items:
+        n = _loader_arg_name(name)
+        if n in out:
+            raise ValueError(f"{n} is given twice; give all its values at once: {n}=V1,V2")
+        if isinstance(values, str):  # a comma list, as on the command line
+            raw = values.split(",")
+            if any(not x.strip() for x in raw):
+                raise ValueError(f"{n}: expected a non-empty comma list of values, got {values!r}")
+            parsed = [loader_value(x) for x in raw]
+        else:  # TOML or JSON values keep their types
+            raw = list(values) if isinstance(values, (list, tuple)) else [values]
+            if not raw:
+                raise ValueError(f"{n}: expected a non-empty list of values")
+            parsed = [_typed_value(n, x) for x in raw]
+        out[n] = tuple(dict.fromkeys(parsed))
+    return out
+
+
+def _typed_value(name: str, v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise ValueError(f"{name}: expected numbers, true/false or strings, got {v!r}")
 
 
 def _dataset_kind(v: Any) -> str:
@@ -81,7 +184,9 @@ _SETTING_PARSERS = {a.name: a.parse for a in GRID_AXES if a.name != "mp_context"
 
 
 def _baseline_settings(v: Any) -> dict[str, Any]:
-    """`num_workers=4,pin_memory=off` (or a TOML table) -> {"num_workers": 4, "pin_memory": False}."""
+    """`num_workers=4,pin_memory=off` (or a TOML table) -> {"num_workers": 4, "pin_memory": False}.
+    A name that is not a grid axis is taken as a loader argument (`loader_value`), which
+    `build_config` checks against `--loader-arg`."""
     if isinstance(v, dict):
         items = list(v.items())
     else:
@@ -93,9 +198,12 @@ def _baseline_settings(v: Any) -> dict[str, Any]:
             items.append((key.strip(), value.strip()))
     out: dict[str, Any] = {}
     for key, value in items:
-        if key not in _SETTING_PARSERS:
-            raise ValueError(f"unknown setting {key!r}; use {', '.join(_SETTING_PARSERS)}")
-        out[key] = _SETTING_PARSERS[key](value)
+        if key in _SETTING_PARSERS:
+            out[key] = _SETTING_PARSERS[key](value)
+        elif str(key).isidentifier() and key not in _LOADER_OWN:
+            out[key] = loader_value(value)
+        else:
+            raise ValueError(f"unknown setting {key!r}; use {', '.join(_SETTING_PARSERS)} or a --loader-arg name")
     return out
 
 
@@ -206,8 +314,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("dataset", "seed", parsers.int_in(0, 2**31 - 1), cli=False),
     Option("dataset", "kwargs", parsers.any_value, cli=False),
     Option("compute", "step", parse_compute, "STEP",
-           "none | sleep:MS | spin:MS | model:NAME (default model:resnet50 with a GPU, sleep:100 without).",
+           "none | sleep:MS | spin:MS | model:NAME | step:MODULE:FACTORY (your train step: FACTORY(device) returns "
+           "a callable taking a batch on the device; default model:resnet50 with a GPU, sleep:100 without).",
            flag="--compute"),
+    Option("loader", "class", _loader_ref, "MODULE:NAME",
+           "Your loader class, or a factory called like DataLoader (default torch.utils.data.DataLoader).",
+           flag="--loader"),
+    Option("loader", "args", parse_loader_args, "NAME=V1,V2",
+           "A keyword argument of the loader swept as a grid axis, e.g. snapshot_every_n_steps=1,1000 (give the "
+           "flag once per argument); no cost order is known, so a tie goes to the value listed first.",
+           flag="--loader-arg", many=True),
     *(_grid_option(a) for a in GRID_AXES),
     Option("measure", "batches", parsers.int_in(1, 1_000_000), "N", "Measured batches per config, at least (default 10)."),
     Option("measure", "warmup_batches", parsers.int_in(0, 100_000), "N",
@@ -272,6 +388,10 @@ class SweepConfig:
     seed: int = 0
     baseline_settings: dict[str, Any] = field(default_factory=dict)
     source: str = "defaults"
+    # The loader arguments swept (`--loader-arg`, [loader.args]): name -> values in the order
+    # given; every config takes one value of each (grid.expand_grid). The class is
+    # `dataset.loader`.
+    loader_args: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def with_grid(self, **axes: tuple[Any, ...] | None) -> SweepConfig:
         """A copy with some grid axes replaced."""
@@ -292,6 +412,7 @@ class SweepConfig:
                 **{o.key: getattr(self, o.key) for o in SWEEP_OPTIONS},
             },
             "source": self.source,
+            **({"loader_args": {k: list(v) for k, v in self.loader_args.items()}} if self.loader_args else {}),
         }
 
     @classmethod
@@ -318,6 +439,7 @@ class SweepConfig:
             seed=int(d.get("seed") or 0),
             baseline_settings=dict(d.get("baseline_settings") or {}),
             source=str(d.get("source") or "saved config"),
+            loader_args={k: tuple(v) for k, v in (d.get("loader_args") or {}).items()},
         )
 
 
@@ -379,6 +501,8 @@ def parse_sections(raw: dict[str, Any], *, source: str) -> dict[str, dict[str, A
                 )
             if section == "dataset" and k == "kwargs" and not isinstance(v, dict):
                 raise ConfigError(f"{source}: dataset.kwargs must be a table of keyword arguments")
+            if section == "loader" and k == "args" and not isinstance(v, dict):
+                raise ConfigError(f"{source}: loader.args must be a table: [loader.args] NAME = [V1, V2]")
             try:
                 out[section][k] = parsers_[k](v)
             except ValueError as exc:
@@ -428,7 +552,8 @@ def build_config(
             f"{source}: --dataset folder takes one --data folder (an ImageFolder root), got {len(data)}; "
             "several folders are for a MODULE:FACTORY dataset that reads them"
         )
-    dataset = DatasetSpec(kind=kind, data_path=data, factory=factory, **ds)
+    dataset = DatasetSpec(kind=kind, data_path=data, factory=factory, loader=sections["loader"].get("class"), **ds)
+    loader_args = sections["loader"].get("args") or {}
 
     top = sections[""]
     measure_kv = dict(sections["measure"])
@@ -452,9 +577,24 @@ def build_config(
         label=top.get("label", Path(config_path).stem if config_path else ""),
         output=top.get("output"),
         seed=top.get("seed", 0),
-        baseline_settings=top.get("baseline_settings", {}),
+        baseline_settings=_check_baseline_names(top.get("baseline_settings", {}), loader_args, source),
         source=source,
+        loader_args=loader_args,
     )
+
+
+def _check_baseline_names(wanted: dict[str, Any], loader_args: dict[str, tuple[Any, ...]], source: str) -> dict[str, Any]:
+    """`wanted` (--baseline-settings), once every name in it is a grid axis or a swept loader
+    argument (ConfigError otherwise)."""
+    for key in wanted:
+        if key not in _SETTING_PARSERS and key not in loader_args:
+            where = "--baseline-settings" if source == "command line" else f"{source}: baseline_settings"
+            raise ConfigError(
+                f"{where}: unknown setting {key!r}; use {', '.join(_SETTING_PARSERS)}"
+                + (f" or a swept loader argument ({', '.join(loader_args)})" if loader_args
+                   else " (or a loader argument swept with --loader-arg)")
+            )
+    return wanted
 
 
 def _check_dataset_keys(ds: dict[str, Any], from_file: dict[str, Any], source: str) -> None:

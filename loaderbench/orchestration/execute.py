@@ -26,7 +26,7 @@ from loaderbench.orchestration.plan import (
     resolve_defaults,
 )
 from loaderbench.orchestration.run import run_sweep
-from loaderbench.orchestration.validate import validate_workload
+from loaderbench.orchestration.validate import sampler_args, validate_workload
 from loaderbench.storage import data_files
 
 
@@ -97,7 +97,8 @@ def _execute_sweep(config: SweepConfig, *, output: Path | None, observer: SweepO
         obs.phase(f"building the dataset ({config.dataset.factory or config.dataset.kind}) to check it")
         facts = validate_workload(config, machine, cache_dir=cache_dir)
         if facts.sampler_kind:
-            config = replace(config, dataset=replace(config.dataset, sampler_kind=facts.sampler_kind))
+            config = replace(config, dataset=replace(config.dataset, sampler_kind=facts.sampler_kind,
+                                                     sampler_args=sampler_args(config, machine.world_size)))
         cuda_in_use = machine.cuda and config.measure.device != "cpu"
         environment = capture_environment(device_index=0 if cuda_in_use else None)
         if distributed is not None:

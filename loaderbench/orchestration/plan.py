@@ -92,7 +92,7 @@ def plan(config: SweepConfig, machine: Machine) -> list[GridPoint]:
     axes.setdefault("num_workers", (0,))
     axes.setdefault("batch_size", (DEFAULT_BATCH_CPU,))
     cuda_in_use = machine.cuda and config.measure.device != "cpu"
-    return expand_grid(axes, cuda=cuda_in_use)
+    return expand_grid(axes, cuda=cuda_in_use, loader_args=config.loader_args)
 
 
 def baseline_cell(config: SweepConfig, points: list[GridPoint]) -> LoaderSettings | None:
@@ -104,7 +104,7 @@ def baseline_cell(config: SweepConfig, points: list[GridPoint]) -> LoaderSetting
     if not wanted:
         return None
     for p in points:
-        if all(getattr(p.settings, k) == v for k, v in wanted.items()):
+        if all(_value(p.settings, k) == v for k, v in wanted.items()):
             return p.settings
     w = wanted.get("num_workers")
     top = max((p.settings.num_workers for p in points), default=0)
@@ -112,9 +112,17 @@ def baseline_cell(config: SweepConfig, points: list[GridPoint]) -> LoaderSetting
         return None
     rest = {k: v for k, v in wanted.items() if k != "num_workers"}
     for p in points:
-        if p.settings.num_workers > 0 and all(getattr(p.settings, k) == v for k, v in rest.items()):
+        if p.settings.num_workers > 0 and all(_value(p.settings, k) == v for k, v in rest.items()):
             return with_workers(p.settings, w)
     return None
+
+
+def _value(settings: LoaderSettings, name: str) -> Any:
+    """A setting's value by name (an axis or a loader argument), None when the config has none."""
+    try:
+        return settings.value(name)
+    except KeyError:
+        return None
 
 
 def check_baseline_settings(config: SweepConfig, points: list[GridPoint]) -> None:
@@ -130,7 +138,7 @@ def check_baseline_settings(config: SweepConfig, points: list[GridPoint]) -> Non
 
     given = ",".join(f"{k}={show(v)}" for k, v in wanted.items())
     grid = "; ".join(
-        f"{k}: {','.join(sorted({show(getattr(p.settings, k)) for p in points}, key=str))}" for k in wanted
+        f"{k}: {','.join(sorted({show(_value(p.settings, k)) for p in points}, key=str))}" for k in wanted
     )
     raise UsageError(
         f"--baseline-settings {given} matches no config of this sweep ({grid}); give settings the grid "

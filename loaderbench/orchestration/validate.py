@@ -87,6 +87,13 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
         from loaderbench.workload.compute import check_model_name
 
         check_model_name(config.compute.label(), config.compute.model or "")
+    if config.compute.kind == "step":
+        # Importable and callable here; made and run on a first batch in the measuring process,
+        # by the compute ceiling, before any config (orchestration/ceilings.py).
+        from loaderbench.workload.compute import load_step_factory
+
+        load_step_factory(config.compute.factory or "")
+    _check_loader(config)
     if config.dataset.kind == "tensor":
         _check_sample_fits(config)
     dataset = _build_with_deadline(config, cache_dir)
@@ -127,6 +134,39 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
     return facts
 
 
+def _check_loader(config: SweepConfig) -> None:
+    """The loader class (`--loader`, torch's DataLoader without it) takes every `--loader-arg`:
+    DataError when it cannot be imported, UsageError naming the argument it does not take
+    (checked on its signature: nothing is built)."""
+    import inspect
+
+    from loaderbench.errors import UsageError
+    from loaderbench.workload import datasets
+
+    if not config.dataset.loader and not config.loader_args:
+        return
+    if config.dataset.loader:
+        cls = datasets.load_callable(config.dataset.loader, "StatefulDataLoader", "--loader")
+        name = config.dataset.loader
+    else:
+        from torch.utils.data import DataLoader
+
+        cls, name = DataLoader, "torch.utils.data:DataLoader"
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return  # no readable signature: the configs say what it refuses
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    names = {p.name for p in params if p.kind is not p.POSITIONAL_ONLY}
+    for arg in config.loader_args:
+        if arg not in names:
+            raise UsageError(
+                f"--loader-arg {arg}: {name} takes no keyword argument {arg!r}"
+                + ("" if config.dataset.loader else "; name your loader class with --loader MODULE:NAME")
+            )
+
+
 def warm_up(dataset: Any, config: SweepConfig) -> None:
     """Load and collate one batch here before any trial, so the first measured trial does not pay
     for a cold start (the dataset's files in the page cache, the decoder's and the collate's
@@ -161,6 +201,21 @@ def _check_sample_fits(config: SweepConfig) -> None:
             f"{sample_bytes / 2**30:,.1f} GiB and {available / 2**30:,.1f} GiB of memory is available; "
             "give a smaller shape"
         )
+
+
+def sampler_args(config: SweepConfig, world_size: int = 1) -> dict[str, Any]:
+    """The keywords the user's `--sampler` factory is called with (DatasetSpec.sampler_args): those
+    of batch_size (the smallest), seed, rank and world_size its signature accepts, as a
+    single-process sweep's first repeat passes them; in a distributed sweep (`world_size` > 1)
+    rank and world_size are each rank's own (None). DataError when it cannot be imported."""
+    from loaderbench.measure.sampling import accepted_keywords
+    from loaderbench.workload import datasets
+
+    factory = datasets.load_callable(config.dataset.sampler or "", "make_sampler", "--sampler")
+    distributed = world_size > 1
+    offered = {"batch_size": min(config.grid["batch_size"] or (1,)), "seed": config.seed,
+               "rank": None if distributed else 0, "world_size": None if distributed else 1}
+    return accepted_keywords(factory, offered)
 
 
 def _sampler_kind(config: SweepConfig, dataset: Any, facts: WorkloadFacts) -> tuple[str, int | None]:

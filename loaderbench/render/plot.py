@@ -1,6 +1,7 @@
 """`loaderbench plot`: throughput and stall fraction against num_workers (matplotlib).
 
-One line per pin_memory/prefetch combination (and per batch size when there are several), the
+One line per pin_memory/prefetch combination (and per batch size, and per value of the loader's own
+arguments, when there are several), the
 compute ceiling as a horizontal line, the knee marked. Headless (Agg backend); imported only by
 the plot command so other commands never load matplotlib.
 """
@@ -9,15 +10,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
-from loaderbench.model import ResultSet
+from loaderbench.model import ResultSet, loader_arg_text
 
 
-def _series_label(pin: bool, prefetch: bool, batch: int, many_batches: bool, cuda: bool) -> str:
+def _series_label(pin: bool, prefetch: bool, batch: int, many_batches: bool, cuda: bool,
+                  loader_args: tuple[tuple[str, Any], ...] = ()) -> str:
     if cuda:
         label = f"pin {'on' if pin else 'off'}, prefetch {'on' if prefetch else 'off'}"
     else:
-        label = "measured"
+        label = "measured" if not loader_args else ""
+    label = ", ".join([part for part in [label] if part] + [f"{k}={loader_arg_text(v)}" for k, v in loader_args])
     return f"{label}, batch {batch}" if many_batches else label
 
 
@@ -34,18 +38,18 @@ def plot_results(result_set: ResultSet, output: Path, *, width_in: float = 10.0,
     cuda = bool((result_set.environment or {}).get("cuda_available"))
     ok = [r for r in result_set.results if r.status == "ok" and r.summary is not None]
     batches = sorted({r.settings.batch_size for r in ok})
-    series: dict[tuple[bool, bool, int], list[tuple[int, float, float]]] = defaultdict(list)
+    series: dict[tuple[bool, bool, int, tuple[tuple[str, Any], ...]], list[tuple[int, float, float]]] = defaultdict(list)
     for r in ok:
         s = r.settings
         assert r.summary is not None
-        series[(s.pin_memory, s.prefetch, s.batch_size)].append(
+        series[(s.pin_memory, s.prefetch, s.batch_size, s.loader_args)].append(
             (s.num_workers, r.summary.samples_per_s, r.summary.stall_fraction)
         )
     fig, (ax_rate, ax_stall) = plt.subplots(2, 1, sharex=True, figsize=(width_in, height_in), dpi=dpi)
-    for (pin, pf, bs), pts in sorted(series.items()):
+    for (pin, pf, bs, args), pts in sorted(series.items(), key=lambda kv: (kv[0][:3], repr(kv[0][3]))):
         pts.sort()
         xs = [p[0] for p in pts]
-        label = _series_label(pin, pf, bs, len(batches) > 1, cuda)
+        label = _series_label(pin, pf, bs, len(batches) > 1, cuda, args)
         ax_rate.plot(xs, [p[1] for p in pts], marker="o", label=label)
         ax_stall.plot(xs, [100 * p[2] for p in pts], marker="o", label=label)
     for bs, c in ((result_set.analysis or {}).get("compute_ceiling") or {}).items():

@@ -15,16 +15,19 @@ from rich.text import Text
 
 from loaderbench import kinds
 from loaderbench.analysis import statistics as stats
-from loaderbench.analysis.advice import WORKER_THREADS_FN, worker_threads_def
+from loaderbench.analysis.advice import WORKER_THREADS_FN, call_imports, worker_threads_def
 from loaderbench.analysis.predict import Prediction
 from loaderbench.model import (
     GRID_AXES,
+    ComputeSpec,
     ConfigResult,
     Finding,
     FindingKind,
+    LoaderSettings,
     ResultSet,
     ServedFrom,
     WarningKind,
+    loader_arg_text,
 )
 from loaderbench.render.findings import finding_sentences
 
@@ -68,6 +71,7 @@ def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
     for a in GRID_AXES:
         idle = (a.cuda_only and not cuda) or (a.workers_only and s.num_workers == 0)
         cells[a.name] = NA if idle else a.cell(getattr(s, a.name))
+    cells.update(loader_arg_cells(s))
     if cuda and s.pin_memory and r.has(WarningKind.PINNING_INEFFECTIVE):
         cells["pin_memory"] = "ineffective"
     m = r.summary
@@ -108,6 +112,22 @@ def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
     elif stats.relative_spread(m) > stats.NOISY_SPREAD:
         cells["verdict"] += " (noisy)"
     return cells
+
+
+LOADER_ARG = "loader_arg:"  # the cell key of a loader argument's column: LOADER_ARG + its name
+
+
+def loader_arg_cells(s: LoaderSettings) -> dict[str, str]:
+    """The cells of a config's loader arguments (`--loader-arg`), keyed LOADER_ARG + name."""
+    return {LOADER_ARG + k: loader_arg_text(v) for k, v in s.loader_args}
+
+
+def loader_arg_names(rs: ResultSet) -> list[str]:
+    """The loader arguments of the configs (and predicted ones), in the order declared."""
+    names: dict[str, None] = {}
+    for s in [*(r.settings for r in rs.results), *(p.settings for p in predictions(rs))]:
+        names.update(dict.fromkeys(k for k, _ in s.loader_args))
+    return list(names)
 
 
 def _served_suffix(m: Any) -> str:
@@ -237,16 +257,15 @@ def header_lines(rs: ResultSet) -> list[str]:
     comp = cfg.get("compute") or {}
     env = rs.environment or {}
     dataset = kinds.describe(ds)
-    step = comp.get("kind", "?")
-    if step in ("sleep", "spin"):
-        step = f"{step}:{comp.get('ms', 0):g}"
-    elif step == "model":
-        step = f"model:{comp.get('model')}"
+    step = ComputeSpec.from_dict(comp).label() if comp.get("kind") else "?"
     gpu = (env.get("gpu") or {}).get("name") if _cuda_used(rs) else "no GPU"
     lines = [
         f"dataset: {dataset} | step: {step} | device: {gpu} | "
         f"CPUs usable: {env.get('usable_cpus', '?')}"
     ]
+    if ds.get("loader"):
+        names = loader_arg_names(rs)
+        lines.append(f"loader: {ds['loader']}" + (f" (its own settings: {', '.join(names)})" if names else ""))
     dist = env.get("distributed") or {}
     if dist:
         world = dist.get("world_size")
@@ -256,7 +275,7 @@ def header_lines(rs: ResultSet) -> list[str]:
             "ceilings are summed over ranks; stall, waits and the verdict are the slowest rank's "
             "(marked *); num_workers is per rank"
         )
-    same = {k: v for k, v in constant_settings(rs).items() if v != "default"}
+    same = {k.removeprefix(LOADER_ARG): v for k, v in constant_settings(rs).items() if v != "default"}
     if same:
         lines.append("in every row: " + ", ".join(f"{k}={v}" for k, v in same.items()))
     for bs, c in sorted(((rs.analysis or {}).get("compute_ceiling") or {}).items(), key=lambda kv: int(kv[0])):
@@ -303,6 +322,10 @@ def constant_settings(rs: ResultSet) -> dict[str, str]:
         values |= {a.cell(getattr(s, a.name)) for s in predicted if s.num_workers > 0 or not a.workers_only}
         if len(values) == 1:
             out[a.name] = values.pop()
+    for name in loader_arg_names(rs):
+        cells = {loader_arg_cells(s).get(LOADER_ARG + name, "") for s in [*(r.settings for r in rs.results), *predicted]}
+        if len(cells) == 1:
+            out[LOADER_ARG + name] = cells.pop()
     return out
 
 
@@ -310,6 +333,9 @@ def visible_columns(rs: ResultSet) -> list[tuple[str, str]]:
     """The table's columns. Without CUDA, pin_memory, prefetch, H2D and GPU util are n/a
     everywhere; settings equal in every row are named once in the header instead."""
     hidden = set(constant_settings(rs))
+    columns = list(COLUMNS)
+    at = 1 + len(GRID_AXES)  # the loader arguments' columns follow the grid axes'
+    columns[at:at] = [(LOADER_ARG + name, name) for name in loader_arg_names(rs)]
     if not _cuda_used(rs):
         hidden |= set(CUDA_ONLY_COLUMNS)
     if all(r.cache == "as-is" for r in rs.results):
@@ -318,7 +344,7 @@ def visible_columns(rs: ResultSet) -> list[tuple[str, str]]:
         hidden.add("storage")
     if all(r.summary is None or len(r.summary.rank_samples_per_s) < 2 for r in rs.results):
         hidden |= {"rank_rate", "rank_stall"}
-    return [(k, h) for k, h in COLUMNS if k not in hidden]
+    return [(k, h) for k, h in columns if k not in hidden]
 
 
 # NOTE [table width]
@@ -349,6 +375,7 @@ def predicted_cells(p: Prediction, *, cuda: bool, compute_ceiling: float | None)
     for a in GRID_AXES:
         idle = (a.cuda_only and not cuda) or (a.workers_only and s.num_workers == 0)
         cells[a.name] = NA if idle else a.cell(getattr(s, a.name))
+    cells.update(loader_arg_cells(s))
     cells.update({k: "" for k in METRIC_COLUMNS})
     cells["samples_per_s"] = f"~{p.samples_per_s:,.0f}"
     if compute_ceiling:
@@ -404,7 +431,7 @@ def fit_columns(columns: list[tuple[str, str]], rows: list[dict[str, str]], widt
     def need(cols: list[tuple[str, str]]) -> int:
         total = 1
         for key, head in cols:
-            widest = max([max(len(line) for line in head.split("\n"))] + [len(c[key]) for c in rows])
+            widest = max([max(len(line) for line in head.split("\n"))] + [len(c.get(key, "")) for c in rows])
             total += (min(widest, VERDICT_MIN) if key == "verdict" else widest) + 3
         return total
 
@@ -436,11 +463,11 @@ def build_table(rs: ResultSet, width: int | None = None) -> tuple[Table, list[st
     table = Table(title=title, title_justify="left", header_style="bold", pad_edge=False)
     for key, head in columns:
         table.add_column(head, justify="left" if key == "verdict" else "right", no_wrap=key != "verdict",
-                         min_width=min(VERDICT_MIN, max(len(c[key]) for _, c, _ in rows) if rows else 7)
+                         min_width=min(VERDICT_MIN, max(len(c.get(key, "")) for _, c, _ in rows) if rows else 7)
                          if key == "verdict" else None)
     for _, cells, style in rows:
         # Text, not markup: an error such as "[/path/pair.cc:545] Read error" must print as written.
-        table.add_row(*[Text(cells[k]) for k, _ in columns], style=style)
+        table.add_row(*[Text(cells.get(k, "")) for k, _ in columns], style=style)
     return table, dropped
 
 
@@ -594,11 +621,13 @@ def footer_lines(rs: ResultSet) -> list[str]:
         per_gpu = per_rank_line(rs)
         if per_gpu:
             out.append(per_gpu)
+        out.extend(f"    {line}" for line in call_imports((rs.config or {}).get("dataset")))
         if f"worker_init_fn={WORKER_THREADS_FN}" in rec.dataloader_call and rec.settings.worker_threads:
             out.append(f"    {worker_threads_def(rec.settings.worker_threads)}  # at module level: spawn pickles it")
         out.append(f"    loader = {rec.dataloader_call}")
         if rec.use_prefetcher:
             out.append("    loader = loaderbench.CUDAPrefetcher(loader)  # copy batch N+1 on a side stream")
+        out.extend(listed_first_lines(rs))
     for key, fp in sorted(((rs.analysis or {}).get("fetch_prep") or {}).items()):
         text = (
             f"fetch/prep [{key}]: mean wait per batch cold {fp['cold_wait_s'] * 1e3:.1f} ms, warm "
@@ -662,6 +691,20 @@ def footer_lines(rs: ResultSet) -> list[str]:
     return out
 
 
+def listed_first_lines(rs: ResultSet) -> list[str]:
+    """Where the order in which the user listed a loader argument's values decided the knee
+    (`analysis["listed_first"]`, analysis.knee.listed_first_ties), one sentence each."""
+    out = []
+    for name, d in ((rs.analysis or {}).get("listed_first") or {}).items():
+        others = ", ".join(loader_arg_text(v) for v in d["tied"])
+        out.append(
+            f"Tie on {name}: {name}={others} measured as fast (within the tolerance) and as cheap as "
+            f"{name}={loader_arg_text(d['value'])}; a loader argument has no known cost order, so the value listed "
+            "first was picked."
+        )
+    return out
+
+
 def render_table(rs: ResultSet, console: Console, *, wide: bool = False) -> None:
     """Print header, table and recommendation to `console` (stdout in the CLI), the table fitted
     to the console's width unless `wide` (NOTE [table width])."""
@@ -687,7 +730,7 @@ def to_markdown(rs: ResultSet) -> str:
     lines.append("| " + " | ".join(h for _, h in columns) + " |")
     lines.append("|" + "|".join("---:" if k != "verdict" else "---" for k, _ in columns) + "|")
     for r, cells, _ in _table_rows(rs):
-        vals = [cells[k].replace("|", "\\|") for k, _ in columns]
+        vals = [cells.get(k, "").replace("|", "\\|") for k, _ in columns]
         if r is not None and r.settings.key() == knee and r.cache != "warm":
             vals[-1] = vals[-1].replace("  ◀ knee", "")
             vals = [f"**{v}**" if v else v for v in vals]
@@ -725,13 +768,19 @@ def summary_rows(rs: ResultSet) -> list[dict[str, Any]]:
     rows = []
     knee = _knee_key(rs)
     for r in rs.results:
-        row: dict[str, Any] = {"key": r.key(), **r.settings.to_dict(), "cache": r.cache, "status": r.status}
+        row: dict[str, Any] = {"key": r.key(), **settings_columns(r.settings), "cache": r.cache, "status": r.status}
         row["error"] = r.error or ""
         if r.summary is not None:
             row.update(r.summary.to_dict())
         row["knee"] = r.settings.key() == knee
         rows.append(row)
     return rows
+
+
+def settings_columns(s: LoaderSettings) -> dict[str, Any]:
+    """A config's settings as flat columns: every grid axis, then each loader argument by its
+    name."""
+    return {**{a.name: getattr(s, a.name) for a in GRID_AXES}, **dict(s.loader_args)}
 
 
 def to_csv(rs: ResultSet) -> str:

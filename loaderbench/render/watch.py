@@ -61,6 +61,7 @@ def watch_lines(rs: ResultSet) -> list[str]:
         f"{s.data_wait_p95_s * 1e3:.1f} ms, step time p50 {s.step_p50_s * 1e3:.1f} ms, first batch "
         f"{s.first_batch_s:.2f} s; verdict: {s.verdict}."
     ]
+    lines.extend(loader_lines(rs))
     if s.rank_stall_fraction:
         per = ", ".join(f"rank {i}: {x:,.0f} samples/s, stall {f:.1%}"
                         for i, (x, f) in enumerate(zip(s.rank_samples_per_s, s.rank_stall_fraction)))
@@ -75,6 +76,29 @@ def watch_lines(rs: ResultSet) -> list[str]:
     for w in r.warnings:
         lines.append(f"warning: {w.message}")
     return lines
+
+
+def loader_lines(rs: ResultSet) -> list[str]:
+    """The watched loader's class when it is not torch's DataLoader, its own settings set
+    otherwise than their defaults, and those left at their defaults with the sweep that would
+    measure them (before more workers: a setting of the loader may be what costs); [] for
+    torch's DataLoader."""
+    ref = ((rs.config or {}).get("dataset") or {}).get("loader")
+    if not ref or not rs.results:
+        return []
+    changed = dict(rs.results[0].settings.loader_args)
+    defaults = (rs.analysis or {}).get("loader_defaults") or {}
+    text = f"Loader: {ref}"
+    if changed:
+        text += "; its own settings: " + ", ".join(f"{k}={v!r}" for k, v in changed.items())
+    if defaults:
+        args = " ".join(f"--loader-arg {k}=V1,V2" for k in defaults)
+        text += (("; " if not changed else "; left at their defaults: ")
+                 + ", ".join(f"{k}={v!r}" for k, v in defaults.items())
+                 + ("" if changed else " (its default)" if len(defaults) == 1 else " (their defaults)")
+                 + f"; what they cost is not measured here: `loaderbench sweep ... --loader {ref} {args}` "
+                 "measures them, before more workers")
+    return [text + "."]
 
 
 def training_arguments_line(fields: dict[str, Any], predicted: bool) -> str:

@@ -1,4 +1,5 @@
-"""The step that consumes each batch: nothing, a host sleep, a GPU spin, or a real train step.
+"""The step that consumes each batch: nothing, a host sleep, a GPU spin, a torchvision model's train
+step, or the user's own train step.
 
 `build_compute(spec, device)` returns a `ComputeStep`: a callable `step(batch) -> None` with a
 `name`. On a GPU a step only *enqueues* its work and returns: it never synchronizes and never
@@ -17,7 +18,7 @@ from typing import Any, Protocol
 
 import torch
 
-from loaderbench.errors import UsageError
+from loaderbench.errors import StepError, UsageError
 from loaderbench.model import ComputeSpec
 from loaderbench.workload.batch import iter_tensors, map_tensors
 
@@ -25,6 +26,7 @@ __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "ComputeStep",
+    "UserStep",
     "build_compute",
     "normalize_on_device",
 ]
@@ -62,15 +64,21 @@ def build_compute(spec: ComputeSpec, device: torch.device, *, distributed: bool 
       with CUDA events (a few hundred ms of build time); asynchronous.
     - `model:NAME`: a torchvision classification model's training step (forward, cross-entropy,
       backward, SGD lr=0.01 momentum=0.9) on the batch's images; see `ModelStep`.
+    - `step:MODULE:FACTORY`: the user's own train step, `FACTORY(device)`; see `UserStep`. In a
+      distributed trial the process group is initialised before the factory is called, and the
+      step is not followed by an all-reduce: the user's model does its own (wrapped in DDP by
+      the factory).
 
     Raises:
         UsageError: unknown kind, negative MS, `spin` without a CUDA device, `model` without a
             name, with a name that is not a torchvision classification model, or on a CUDA
             device when CUDA is not available.
+        StepError: (`step:`) the factory cannot be imported, raises, or returns something that
+            is not callable.
     """
     device = torch.device(device)
     step = _build(spec, device, distributed)
-    if distributed and not isinstance(step, ModelStep):
+    if distributed and not isinstance(step, (ModelStep, UserStep)):
         return AllReduceStep(step, device)
     return step
 
@@ -100,9 +108,72 @@ def _build(spec: ComputeSpec, device: torch.device, distributed: bool) -> Comput
                 "measure on --device cpu"
             )
         return ModelStep(name, spec.model or "", device, distributed=distributed)
+    if spec.kind == "step":
+        return UserStep(name, spec.factory or "", device)
     raise UsageError(
-        f"--compute: unknown kind {spec.kind!r}; use none, sleep:MS, spin:MS or model:NAME"
+        f"--compute: unknown kind {spec.kind!r}; use none, sleep:MS, spin:MS, model:NAME or step:MODULE:FACTORY"
     )
+
+
+def load_step_factory(ref: str) -> Any:
+    """The user's step factory `ref` ("module:name"), imported (StepError naming `--compute
+    step:REF` when it cannot be imported or is not callable). Imports the module only: the
+    sweep checks this in its own process before any config runs."""
+    from loaderbench.errors import DataError
+    from loaderbench.workload.datasets import load_callable
+
+    try:
+        return load_callable(ref, "make_step", "--compute")
+    except DataError as exc:  # its messages name "--compute REF": the flag's value is step:REF
+        text = str(exc).replace(f"--compute {ref}", f"--compute step:{ref}")
+        raise StepError(text.replace(f"{ref} (--compute)", f"--compute step:{ref}")) from None
+
+
+class UserStep:
+    """`step:MODULE:FACTORY`: the user's own train step.
+
+    `FACTORY(device)` (a `torch.device`) is called once, here, and returns a callable that takes
+    one batch already on the device (as the DataLoader, or the collate function, made it, moved
+    there with `batch.move_to_device`) and runs the user's step: forward, loss, backward, the
+    optimizer's update. Its return value is ignored. As for every step, on a GPU it should only
+    enqueue its work (a `.item()` or a synchronize inside it still times right: the runner's
+    CUDA events bracket the step, the host just waits there). In a distributed trial the default
+    process group exists when the factory is called, and the factory wraps its model in
+    `DistributedDataParallel` itself; loaderbench does not.
+
+    Raises StepError (one line naming `--compute step:REF`): the factory cannot be imported,
+    raises, or returns something not callable (at build); the step raises on its first batch
+    (at that call; later failures propagate unchanged).
+    """
+
+    def __init__(self, name: str, ref: str, device: torch.device) -> None:
+        self.name = name
+        self.ref = ref
+        factory = load_step_factory(ref)
+        try:
+            step = factory(device)
+        except Exception as exc:  # noqa: BLE001 - the user's code: one line naming it
+            raise StepError(f"--compute {name}: the factory raised {_one_line(exc)}; "
+                            "it is called with the torch.device to train on") from None
+        if not callable(step):
+            raise StepError(f"--compute {name}: the factory returned a {type(step).__name__}, not a callable; "
+                            "return a function that takes one batch and runs your train step")
+        self.step = step
+        self._first = True
+
+    def __call__(self, batch: Any) -> None:
+        if not self._first:
+            self.step(batch)
+            return
+        try:
+            self.step(batch)
+        except Exception as exc:  # noqa: BLE001 - the user's code: one line naming it
+            raise StepError(f"--compute {self.name}: the step failed on the first batch with {_one_line(exc)}") from None
+        self._first = False
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
 
 
 class AllReduceStep:
