@@ -472,3 +472,32 @@ def test_a_config_that_failed_is_not_predicted_as_if_it_had_not_been_tried():
     rs = ResultSet(config={}, environment={}, results=rows)
     add_predictions(rs, [settings(w) for w in (0, 1, 2, 4)], usable_cpus=2)
     assert [p["settings"]["num_workers"] for p in rs.analysis["predictions"]] == [4]
+
+
+def test_the_warm_up_loads_no_more_of_a_batch_than_an_eighth_of_the_memory_holds_with_its_copy(monkeypatch):
+    # 1 MiB samples, batch 64, 64 MiB available: the warm-up in the sweep's own process loads 4
+    # samples (8 MiB with their collated copy), not the batch of 64 (a 12 MiB sample at batch 20,000 once took 12 GiB there
+    # before the preflight skipped the config).
+    import torch
+    from torch.utils.data import Dataset
+
+    from loaderbench.machine import env
+    from loaderbench.orchestration.validate import warm_up
+
+    calls = []
+
+    class Big(Dataset):
+        def __len__(self):
+            return 1000
+
+        def __getitem__(self, i):
+            calls.append(i)
+            return torch.zeros(2**18)  # 1 MiB of float32
+
+    monkeypatch.setattr(env, "memory_available_bytes", lambda: 64 * 2**20)
+    cfg = config(batch_size=(64,))
+    warm_up(Big(), cfg, sample_bytes=2**20)
+    assert calls == list(range(4))
+    calls.clear()
+    warm_up(Big(), cfg)  # the sample's size unknown: the whole batch
+    assert calls == list(range(64))

@@ -117,7 +117,7 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
     facts = _with_deadline(config, lambda: workload_facts(dataset, check_replication=many_workers),
                            f"reading the first samples of the dataset ({name}) in this process",
                            "a sample that never returns hangs every config; check __getitem__ / __iter__")
-    _with_deadline(config, lambda: warm_up(dataset, config),
+    _with_deadline(config, lambda: warm_up(dataset, config, facts.sample_bytes),
                    f"loading one batch of the dataset ({name}) in this process before the first config",
                    "a sample or the collate never returned; check __getitem__ and --collate-fn")
     if config.dataset.sampler:
@@ -167,20 +167,48 @@ def _check_loader(config: SweepConfig) -> None:
             )
 
 
-def warm_up(dataset: Any, config: SweepConfig) -> None:
+# The warm-up's batch may take at most this much memory, the samples and their collated copy
+# together (so half of it each), and at most this share of the available memory: it runs in this
+# process, before the preflight skips configs whose batches cannot fit (a 12 MiB sample at batch
+# 20,000 once took 12 GiB here); a few samples warm the decoder and the collate as well, and a
+# batch of 256 ImageNet-size float32 samples (150 MB) is still warmed whole.
+WARM_UP_MAX_BYTES = 2**30
+WARM_UP_MEMORY_SHARE = 1 / 8
+
+
+def warm_up_samples(batch_size: int, length: int, sample_bytes: int | None, available_bytes: int | None) -> int:
+    """How many samples the warm-up loads: one batch (`batch_size`, at most the dataset's
+    `length`), fewer when that batch and its collated copy would take more than
+    WARM_UP_MAX_BYTES or WARM_UP_MEMORY_SHARE of `available_bytes` (at least 1; `sample_bytes`:
+    one sample's tensor bytes, None when unknown).
+
+    >>> warm_up_samples(64, 1000, 2**20, 2**34), warm_up_samples(20000, 1024, 12 * 2**20, 24 * 2**30)
+    (64, 42)
+    """
+    n = min(length, batch_size)
+    if sample_bytes:
+        room = min(WARM_UP_MAX_BYTES, WARM_UP_MEMORY_SHARE * available_bytes if available_bytes else WARM_UP_MAX_BYTES)
+        n = min(n, max(1, int(room // (2 * sample_bytes))))
+    return n
+
+
+def warm_up(dataset: Any, config: SweepConfig, sample_bytes: int | None = None) -> None:
     """Load and collate one batch here before any trial, so the first measured trial does not pay
     for a cold start (the dataset's files in the page cache, the decoder's and the collate's
     first calls; the libraries a measuring process loads are warm once this process imported
-    them). Errors are ignored: the trials report their own. A map-style dataset only (an
+    them); fewer samples when a batch would take much of the memory (`warm_up_samples`).
+    Errors are ignored: the trials report their own. A map-style dataset only (an
     IterableDataset may be a one-pass stream)."""
     from torch.utils.data import IterableDataset, default_collate
 
+    from loaderbench.machine.env import memory_available_bytes
     from loaderbench.workload import datasets
 
     if isinstance(dataset, IterableDataset):
         return
     try:
-        n = min(len(dataset), min(config.grid["batch_size"] or (1,)))
+        n = warm_up_samples(min(config.grid["batch_size"] or (1,)), len(dataset), sample_bytes,
+                            memory_available_bytes())
         collate = datasets.build_collate_fn(config.dataset) or default_collate
         collate([dataset[i] for i in range(n)])
     except Exception:  # noqa: BLE001 - a warm-up; the trials report any failure of the user's code
