@@ -830,16 +830,18 @@ class SampleTiming:
     the stage's self time in this sample (time in a nested stage counts for the inner one only;
     CPU is the calling thread's); `calls`: how often each stage was entered. `getitem_wall_s` /
     `getitem_cpu_s`: the whole `__getitem__` (or `next()` of an IterableDataset's iterator) with
-    the interceptions in place. `cpu_wait_s`: the time the thread
-    spent runnable but waiting for a CPU during the timed fetch (Linux schedstat; None where it
-    cannot be read): wall above CPU that is other load, not I/O or a lock."""
+    the interceptions in place. `queued_s` (per stage, self time like the others) and
+    `getitem_queued_s`: the time the thread was runnable but queued for a CPU (Linux
+    schedstat; empty / None where it cannot be read): wall above CPU that is other load on the
+    machine, not I/O or a lock."""
 
     wall_s: dict[str, float]
     cpu_s: dict[str, float]
     getitem_wall_s: float
     getitem_cpu_s: float
     calls: dict[str, int] = field(default_factory=dict)
-    cpu_wait_s: float | None = None
+    queued_s: dict[str, float] = field(default_factory=dict)
+    getitem_queued_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -847,25 +849,28 @@ class SampleTiming:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SampleTiming:
         return cls(**{k: d[k] for k in ("wall_s", "cpu_s", "getitem_wall_s", "getitem_cpu_s") if k in d},
-                   calls=dict(d.get("calls") or {}),
-                   cpu_wait_s=d.get("cpu_wait_s"))
+                   calls=dict(d.get("calls") or {}), queued_s=dict(d.get("queued_s") or {}),
+                   getitem_queued_s=d.get("getitem_queued_s"))
 
 
 @dataclass
 class BatchTiming:
-    """One batch's per-batch stages (collate, receive, pin, H2D), in seconds of wall and of the
-    calling thread's CPU, per stage name; `samples` in the batch."""
+    """One batch's per-batch stages (collate, receive, pin, H2D), in seconds of wall, of the
+    calling thread's CPU and of its time queued for a CPU, per stage name; `samples` in the
+    batch."""
 
     samples: int
     wall_s: dict[str, float]
     cpu_s: dict[str, float]
+    queued_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BatchTiming:
-        return cls(samples=int(d["samples"]), wall_s=dict(d["wall_s"]), cpu_s=dict(d["cpu_s"]))
+        return cls(samples=int(d["samples"]), wall_s=dict(d["wall_s"]), cpu_s=dict(d["cpu_s"]),
+                   queued_s=dict(d.get("queued_s") or {}))
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,8 @@ def settings(nw: int = 0, bs: int = 4, pin: bool = False) -> LoaderSettings:
 
 
 def test_nested_stages_count_as_self_time_on_a_fake_clock(fake_clock):
-    cpu = FakeClock()
-    timer = StageTimer(wall=fake_clock, cpu=cpu)
+    cpu, queued = FakeClock(), FakeClock()
+    timer = StageTimer(wall=fake_clock, cpu=cpu, queued=queued)
     timer.armed = True
     enters: list[str] = []
     timer.on_enter, timer.on_exit = (lambda: enters.append("enter")), (lambda: enters.append("exit"))
@@ -69,20 +69,22 @@ def test_nested_stages_count_as_self_time_on_a_fake_clock(fake_clock):
 
     def decode() -> None:
         fake_clock.advance(0.003)
-        cpu.advance(0.003)
+        cpu.advance(0.002)
+        queued.advance(0.001)  # 1 ms of it queued behind another process
         timer.call("read", StageKind.READ, read, (), {})
         timer.call("decode", StageKind.DECODE, lambda: fake_clock.advance(0.001), (), {})  # decode inside decode
         fake_clock.advance(0.004)
         cpu.advance(0.004)
 
     timer.call("decode", StageKind.DECODE, decode, (), {})
-    wall, cpu_s, calls, _ = timer.take()
+    t = timer.take()
     # decode: 3 + 1 (the nested decode is the same stage: not split) + 4 = 8 ms; the read's 2 ms are its own.
-    assert wall == pytest.approx({"decode": 0.008, "read": 0.002})
-    assert cpu_s == pytest.approx({"decode": 0.007, "read": 0.0001})
-    assert calls == {"decode": 1, "read": 1}
+    assert t.wall_s == pytest.approx({"decode": 0.008, "read": 0.002})
+    assert t.cpu_s == pytest.approx({"decode": 0.006, "read": 0.0001})
+    assert t.queued_s == pytest.approx({"decode": 0.001, "read": 0.0})
+    assert t.calls == {"decode": 1, "read": 1}
     assert enters == ["enter", "exit"]  # once around the outermost stage
-    assert timer.take()[0] == {}
+    assert timer.take().wall_s == {}
 
 
 def test_the_timer_passes_calls_through_unarmed_or_from_another_thread(fake_clock):
@@ -93,11 +95,13 @@ def test_the_timer_passes_calls_through_unarmed_or_from_another_thread(fake_cloc
     t = threading.Thread(target=lambda: out.append(timer.call("read", StageKind.READ, lambda: 7, (), {})))
     t.start()
     t.join()
-    assert out == [7] and timer.take()[2] == {}
+    assert out == [7] and timer.take().calls == {}
 
 
-def test_waiting_is_cpu_far_below_wall():
+def test_waiting_is_wall_neither_on_a_cpu_nor_queued_for_one():
     assert waiting(4.0, 0.02) and not waiting(4.0, 3.9) and not waiting(0.04, 0.0)
+    assert not waiting(4.0, 1.0, queued_ms=2.5)  # other load, not I/O: 0.5 ms blocked of 4
+    assert waiting(4.0, 1.0, queued_ms=0.5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,8 +147,7 @@ def test_transforms_are_found_named_by_class_and_put_back():
     assert ds.target_transform is lone
     assert (builtins.open, io.open, Image.open) == (open_before, open_before, pil_open)
     assert (ImageFile.ImageFile.load, Image.Image.convert) == (load, convert)
-    _, _, calls, _ = timer.take()
-    assert calls == {"Spin": 1, "RandomHorizontalFlip": 1, "Spin #2": 1, "Lambda": 1}
+    assert timer.take().calls == {"Spin": 1, "RandomHorizontalFlip": 1, "Spin #2": 1, "Lambda": 1}
 
 
 def test_file_reads_inside_a_decode_are_the_read_stage(tmp_path):
@@ -212,10 +215,11 @@ def _record(device: str = "cpu", nw: int = 1) -> StageRecord:
     samples = [
         SampleTiming(wall_s={"read": 0.001, "decode": 0.002, "Crop": 0.003}, cpu_s={"read": 0.0001, "decode": 0.002,
                      "Crop": 0.003}, getitem_wall_s=0.0065, getitem_cpu_s=0.0055,
-                     calls={"read": 2, "decode": 2, "Crop": 1}, cpu_wait_s=0.0),
+                     calls={"read": 2, "decode": 2, "Crop": 1}, getitem_queued_s=0.0),
         SampleTiming(wall_s={"read": 0.003, "decode": 0.002, "Crop": 0.003}, cpu_s={"read": 0.0001, "decode": 0.002,
                      "Crop": 0.003}, getitem_wall_s=0.0085, getitem_cpu_s=0.0055,
-                     calls={"read": 2, "decode": 2, "Crop": 1}, cpu_wait_s=0.0015),
+                     calls={"read": 2, "decode": 2, "Crop": 1}, queued_s={"decode": 0.0008},
+                     getitem_queued_s=0.0015),
     ]
     batches = [BatchTiming(samples=2, wall_s={"collate": 0.0004}, cpu_s={"collate": 0.0004}),
                BatchTiming(samples=4, wall_s={"receive": 0.0008}, cpu_s={"receive": 0.0002})]
@@ -252,7 +256,13 @@ def test_the_table_by_hand():
         ("featurize", pytest.approx(0.15), pytest.approx(0.375), 1), ("<listcomp>", pytest.approx(0.05),
                                                                        pytest.approx(0.125), 2)]
     assert p.unlisted_share == pytest.approx(0.5)
-    assert p.cpu_wait_share == pytest.approx(1.5 / 15)
+    assert p.queued_share == pytest.approx(1.5 / 15)
+    # decode queued 0.8 ms in one of two samples: 0.4 ms per sample, under a quarter of its 2 ms; the
+    # rest of that sample's 1.5 ms queued, 0.7 ms: 0.35 per sample, over a quarter of the rest's 0.5 ms
+    assert rows["decode"].queued_ms_per_sample == pytest.approx(0.4) and not rows["decode"].queued
+    assert rows["rest of __getitem__"].queued_ms_per_sample == pytest.approx(0.35)
+    assert rows["rest of __getitem__"].queued
+    assert rows["collate"].queued_ms_per_sample is None  # not measured for the batch
     assert (p.batches_collated, p.batches_received, p.rest_counts) == (1, 1, True)
 
 

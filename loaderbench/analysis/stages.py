@@ -16,21 +16,24 @@ from typing import Any
 from loaderbench.analysis.statistics import percentile
 from loaderbench.model import StageKind, StageRecord
 
-WAITING_CPU_FRACTION = 0.5
-"""A stage whose CPU time is under this fraction of its wall time is waiting (I/O, a lock, a
-sleep) for most of it..."""
+BLOCKED_FRACTION = 0.5
+"""A stage is waiting (blocked on I/O, a lock, a sleep) when more than this fraction of its wall
+time was neither on a CPU nor queued for one..."""
 
 WAITING_MIN_MS = 0.05
-"""...when the difference is at least this many milliseconds per sample (below it, timer noise)."""
+"""...and that time is at least this many milliseconds per sample (below it, timer noise)."""
+
+QUEUED_THAT_COUNTS = 0.25
+"""A stage that spent this fraction of its wall time queued for a CPU ran beside other load."""
 
 SHARE_THAT_COUNTS = 0.05
 """Stages of at least this share of a sample's time are the ones the profile is checked on
 (docs/benchmarks.md); below it a stage's ms is shown but not worth acting on."""
 
 
-CPU_WAIT_THAT_COUNTS = 0.05
-"""A profiling thread that waited for a CPU this share of its samples' time ran beside other
-load: its wall times are longer than a quiet machine's, and wall above CPU is partly that."""
+QUEUED_SHARE_THAT_COUNTS = 0.05
+"""A profiling thread queued for a CPU this share of its samples' time ran beside other load:
+its wall times are longer than a quiet machine's."""
 
 
 class StageNA(str, Enum):
@@ -44,11 +47,13 @@ class StageNA(str, Enum):
 
 @dataclass(frozen=True)
 class StageRow:
-    """One stage: `ms_per_sample` wall and `cpu_ms_per_sample` CPU (the calling thread's), per
-    sample (a per-batch stage's time over its batch's samples); `share` of all stages' ms per
-    sample; `calls_per_sample` (read, decode, transforms: how often it was entered; 0: never
-    seen); `waiting`: CPU far below wall (WAITING_CPU_FRACTION, WAITING_MIN_MS); `na`: why
-    there is no figure (then the numbers are None)."""
+    """One stage: `ms_per_sample` wall, `cpu_ms_per_sample` CPU (the calling thread's) and
+    `queued_ms_per_sample` (runnable, queued for a CPU: other load; None where not measured),
+    per sample (a per-batch stage's time over its batch's samples); `share` of all stages' ms
+    per sample; `calls_per_sample` (read, decode, transforms: how often it was entered; 0:
+    never seen); `waiting`: blocked for most of its wall time (`waiting()`); `queued`: a
+    QUEUED_THAT_COUNTS share of it queued for a CPU; `na`: why there is no figure (then the
+    numbers are None)."""
 
     name: str
     kind: str
@@ -56,9 +61,18 @@ class StageRow:
     ms_per_sample: float | None
     cpu_ms_per_sample: float | None
     share: float | None
+    queued_ms_per_sample: float | None = None
     calls_per_sample: float | None = None
     waiting: bool = False
+    queued: bool = False
     na: str | None = None
+
+    @property
+    def blocked_ms_per_sample(self) -> float | None:
+        """Wall time neither on a CPU nor queued for one (I/O, a lock, a sleep), per sample."""
+        if self.ms_per_sample is None or self.cpu_ms_per_sample is None:
+            return None
+        return max(0.0, self.ms_per_sample - self.cpu_ms_per_sample - (self.queued_ms_per_sample or 0.0))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -134,9 +148,8 @@ class StageProfile:
     the samples were built (`sampled_in`) with how many intra-op threads; `transforms_found`:
     whether a Compose (or a lone transform) was found. `rest_counts`: the rest of
     `__getitem__` is at least SHARE_THAT_COUNTS of a sample's time (its functions are worth
-    reading). `cpu_wait_share`: of the samples' `__getitem__` wall time, the part the thread
-    waited for a CPU (other load; None where not measured): wall above CPU is then partly that,
-    not I/O or a lock."""
+    reading). `queued_share`: of the samples' `__getitem__` wall time, the part the thread was
+    queued for a CPU (other load; None where not measured)."""
 
     stages: list[StageRow]
     sample_build_ms: BuildPercentiles | None
@@ -152,7 +165,7 @@ class StageProfile:
     transforms_found: bool
     iterable: bool
     rest_counts: bool
-    cpu_wait_share: float | None
+    queued_share: float | None
 
     def stage(self, name: str) -> StageRow:
         """The row of stage `name` (KeyError when there is none)."""
@@ -177,7 +190,7 @@ class StageProfile:
             "transforms_found": self.transforms_found,
             "iterable": self.iterable,
             "rest_counts": self.rest_counts,
-            "cpu_wait_share": self.cpu_wait_share,
+            "queued_share": self.queued_share,
         }
 
 
@@ -201,13 +214,16 @@ def _na(kind: StageKind, record: StageRecord) -> StageNA | None:
     return None
 
 
-def waiting(ms: float, cpu_ms: float) -> bool:
-    """Whether a stage of `ms` wall and `cpu_ms` CPU per sample is mostly waiting.
+def waiting(ms: float, cpu_ms: float, queued_ms: float | None = None) -> bool:
+    """Whether a stage of `ms` wall, `cpu_ms` CPU and `queued_ms` queued for a CPU per sample
+    is mostly blocked (I/O, a lock, a sleep): more than BLOCKED_FRACTION of its wall neither
+    on a CPU nor queued, and at least WAITING_MIN_MS.
 
-    >>> waiting(2.0, 0.1), waiting(2.0, 1.9), waiting(0.04, 0.0)
-    (True, False, False)
+    >>> waiting(2.0, 0.1), waiting(2.0, 1.9), waiting(0.04, 0.0), waiting(2.0, 0.5, 1.4)
+    (True, False, False, False)
     """
-    return cpu_ms < WAITING_CPU_FRACTION * ms and ms - cpu_ms >= WAITING_MIN_MS
+    blocked = ms - cpu_ms - (queued_ms or 0.0)
+    return blocked > BLOCKED_FRACTION * ms and blocked >= WAITING_MIN_MS
 
 
 def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:
@@ -224,6 +240,7 @@ def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:
     """
     samples = record.samples
     n = len(samples)
+    queue_known = [s for s in samples if s.getitem_queued_s is not None]
     rows: list[StageRow] = []
     for stage in record.stages:
         kind = StageKind(stage.kind)
@@ -232,6 +249,7 @@ def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:
             rows.append(StageRow(stage.name, stage.kind, stage.where, None, None, None, na=na.value))
             continue
         calls: float | None = None
+        queued: float | None = None
         if kind.per_batch:
             timed = [b for b in record.batches if stage.name in b.wall_s]
             count = sum(b.samples for b in timed)
@@ -241,18 +259,27 @@ def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:
                 continue
             ms = 1e3 * sum(b.wall_s[stage.name] for b in timed) / count
             cpu = 1e3 * sum(b.cpu_s.get(stage.name, 0.0) for b in timed) / count
+            with_queue = [b for b in timed if stage.name in b.queued_s]
+            if with_queue:
+                queued = 1e3 * sum(b.queued_s[stage.name] for b in with_queue) / sum(b.samples for b in with_queue)
         elif not n:
             rows.append(StageRow(stage.name, stage.kind, stage.where, None, None, None, na=StageNA.NOT_REACHED.value))
             continue
         elif kind is StageKind.REST:
             ms = 1e3 * sum(max(0.0, s.getitem_wall_s - sum(s.wall_s.values())) for s in samples) / n
             cpu = 1e3 * sum(max(0.0, s.getitem_cpu_s - sum(s.cpu_s.values())) for s in samples) / n
+            if queue_known:
+                queued = 1e3 * sum(max(0.0, (s.getitem_queued_s or 0.0) - sum(s.queued_s.values()))
+                                   for s in queue_known) / len(queue_known)
         else:
             ms = 1e3 * sum(s.wall_s.get(stage.name, 0.0) for s in samples) / n
             cpu = 1e3 * sum(s.cpu_s.get(stage.name, 0.0) for s in samples) / n
             calls = sum(s.calls.get(stage.name, 0) for s in samples) / n
-        rows.append(StageRow(stage.name, stage.kind, stage.where, ms, cpu, None, calls_per_sample=calls,
-                             waiting=waiting(ms, cpu)))
+            if queue_known:
+                queued = 1e3 * sum(s.queued_s.get(stage.name, 0.0) for s in queue_known) / len(queue_known)
+        rows.append(StageRow(stage.name, stage.kind, stage.where, ms, cpu, None, queued_ms_per_sample=queued,
+                             calls_per_sample=calls, waiting=waiting(ms, cpu, queued),
+                             queued=queued is not None and ms > 0 and queued >= QUEUED_THAT_COUNTS * ms))
     total = sum(r.ms_per_sample for r in rows if r.ms_per_sample is not None)
     rows = [dataclasses.replace(r, share=r.ms_per_sample / total) if r.ms_per_sample is not None and total > 0 else r
             for r in rows]
@@ -291,8 +318,7 @@ def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:
         )
         for f in sorted(record.functions, key=lambda f: -f.self_s)[:top]
     ] if k else []
-    waited = [s for s in samples if s.cpu_wait_s is not None]
-    waited_wall = sum(s.getitem_wall_s for s in waited)
+    queue_wall = sum(s.getitem_wall_s for s in queue_known)
     rest = next((r for r in rows if r.kind == StageKind.REST.value), None)
     seen = sum(f.self_s for f in record.functions)
     unlisted = max(0.0, 1.0 - seen / rest_s) if k and rest_s > 0 else None
@@ -311,5 +337,5 @@ def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:
         transforms_found=any(s.kind == StageKind.TRANSFORM.value for s in record.stages),
         iterable=record.iterable,
         rest_counts=rest is not None and (rest.share or 0.0) >= SHARE_THAT_COUNTS,
-        cpu_wait_share=sum(s.cpu_wait_s or 0.0 for s in waited) / waited_wall if waited_wall > 0 else None,
+        queued_share=sum(s.getitem_queued_s or 0.0 for s in queue_known) / queue_wall if queue_wall > 0 else None,
     )

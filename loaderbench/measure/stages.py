@@ -81,36 +81,61 @@ _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
 # The timer: nested stages, self time, one owning thread.
 
 
+def _zero() -> float:
+    return 0.0
+
+
 class _Frame:
-    """A stage running now: its start on both clocks, and the time of the stages inside it."""
+    """A stage running now: its start on the three clocks, and the time of the stages inside it."""
 
-    __slots__ = ("name", "kind", "wall0", "cpu0", "child_wall", "child_cpu")
+    __slots__ = ("name", "kind", "wall0", "cpu0", "queued0", "child_wall", "child_cpu", "child_queued")
 
-    def __init__(self, name: str, kind: StageKind, wall0: float, cpu0: float) -> None:
-        self.name, self.kind, self.wall0, self.cpu0 = name, kind, wall0, cpu0
-        self.child_wall = self.child_cpu = 0.0
+    def __init__(self, name: str, kind: StageKind, wall0: float, cpu0: float, queued0: float) -> None:
+        self.name, self.kind, self.wall0, self.cpu0, self.queued0 = name, kind, wall0, cpu0, queued0
+        self.child_wall = self.child_cpu = self.child_queued = 0.0
+
+
+@dataclass
+class Taken:
+    """What a StageTimer recorded between two `take()`s: per stage, self seconds of wall, of the
+    thread's CPU and queued for a CPU, and calls; decode calls per decoder."""
+
+    wall_s: dict[str, float]
+    cpu_s: dict[str, float]
+    queued_s: dict[str, float]
+    calls: dict[str, int]
+    decoders: dict[str, int]
 
 
 class StageTimer:
     """Times named stages of the owning thread, nested ones as self time (NOTE [stage profile]).
 
-    `call(name, fn, args, kwargs)` runs `fn` as stage `name` while the timer is `armed` and the
-    caller is the owning thread; otherwise (and when `name` is already the innermost stage: a
-    decode that calls itself) it just calls `fn`. `take()` hands back and clears what was
-    recorded. `on_enter` / `on_exit` are called when the outermost stage starts and ends (the
-    profiler pass pauses cProfile there). The clocks are parameters so tests can drive it.
+    `call(name, kind, fn, args, kwargs)` runs `fn` as stage `name` while the timer is `armed`
+    and the caller is the owning thread; otherwise (and when `name` is already the innermost
+    stage: a decode that calls itself) it just calls `fn`. `take()` hands back and clears what
+    was recorded. `on_enter` / `on_exit` are called when the outermost stage starts and ends
+    (the profiler pass pauses cProfile there). The clocks are parameters so tests can drive it:
+    `wall`, the thread's `cpu`, and `queued`, the thread's seconds queued for a CPU (None: not
+    measured, RunQueueClock).
     """
 
-    def __init__(self, wall: Clock = time.perf_counter, cpu: Clock = time.thread_time) -> None:
+    def __init__(self, wall: Clock = time.perf_counter, cpu: Clock = time.thread_time,
+                 queued: Clock | None = None) -> None:
         self.wall = wall
         self.cpu = cpu
+        self.queued: Clock = queued or _zero
+        self.measures_queue = queued is not None
         self.owner = threading.get_ident()
         self.armed = False
         self.on_enter: Callable[[], None] | None = None
         self.on_exit: Callable[[], None] | None = None
         self._stack: list[_Frame] = []
+        self._reset()
+
+    def _reset(self) -> None:
         self.wall_s: dict[str, float] = {}
         self.cpu_s: dict[str, float] = {}
+        self.queued_s: dict[str, float] = {}
         self.calls: Counter[str] = Counter()
         self.decoders: Counter[str] = Counter()
 
@@ -128,27 +153,31 @@ class StageTimer:
             return fn(*args, **kwargs)
         if not self._stack and self.on_enter is not None:
             self.on_enter()
-        frame = _Frame(name, kind, self.wall(), self.cpu())
+        frame = _Frame(name, kind, self.wall(), self.cpu(), self.queued())
         self._stack.append(frame)
         try:
             return fn(*args, **kwargs)
         finally:
             wall_s, cpu_s = self.wall() - frame.wall0, self.cpu() - frame.cpu0
+            queued_s = self.queued() - frame.queued0
             self._stack.pop()
             self.wall_s[name] = self.wall_s.get(name, 0.0) + wall_s - frame.child_wall
             self.cpu_s[name] = self.cpu_s.get(name, 0.0) + cpu_s - frame.child_cpu
+            if self.measures_queue:
+                self.queued_s[name] = self.queued_s.get(name, 0.0) + queued_s - frame.child_queued
             self.calls[name] += 1
             if self._stack:
-                self._stack[-1].child_wall += wall_s
-                self._stack[-1].child_cpu += cpu_s
+                parent = self._stack[-1]
+                parent.child_wall += wall_s
+                parent.child_cpu += cpu_s
+                parent.child_queued += queued_s
             elif self.on_exit is not None:
                 self.on_exit()
 
-    def take(self) -> tuple[dict[str, float], dict[str, float], dict[str, int], dict[str, int]]:
-        """(self wall s, self CPU s, calls, decoder calls) recorded since the last take; cleared."""
-        out = (self.wall_s, self.cpu_s, dict(self.calls), dict(self.decoders))
-        self.wall_s, self.cpu_s = {}, {}
-        self.calls, self.decoders = Counter(), Counter()
+    def take(self) -> Taken:
+        """What was recorded since the last take; cleared."""
+        out = Taken(self.wall_s, self.cpu_s, self.queued_s, dict(self.calls), dict(self.decoders))
+        self._reset()
         return out
 
 
@@ -514,6 +543,10 @@ class RunQueueClock:
         except OSError:
             self._fd = None
 
+    @property
+    def available(self) -> bool:
+        return self._fd is not None
+
     def read(self) -> float | None:
         if self._fd is None:
             return None
@@ -522,37 +555,64 @@ class RunQueueClock:
         except (OSError, IndexError, ValueError):
             return None
 
+    def seconds(self) -> float:
+        """`read()`, 0.0 where it cannot be read."""
+        return self.read() or 0.0
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
 
+class BatchClock:
+    """Times the per-batch stages of the thread that made it: wall, the thread's CPU, and its
+    time queued for a CPU (RunQueueClock), into a BatchTiming."""
+
+    def __init__(self) -> None:
+        self.queue = RunQueueClock()
+
+    def time(self, timing: BatchTiming, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)`, timed as stage `name` of `timing`."""
+        q0 = self.queue.read()
+        w0, c0 = time.perf_counter(), time.thread_time()
+        out = fn(*args)
+        timing.wall_s[name] = time.perf_counter() - w0
+        timing.cpu_s[name] = time.thread_time() - c0
+        q1 = self.queue.read()
+        if q0 is not None and q1 is not None:
+            timing.queued_s[name] = q1 - q0
+        return out
+
+
 class SampleProfiler:
     """Fetches samples of one dataset with and without the interceptions (NOTE [stage
     profile]); used in this process and, with --in-worker, inside a DataLoader worker. Made in
-    the thread that fetches."""
+    the thread that fetches (`queued`: that thread's seconds queued for a CPU, a RunQueueClock's
+    by default; None in tests: not measured)."""
 
     def __init__(self, dataset: Any, *, where: str, wall: Clock = time.perf_counter,
-                 cpu: Clock = time.thread_time, run_queue: Callable[[], float | None] | None = None) -> None:
+                 cpu: Clock = time.thread_time, queued: Clock | None | str = "run queue") -> None:
         self.dataset = dataset
-        self.timer = StageTimer(wall, cpu)
+        if queued == "run queue":
+            clock = RunQueueClock()
+            queued = clock.seconds if clock.available else None
+        self.timer = StageTimer(wall, cpu, queued if callable(queued) else None)
         self.wall, self.cpu = wall, cpu
-        self.run_queue = run_queue if run_queue is not None else RunQueueClock().read
         self.interceptions = Interceptions(dataset, self.timer, where=where)
 
     def staged(self, fetch: Callable[[], Any]) -> tuple[Any, SampleTiming, dict[str, int]]:
         """`fetch()` with the interceptions in place: (item, its timing, decoder calls)."""
-        self.timer.take()
-        q0 = self.run_queue()
+        timer = self.timer
+        timer.take()
         with self.interceptions:
-            w0, c0 = self.wall(), self.cpu()
+            q0, w0, c0 = timer.queued(), self.wall(), self.cpu()
             item = fetch()
-            w1, c1 = self.wall(), self.cpu()
-        q1 = self.run_queue()
-        wall_s, cpu_s, calls, decoders = self.timer.take()
-        return item, SampleTiming(wall_s=wall_s, cpu_s=cpu_s, getitem_wall_s=w1 - w0, getitem_cpu_s=c1 - c0,
-                                  calls=calls, cpu_wait_s=None if q0 is None or q1 is None else q1 - q0), decoders
+            w1, c1, q1 = self.wall(), self.cpu(), timer.queued()
+        t = timer.take()
+        return item, SampleTiming(
+            wall_s=t.wall_s, cpu_s=t.cpu_s, getitem_wall_s=w1 - w0, getitem_cpu_s=c1 - c0, calls=t.calls,
+            queued_s=t.queued_s, getitem_queued_s=q1 - q0 if timer.measures_queue else None), t.decoders
 
     def plain(self, fetch: Callable[[], Any]) -> tuple[Any, float]:
         """`fetch()` with nothing intercepted: (item, wall seconds)."""
@@ -646,25 +706,27 @@ class LoaderDataset:
 class LoaderCollate:
     """The collate function of the profile's DataLoader: returns (batch, samples) with the real
     collate's batch; with `in_worker`, splits the timings off the items first (LoaderDataset),
-    times the real collate and returns (batch, timings, plain wall seconds, decoder calls,
-    collate wall s, collate CPU s, samples)."""
+    times the real collate and returns (batch, timings, plain wall seconds, decoder calls, the
+    batch's BatchTiming as a dict with the collate in it)."""
 
     def __init__(self, collate: Callable[[list[Any]], Any], *, in_worker: bool) -> None:
         self.collate = collate
         self.in_worker = in_worker
+        self._clock: BatchClock | None = None
 
     def __call__(self, items: list[Any]) -> Any:
         if not self.in_worker:
             return self.collate(items), len(items)
+        if self._clock is None:  # made in the worker, for the worker's thread
+            self._clock = BatchClock()
         timings = [x[1] for x in items if x[1] is not None]
         plain = [x[3] for x in items if x[3] is not None]
         decoders: Counter[str] = Counter()
         for x in items:
             decoders.update(x[2])
-        w0, c0 = time.perf_counter(), time.thread_time()
-        batch = self.collate([x[0] for x in items])
-        return (batch, timings, plain, dict(decoders), time.perf_counter() - w0, time.thread_time() - c0,
-                len(items))
+        timing = BatchTiming(samples=len(items), wall_s={}, cpu_s={})
+        batch = self._clock.time(timing, COLLATE, self.collate, [x[0] for x in items])
+        return batch, timings, plain, dict(decoders), timing.to_dict()
 
 
 def _set_threads(threads: int, worker_id: int) -> None:
@@ -794,23 +856,25 @@ def profile_stages(
     decoders: Counter[str] = Counter()
     device = torch.device(plan.device)
 
-    def main_side(batch: Any, samples: int, timing: BatchTiming) -> None:
-        """Pin (pin_memory) and copy (CUDA) one batch, timed."""
+    batch_clock = BatchClock()
+
+    def main_side(batch: Any, timing: BatchTiming) -> None:
+        """Pin (pin_memory) and copy (CUDA) one batch, timed (the copy to its end: synchronised)."""
         if not cuda:
             return
         from torch.utils.data._utils.pin_memory import pin_memory
 
         from loaderbench.workload.batch import move_to_device
 
+        def copy(b: Any) -> Any:
+            out = move_to_device(b, device, non_blocking=settings.pin_memory)
+            torch.cuda.synchronize(device)
+            return out
+
         torch.cuda.synchronize(device)
         if settings.pin_memory:
-            w0, c0 = time.perf_counter(), time.thread_time()
-            batch = pin_memory(batch, device)
-            timing.wall_s[PIN], timing.cpu_s[PIN] = time.perf_counter() - w0, time.thread_time() - c0
-        w0, c0 = time.perf_counter(), time.thread_time()
-        moved = move_to_device(batch, device, non_blocking=settings.pin_memory)
-        torch.cuda.synchronize(device)
-        timing.wall_s[H2D], timing.cpu_s[H2D] = time.perf_counter() - w0, time.thread_time() - c0
+            batch = batch_clock.time(timing, PIN, pin_memory, batch, device)
+        moved = batch_clock.time(timing, H2D, copy, batch)
         del moved
 
     try:
@@ -818,10 +882,10 @@ def profile_stages(
             torch.set_num_threads(threads)
         if not (workers and plan.in_worker):
             _in_process(profiler, dataset, first, warm or [0, 0, 0], iterable, settings.batch_size, collate, record,
-                        decoders, deadlines, main_side, plan.samples)
+                        decoders, deadlines, main_side, plan.samples, batch_clock)
         if workers:
             _loader_pass(dataset, first, iterable, settings, plan, collate, record, decoders, deadlines,
-                         main_side)
+                         main_side, batch_clock)
         if plan.attribute:
             _attribution(profiler, dataset, second or None, record, deadlines, plan)
     finally:
@@ -833,7 +897,8 @@ def profile_stages(
 
 def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm: list[int], iterable: bool,
                 batch_size: int, collate: Callable[[list[Any]], Any], record: StageRecord, decoders: Counter[str],
-                deadlines: _Deadlines, main_side: Callable[[Any, int, BatchTiming], None], count: int) -> None:
+                deadlines: _Deadlines, main_side: Callable[[Any, BatchTiming], None], count: int,
+                clock: BatchClock) -> None:
     """Pass 1 of `profile_stages`: `count` samples timed in this process, in turn with as many
     fetched plainly (`indices`: two per timed sample); every `batch_size` items collated,
     pinned and copied."""
@@ -868,27 +933,25 @@ def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm
         items.append(item)
         del item
         if len(items) == batch_size:
-            _collate_batch(items, collate, record, main_side)
+            _collate_batch(items, collate, record, main_side, clock)
             items = []
     if items:
-        _collate_batch(items, collate, record, main_side)
+        _collate_batch(items, collate, record, main_side, clock)
 
 
 def _collate_batch(items: list[Any], collate: Callable[[list[Any]], Any], record: StageRecord,
-                   main_side: Callable[[Any, int, BatchTiming], None]) -> None:
-    w0, c0 = time.perf_counter(), time.thread_time()
-    batch = collate(items)
-    timing = BatchTiming(samples=len(items), wall_s={COLLATE: time.perf_counter() - w0},
-                         cpu_s={COLLATE: time.thread_time() - c0})
-    main_side(batch, len(items), timing)
+                   main_side: Callable[[Any, BatchTiming], None], clock: BatchClock) -> None:
+    timing = BatchTiming(samples=len(items), wall_s={}, cpu_s={})
+    batch = clock.time(timing, COLLATE, collate, items)
+    main_side(batch, timing)
     record.batches.append(timing)
 
 
 def _loader_pass(dataset: Any, indices: list[int], iterable: bool, settings: LoaderSettings, plan: ProfilePlan,
                  collate: Callable[[list[Any]], Any], record: StageRecord, decoders: Counter[str],
-                 deadlines: _Deadlines, main_side: Callable[[Any, int, BatchTiming], None]) -> None:
+                 deadlines: _Deadlines, main_side: Callable[[Any, BatchTiming], None], clock: BatchClock) -> None:
     """Pass 2 of `profile_stages`: a DataLoader of `settings`; `next()` timed on built batches."""
-    from loaderbench.measure.introspect import _tracking_loader_class, ready_batches, stop_workers
+    from loaderbench.measure.introspect import _tracking_loader_class, stop_workers
 
     kwargs: dict[str, Any] = {
         "batch_size": settings.batch_size,
@@ -898,6 +961,8 @@ def _loader_pass(dataset: Any, indices: list[int], iterable: bool, settings: Loa
     }
     if settings.mp_context:
         kwargs["multiprocessing_context"] = settings.mp_context
+    if _takes_in_order():
+        kwargs["in_order"] = False  # next() takes whichever batch came first (NOTE in _wait_for_a_batch)
     if settings.worker_threads:
         kwargs["worker_init_fn"] = functools.partial(_set_threads, settings.worker_threads)
     if not iterable:
@@ -918,34 +983,74 @@ def _loader_pass(dataset: Any, indices: list[int], iterable: bool, settings: Loa
                 break
             if not in_worker and received >= plan.receive_batches:
                 break
-            # Time next() only on a batch that is built: the receive, not the wait for a worker.
-            t_wait = time.perf_counter()
-            while (ready_batches(loader) or 0) < 1 and not deadlines.over("loader"):
-                time.sleep(0.001)
-                if ready_batches(loader) is None and time.perf_counter() - t_wait > 0.2:
-                    break  # the queue cannot be read here: a pause instead
-            w0, c0 = time.perf_counter(), time.thread_time()
+            _wait_for_a_batch(loader, lambda: deadlines.over("loader"))
+            received_timing = BatchTiming(samples=0, wall_s={}, cpu_s={})
             try:
-                out = next(it)
+                out = clock.time(received_timing, RECEIVE, next, it)
             except StopIteration:
                 break
-            wall_s, cpu_s = time.perf_counter() - w0, time.thread_time() - c0
             received += 1
             if in_worker:
-                batch, timings, plain, dec, collate_w, collate_c, samples = out
+                batch, timings, plain, dec, collated = out
                 record.samples.extend(SampleTiming.from_dict(t) for t in timings)
                 record.plain_s.extend(plain)
                 decoders.update(dec)
-                timing = BatchTiming(samples=samples, wall_s={COLLATE: collate_w, RECEIVE: wall_s},
-                                     cpu_s={COLLATE: collate_c, RECEIVE: cpu_s})
-                main_side(batch, samples, timing)
+                timing = BatchTiming.from_dict(collated)
+                for part in ("wall_s", "cpu_s", "queued_s"):
+                    getattr(timing, part).update(getattr(received_timing, part))
+                main_side(batch, timing)
+                del batch
             else:
-                samples = int(out[1])
-                timing = BatchTiming(samples=samples, wall_s={RECEIVE: wall_s}, cpu_s={RECEIVE: cpu_s})
+                timing = received_timing
+                timing.samples = int(out[1])
             record.batches.append(timing)
             del out
     finally:
         stop_workers(loader)
+
+
+def _takes_in_order() -> bool:
+    import inspect
+
+    from torch.utils.data import DataLoader
+
+    return "in_order" in inspect.signature(DataLoader).parameters
+
+
+def _wait_for_a_batch(loader: Any, over: Callable[[], bool], poll_s: float = 0.005) -> None:
+    """Return once a built batch is waiting in the pipe from the workers (or `over()`).
+
+    NOTE [timing the receive]
+        The receive is what `next()` costs the main process for a batch a worker has sent:
+        reading its message, unpickling it, mapping its tensors' shared memory. Timed on a
+        batch that is not there yet, it would be the wait for a worker. The loader's ready
+        count (introspect.ready_batches) is not enough: a worker's queue counts a batch when
+        `put()` is called, before its feeder thread has copied the tensors into shared memory
+        and written the message (about a second, once, for 64 images of 224x224 with two
+        spawned workers on a loaded 2-core machine). So this waits until the result pipe is
+        readable: the message is written from a buffer pickled whole, its tensors already in
+        shared memory. And the profile's DataLoader takes batches in the order they come
+        (`in_order=False`, torch >= 2.6): in order, `next()` could read one worker's batch and
+        then wait for another's. Where the pipe cannot be reached (torch internals that
+        differ), a batch is waited for by the ready count, then 50 ms more.
+    """
+    from loaderbench.measure.introspect import ready_batches
+
+    it = getattr(loader, "last_iterator", None)
+    queue = getattr(it, "_data_queue", None)
+    reader = getattr(queue, "_reader", None)
+    if reader is not None and hasattr(reader, "poll"):
+        while not over():
+            try:
+                if reader.poll(poll_s):
+                    return
+            except (OSError, EOFError, ValueError):
+                return
+        return
+    t0 = time.perf_counter()
+    while (ready_batches(loader) or 0) < 1 and not over() and time.perf_counter() - t0 < 5.0:
+        time.sleep(poll_s)
+    time.sleep(0.05)
 
 
 def _attribution(profiler: SampleProfiler, dataset: Any, indices: list[int] | None, record: StageRecord,
@@ -987,7 +1092,7 @@ def _attribution(profiler: SampleProfiler, dataset: Any, indices: list[int] | No
                 del item
             except StopIteration:
                 break
-            stages_s += sum(timer.take()[0].values())
+            stages_s += sum(timer.take().wall_s.values())
             done += 1
     finally:
         timer.on_enter = timer.on_exit = None

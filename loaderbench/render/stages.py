@@ -13,9 +13,9 @@ from rich.table import Table
 
 from loaderbench import kinds
 from loaderbench.analysis.stages import (
-    CPU_WAIT_THAT_COUNTS,
+    BLOCKED_FRACTION,
+    QUEUED_SHARE_THAT_COUNTS,
     SHARE_THAT_COUNTS,
-    WAITING_CPU_FRACTION,
     StageNA,
     StageProfile,
     StageRow,
@@ -52,8 +52,9 @@ def _note(row: StageRow, profile: StageProfile) -> str:
     elif kind is StageKind.REST and not profile.transforms_found:
         parts.append("no torchvision Compose found on the dataset")
     if row.waiting and row.ms_per_sample:
-        cpu = (row.cpu_ms_per_sample or 0.0) / row.ms_per_sample
-        parts.append(f"waits: CPU {cpu:.0%} of wall")
+        parts.append(f"waits: blocked {(row.blocked_ms_per_sample or 0.0) / row.ms_per_sample:.0%} of wall")
+    if row.queued and row.ms_per_sample:
+        parts.append(f"queued for a CPU {(row.queued_ms_per_sample or 0.0) / row.ms_per_sample:.0%} of wall")
     return "; ".join(parts)
 
 
@@ -137,18 +138,15 @@ def summary_lines(profile: StageProfile) -> list[str]:
         budget += f"; the budget ended {', '.join(c.cut_short)} early (more --time-budget, or fewer --samples)"
     lines.append(budget + ".")
     waiting = [r.name for r in profile.stages if r.waiting]
-    busy = profile.cpu_wait_share is not None and profile.cpu_wait_share >= CPU_WAIT_THAT_COUNTS
     if waiting:
         lines.append(
-            f"Waiting (CPU under {WAITING_CPU_FRACTION:.0%} of wall): {', '.join(waiting)}: the time goes to I/O, "
-            "a lock or a sleep rather than to the CPU, so more CPUs do not shorten it"
-            + (" (or, here, to other load: see below)." if busy else ".")
+            f"Waiting (over {BLOCKED_FRACTION:.0%} of wall neither on a CPU nor queued for one): {', '.join(waiting)}: "
+            "the time goes to I/O, a lock or a sleep, so more CPUs do not shorten it."
         )
-    if busy:
+    if profile.queued_share is not None and profile.queued_share >= QUEUED_SHARE_THAT_COUNTS:
         lines.append(
-            f"Other load: the profiling thread waited for a CPU during {profile.cpu_wait_share:.0%} of the samples' "
-            "time (runnable, not running), so wall times are longer than on a quiet machine and wall above CPU "
-            "is partly that."
+            f"Other load: the profiling thread was queued for a CPU during {profile.queued_share:.0%} of the samples' "
+            "time (runnable, not running), so wall times are longer than on a quiet machine; CPU times are not."
         )
     if profile.functions and not profile.rest_counts:
         lines.append(
