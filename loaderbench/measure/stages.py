@@ -692,10 +692,12 @@ class LoaderDataset:
     def __getitem__(self, index: int) -> Any:
         if not self.in_worker:
             return self.dataset[index]
-        if self._profiler is None:
-            self._profiler = SampleProfiler(self.dataset, where="worker")
-        self._count += 1
         ds = self.dataset
+        if self._profiler is None:  # this worker's first item: a warm-up, untimed (see profile_stages)
+            item = ds[index]
+            self._profiler = SampleProfiler(ds, where="worker")
+            return item, None, {}, None
+        self._count += 1
         if self._count % 2:
             item, timing, decoders = self._profiler.staged(lambda: ds[index])
             return item, timing.to_dict(), decoders, None
@@ -845,11 +847,7 @@ def profile_stages(
     first, second, warm = drawn[: 2 * plan.samples], drawn[2 * plan.samples: 4 * plan.samples], drawn[-3:]
     threads = (settings.worker_threads or 1) if workers else settings.main_threads
     threads_before = torch.get_num_threads()
-    profiler = SampleProfiler(dataset, where=where)
-    stages = [*profiler.interceptions.stages, Stage(REST, StageKind.REST.value, where),
-              Stage(COLLATE, StageKind.COLLATE.value, where), Stage(RECEIVE, StageKind.RECEIVE.value, "main"),
-              Stage(PIN, StageKind.PIN.value, "main"), Stage(H2D, StageKind.H2D.value, "main")]
-    record = StageRecord(stages=stages, samples=[], batches=[], settings=settings, device=plan.device,
+    record = StageRecord(stages=[], samples=[], batches=[], settings=settings, device=plan.device,
                          sampled_in="a DataLoader worker" if workers and plan.in_worker else "this process",
                          torch_threads=threads if threads is not None else threads_before,
                          time_budget_s=plan.time_budget_s, iterable=iterable)
@@ -880,6 +878,18 @@ def profile_stages(
     try:
         if threads is not None:
             torch.set_num_threads(threads)
+        # Warm-up, untimed and before anything is intercepted: the first fetches pay one-off
+        # costs (imports, lazy opens, thread pools), and a decoder the dataset imports on its
+        # first use is then there to intercept.
+        source = iter(dataset) if iterable else None
+        for i in (warm or [0, 0, 0])[:2]:
+            item = next(source) if source is not None else dataset[i]  # type: ignore[call-overload]
+            del item
+        profiler = SampleProfiler(dataset, where=where)
+        record.stages = [*profiler.interceptions.stages, Stage(REST, StageKind.REST.value, where),
+                         Stage(COLLATE, StageKind.COLLATE.value, where),
+                         Stage(RECEIVE, StageKind.RECEIVE.value, "main"), Stage(PIN, StageKind.PIN.value, "main"),
+                         Stage(H2D, StageKind.H2D.value, "main")]
         if not (workers and plan.in_worker):
             _in_process(profiler, dataset, first, warm or [0, 0, 0], iterable, settings.batch_size, collate, record,
                         decoders, deadlines, main_side, plan.samples, batch_clock)
@@ -907,11 +917,8 @@ def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm
     def fetch(i: int) -> Callable[[], Any]:
         return (lambda: next(it)) if it is not None else (lambda: dataset[i])  # type: ignore[arg-type]
 
-    # Warm-up, untimed: the first fetches pay one-off costs (imports, lazy opens, thread pools).
     try:
-        for i in warm[:2]:
-            profiler.plain(fetch(i))
-        profiler.staged(fetch(warm[2]))
+        profiler.staged(fetch(warm[2]))  # the interceptions' own first use, untimed
     except StopIteration:
         return
     items: list[Any] = []
@@ -966,7 +973,8 @@ def _loader_pass(dataset: Any, indices: list[int], iterable: bool, settings: Loa
     if settings.worker_threads:
         kwargs["worker_init_fn"] = functools.partial(_set_threads, settings.worker_threads)
     if not iterable:
-        wanted = 2 * plan.samples if plan.in_worker else plan.receive_batches * settings.batch_size
+        # in a worker: a warm-up item per worker, then timed and plain items in turn
+        wanted = 2 * plan.samples + settings.num_workers if plan.in_worker else plan.receive_batches * settings.batch_size
         kwargs["sampler"] = _IndexSampler((indices * (wanted // max(1, len(indices)) + 1))[:wanted])
         source: Any = LoaderDataset(dataset, in_worker=plan.in_worker)
     else:
