@@ -19,9 +19,12 @@ NOTE [stage profile]
     Self time: a stage nested in another (the file reads inside PIL's decode, PIL's decode of a
     lazily opened image inside the first transform that touches its pixels) counts for the inner
     stage only, so the stages of a sample add up to its `__getitem__`. CPU time is the calling
-    thread's (`time.thread_time`): wall far above CPU is waiting (I/O, a lock, a sleep), and
-    work torch spreads over intra-op threads shows as less CPU than it used (the profile runs
-    the samples with the threads a worker has, 1 unless --worker-threads).
+    thread's (`time.thread_time`), and so is the time it was runnable but queued for a CPU
+    (Linux's /proc/thread-self/schedstat, RunQueueClock): wall above CPU splits into queued
+    (other load on the machine: on a shared 2-core machine most of a stage's wall time could
+    be that) and blocked (I/O, a lock, a sleep). Work torch spreads over intra-op threads
+    shows as less CPU than it used (the profile builds the samples with the threads a worker
+    has, 1 unless --worker-threads).
     The profile's own cost: the samples timed with the interceptions take turns with as many
     other samples of the dataset fetched without them, and the two means are set side by side.
     Other samples, not the same ones again: a sample fetched a second time finds its file in
