@@ -100,8 +100,9 @@ def test_the_timer_passes_calls_through_unarmed_or_from_another_thread(fake_cloc
 
 def test_waiting_is_wall_neither_on_a_cpu_nor_queued_for_one():
     assert waiting(4.0, 0.02) and not waiting(4.0, 3.9) and not waiting(0.04, 0.0)
-    assert not waiting(4.0, 1.0, queued_ms=2.5)  # other load, not I/O: 0.5 ms blocked of 4
+    assert not waiting(4.0, 1.0, queued_ms=2.5)  # other load, not I/O: 0.5 ms blocked of 1.5 unqueued
     assert waiting(4.0, 1.0, queued_ms=0.5)
+    assert waiting(8.4, 0.04, queued_ms=4.3)  # a 4 ms sleep on a busy machine, queued after it woke
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,8 +307,8 @@ def _reference(ds: pd.KnownCost) -> tuple[dict[str, float], dict[str, float]]:
         cpu[name].append(time.thread_time() - c0)
         return out
 
-    for path in ds.paths:
-        img = timed("decode", pd.decode, timed("read", pd.read_file, path))
+    for path, length in zip(ds.paths, ds.lengths):
+        img = timed("decode", pd.decode, timed("read", pd.read_file, path)[:length])
         for t, name in zip(ds.transform.transforms, names[2:]):
             img = timed(name, t, img)
     return ({k: 1e3 * statistics.fmean(v) for k, v in wall.items()},

@@ -18,7 +18,8 @@ from loaderbench.model import StageKind, StageRecord
 
 BLOCKED_FRACTION = 0.5
 """A stage is waiting (blocked on I/O, a lock, a sleep) when more than this fraction of its wall
-time was neither on a CPU nor queued for one..."""
+time less the time it was queued for a CPU (what it would take on a quiet machine) was spent
+neither on a CPU nor queued for one: the judgement holds on a busy machine too..."""
 
 WAITING_MIN_MS = 0.05
 """...and that time is at least this many milliseconds per sample (below it, timer noise)."""
@@ -73,6 +74,16 @@ class StageRow:
         if self.ms_per_sample is None or self.cpu_ms_per_sample is None:
             return None
         return max(0.0, self.ms_per_sample - self.cpu_ms_per_sample - (self.queued_ms_per_sample or 0.0))
+
+    @property
+    def blocked_fraction(self) -> float | None:
+        """The blocked time over the wall time less the time queued for a CPU (what the stage
+        would take on a quiet machine); None without a figure."""
+        blocked = self.blocked_ms_per_sample
+        if blocked is None or self.ms_per_sample is None:
+            return None
+        unqueued = self.ms_per_sample - (self.queued_ms_per_sample or 0.0)
+        return blocked / unqueued if unqueued > 0 else None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -216,14 +227,15 @@ def _na(kind: StageKind, record: StageRecord) -> StageNA | None:
 
 def waiting(ms: float, cpu_ms: float, queued_ms: float | None = None) -> bool:
     """Whether a stage of `ms` wall, `cpu_ms` CPU and `queued_ms` queued for a CPU per sample
-    is mostly blocked (I/O, a lock, a sleep): more than BLOCKED_FRACTION of its wall neither
-    on a CPU nor queued, and at least WAITING_MIN_MS.
+    is mostly blocked (I/O, a lock, a sleep): of its wall less the queued time, more than
+    BLOCKED_FRACTION neither on a CPU nor queued, and at least WAITING_MIN_MS.
 
-    >>> waiting(2.0, 0.1), waiting(2.0, 1.9), waiting(0.04, 0.0), waiting(2.0, 0.5, 1.4)
-    (True, False, False, False)
+    >>> waiting(2.0, 0.1), waiting(2.0, 1.9), waiting(0.04, 0.0), waiting(2.0, 0.5, 1.4), waiting(8.4, 0.04, 4.3)
+    (True, False, False, False, True)
     """
-    blocked = ms - cpu_ms - (queued_ms or 0.0)
-    return blocked > BLOCKED_FRACTION * ms and blocked >= WAITING_MIN_MS
+    unqueued = ms - (queued_ms or 0.0)
+    blocked = unqueued - cpu_ms
+    return blocked > BLOCKED_FRACTION * unqueued and blocked >= WAITING_MIN_MS
 
 
 def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:

@@ -28,8 +28,9 @@ NOTE [stage profile]
     The profile's own cost: the samples timed with the interceptions take turns with as many
     other samples of the dataset fetched without them, and the two means are set side by side.
     Other samples, not the same ones again: a sample fetched a second time finds its file in
-    the page cache and its bytes in the CPU's caches (reading an 8 MB file twice in a row took
-    a third less the second time), which would flatter whichever fetch came second; each
+    the page cache (a read from the device the first time) and its bytes in the CPU's caches
+    (reading an 8 MB file from the page cache again right away took 3-9% less CPU time on the
+    2-core machine), which would flatter whichever fetch came second; each
     sample is fetched once in a pass (while the dataset has enough of them), so neither set
     finds the other's data in a cache, and taking turns makes drift and other load hit both
     alike. The intercepting is a few function calls per stage (microseconds against

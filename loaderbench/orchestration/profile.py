@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loaderbench.analysis.stages import StageProfile, summarize_profile
 from loaderbench.errors import DataError, UsageError
 from loaderbench.model import AXES_BY_NAME, DatasetSpec, LoaderSettings, StageRecord
 from loaderbench.orchestration.config import SweepConfig, option
-from loaderbench.orchestration.plan import DEFAULT_BATCH_CPU, DEFAULT_BATCH_GPU
+
+if TYPE_CHECKING:  # the command's module imports this one: the analysis is imported when a profile runs
+    from loaderbench.analysis.stages import StageProfile
 
 PROFILE_AXES = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "mp_context", "worker_threads",
                 "main_threads")
@@ -52,6 +53,8 @@ def profile_settings(config: SweepConfig, *, cuda: bool) -> LoaderSettings:
     PROFILE_AXES must have one value (UsageError naming the flag otherwise); an axis left at
     the sweep's default takes the profile's: 1 worker, batch size 256 on a CUDA device and 64
     without, pin_memory on a CUDA device, prefetch_factor 2."""
+    from loaderbench.orchestration.plan import DEFAULT_BATCH_CPU, DEFAULT_BATCH_GPU
+
     values: dict[str, Any] = {}
     for name in PROFILE_AXES:
         axis = AXES_BY_NAME[name]
@@ -97,6 +100,7 @@ def execute_profile(
     `in_worker` without workers, CUDA asked for and missing), DataError when the dataset
     cannot be built or raises while it is profiled (its type and message in one line).
     """
+    from loaderbench.analysis.stages import summarize_profile
     from loaderbench.measure.stages import ProfilePlan, profile_stages
     from loaderbench.measure.trial import resolve_device
     from loaderbench.workload import datasets

@@ -52,7 +52,7 @@ def _note(row: StageRow, profile: StageProfile) -> str:
     elif kind is StageKind.REST and not profile.transforms_found:
         parts.append("no torchvision Compose found on the dataset")
     if row.waiting and row.ms_per_sample:
-        parts.append(f"waits: blocked {(row.blocked_ms_per_sample or 0.0) / row.ms_per_sample:.0%} of wall")
+        parts.append(f"waits: blocked {row.blocked_fraction or 0.0:.0%}")
     if row.queued and row.ms_per_sample:
         parts.append(f"queued for a CPU {(row.queued_ms_per_sample or 0.0) / row.ms_per_sample:.0%} of wall")
     return "; ".join(parts)
@@ -140,8 +140,9 @@ def summary_lines(profile: StageProfile) -> list[str]:
     waiting = [r.name for r in profile.stages if r.waiting]
     if waiting:
         lines.append(
-            f"Waiting (over {BLOCKED_FRACTION:.0%} of wall neither on a CPU nor queued for one): {', '.join(waiting)}: "
-            "the time goes to I/O, a lock or a sleep, so more CPUs do not shorten it."
+            f"Waiting (blocked: over {BLOCKED_FRACTION:.0%} of the stage's time, less any time queued for a CPU, "
+            f"neither on a CPU nor queued for one): {', '.join(waiting)}: the time goes to I/O, a lock or a sleep, "
+            "so more CPUs do not shorten it."
         )
     if profile.queued_share is not None and profile.queued_share >= QUEUED_SHARE_THAT_COUNTS:
         lines.append(
