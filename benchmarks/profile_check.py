@@ -87,7 +87,8 @@ def independent(dataset: Any, case: str, indices: list[int], batch_size: int, de
         else:
             from tests.profile_datasets import decode, read_file
 
-            img = _timed(times, "decode", decode, _timed(times, "read", read_file, dataset.paths[i])[: dataset.lengths[i]])
+            data = _timed(times, "read", read_file, dataset.paths[i], dataset.buffer)
+            img = _timed(times, "decode", decode, data[: dataset.lengths[i]])
             label = i
         names: dict[str, int] = {}
         for t in dataset.transform.transforms:

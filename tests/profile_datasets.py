@@ -96,17 +96,9 @@ def write_padded_jpegs(folder: Path, count: int, size_bytes: int, **kw: Any) -> 
     return paths
 
 
-_BUFFERS: dict[int, bytearray] = {}
-
-
-def read_file(path: Path) -> memoryview:
-    """The file's bytes, read into a buffer kept for files of its size: the read is then a copy
-    from the page cache, not also a fresh 8 MB allocation whose cost depends on the allocator's
-    state."""
-    size = path.stat().st_size
-    buf = _BUFFERS.get(size)
-    if buf is None:
-        buf = _BUFFERS[size] = bytearray(size)
+def read_file(path: Path, buf: bytearray) -> memoryview:
+    """The file's bytes, read into `buf` (kept by the caller: the read is then a copy from the
+    page cache, not also a fresh 8 MB allocation whose cost depends on the allocator's state)."""
     with open(path, "rb") as f:
         n = f.readinto(buf)
     return memoryview(buf)[:n]
@@ -128,6 +120,7 @@ class KnownCost(Dataset):
         self.paths = paths
         # where each file's JPEG ends (its EOI marker): only that part is decoded
         self.lengths = [p.read_bytes().rfind(b"\xff\xd9") + 2 for p in paths]
+        self.buffer = bytearray(max(p.stat().st_size for p in paths))
         first, last = (CpuSpin, CpuCrop) if cpu else (Spin, Crop2)
         self.transform = transforms.Compose([first(ms[0]), Nap(ms[1]), last(ms[2])])
 
@@ -135,7 +128,7 @@ class KnownCost(Dataset):
         return len(self.paths)
 
     def __getitem__(self, i: int) -> Any:
-        img = decode(read_file(self.paths[i])[: self.lengths[i]])
+        img = decode(read_file(self.paths[i], self.buffer)[: self.lengths[i]])
         img = self.transform(img)
         return torch.zeros(4), i
 

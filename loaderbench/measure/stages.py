@@ -4,8 +4,8 @@
 analysis/stages.py turns it into the table. What it recognises, it times by intercepting the
 call for the duration of one timed fetch (and puts everything back after it):
 
-- read: `open()` of a file for reading in binary mode (its `read`/`readinto` calls, and the open
-  itself), `torchvision.io.read_file`;
+- read: `open()` of a file for reading in binary mode (the open, its `read`/`readinto` calls and
+  its close), `torchvision.io.read_file`;
 - decode: PIL's `Image.open`, `ImageFile.load` (the decode proper) and `Image.convert` (outside a
   transform), torchvision.io's `decode_*` and `read_image`;
 - each transform of a torchvision `Compose` (v1 or v2) found on the dataset's attributes (or a
@@ -212,6 +212,12 @@ class _TimedFileIO(io.FileIO):
         if t is None:
             return super().readall()
         return t.call(READ, StageKind.READ, super().readall, (), {})
+
+    def close(self) -> None:
+        t = self._lb_timer
+        if t is None or self.closed:
+            return super().close()
+        t.call(READ, StageKind.READ, super().close, (), {})
 
 
 def _is_binary_read(mode: Any) -> bool:
