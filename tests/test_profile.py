@@ -399,6 +399,15 @@ def test_an_iterable_dataset_is_timed_item_by_item():
     assert p.batches_collated == 4  # 32 items, timed and plain, in batches of 8
 
 
+@pytest.mark.slow
+def test_an_iterable_dataset_asked_in_a_worker_is_timed_in_this_process():
+    record = profile_stages(pd.make_stream(40), LoaderSettings(1, False, False, 2, False, 8),
+                            ProfilePlan(samples=8, time_budget_s=60, in_worker=True, attribute=False))
+    p = summarize_profile(record)
+    assert p.sampled_in == "this process" and p.samples == 8 and p.batches_received == 5
+    assert p.stage("receive").ms_per_sample > 0
+
+
 def test_the_budget_cuts_the_passes_short():
     clock = iter(range(0, 10_000)).__next__  # one second per reading: every deadline is soon over
     record = profile_stages(pd.make_plain_user(8, work=10), settings(0), ProfilePlan(samples=8, time_budget_s=4),

@@ -820,14 +820,14 @@ def profile_stages(
     main_threads are used); see NOTE [stage profile].
 
     Passes, each ending at its share of `plan.time_budget_s` or when done:
-      1. (not `plan.in_worker`) `plan.samples` samples in this process, each fetched with and
-         without the interceptions; every `batch_size` of them collated, then pinned (with
-         pin_memory) and copied to the device (CUDA) and timed;
+      1. (not in a worker) `plan.samples` samples timed in this process, in turn with as many
+         other samples fetched without the interceptions; every `batch_size` of them
+         collated, then pinned (with pin_memory) and copied to the device (CUDA), timed;
       2. (num_workers > 0) a DataLoader of `settings`: `next()` timed on batches already built
-         (receive); with `plan.in_worker` its workers time the samples and the collate, and the
-         main process pins and copies the batches it receives;
-      3. the profiler pass: cProfile over `__getitem__` outside the recognised stages, each
-         sample also fetched without it.
+         (receive); with `plan.in_worker` (a map-style dataset) its workers time the samples
+         and the collate, and the main process pins and copies the batches it receives;
+      3. the profiler pass: cProfile over `__getitem__` outside the recognised stages, in turn
+         with samples fetched without it.
     With num_workers > 0 the samples are built with the worker's intra-op threads
     (`worker_threads`, torch's 1 by default), else the main process's.
     Returns the raw `StageRecord`. Raises what the dataset, the collate function or the
@@ -842,7 +842,8 @@ def profile_stages(
     workers = settings.num_workers
     where = "worker" if workers > 0 else "main"
     cuda = plan.device.startswith("cuda")
-    if workers and plan.in_worker:
+    in_worker = bool(workers and plan.in_worker and not iterable)  # an IterableDataset: in this process
+    if in_worker:
         shares = {"loader": 0.75, "attribution": 1.0}
     elif workers:
         shares = {"samples": 0.6, "loader": 0.8, "attribution": 1.0}
@@ -858,7 +859,7 @@ def profile_stages(
     threads = (settings.worker_threads or 1) if workers else settings.main_threads
     threads_before = torch.get_num_threads()
     record = StageRecord(stages=[], samples=[], batches=[], settings=settings, device=plan.device,
-                         sampled_in="a DataLoader worker" if workers and plan.in_worker else "this process",
+                         sampled_in="a DataLoader worker" if in_worker else "this process",
                          torch_threads=threads if threads is not None else threads_before,
                          time_budget_s=plan.time_budget_s, iterable=iterable)
     decoders: Counter[str] = Counter()
@@ -900,7 +901,7 @@ def profile_stages(
                          Stage(COLLATE, StageKind.COLLATE.value, where),
                          Stage(RECEIVE, StageKind.RECEIVE.value, "main"), Stage(PIN, StageKind.PIN.value, "main"),
                          Stage(H2D, StageKind.H2D.value, "main")]
-        if not (workers and plan.in_worker):
+        if not in_worker:
             _in_process(profiler, dataset, first, warm or [0, 0, 0], iterable, settings.batch_size, collate, record,
                         decoders, deadlines, main_side, plan.samples, batch_clock)
         if workers:
