@@ -83,13 +83,15 @@ def jpeg_bytes(width: int = 800, height: int = 600, seed: int = 0, quality: int 
     return buf.getvalue()
 
 
-def write_padded_jpegs(folder: Path, count: int, size_bytes: int, **kw: Any) -> list[Path]:
+def write_padded_jpegs(folder: Path, count: int, size_bytes: int, *, same: bool = True, **kw: Any) -> list[Path]:
     """`count` files, each a JPEG followed by zeros up to `size_bytes` (reading the file is then a
-    known cost, decoding the JPEG in it another)."""
+    known cost, decoding the JPEG in it another). `same`: one JPEG in every file, so every sample
+    costs the same whichever the profile draws (a reference over all files then times what the
+    profile's samples cost; different images decode in times up to ~10% apart)."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for i in range(count):
-        data = jpeg_bytes(seed=i, **kw)
+        data = jpeg_bytes(seed=0 if same else i, **kw)
         p = folder / f"s{i:03d}.bin"
         p.write_bytes(data + bytes(max(0, size_bytes - len(data))))
         paths.append(p)
