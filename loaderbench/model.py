@@ -863,3 +863,204 @@ class ResultSet:
             analysis=d.get("analysis", {}),
             recommendation=None if rec is None else Recommendation.from_dict(rec),
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage profile (`loaderbench profile`): raw timings of where each sample's time goes, as the
+# measuring code records them (measure/stages.py); analysis/stages.py derives the table.
+
+
+class StageKind(str, Enum):
+    """What a stage of the stage profile is. `where` a stage runs follows from it: the sample's
+    stages and collate in each DataLoader worker (in the main process with num_workers=0), the
+    rest in the main process."""
+
+    READ = "read"  # file reads: open() and reads of files opened in __getitem__, torchvision.io.read_file
+    DECODE = "decode"  # PIL Image.open / load / convert, torchvision.io decode_* / read_image
+    TRANSFORM = "transform"  # one transform of a Compose found on the dataset (named by its class)
+    REST = "rest"  # the rest of __getitem__: what no interception recognised
+    COLLATE = "collate"  # the collate function, per batch
+    RECEIVE = "receive"  # the main process taking a built batch from a worker (next() on a ready batch)
+    PIN = "pin"  # pinning the batch's tensors (pin_memory=True, CUDA only)
+    H2D = "h2d"  # the host-to-device copy (CUDA only)
+
+    @property
+    def per_batch(self) -> bool:
+        """Whether the stage is timed once per batch (and divided by its samples)."""
+        return self in (StageKind.COLLATE, StageKind.RECEIVE, StageKind.PIN, StageKind.H2D)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One row of the stage profile: its `name` (unique in the profile: `read`, `decode`, a
+    transform's class name such as `RandomResizedCrop`, `#2` added to a repeated one), its
+    `kind` (a StageKind value) and `where` it runs ("worker" or "main")."""
+
+    name: str
+    kind: str
+    where: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Stage:
+        return cls(name=str(d["name"]), kind=str(d["kind"]), where=str(d["where"]))
+
+
+@dataclass
+class SampleTiming:
+    """One sample through the stage profile, in seconds. `wall_s` / `cpu_s`: per stage name,
+    the stage's self time in this sample (time in a nested stage counts for the inner one only;
+    CPU is the calling thread's); `calls`: how often each stage was entered. `getitem_wall_s` /
+    `getitem_cpu_s`: the whole `__getitem__` (or `next()` of an IterableDataset's iterator) with
+    the interceptions in place. `queued_s` (per stage, self time like the others) and
+    `getitem_queued_s`: the time the thread was runnable but queued for a CPU (Linux
+    schedstat; empty / None where it cannot be read): wall above CPU that is other load on the
+    machine, not I/O or a lock."""
+
+    wall_s: dict[str, float]
+    cpu_s: dict[str, float]
+    getitem_wall_s: float
+    getitem_cpu_s: float
+    calls: dict[str, int] = field(default_factory=dict)
+    queued_s: dict[str, float] = field(default_factory=dict)
+    getitem_queued_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SampleTiming:
+        return cls(**{k: d[k] for k in ("wall_s", "cpu_s", "getitem_wall_s", "getitem_cpu_s") if k in d},
+                   calls=dict(d.get("calls") or {}), queued_s=dict(d.get("queued_s") or {}),
+                   getitem_queued_s=d.get("getitem_queued_s"))
+
+
+@dataclass
+class BatchTiming:
+    """One batch's per-batch stages (collate, receive, pin, H2D), in seconds of wall, of the
+    calling thread's CPU and of its time queued for a CPU, per stage name; `samples` in the
+    batch."""
+
+    samples: int
+    wall_s: dict[str, float]
+    cpu_s: dict[str, float]
+    queued_s: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BatchTiming:
+        return cls(samples=int(d["samples"]), wall_s=dict(d["wall_s"]), cpu_s=dict(d["cpu_s"]),
+                   queued_s=dict(d.get("queued_s") or {}))
+
+
+@dataclass(frozen=True)
+class FunctionTime:
+    """One function of the profiler's pass over `__getitem__` (cProfile): its `function` name,
+    `location` (file:line, or `~` for a built-in), `self_s` (time in its own code, callees
+    excluded, summed over the pass), `calls`, and for a built-in the Python function that spent
+    most of its time calling it (`called_from`)."""
+
+    function: str
+    location: str
+    self_s: float
+    calls: int
+    called_from: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FunctionTime:
+        return cls(function=str(d["function"]), location=str(d["location"]), self_s=float(d["self_s"]),
+                   calls=int(d["calls"]), called_from=d.get("called_from"))
+
+
+@dataclass
+class StageRecord:
+    """The raw stage profile of one dataset and one set of DataLoader settings.
+
+    `stages`: every stage looked for, in pipeline order. `samples`: the per-sample timings (the
+    sample stages), `batches`: the per-batch ones. `plain_s`: `__getitem__` seconds of as many
+    other samples fetched without the interceptions, in turn with the timed ones (NOTE [stage
+    profile] in measure/stages.py). `functions`: the profiler's pass over `__getitem__` with
+    the recognised stages left out, over `attribution_samples` samples whose `__getitem__` took
+    `attribution_getitem_s` under the profiler (of which `attribution_stages_s` in recognised
+    stages), in turn with `attribution_plain_samples` others that took `attribution_plain_s`
+    without it. `decoders`: decode calls per
+    decoder (`PIL JPEG`, `torchvision.io decode_jpeg`). `sampled_in`: "this process" or "a
+    DataLoader worker". `torch_threads`: the intra-op threads the samples were built with.
+    `wall_s`: the whole profile's seconds, against `time_budget_s`; `cut_short`: the parts that
+    the budget ended before their sample count. `iterable`: an IterableDataset (items timed
+    alternately with and without the interceptions, not the same items twice).
+    """
+
+    stages: list[Stage]
+    samples: list[SampleTiming]
+    batches: list[BatchTiming]
+    settings: LoaderSettings
+    device: str
+    plain_s: list[float] = field(default_factory=list)
+    functions: list[FunctionTime] = field(default_factory=list)
+    attribution_samples: int = 0
+    attribution_getitem_s: float = 0.0
+    attribution_stages_s: float = 0.0
+    attribution_plain_samples: int = 0
+    attribution_plain_s: float = 0.0
+    decoders: dict[str, int] = field(default_factory=dict)
+    sampled_in: str = "this process"
+    torch_threads: int | None = None
+    wall_s: float = 0.0
+    time_budget_s: float = 0.0
+    cut_short: list[str] = field(default_factory=list)
+    iterable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stages": [s.to_dict() for s in self.stages],
+            "samples": [s.to_dict() for s in self.samples],
+            "batches": [b.to_dict() for b in self.batches],
+            "settings": self.settings.to_dict(),
+            "device": self.device,
+            "plain_s": list(self.plain_s),
+            "functions": [f.to_dict() for f in self.functions],
+            "attribution_samples": self.attribution_samples,
+            "attribution_getitem_s": self.attribution_getitem_s,
+            "attribution_stages_s": self.attribution_stages_s,
+            "attribution_plain_samples": self.attribution_plain_samples,
+            "attribution_plain_s": self.attribution_plain_s,
+            "decoders": dict(self.decoders),
+            "sampled_in": self.sampled_in,
+            "torch_threads": self.torch_threads,
+            "wall_s": self.wall_s,
+            "time_budget_s": self.time_budget_s,
+            "cut_short": list(self.cut_short),
+            "iterable": self.iterable,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StageRecord:
+        return cls(
+            stages=[Stage.from_dict(s) for s in d["stages"]],
+            samples=[SampleTiming.from_dict(s) for s in d["samples"]],
+            batches=[BatchTiming.from_dict(b) for b in d["batches"]],
+            settings=LoaderSettings.from_dict(d["settings"]),
+            device=str(d["device"]),
+            plain_s=[float(x) for x in d.get("plain_s") or []],
+            functions=[FunctionTime.from_dict(f) for f in d.get("functions") or []],
+            attribution_samples=int(d.get("attribution_samples", 0)),
+            attribution_getitem_s=float(d.get("attribution_getitem_s", 0.0)),
+            attribution_stages_s=float(d.get("attribution_stages_s", 0.0)),
+            attribution_plain_samples=int(d.get("attribution_plain_samples", 0)),
+            attribution_plain_s=float(d.get("attribution_plain_s", 0.0)),
+            decoders=dict(d.get("decoders") or {}),
+            sampled_in=str(d.get("sampled_in", "this process")),
+            torch_threads=d.get("torch_threads"),
+            wall_s=float(d.get("wall_s", 0.0)),
+            time_budget_s=float(d.get("time_budget_s", 0.0)),
+            cut_short=list(d.get("cut_short") or []),
+            iterable=bool(d.get("iterable", False)),
+        )

@@ -1,6 +1,6 @@
 """The typer app: every command parses its flags, calls one core function and renders the result;
 errors become one line and an exit code (cli/common.py). One module per command group:
-`sweep`, `results` (show, plot), `compare` (compare, check), `storage`, `data` (make-data), `env`.
+`sweep`, `profile`, `results` (show, plot), `compare` (compare, check), `storage`, `data` (make-data), `env`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from loaderbench.cli import common
 from loaderbench.cli.compare import check_command, compare_command
 from loaderbench.cli.data import make_data_command
 from loaderbench.cli.env import env_command
+from loaderbench.cli.profile import profile_command
 from loaderbench.cli.results import plot_command, show_command
 from loaderbench.cli.storage import storage_command
 from loaderbench.cli.sweep import sweep_command
@@ -26,6 +27,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.command("sweep")(sweep_command)
+app.command("profile")(profile_command)
 app.command("show")(show_command)
 app.command("plot")(plot_command)
 app.command("compare")(compare_command)

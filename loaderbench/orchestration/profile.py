@@ -1,0 +1,131 @@
+"""`loaderbench profile`: one set of DataLoader settings from the sweep's config, the dataset built,
+its stage profile measured (measure/stages.py) and summarised (analysis/stages.py)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loaderbench.errors import DataError, UsageError
+from loaderbench.model import AXES_BY_NAME, DatasetSpec, LoaderSettings, StageRecord
+from loaderbench.orchestration.config import SweepConfig, option
+
+if TYPE_CHECKING:  # the command's module imports this one: the analysis is imported when a profile runs
+    from loaderbench.analysis.stages import StageProfile
+
+PROFILE_AXES = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "mp_context", "worker_threads",
+                "main_threads")
+"""The grid axes a profile takes (one value each); the others mean nothing to it."""
+
+DEFAULT_SAMPLES = 200
+DEFAULT_TIME_BUDGET_S = 20.0
+DEFAULT_TOP = 10
+
+
+@dataclass(frozen=True)
+class ProfileOutcome:
+    """A profile as the command renders it: the dataset and settings profiled, the device,
+    the raw record and its table."""
+
+    dataset: DatasetSpec
+    settings: LoaderSettings
+    device: str
+    record: StageRecord
+    profile: StageProfile
+    setup_s: float  # building the dataset, before the profile's budget starts
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything the table shows (and the raw timings), for `--format json`."""
+        return {
+            "dataset": self.dataset.to_dict(),
+            "settings": self.settings.to_dict(),
+            "device": self.device,
+            "setup_s": self.setup_s,
+            **self.profile.to_dict(),
+            "raw": self.record.to_dict(),
+        }
+
+
+def profile_settings(config: SweepConfig, *, cuda: bool) -> LoaderSettings:
+    """The one set of DataLoader settings a profile measures, from the config's grid: each of
+    PROFILE_AXES must have one value (UsageError naming the flag otherwise); an axis left at
+    the sweep's default takes the profile's: 1 worker, batch size 256 on a CUDA device and 64
+    without, pin_memory on a CUDA device, prefetch_factor 2."""
+    from loaderbench.orchestration.plan import DEFAULT_BATCH_CPU, DEFAULT_BATCH_GPU
+
+    values: dict[str, Any] = {}
+    for name in PROFILE_AXES:
+        axis = AXES_BY_NAME[name]
+        given = config.grid.get(name)
+        if given is None or given == axis.default:
+            values[name] = None
+            continue
+        if len(given) != 1:
+            flag = option("grid", name).flag_name
+            shown = ",".join("default" if v is None else str(v) for v in given)
+            raise UsageError(f"{flag} {shown}: a profile measures one setting; give one value, e.g. {flag} "
+                             f"{given[-1]}")
+        values[name] = given[0]
+    workers = 1 if values["num_workers"] is None else values["num_workers"]
+    return LoaderSettings(
+        num_workers=workers,
+        pin_memory=cuda if values["pin_memory"] is None else bool(values["pin_memory"]),
+        prefetch=False,
+        prefetch_factor=(values["prefetch_factor"] or 2) if workers else None,
+        persistent_workers=False,
+        batch_size=values["batch_size"] or (DEFAULT_BATCH_GPU if cuda else DEFAULT_BATCH_CPU),
+        mp_context=values["mp_context"] if workers else None,
+        worker_threads=values["worker_threads"] if workers else None,
+        main_threads=values["main_threads"],
+    )
+
+
+def execute_profile(
+    config: SweepConfig,
+    *,
+    samples: int = DEFAULT_SAMPLES,
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S,
+    in_worker: bool = False,
+    top: int = DEFAULT_TOP,
+    cache_dir: Path | None = None,
+) -> ProfileOutcome:
+    """The whole `loaderbench profile`: the settings (`profile_settings`), the device, the
+    dataset and its collate function built, the stage profile measured within `time_budget_s`
+    seconds (counted from after the dataset is built) and summarised (`top` functions of the
+    rest of `__getitem__`).
+
+    Raises UsageError for settings a profile cannot take (several values of an axis,
+    `in_worker` without workers, CUDA asked for and missing), DataError when the dataset
+    cannot be built or raises while it is profiled (its type and message in one line).
+    """
+    from loaderbench.analysis.stages import summarize_profile
+    from loaderbench.measure.stages import ProfilePlan, profile_stages
+    from loaderbench.measure.trial import resolve_device
+    from loaderbench.workload import datasets
+
+    device = resolve_device(config.measure)
+    settings = profile_settings(config, cuda=device.startswith("cuda"))
+    if in_worker and settings.num_workers == 0:
+        raise UsageError("--in-worker times the samples inside a DataLoader worker: give --num-workers 1 or more")
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.set_device(torch.device(device))
+    t0 = time.perf_counter()
+    dataset = datasets.build_dataset(config.dataset, cache_dir=cache_dir)
+    collate = datasets.build_collate_fn(config.dataset)
+    setup_s = time.perf_counter() - t0
+    plan = ProfilePlan(samples=samples, time_budget_s=time_budget_s, in_worker=in_worker, top=top,
+                       seed=config.seed, device=device)
+    try:
+        record = profile_stages(dataset, settings, plan, collate_fn=collate)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's dataset may raise anything: one line, exit 2
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise DataError(f"the dataset raised {type(exc).__name__} while it was profiled: {first}; "
+                        "fix the dataset (a sweep of it fails the same way)") from exc
+    return ProfileOutcome(dataset=config.dataset, settings=settings, device=device, record=record,
+                          profile=summarize_profile(record, top=top), setup_s=setup_s)
