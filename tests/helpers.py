@@ -89,7 +89,8 @@ def with_ceilings(results: list[ConfigResult], by_batch: dict[int, float]) -> li
     size), as `analyze` sets it from a sweep's ceilings."""
     for r in results:
         if r.summary is not None:
-            r.summary.compute_ceiling_samples_per_s = by_batch.get(r.settings.batch_size)
+            c = r.summary.compute_ceiling_samples_per_s = by_batch.get(r.settings.batch_size)
+            r.summary.ceiling_share = r.summary.samples_per_s / c if c else None
     return results
 
 

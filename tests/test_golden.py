@@ -1,10 +1,13 @@
 """Golden renderings: every result file kept in docs/data and tests/data renders exactly as in
 tests/data/expected/ (the table at 200 and at 100 columns, and markdown), with the conclusions
-this version of the analysis draws from its raw samples. Regenerate a golden file on purpose,
-after checking the difference: `COLUMNS=200 loaderbench show FILE > tests/data/expected/NAME.table.txt`."""
+this version of the analysis draws from its raw samples, and their analysis is the golden JSON
+beside them (NAME.analysis.json). Regenerate a golden file on purpose, after checking the
+difference: `COLUMNS=200 loaderbench show FILE > tests/data/expected/NAME.table.txt`; the golden
+analyses with `python3 -m tests.test_golden`."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -32,3 +35,47 @@ def test_show_renders_the_golden_file(path, suffix, args, columns):
     res = CliRunner().invoke(app, ["show", str(path), *args], env={"COLUMNS": columns})
     assert res.exit_code == 0, res.output
     assert res.stdout == (EXPECTED / f"{path.stem}.{suffix}").read_text()
+
+
+def _rounded(value):
+    """`value` with every float at 9 significant digits: the golden JSON stands for the analysis,
+    not for the last bit of a platform's libm."""
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def analysis_document(path: Path) -> dict:
+    """What the analysis derives from a kept result file: each config's summary (statistics and
+    judgements) and the `Analysis`, as JSON values."""
+    from loaderbench.analysis import analyze
+    from loaderbench.results import read_results
+
+    rs = read_results(path)
+    analysis = analyze(rs)
+    return _rounded({
+        "results": [{"key": r.key(), "status": r.status, "summary": None if r.summary is None else r.summary.to_dict()}
+                    for r in rs.results],
+        "analysis": analysis.to_dict(),
+    })
+
+
+def test_every_result_file_has_a_golden_analysis():
+    assert {p.stem for p in FILES} == {p.name.removesuffix(".analysis.json") for p in EXPECTED.glob("*.analysis.json")}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_the_analysis_is_the_golden_json(path):
+    want = json.loads((EXPECTED / f"{path.stem}.analysis.json").read_text())
+    assert analysis_document(path) == want
+
+
+if __name__ == "__main__":
+    # Regenerate the golden analyses (after an intended change; read the diff before committing):
+    # python3 -m tests.test_golden
+    for p in FILES:
+        (EXPECTED / f"{p.stem}.analysis.json").write_text(json.dumps(analysis_document(p), indent=1) + "\n")

@@ -15,7 +15,7 @@ PKG = Path(__file__).resolve().parents[1] / "loaderbench"
 # module like any other: only the CLI may import it.
 LAYERS = {
     "model": ("loaderbench._version", "loaderbench.model", "loaderbench.errors", "loaderbench.schema",
-              "loaderbench.results", "loaderbench.kinds", "loaderbench.parsers", "loaderbench.thresholds"),
+              "loaderbench.results", "loaderbench.kinds", "loaderbench.parsers", "loaderbench.conclusions"),
     "machine": ("loaderbench.machine",),
     "workload": ("loaderbench.workload",),
     "storage": ("loaderbench.storage",),

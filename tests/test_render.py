@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from loaderbench.analysis import analyze
-from loaderbench.model import ResultSet
+from loaderbench.model import Ceiling
 from loaderbench.render import sweep as render
+from loaderbench.results import ResultSet, SearchLog, SearchStep, SweepRecord
 from tests.helpers import result, settings, trial
 
 GOLDEN = """\
@@ -28,7 +29,7 @@ def sample() -> ResultSet:
             result(settings(8), trial(0.0005, 0.012)),
             result(settings(16), status="failed", error="a DataLoader worker was killed by SIGKILL"),
         ],
-        ceilings={"compute": {"16": {"samples_per_s": 16 / 0.012, "step_s": 0.012, "method": "analytic"}}},
+        ceilings={16: Ceiling.analytic(16, 0.012)},
     )
     for r in rs.results[1:4]:
         r.trials[0].receive_s = [0.0004] * 4
@@ -101,7 +102,7 @@ def test_partial_line_counts_configs_short_of_their_repeats():
             result(settings(2), trial(0.004, 0.012), trial(0.004, 0.012)),
             result(settings(4), trial(0.0005, 0.012), trial(0.0005, 0.012)),
         ],
-        analysis={"configs_planned": 4, "interrupted": True},
+        sweep=SweepRecord(configs_planned=4, interrupted=True),
     )
     analyze(rs)
     assert render.footer_lines(rs)[0] == (
@@ -109,9 +110,11 @@ def test_partial_line_counts_configs_short_of_their_repeats():
         "the recommendation covers only these."
     )
     rs.results = rs.results[:1]
+    analyze(rs)
     assert render.footer_lines(rs)[0].startswith("PARTIAL: 1 of 4 planned configs finished (the sweep was stopped);")
     # A search plans no fixed set: it says how far it got, not "of N planned".
-    rs.analysis["search"] = {"steps": [], "grid_configs": 4}
+    rs.sweep.search = SearchLog(grid_configs=4)
+    analyze(rs)
     lines = render.footer_lines(rs)
     assert ("PARTIAL: the search was stopped after 1 config; the recommendation covers only these, and what more "
             "configs would give is not known.") in lines
@@ -126,7 +129,7 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
         config={"dataset": {"kind": "tensor"}, "compute": {"kind": "sleep", "ms": 4}, "measure": {}},
         environment={"cuda_available": False, "usable_cpus": 2},
         results=[result(settings(0), rows[0]), result(settings(2), rows[1]), result(settings(4), rows[2])],
-        ceilings={"compute": {"16": {"samples_per_s": 4000.0, "step_s": 0.004, "method": "analytic"}}},
+        ceilings={16: Ceiling.analytic(16, 0.004)},
     )
     analyze(rs)
     line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
@@ -167,7 +170,7 @@ def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked
         config={"dataset": {"kind": "tensor"}, "compute": {"kind": "sleep", "ms": 2.5}, "measure": {}},
         environment={"cuda_available": False, "usable_cpus": 2},
         results=[result(settings(4), rows[0]), result(settings(2), rows[1])],
-        ceilings={"compute": {"16": {"samples_per_s": 6400.0, "step_s": 0.0025, "method": "analytic"}}},
+        ceilings={16: Ceiling.analytic(16, 0.0025)},
     )
     analyze(rs)
     assert render.loader_ceiling_line(rs) == (
@@ -215,8 +218,8 @@ def test_a_search_where_every_config_hung_says_nothing_was_ranked():
     rows = [ConfigResult(settings=settings(w), status="hung", error="no end within --config-timeout 5s")
             for w in (0, 1, 2)]
     rs = ResultSet(config={}, environment={}, results=rows,
-                   analysis={"search": {"workers_searched": [0, 2], "grid_configs": 3, "stopped": None},
-                             "sweep_wall_s": 27.0})
+                   sweep=SweepRecord(search=SearchLog(workers_searched=[0, 2], grid_configs=3, stopped=None),
+                                     sweep_wall_s=27.0))
     lines = render.search_lines(rs)
     assert lines == ["Search (model-guided, --search auto): 3 configs tried in 27 s; none finished, so nothing "
                      "was ranked (each row says why)."]
@@ -224,11 +227,11 @@ def test_a_search_where_every_config_hung_says_nothing_was_ranked():
 
 def test_the_search_footer_names_a_repeat_the_model_asked_for():
     rows = [result(settings(w), trial(0.0, 0.012), trial(0.0, 0.012)) for w in (4, 6)]
-    rs = ResultSet(config={}, environment={}, results=rows,
-                   analysis={"search": {"workers_searched": [0, 8], "grid_configs": 6, "stopped": "done",
-                                        "steps": [{"config": settings(4).key(), "why": "repeat: measured once, far "
-                                                   "below the model's prediction, which would make it the knee"}]},
-                             "sweep_wall_s": 20.0})
+    rs = ResultSet(config={}, environment={}, results=rows, sweep=SweepRecord(
+        search=SearchLog(workers_searched=[0, 8], grid_configs=6, stopped="done", steps=[SearchStep(
+            settings(4).key(), "repeat: measured once, far below the model's prediction, which would make it the knee",
+            repeat=True)]),
+        sweep_wall_s=20.0))
     text = render.search_lines(rs)[0]
     assert (f"repeats where they decide: {settings(4).key()} x2, {settings(6).key()} x2; {settings(4).key()} repeated "
             "because its first trial read far below the model's prediction, which would make it the knee (done).") in text
@@ -240,12 +243,17 @@ def test_a_setting_that_differs_only_in_predicted_rows_keeps_its_column():
     import json
     from pathlib import Path
 
-    data = json.loads((Path(__file__).resolve().parents[1] / "docs/data/search-default-h200-3.json").read_text())
+    from loaderbench.schema import migrate
+
+    path = Path(__file__).resolve().parents[1] / "docs/data/search-default-h200-3.json"
+    data = migrate(json.loads(path.read_text()), path)
     rs = ResultSet.from_dict(data)
+    analyze(rs)
     assert render.constant_settings(rs)["persistent_workers"] == "off"
-    with_workers = [p for p in data["analysis"]["predictions"] if p["settings"]["num_workers"] > 0]
+    with_workers = [p for p in data["sweep"]["predictions"] if p["settings"]["num_workers"] > 0]
     with_workers[0]["settings"]["persistent_workers"] = True
     rs = ResultSet.from_dict(data)
+    analyze(rs)
     assert "persistent_workers" not in render.constant_settings(rs)
     assert "persistent_workers" in [k for k, _ in render.visible_columns(rs)]
     assert not any("persistent_workers=off" in line for line in render.header_lines(rs))
@@ -266,7 +274,7 @@ def test_worker_threads_advice_names_a_picklable_hook_or_none():
         text = "\n".join(render.footer_lines(rs))
         call = rs.recommendation.dataloader_call
         assert ("worker_init_fn=set_worker_threads" in call) is hook and "lambda" not in call
-        said = " ".join(finding_sentences(rs.recommendation.findings, rs))
+        said = " ".join(finding_sentences(rs.recommendation.findings))
         assert ("def set_worker_threads(worker_id): torch.set_num_threads(2)" in text) is hook
         if hook:
             assert "torch.set_num_threads(2) in each worker (worker_init_fn)" in said

@@ -172,7 +172,7 @@ def test_a_first_trial_far_below_the_models_prediction_is_repeated_when_it_decid
     assert search.predicted[settings(4)] == pytest.approx(1333.3, rel=0.05)
     assert [rep for s, rep in calls if s.num_workers == 4] == [0, 1, 2]
     assert find_knee(results, tolerance=0.05).settings.num_workers == 4
-    assert any(st["why"].startswith("repeat:") and st["config"] == settings(4).key() for st in search.log.steps)
+    assert any(st.repeat and st.why.startswith("repeat:") and st.config == settings(4).key() for st in search.log.steps)
     # The same low trial at 2 workers, which the model put far below the best too: no repeat.
     measure, calls = pipeline(2.0, 12.0, cpus=4, outliers={(2, 0): 0.8})
     search = Search(cells, measure=measure, tolerance=0.05, repeats=3, budget_s=600, usable_cpus=4,
@@ -290,7 +290,7 @@ def test_zero_workers_is_measured_only_when_it_may_compete():
         def measure_handoff(s: LoaderSettings, repeat: int) -> ConfigResult:
             r = measure(s, repeat)
             if s.num_workers:
-                r.summary.verdict = Verdict.RECEIVE_FLOOR.value
+                r.summary.verdict = Verdict.RECEIVE_FLOOR
             return r
         return measure_handoff
 
@@ -320,7 +320,7 @@ def test_more_usable_cpus_never_predict_less_at_the_same_worker_count():
 
     measure, _ = pipeline(5.0, 2.0, cpus=4, cpu_per_sample_s=0.001)
     rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 8)]
-    curves = {k: dict(what_if_cpus(rows, settings(1), k, 0.05, max_workers=16, measured_cpus=4)["curve"])
+    curves = {k: dict(what_if_cpus(rows, settings(1), k, 0.05, max_workers=16, measured_cpus=4).curve)
               for k in (2, 4, 8, 16)}
     for w in range(0, 17):
         values = [curves[k][w] for k in (2, 4, 8, 16)]
@@ -339,8 +339,8 @@ def test_the_what_if_looks_past_twice_the_cpus_when_the_run_measured_more_worker
     measure, _ = pipeline(5.0, 10.0, cpus=2, cpu_per_sample_s=0.0002)
     rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 6, 7, 8, 9, 10)]
     found = what_if_cpus(rows, settings(1), 2, 0.05, measured_cpus=2)
-    assert found["knee_workers"] == 8
-    assert max(w for w, _ in found["curve"]) == 20  # twice the 10 workers measured
+    assert found.knee_workers == 8
+    assert max(w for w, _ in found.curve) == 20  # twice the 10 workers measured
 
 
 def test_a_light_loader_starved_at_twice_the_cpus_is_searched_wider_again():
@@ -364,10 +364,10 @@ def test_the_what_if_at_the_measured_cpus_gives_back_the_measured_rows_and_more_
     measure, _ = pipeline(5.0, 2.0, cpus=4, cpu_per_sample_s=0.001)
     rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 8)]
     measured = {r.settings.num_workers: r.summary.samples_per_s for r in rows}
-    same = dict(what_if_cpus(rows, settings(1), 4, 0.05, max_workers=16, measured_cpus=4)["curve"])
+    same = dict(what_if_cpus(rows, settings(1), 4, 0.05, max_workers=16, measured_cpus=4).curve)
     for w, rate in measured.items():
         assert same[w] == pytest.approx(rate, rel=1e-9)
-    more = dict(what_if_cpus(rows, settings(1), 16, 0.05, max_workers=16, measured_cpus=4)["curve"])
+    more = dict(what_if_cpus(rows, settings(1), 16, 0.05, max_workers=16, measured_cpus=4).curve)
     assert all(more[w] >= 0.999 * rate for w, rate in measured.items())
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from loaderbench.analysis import statistics as stats
-from loaderbench.model import ResultSet
+from loaderbench.results import ResultSet
 
 
 def to_frame(result_set: ResultSet) -> Any:
@@ -30,7 +30,7 @@ def to_frame(result_set: ResultSet) -> Any:
     for r in result_set.results:
         base = {
             "key": r.key(), **r.settings.to_dict(), "cache": r.cache, "status": r.status,
-            "error": r.error, "verdict": None if r.summary is None else r.summary.verdict,
+            "error": r.error, "verdict": None if r.summary is None or r.summary.verdict is None else r.summary.verdict.value,
         }
         if not r.trials:
             rows.append({**base, "repeat": None})

@@ -1,5 +1,5 @@
-"""The knee: the cheapest measured config whose throughput is within tolerance (or noise) of the
-best, where "cheapest" is what each config was measured to cost.
+"""The knee pass: the cheapest measured config whose throughput is within tolerance (or noise) of
+the best, where "cheapest" is what each config was measured to cost.
 
 Pure: no torch, no I/O.
 
@@ -22,21 +22,44 @@ NOTE [cost order]
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from loaderbench.model import ConfigResult, WarningKind
+from loaderbench.analysis.thresholds import (
+    COST_CPU_MARGIN_PCT,
+    COST_MEMORY_MARGIN_BYTES,
+    COST_RELATIVE,
+    COST_STARTUP_MARGIN_S,
+    DEFAULT_TOLERANCE,
+    NOISE_CAP,
+)
+from loaderbench.model import ConfigResult
 
-DEFAULT_TOLERANCE = 0.05
-NOISE_CAP = 2.0  # a config within noise is at most NOISE_CAP x tolerance below the best's median
-_COSTS: tuple[tuple[str, float, float], ...] = (("memory", 0.10, 32 * 2**20), ("startup", 0.10, 0.05), ("cpu", 0.10, 10.0))
+_COSTS: tuple[tuple[str, float, float], ...] = (
+    ("memory", COST_RELATIVE, COST_MEMORY_MARGIN_BYTES), ("startup", COST_RELATIVE, COST_STARTUP_MARGIN_S),
+    ("cpu", COST_RELATIVE, COST_CPU_MARGIN_PCT),
+)
 
 
 def rankable(results: Sequence[ConfigResult]) -> list[ConfigResult]:
-    """Measured configs that may be ranked: status ok, a summary, and not flagged as counting
-    duplicate samples (a REPLICATED warning)."""
-    return [
-        r for r in results
-        if r.status == "ok" and r.summary is not None and not r.has(WarningKind.REPLICATED)
-    ]
+    """Measured configs that may be ranked (`ConfigResult.ranked`: status ok, a summary, and
+    not counting duplicate samples)."""
+    return [r for r in results if r.ranked]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The knee pass's record: the configs ranked (in the sweep's order), the best and the knee
+    (None when nothing was ranked), at `tolerance`. The findings pass reads it."""
+
+    ranked: list[ConfigResult]
+    best: ConfigResult | None
+    knee: ConfigResult | None
+    tolerance: float
+
+
+def rank(results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE) -> Ranking:
+    """The knee pass over `results` (summarised and judged)."""
+    return Ranking(rankable(results), best_of(results), find_knee(results, tolerance=tolerance), tolerance)
 
 
 def best_of(results: Sequence[ConfigResult]) -> ConfigResult | None:

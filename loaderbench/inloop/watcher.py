@@ -51,16 +51,18 @@ from typing import Any
 
 from loaderbench.measure.loop import early_warmup_for, full_queue_for, warmup_for, warmup_over
 from loaderbench.model import (
+    Ceiling,
+    CeilingMethod,
     ComputeSpec,
     ConfigResult,
     DatasetSpec,
     LoaderSettings,
     MeasureSpec,
     Note,
-    ResultSet,
     Trial,
     WarningKind,
 )
+from loaderbench.results import ResultSet
 
 Clock = Callable[[], float]
 TIMINGS = ("auto", "host", "events", "sync")
@@ -765,7 +767,7 @@ class Watch:
     def result(self) -> ResultSet:
         """The measured window as a one-config sweep result (`ResultSet`), analysed: summary,
         verdict, recommendation, headroom, the compute ceiling taken from the steps' compute
-        time, and in `analysis["prediction"]` the pipeline model's estimate of what more workers
+        time, and in `analysis.more_workers` the pipeline model's estimate of what more workers
         would give (a prediction, not a measurement).
 
         Under torch.distributed (a process group initialised, more than one rank) every rank
@@ -904,9 +906,10 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
                      warmup_batches: int, max_batches: int, samples_per_batch: int | None, cuda: bool,
                      world: tuple[int, int] = (1, 1)) -> ResultSet:
     """The ResultSet of a watched run: `row` analysed as a one-config sweep (analysis.analyze),
-    its compute ceiling taken from the measured compute time per step (`ceilings["compute"]`,
+    its compute ceiling taken from the measured compute time per step (`ResultSet.ceilings`,
     method "watched": the step's own time, which on CUDA events is the GPU's time from batch
-    ready to step end), and `analysis["prediction"]` (`predict_next`)."""
+    ready to step end), and the analysis's prediction of what more workers would give
+    (`Analysis.more_workers`)."""
     import datetime as _dt
 
     from loaderbench._version import __version__
@@ -929,7 +932,7 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
         environment = {"usable_cpus": usable_cpus(), "error": f"{type(exc).__name__}: {exc}"}
     if world[0] > 1:
         environment["distributed"] = {"world_size": world[0], "local_world_size": world[1], "watched": True}
-    ceilings: dict[str, Any] = {}
+    ceilings: dict[int, Ceiling] = {}
     if row.trials:
         per_rank = [Trial.from_dict(d) for d in row.trials[0].rank_trials] or row.trials
         rates, steps, held = [], [], []
@@ -941,10 +944,9 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
                 steps.append(c)
                 held.append(spb)
         if rates and len(rates) == len(per_rank):
-            ceilings["compute"] = {str(row.settings.batch_size): {
-                "samples_per_s": sum(rates), "step_s": max(steps), "samples_per_batch": statistics.median(held),
-                "method": "watched", "world_size": len(per_rank), "batch_size": row.settings.batch_size,
-            }}
+            ceilings[row.settings.batch_size] = Ceiling(
+                row.settings.batch_size, sum(rates), max(steps), CeilingMethod.WATCHED,
+                samples_per_batch=statistics.median(held), world_size=len(per_rank))
     rs = ResultSet(
         config={**config.to_dict(), "watch": True},
         environment=environment,
@@ -956,7 +958,6 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
         ceilings=ceilings,
     )
     analyze(rs)
-    rs.analysis["prediction"] = predict_next(row, environment.get("usable_cpus"), config.tolerance)
     return rs
 
 
@@ -967,49 +968,25 @@ def _device_index(device: str) -> int | None:
     return d.index if d.index is not None else torch.cuda.current_device()
 
 
-def predict_next(row: ConfigResult, usable: int | None, tolerance: float) -> dict[str, Any] | None:
-    """What more workers would likely give a loader-bound watched config, from the sweep's
-    models fitted on this one config: `workers_needed` (batch build time over the step's cycle,
-    analysis.wait.workers_needed) and, with workers, the pipeline model's predicted knee on this
-    machine's CPUs (analysis.predict.what_if_cpus: `knee_workers`, `knee_samples_per_s`,
-    `knee_stall_fraction`, `curve`). None when the config is not loader-bound. A prediction,
-    never a measurement: the renderers say so."""
-    from loaderbench.analysis.predict import what_if_cpus
-
-    s = row.summary
-    if s is None or s.verdict != "loader-bound":
-        return None
-    out: dict[str, Any] = {"kind": "more-workers", "num_workers": row.settings.num_workers,
-                           "workers_needed": s.workers_needed, "usable_cpus": usable}
-    if row.settings.num_workers > 0 and usable:
-        what = what_if_cpus([row], row.settings, usable, tolerance,
-                            max_workers=max(2 * usable, (s.workers_needed or 0) + 1), measured_cpus=usable)
-        if what is not None:
-            out.update({k: what[k] for k in ("knee_workers", "knee_samples_per_s", "knee_stall_fraction", "curve")})
-    if out.get("workers_needed") is None and out.get("knee_workers") is None:
-        return None
-    return out
-
-
 def suggested_settings(rs: ResultSet) -> dict[str, Any]:
     """The DataLoader settings to try next after a watched run, by the DataLoader's keyword
     names (num_workers, pin_memory, prefetch_factor, persistent_workers) plus `predicted`
     (True when num_workers comes from the prediction, not from what was measured): the
-    predicted workers for a loader-bound run (`analysis["prediction"]`), pin_memory for a
+    predicted workers for a loader-bound run (`Analysis.more_workers`), pin_memory for a
     pageable H2D copy, persistent_workers when epoch starts bind; else the watched settings."""
     from loaderbench.model import Verdict
 
     row = rs.results[0]
     s = row.settings
-    verdict = row.summary.verdict if row.summary is not None else ""
-    pred = (rs.analysis or {}).get("prediction") or {}
-    workers = pred.get("knee_workers") or pred.get("workers_needed") or s.num_workers
+    verdict = row.summary.verdict if row.summary is not None else None
+    pred = None if rs.analysis is None else rs.analysis.more_workers
+    workers = (pred and (pred.knee_workers or pred.workers_needed)) or s.num_workers
     workers = max(int(workers), s.num_workers)
     return {
         "num_workers": workers,
-        "pin_memory": s.pin_memory or verdict == Verdict.H2D_PAGEABLE.value,
+        "pin_memory": s.pin_memory or verdict is Verdict.H2D_PAGEABLE,
         "prefetch_factor": (s.prefetch_factor or 2) if workers else None,
-        "persistent_workers": bool(workers) and (s.persistent_workers or verdict == Verdict.EPOCH_START_BOUND.value),
+        "persistent_workers": bool(workers) and (s.persistent_workers or verdict is Verdict.EPOCH_START_BOUND),
         "predicted": workers != s.num_workers,
     }
 

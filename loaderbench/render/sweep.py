@@ -14,19 +14,31 @@ from rich.table import Table
 from rich.text import Text
 
 from loaderbench import kinds
-from loaderbench.analysis import statistics as stats
-from loaderbench.analysis.advice import WORKER_THREADS_FN, worker_threads_def
-from loaderbench.analysis.predict import Prediction
+from loaderbench.conclusions import (
+    Analysis,
+    Baseline,
+    CacheFix,
+    CeilingBinds,
+    FetchPrep,
+    LoaderCeiling,
+    MemoryPerWorker,
+    Noisy,
+    PartialBatches,
+    Prediction,
+    ServedFromCache,
+    WhatIfAnswer,
+    WhyNoPrediction,
+)
 from loaderbench.model import (
     GRID_AXES,
+    CeilingMethod,
     ConfigResult,
-    Finding,
-    FindingKind,
-    ResultSet,
     ServedFrom,
+    Summary,
     WarningKind,
 )
 from loaderbench.render.findings import finding_sentences
+from loaderbench.results import ResultSet
 
 NA = "n/a"
 
@@ -48,11 +60,19 @@ def _knee_key(rs: ResultSet) -> str | None:
     return None if rec is None or rec.settings is None else rec.settings.key()
 
 
+def analysis_of(rs: ResultSet) -> Analysis:
+    """The analysis every rendering formats (`analysis.analyze` sets it). Raises ValueError on
+    a result set that was not analysed."""
+    if rs.analysis is None:
+        raise ValueError("render a result set after analysis.analyze()")
+    return rs.analysis
+
+
 def _fmt(v: float | None, spec: str, scale: float = 1.0) -> str:
     return NA if v is None else format(v * scale, spec)
 
 
-def _h2d_cell(m: Any) -> str:
+def _h2d_cell(m: Summary) -> str:
     if m.h2d_p50_s is None:
         return NA
     parts = [f"{m.h2d_p50_s * 1e3:.1f}"]
@@ -80,12 +100,11 @@ def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
         return cells
     spread = ""
     if m.repeats > 1 and m.samples_per_s_min is not None:
-        spread = f" ±{stats.relative_spread(m) / 2:.0%}"
+        spread = f" ±{m.spread / 2:.0%}"
     cells.update(
         {
             "samples_per_s": f"{m.samples_per_s:,.0f}{spread}",
-            "ceiling_pct": (NA if not m.compute_ceiling_samples_per_s
-                            else f"{100 * m.samples_per_s / m.compute_ceiling_samples_per_s:.0f}%"),
+            "ceiling_pct": NA if m.ceiling_share is None else f"{100 * m.ceiling_share:.0f}%",
             "loader_ceiling": _fmt(m.loader_ceiling_samples_per_s, ",.0f"),
             "stall": f"{m.stall_fraction:.0%}" if m.stall_fraction >= 0.10 else f"{m.stall_fraction:.1%}",
             "wait_ms": f"{m.data_wait_p50_s * 1e3:.1f} / {m.data_wait_p95_s * 1e3:.1f}",
@@ -103,74 +122,70 @@ def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
         }
     )
     cells.update(rank_cells(m))
-    if r.has(WarningKind.REPLICATED):
+    if not m.ranked:
         cells["verdict"] = "duplicates samples: not ranked"
-    elif stats.relative_spread(m) > stats.NOISY_SPREAD:
+    elif m.noisy:
         cells["verdict"] += " (noisy)"
     return cells
 
 
-def _served_suffix(m: Any) -> str:
+def _served_suffix(m: Summary) -> str:
     """` (part cached)` or ` (page cache)`-like: where the samples came from, when not the device."""
-    served = m.served_from
-    if served in (None, ServedFrom.STORAGE.value, ServedFrom.UNKNOWN.value):
-        return " (part cached)" if m.storage_fraction is not None and 0.1 <= m.storage_fraction < 0.9 else ""
-    return " (part cached)" if served == ServedFrom.MIXED.value else f" ({served})"
+    if m.served_from is not None and m.served_from.is_cache:
+        return f" ({m.served_from.value})"
+    return " (part cached)" if m.part_cached else ""
 
 
 def _mb(x: float | None) -> str:
     return "?" if x is None else f"{x / 1e6:,.1f} MB"
 
 
-def served_from_cache_lines(d: dict[str, Any]) -> list[str]:
-    """The SERVED_FROM_CACHE finding in words: per row, what the device gave against what the
+def served_from_cache_lines(f: ServedFromCache) -> list[str]:
+    """The ServedFromCache finding in words: per row, what the device gave against what the
     samples needed, and which cache served the rest."""
     out = []
     why = {
-        ServedFrom.MIXED.value: "part came from a cache (read() returned {chars})",
-        ServedFrom.PAGE_CACHE.value: "read() returned {chars}: the OS page cache served them",
-        ServedFrom.MEMORY_FS.value: "the files live on an in-memory filesystem (tmpfs): there is no device to read",
-        ServedFrom.DATASET_CACHE.value: ("read() returned {chars} and {resident} of the files were in the page "
-                                         "cache: a cache inside the dataset or its workers served them"),
-        ServedFrom.CACHE.value: ("read() returned {chars} with {resident} of the files in the page cache: "
-                                 "memory-mapped files or a cache inside the dataset served them"),
+        ServedFrom.MIXED: "part came from a cache (read() returned {chars})",
+        ServedFrom.PAGE_CACHE: "read() returned {chars}: the OS page cache served them",
+        ServedFrom.MEMORY_FS: "the files live on an in-memory filesystem (tmpfs): there is no device to read",
+        ServedFrom.DATASET_CACHE: ("read() returned {chars} and {resident} of the files were in the page "
+                                   "cache: a cache inside the dataset or its workers served them"),
+        ServedFrom.CACHE: ("read() returned {chars} with {resident} of the files in the page cache: "
+                           "memory-mapped files or a cache inside the dataset served them"),
     }
-    for row in d["rows"]:
-        resident = "?" if row.get("resident_fraction") is None else f"{row['resident_fraction']:.0%}"
-        how = "estimated: files under --data / dataset length" if row.get("needed_rule") == "estimated" else "their files"
-        cache = "" if row.get("cache") in (None, "as-is") else f" ({row['cache']})"
-        chars = _mb(row.get("read_chars"))
-        if "first_epoch_read_bytes" in row:
-            chars = _mb(row.get("later_epoch_read_chars"))
-            read = (f"its first epoch read {_mb(row['first_epoch_read_bytes'])} from the device, every later epoch "
-                    f"at most {_mb(row['later_epoch_read_bytes'])}; over the window {_mb(row['read_bytes'])} of "
-                    f"{_mb(row['needed_bytes'])} the samples needed ({how}); after the first epoch ")
+    for row in f.rows:
+        resident = "?" if row.resident_fraction is None else f"{row.resident_fraction:.0%}"
+        how = "estimated: files under --data / dataset length" if row.needed_rule == "estimated" else "their files"
+        cache = "" if row.cache in (None, "as-is") else f" ({row.cache})"
+        chars = _mb(row.read_chars)
+        if row.later_epochs:
+            chars = _mb(row.later_epoch_read_chars)
+            read = (f"its first epoch read {_mb(row.first_epoch_read_bytes)} from the device, every later epoch "
+                    f"at most {_mb(row.later_epoch_read_bytes)}; over the window {_mb(row.read_bytes)} of "
+                    f"{_mb(row.needed_bytes)} the samples needed ({how}); after the first epoch ")
         else:
-            read = (f"{_mb(row['read_bytes'])} read from the device of {_mb(row['needed_bytes'])} the samples "
+            read = (f"{_mb(row.read_bytes)} read from the device of {_mb(row.needed_bytes)} the samples "
                     f"needed ({how}); ")
         out.append(
-            f"served from a cache [{row['config']}{cache}]: {read}"
-            + why.get(row["served_from"], "a cache served them").format(chars=chars, resident=resident) + "."
+            f"served from a cache [{row.settings.key()}{cache}]: {read}"
+            + why.get(row.served_from, "a cache served them").format(chars=chars, resident=resident) + "."
         )
-    for state in d.get("uneven") or []:
+    for state in f.uneven:
         label = "" if state in (None, "as-is") else f" ({state})"
         out.append(
-            f"The rows{label} were not served alike: {', '.join(d.get('storage_rows') or [])} from the device, the "
+            f"The rows{label} were not served alike: {', '.join(s.key() for s in f.storage_rows)} from the device, the "
             "rows above from a cache (the configs before them, or their own repeats, warmed it): ranking them "
             "compares the device with a cache; run with --cache cold, or a dataset that keeps nothing it read."
         )
-    if d.get("all"):
-        kinds = {row["served_from"] for row in d["rows"]}
-        cold = all(row.get("cache") == "cold" for row in d["rows"])
-        if kinds & {ServedFrom.DATASET_CACHE.value, ServedFrom.CACHE.value}:
-            fix = "the dataset (or its workers) keeps what it read: turn that cache off to measure the device"
-        elif kinds == {ServedFrom.MEMORY_FS.value}:
-            fix = "put a copy of the files on the device to measure it"
-        elif cold:
-            fix = ("the window read the files again after the page cache held them (a dataset smaller than "
-                   "the window): use more files, or fewer batches (--max-batches)")
-        else:
-            fix = "run with --cache cold (or a dataset larger than RAM) to measure the device"
+    if f.all_rows and f.fix is not None:
+        fix = {
+            CacheFix.DATASET_CACHE: "the dataset (or its workers) keeps what it read: turn that cache off to measure "
+                                    "the device",
+            CacheFix.MEMORY_FS: "put a copy of the files on the device to measure it",
+            CacheFix.REREAD: ("the window read the files again after the page cache held them (a dataset smaller "
+                              "than the window): use more files, or fewer batches (--max-batches)"),
+            CacheFix.COLD: "run with --cache cold (or a dataset larger than RAM) to measure the device",
+        }[f.fix]
         out.append(f"Every row was served from a cache: these throughputs are the cache's, not the storage's; {fix}.")
     return out
 
@@ -179,10 +194,10 @@ def _pct(x: float) -> str:
     return f"{x:.0%}" if x >= 0.10 else f"{x:.1%}"
 
 
-def verdict_text(m: Any) -> str:
+def verdict_text(m: Summary) -> str:
     """A summary's verdict as the table prints it: the verdict, then `(stall every N batches)`
     for a periodic loader-bound wait, `(tail)` when only the tail of the waits says so."""
-    text = m.verdict
+    text = "" if m.verdict is None else m.verdict.value
     if m.stall_period_batches:
         text += f" (stall every {m.stall_period_batches} batches)"
     elif m.tail_only:
@@ -190,7 +205,7 @@ def verdict_text(m: Any) -> str:
     return text
 
 
-def rank_cells(m: Any) -> dict[str, str]:
+def rank_cells(m: Summary) -> dict[str, str]:
     """Distributed sweeps: each rank's own samples/s (min-max over ranks) and stall fraction
     (every rank up to 4 ranks, else min-max and the slowest rank), the slowest rank marked *."""
     if not m.rank_samples_per_s:
@@ -259,18 +274,20 @@ def header_lines(rs: ResultSet) -> list[str]:
     same = {k: v for k, v in constant_settings(rs).items() if v != "default"}
     if same:
         lines.append("in every row: " + ", ".join(f"{k}={v}" for k, v in same.items()))
-    for bs, c in sorted(((rs.analysis or {}).get("compute_ceiling") or {}).items(), key=lambda kv: int(kv[0])):
-        how = {"analytic": "batch / step time", "watched": "batch / the watched step's compute time"}.get(
-            c.get("method"), "the step fed one batch already on the device")
-        if (c.get("world_size") or 1) > 1:
-            how += f", x {c['world_size']} ranks"
-        held = c.get("samples_per_batch")
-        at = f"batch {bs}"
-        if held is not None and abs(held - int(bs)) > 0.05:
+    for shown in analysis_of(rs).compute_ceilings:
+        c = shown.ceiling
+        how = {CeilingMethod.ANALYTIC: "batch / step time",
+               CeilingMethod.WATCHED: "batch / the watched step's compute time"}.get(
+            c.method, "the step fed one batch already on the device")
+        if c.world_size > 1:
+            how += f", x {c.world_size} ranks"
+        held = shown.samples_per_batch
+        at = f"batch {c.batch_size}"
+        if held is not None and abs(held - c.batch_size) > 0.05:
             at += f" (batches held {held:,.1f} samples)"
         lines.append(
-            f"compute ceiling at {at}: {c['samples_per_s']:,.0f} samples/s "
-            f"(step {c['step_s'] * 1e3:.1f} ms; {how})"
+            f"compute ceiling at {at}: {shown.samples_per_s:,.0f} samples/s "
+            f"(step {c.step_s * 1e3:.1f} ms; {how})"
         )
     if not _cuda_used(rs):
         if comp.get("kind") == "sleep":
@@ -341,7 +358,7 @@ VERDICT_MIN = 30
 PREDICTED = "predicted (not measured)"
 
 
-def predicted_cells(p: Prediction, *, cuda: bool, compute_ceiling: float | None) -> dict[str, str]:
+def predicted_cells(p: Prediction, *, cuda: bool) -> dict[str, str]:
     """The cells of a config the search did not measure: its settings, and the model's
     samples/s and stall marked with ~ (analysis/predict.py); the measured-only columns empty."""
     s = p.settings
@@ -351,8 +368,8 @@ def predicted_cells(p: Prediction, *, cuda: bool, compute_ceiling: float | None)
         cells[a.name] = NA if idle else a.cell(getattr(s, a.name))
     cells.update({k: "" for k in METRIC_COLUMNS})
     cells["samples_per_s"] = f"~{p.samples_per_s:,.0f}"
-    if compute_ceiling:
-        cells["ceiling_pct"] = f"~{100 * p.samples_per_s / compute_ceiling:.0f}%"
+    if p.ceiling_share is not None:
+        cells["ceiling_pct"] = f"~{100 * p.ceiling_share:.0f}%"
     if p.stall_fraction is not None:
         cells["stall"] = "~" + (f"{p.stall_fraction:.0%}" if p.stall_fraction >= 0.10 else f"{p.stall_fraction:.1%}")
     cells["verdict"] = PREDICTED
@@ -360,8 +377,9 @@ def predicted_cells(p: Prediction, *, cuda: bool, compute_ceiling: float | None)
 
 
 def predictions(rs: ResultSet) -> list[Prediction]:
-    """The model's predictions for the grid cells a search did not measure (none for a grid)."""
-    return [Prediction.from_dict(d) for d in (rs.analysis or {}).get("predictions") or []]
+    """The model's predictions for the grid cells a search did not measure (none for a grid),
+    with their share of the compute ceiling."""
+    return analysis_of(rs).predictions
 
 
 def _table_rows(rs: ResultSet) -> list[tuple[ConfigResult | None, dict[str, str], str | None]]:
@@ -379,11 +397,8 @@ def _table_rows(rs: ResultSet) -> list[tuple[ConfigResult | None, dict[str, str]
         elif r.status != "ok":
             style = "red"
         rows.append(((r.settings.batch_size, r.settings.num_workers), r, cells, style))
-    ceilings = (rs.analysis or {}).get("compute_ceiling") or {}
     for p in predictions(rs):
-        c = (ceilings.get(str(p.settings.batch_size)) or {}).get("samples_per_s")
-        rows.append(((p.settings.batch_size, p.settings.num_workers), None,
-                     predicted_cells(p, cuda=cuda, compute_ceiling=c), "dim"))
+        rows.append(((p.settings.batch_size, p.settings.num_workers), None, predicted_cells(p, cuda=cuda), "dim"))
     rows.sort(key=lambda row: row[0])  # stable: the grid order within a worker count
     return [(r, cells, style) for _, r, cells, style in rows]
 
@@ -445,190 +460,180 @@ def build_table(rs: ResultSet, width: int | None = None) -> tuple[Table, list[st
 
 
 def loader_ceiling_line(rs: ResultSet) -> str:
-    """The loader ceiling against the compute ceiling (analysis["loader_ceiling"], see
-    analysis.advice.loader_ceiling); '' when no ranked config was probed."""
-    lc = (rs.analysis or {}).get("loader_ceiling")
-    if not lc:
+    """The loader ceiling against the compute ceiling (`Analysis.loader_ceiling`); '' when no
+    ranked config was probed."""
+    lc = analysis_of(rs).loader_ceiling
+    if lc is None:
         return ""
-    text = f"Loader ceiling (the loader alone, H2D included): {lc['samples_per_s']:,.0f} samples/s at best ({lc['config']})"
-    lower = lc.get("lower_bound_from")
-    if lower is None and lc["binds"] is None and lc["probed"] < lc["ranked"]:
-        return text + f", probed on {lc['probed']} of {lc['ranked']} configs (the others' loaders ended first)."
+    return _loader_ceiling_text(lc)
+
+
+def _loader_ceiling_text(lc: LoaderCeiling) -> str:
+    text = (f"Loader ceiling (the loader alone, H2D included): {lc.samples_per_s:,.0f} samples/s at best "
+            f"({lc.settings.key()})")
+    lower = lc.lower_bound
+    if lower is None and lc.binds is None and lc.probed < lc.ranked:
+        return text + f", probed on {lc.probed} of {lc.ranked} configs (the others' loaders ended first)."
     if lower is not None:
-        text += f", at least {lower['samples_per_s']:,.0f} measured with the step ({lower['config']})"
-    if lc.get("compute_ceiling"):
+        text += f", at least {lower.samples_per_s:,.0f} measured with the step ({lower.settings.key()})"
+    if lc.compute_ceiling and lc.binds is not None:
+        within = f"within {lc.matched_within:.0%} of each other"
         binds = {
-            "loader": "the loader binds.",
-            "compute": "the compute step binds.",
-            "matched": ("within 10% of each other: with 0 workers the main process loads a batch, then steps, so "
-                        "the two add up." if str(lc.get("config", "")).startswith("w0-") else
-                        "within 10% of each other: with no margin, the loader's jitter stalls the step."),
-        }[lc["binds"]]
-        text += f"; compute ceiling {lc['compute_ceiling']:,.0f} samples/s: {binds}"
-        return text
+            CeilingBinds.LOADER: "the loader binds.",
+            CeilingBinds.COMPUTE: "the compute step binds.",
+            CeilingBinds.MATCHED: (f"{within}: with 0 workers the main process loads a batch, then steps, so "
+                                   "the two add up." if lc.settings.num_workers == 0 else
+                                   f"{within}: with no margin, the loader's jitter stalls the step."),
+        }[lc.binds]
+        return text + f"; compute ceiling {lc.compute_ceiling:,.0f} samples/s: {binds}"
     return text + "."
 
 
 def search_lines(rs: ResultSet) -> list[str]:
     """How a model-guided search chose what to measure, how well its model predicted the
     configs it then measured, and the drift check of a warm measuring process."""
-    a = rs.analysis or {}
-    log = a.get("search") or {}
+    sw = rs.sweep
+    log = sw.search
     measured = sum(1 for r in rs.results if r.status != "skipped")
-    drift = a.get("drift") or {}
+    drift = sw.drift
+    wall = sw.sweep_wall_s or 0.0
     # A drift check that tripped added one warm trial to the knee: a repeat, but not the search's.
-    added = drift.get("config") if len(drift.get("warm_trials_samples_per_s") or []) >= 2 and not drift.get(
-        "confirmed") and len(drift.get("fresh_trials_samples_per_s") or []) == 2 else None
+    added = (drift.config if drift is not None and len(drift.warm_trials_samples_per_s) >= 2 and not drift.confirmed
+             and len(drift.fresh_trials_samples_per_s) == 2 else None)
     repeated = [f"{r.settings.key()} x{n}" for r in rs.results
                 if (n := len(r.trials) - (1 if r.settings.key() == added else 0)) > 1]
-    span = log.get("workers_searched") or []
+    span = [] if log is None else log.workers_searched
     if not any(r.status == "ok" and r.summary is not None for r in rs.results):
-        return [f"Search (model-guided, --search auto): {measured} configs tried in {a.get('sweep_wall_s', 0):.0f} s; "
+        return [f"Search (model-guided, --search auto): {measured} configs tried in {wall:.0f} s; "
                 "none finished, so nothing was ranked (each row says why)."]
     over = f"; worker counts searched: {span[0]}-{span[1]}" if len(span) == 2 else ""
-    took = f"{a.get('sweep_wall_s', 0):.0f} s"
+    took = f"{wall:.0f} s"
     budget = ((rs.config or {}).get("measure") or {}).get("time_budget_s")
-    if a.get("since_start_s") is not None and budget:
-        past = a["since_start_s"] > budget
-        took += (f" ({a['since_start_s']:.0f} s since the command started, "
+    if sw.since_start_s is not None and budget:
+        past = sw.since_start_s > budget
+        took += (f" ({sw.since_start_s:.0f} s since the command started, "
                  f"{'past' if past else 'within'} --time-budget {budget:.0f} s)")
-    disputed = list(dict.fromkeys(st["config"] for st in log.get("steps") or []
-                                  if str(st.get("why", "")).startswith("repeat:")))
+    disputed = list(dict.fromkeys(st.config for st in (log.steps if log else []) if st.repeat))
     why = (f"; {', '.join(disputed)} repeated because its first trial read far below the model's prediction, "
            "which would make it the knee" if disputed else "")
     text = (f"Search (model-guided, --search auto): measured {measured} config{'s' if measured != 1 else ''} "
-            f"(of a grid of {log.get('grid_configs')}{over}) in {took}: the predicted knee, its neighbours and the "
-            "variants there; "
+            f"(of a grid of {None if log is None else log.grid_configs}{over}) in {took}: the predicted knee, its "
+            "neighbours and the variants there; "
             + (f"repeats where they decide: {', '.join(repeated)}{why}" if repeated
                else "no config competed closely enough to need repeats")
-            + f" ({log.get('stopped') or 'done'}).")
+            + f" ({(log.stopped if log else None) or 'done'}).")
     out = [text]
-    check = a.get("prediction_check") or {}
-    before, loo = check.get("before_measured"), check.get("errors")
+    check = sw.prediction_check
+    before, loo = (None, None) if check is None else (check.before_measured, check.errors)
     parts = []
     if before:
-        parts.append(f"before measuring them, median error {before['median_abs']:.0%} (p90 {before['p90_abs']:.0%}) "
-                     f"over {before['n']} configs")
+        parts.append(f"before measuring them, median error {before.median_abs:.0%} (p90 {before.p90_abs:.0%}) "
+                     f"over {before.n} configs")
     if loo:
-        parts.append(f"leaving each measured config out, median {loo['median_abs']:.0%} (p90 {loo['p90_abs']:.0%})")
-    if a.get("predictions"):
+        parts.append(f"leaving each measured config out, median {loo.median_abs:.0%} (p90 {loo.p90_abs:.0%})")
+    if sw.predictions:
         out.append("Rows marked ~ are predicted by the pipeline model (loader rate per worker, CPU per sample, "
                    "receive floor, compute ceiling), never ranked or recommended"
                    + (f"; its error: {'; '.join(parts)}." if parts else "."))
-    drift = a.get("drift")
-    if drift and "fresh_samples_per_s" not in drift:
+    if drift is not None and drift.fresh_samples_per_s is None:
         # The first form of the check: the first config measured again in the warm process.
-        out.append(f"Drift: {drift['config']} moved {drift['change']:+.1%} between its first and last trial in the "
+        out.append(f"Drift: {drift.config} moved {drift.change:+.1%} between its first and last trial in the "
                    "warm measuring process" + (f"; measured again, each in a fresh process: "
-                                               f"{', '.join(drift['remeasured'])}." if drift.get("remeasured") else "."))
-    elif drift:
-        moved = f"{drift['change']:+.1%}"
-        fresh = drift.get("fresh_trials_samples_per_s") or []
-        warm = drift.get("warm_samples_per_s") or 0.0
-        limit = drift.get("threshold")
+                                               f"{', '.join(drift.remeasured)}." if drift.remeasured else "."))
+    elif drift is not None:
+        moved = f"{drift.change:+.1%}"
+        fresh = drift.fresh_trials_samples_per_s
+        warm = drift.warm_samples_per_s or 0.0
+        limit = drift.threshold
         within = (f"within the drift threshold, {limit:.0%}" if limit is not None else "within twice the tolerance")
-        if drift.get("remeasured"):
-            out.append(f"Drift: the knee ({drift['config']}) measured {moved} in "
+        if drift.remeasured:
+            out.append(f"Drift: the knee ({drift.config}) measured {moved} in "
                        f"{'two fresh processes' if len(fresh) == 2 else 'a fresh process'} against the warm "
-                       f"measuring process; measured again, each in a fresh process: {', '.join(drift['remeasured'])}.")
-        elif len(fresh) == 2 and warm > 0 and "warm_trials_samples_per_s" not in drift:
+                       f"measuring process; measured again, each in a fresh process: {', '.join(drift.remeasured)}.")
+        elif len(fresh) == 2 and warm > 0 and not drift.warm_trials_samples_per_s:
             # The form of the check with a second fresh trial only.
             first, second = (f / warm - 1.0 for f in fresh)
-            out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process: "
-                       f"{first:+.1%} against the warm process, past the drift threshold ({limit:.0%}); a second "
+            out.append(f"Drift check: the knee ({drift.config}) measured again at the end in a fresh process: "
+                       f"{first:+.1%} against the warm process, past the drift threshold ({limit or 0:.0%}); a second "
                        f"fresh trial read {second:+.1%}, so it was not confirmed (checks, not counted as repeats).")
         elif len(fresh) == 2 and warm > 0:
-            warms = drift["warm_trials_samples_per_s"]
+            warms = drift.warm_trials_samples_per_s
             rec = rs.recommendation
             now = None if rec is None or rec.settings is None else rec.settings.key()
-            moved_to = f"; with its new warm trial the pick is now {now}" if now and now != drift["config"] else ""
-            out.append(f"Drift check: the knee when the search ended ({drift['config']}) measured again in a fresh "
-                       f"process past the drift threshold ({limit:.0%}); with one more trial of each kind, fresh "
+            moved_to = f"; with its new warm trial the pick is now {now}" if now and now != drift.config else ""
+            out.append(f"Drift check: the knee when the search ended ({drift.config}) measured again in a fresh "
+                       f"process past the drift threshold ({limit or 0:.0%}); with one more trial of each kind, fresh "
                        f"{' / '.join(f'{f:,.0f}' for f in fresh)} and warm {' / '.join(f'{w:,.0f}' for w in warms)} "
                        f"samples/s overlap: not confirmed (the fresh trials are checks, the warm one a repeat{moved_to}).")
         else:
-            out.append(f"Drift check: the knee ({drift['config']}) measured again at the end in a fresh process: "
+            out.append(f"Drift check: the knee ({drift.config}) measured again at the end in a fresh process: "
                        f"{moved} against the warm process ({within}; a check, not counted as a repeat).")
     return out
 
 
 def footer_lines(rs: ResultSet) -> list[str]:
     """The recommendation, the ready-to-paste call and the caveats."""
+    a = analysis_of(rs)
     out: list[str] = []
-    planned = (rs.analysis or {}).get("configs_planned")
-    searched = (rs.analysis or {}).get("search")
-    if searched:
+    if rs.sweep.search is not None:
         out.extend(search_lines(rs))
-    if (rs.analysis or {}).get("interrupted") or (not searched and planned and len(rs.results) < planned):
-        repeats = int(((rs.config or {}).get("measure") or {}).get("repeats") or 1)
-        short = sum(1 for r in rs.results if r.status == "ok" and 0 < len(r.trials) < repeats)
-        fewer = f", {short} of them with fewer than {repeats} repeats" if short else ""
-        if searched:  # a search plans no fixed set of configs or repeats
-            done = sum(1 for r in rs.results if r.trials)
-            out.append(f"PARTIAL: the search was stopped after {done} config{'s' if done != 1 else ''}; "
+    if a.partial is not None:
+        p = a.partial
+        if p.searched:
+            out.append(f"PARTIAL: the search was stopped after {p.finished} config{'s' if p.finished != 1 else ''}; "
                        "the recommendation covers only these, and what more configs would give is not known.")
         else:
+            fewer = f", {p.short} of them with fewer than {p.repeats} repeats" if p.short else ""
             out.append(
-                f"PARTIAL: {len(rs.results)} of {planned} planned configs finished (the sweep was stopped){fewer}; "
+                f"PARTIAL: {p.finished} of {p.planned} planned configs finished (the sweep was stopped){fewer}; "
                 "the recommendation covers only these."
             )
-    h = (rs.analysis or {}).get("headroom")
-    if h:
-        which = "your current settings" if h.get("which") == "current" else "the first config"
+    h = a.headroom
+    if h is not None:
+        which = "your current settings" if h.which is Baseline.CURRENT else "the first config"
         text = (
-            f"Headroom from {which} ({h['key']}): stall {h['stall_fraction']:.0%}, "
-            f"so removing all data-wait makes it at most {h['max_speedup_from_stall']:.2f}x faster"
+            f"Headroom from {which} ({h.settings.key()}): stall {h.stall_fraction:.0%}, "
+            f"so removing all data-wait makes it at most {h.max_speedup_from_stall:.2f}x faster"
         )
-        if h["max_speedup_to_ceiling"] is not None:
-            text += f"; the compute ceiling is {h['max_speedup_to_ceiling']:.2f}x its throughput"
-        text += f" ({h['binds']} binds)."
+        if h.max_speedup_to_ceiling is not None:
+            text += f"; the compute ceiling is {h.max_speedup_to_ceiling:.2f}x its throughput"
+        text += f" ({h.binds.value} binds)."
         out.append(text)
     line = loader_ceiling_line(rs)
     if line:
         out.append(line)
-    rec = rs.recommendation
-    if rec is None or rec.settings is None:
+    rec = a.recommendation
+    if rec.settings is None:
         out.append("Recommendation: none (no config was measured successfully).")
     else:
-        out.append("Recommendation: " + " ".join(finding_sentences(rec.findings, rs)))
+        out.append("Recommendation: " + " ".join(finding_sentences(rec.findings)))
         per_gpu = per_rank_line(rs)
         if per_gpu:
             out.append(per_gpu)
-        if f"worker_init_fn={WORKER_THREADS_FN}" in rec.dataloader_call and rec.settings.worker_threads:
-            out.append(f"    {worker_threads_def(rec.settings.worker_threads)}  # at module level: spawn pickles it")
+        if rec.worker_init_def:
+            out.append(f"    {rec.worker_init_def}  # at module level: spawn pickles it")
         out.append(f"    loader = {rec.dataloader_call}")
         if rec.use_prefetcher:
             out.append("    loader = loaderbench.CUDAPrefetcher(loader)  # copy batch N+1 on a side stream")
-    for key, fp in sorted(((rs.analysis or {}).get("fetch_prep") or {}).items()):
-        text = (
-            f"fetch/prep [{key}]: mean wait per batch cold {fp['cold_wait_s'] * 1e3:.1f} ms, warm "
-            f"{fp['warm_wait_s'] * 1e3:.1f} ms: fetch (storage, cold - warm) {fp['fetch_s'] * 1e3:.1f} ms, "
-            f"prep (decode, augment; warm) {fp['prep_s'] * 1e3:.1f} ms: bound by {fp['bound']}."
-        )
-        if fp.get("note"):
-            text += f" ({fp['note']})"
-        out.append(text)
-    if any(r.cache == "cold" for r in rs.results) and any(r.cache == "warm" for r in rs.results):
+    for fp in a.fetch_prep:
+        out.append(_fetch_prep_text(fp))
+    if a.cold_ranked:
         out.append("The recommendation ranks the cold runs (a first epoch, or a dataset larger than RAM).")
     if _cuda_used(rs):
         out.append(GPU_UTIL_LABEL + ".")
-    unprobed = sorted({t.loader_alone_note for r in rs.results if r.summary is not None
-                       and r.summary.loader_ceiling_samples_per_s is None for t in r.trials if t.loader_alone_note})
-    for note in unprobed:
+    for note in a.unprobed:
         out.append(f"loader alone /s n/a: {note}.")
-    if (rs.analysis or {}).get("prediction"):
+    if a.more_workers is not None:
         from loaderbench.render.watch import prediction_lines
 
-        out.extend(prediction_lines(rs.analysis["prediction"]))
-    if (rs.analysis or {}).get("what_if"):
-        out.extend(what_if_lines(rs.analysis["what_if"]))
-    for fd in (rs.analysis or {}).get("config_findings") or []:
-        f = Finding.from_dict(fd)
-        if f.kind == FindingKind.MEMORY_PER_WORKER.value:
-            d = f.data
-            differs = ", ".join(f"{k} {'default' if a is None else a} vs {'default' if b is None else b}"
-                                for k, (a, b) in d.get("differs", {}).items())
-            setting = next(iter(d.get("differs", {})), "")
+        out.extend(prediction_lines(a.more_workers))
+    if a.what_if is not None:
+        out.extend(what_if_lines(a.what_if))
+    for f in a.notes:
+        if isinstance(f, MemoryPerWorker):
+            differs = ", ".join(f"{d.axis} {'default' if d.value is None else d.value} vs "
+                                f"{'default' if d.other is None else d.other}" for d in f.differs)
+            setting = f.differs[0].axis if f.differs else ""
             why = {
                 "mp_context": "spawn and forkserver start every worker as a fresh interpreter that imports torch "
                               "and unpickles the dataset, where fork shares the parent's pages",
@@ -636,30 +641,43 @@ def footer_lines(rs: ResultSet) -> list[str]:
                 "prefetch": "the prefetcher holds one more batch, on the device and pinned on the host",
             }.get(setting, "this setting multiplies memory per worker")
             out.append(
-                f"memory [{f.config}]: {d['mib_per_worker']:,.0f} MiB per worker (PSS) vs "
-                f"{d['ref_mib_per_worker']:,.0f} MiB with {d['ref_config']} ({differs}): {why}."
+                f"memory [{f.settings.key()}]: {f.mib_per_worker:,.0f} MiB per worker (PSS) vs "
+                f"{f.ref_mib_per_worker:,.0f} MiB with {f.ref.key()} ({differs}): {why}."
             )
-        elif f.kind == FindingKind.SERVED_FROM_CACHE.value:
-            out.extend(served_from_cache_lines(f.data))
-        elif f.kind == FindingKind.PARTIAL_BATCHES.value:
-            d = f.data
-            spread = "" if d["min"] == d["max"] else f" ({d['min']:,.1f}-{d['max']:,.1f} across configs)"
+        elif isinstance(f, ServedFromCache):
+            out.extend(served_from_cache_lines(f))
+        elif isinstance(f, PartialBatches):
+            spread = "" if f.min == f.max else f" ({f.min:,.1f}-{f.max:,.1f} across configs)"
             out.append(
-                f"partial batches [batch_size {d['batch_size']}]: batches held {d['samples_per_batch']:,.1f} "
+                f"partial batches [batch_size {f.batch_size}]: batches held {f.samples_per_batch:,.1f} "
                 f"samples on average{spread}: the epoch ends before a batch fills (a sampler with fewer indices, "
                 "or a short stream split across workers), so samples/s and the ceiling are of these batches, "
-                f"and batch_size={d['batch_size']} in the DataLoader line names fuller batches than were measured."
+                f"and batch_size={f.batch_size} in the DataLoader line names fuller batches than were measured."
             )
+    noisy = {(f.settings, f.cache): f for f in a.notes if isinstance(f, Noisy)}
     for r in rs.results:
         for w in r.warnings:
             out.append(f"warning [{r.settings.key()}]: {w.message}")
-        if r.summary is not None and stats.relative_spread(r.summary) > stats.NOISY_SPREAD:
+        n = noisy.get((r.settings, r.cache))
+        if n is not None:
             out.append(
-                f"noisy [{r.settings.key()}]: throughput spread {stats.relative_spread(r.summary):.1%} of the "
-                f"median over {r.summary.repeats} repeats (over 10%): measure longer (--batches, --min-time) "
+                f"noisy [{r.settings.key()}]: throughput spread {n.spread:.1%} of the "
+                f"median over {n.repeats} repeats (over {n.threshold:.0%}): measure longer (--batches, --min-time) "
                 "or more often (--repeats) before trusting small differences."
             )
     return out
+
+
+def _fetch_prep_text(fp: FetchPrep) -> str:
+    text = (
+        f"fetch/prep [{fp.key}]: mean wait per batch cold {fp.cold_wait_s * 1e3:.1f} ms, warm "
+        f"{fp.warm_wait_s * 1e3:.1f} ms: fetch (storage, cold - warm) {fp.fetch_s * 1e3:.1f} ms, "
+        f"prep (decode, augment; warm) {fp.prep_s * 1e3:.1f} ms: bound by {fp.bound.value}."
+    )
+    if fp.warm_slower_s is not None:
+        text += (f" (the warm run waited longer than the cold one by {fp.warm_slower_s:.3g} s: fetch is within "
+                 "noise (measure longer or repeat))")
+    return text
 
 
 def render_table(rs: ResultSet, console: Console, *, wide: bool = False) -> None:
@@ -707,8 +725,7 @@ def per_rank_line(rs: ResultSet) -> str:
     row = next((r for r in rs.results if r.settings.key() == rec.settings.key() and r.summary), None)
     if row is None or not row.summary or not row.summary.rank_samples_per_s:
         return ""
-    ceiling = ((rs.ceilings or {}).get("compute") or {}).get(str(row.settings.batch_size)) or {}
-    shares = stats.rank_ceiling_shares(row.summary.rank_samples_per_s, ceiling.get("rank_samples_per_s"))
+    shares = row.summary.rank_ceiling_shares
     rates = ", ".join(f"r{r} {x:,.0f}" for r, x in enumerate(row.summary.rank_samples_per_s))
     text = f"Per rank (samples/s): {rates}"
     if shares:
@@ -751,13 +768,23 @@ def to_json(rs: ResultSet) -> str:
     return json.dumps(rs.to_dict(), indent=1)
 
 
-def what_if_lines(what: dict[str, Any]) -> list[str]:
-    """The what-if prediction (analysis.predict.what_if_cpus, `analysis["what_if"]`) in words,
-    labelled a prediction."""
-    if "disk_mb_per_s" in what:
+_NO_PREDICTION = {
+    WhyNoPrediction.NOTHING_MEASURED: "no config was measured",
+    WhyNoPrediction.NO_WORKERS_MEASURED: "no config with workers was measured",
+    WhyNoPrediction.BYTES_UNKNOWN: ("the bytes per sample are not known (give the files the dataset reads with "
+                                    "--data, for a dataset with a length)"),
+    WhyNoPrediction.NO_CACHED_ROWS: ("no row was served from a cache, so the work per sample cannot be told from "
+                                     "this device's reads: sweep with --cache both (or warm)"),
+    WhyNoPrediction.NO_LOADER_RATE: "the rows served from a cache give no loader rate for this series",
+}
+
+
+def what_if_lines(what: WhatIfAnswer) -> list[str]:
+    """The what-if prediction (`Analysis.what_if`) in words, labelled a prediction."""
+    if what.question.disk_mb_per_s is not None:
         return _what_if_disk_lines(what)
-    cpus = what["cpus"]
-    if what.get("knee_workers") is None:
+    cpus = what.question.cpus
+    if what.knee is None:
         return [f"What if {cpus} usable CPU{'s' if cpus != 1 else ''}: no prediction (no config with workers was measured)."]
     return [
         f"What if {cpus} usable CPU{'s' if cpus != 1 else ''} (a prediction from the pipeline model fitted on this run's measured configs, "
@@ -765,36 +792,29 @@ def what_if_lines(what: dict[str, Any]) -> list[str]:
     ]
 
 
-def _knee_and_curve(what: dict[str, Any]) -> str:
+def _knee_and_curve(what: WhatIfAnswer) -> str:
     """A what-if's predicted knee (workers, samples/s, stall, config) and its curve, in words."""
-    stall = what["knee_stall_fraction"]
-    curve = ", ".join(f"{w}: ~{x:,.0f}" for w, x in what["curve"] if w in _curve_points(what))
-    return (f"knee ~{what['knee_workers']} workers, ~{what['knee_samples_per_s']:,.0f} samples/s"
+    assert what.knee is not None
+    stall = what.knee_stall_fraction
+    shown = set(what.shown_workers)
+    curve = ", ".join(f"{w}: ~{x:,.0f}" for w, x in what.curve if w in shown)
+    return (f"knee ~{what.knee_workers} workers, ~{what.knee_samples_per_s or 0.0:,.0f} samples/s"
             + ("" if stall is None else f", stall ~{stall:.0%}")
-            + f" ({what['config']}). Predicted samples/s by num_workers: {curve}.")
+            + f" ({what.knee.key()}). Predicted samples/s by num_workers: {curve}.")
 
 
-def _what_if_disk_lines(what: dict[str, Any]) -> list[str]:
+def _what_if_disk_lines(what: WhatIfAnswer) -> list[str]:
     """The storage what-if (analysis.predict.what_if_disk) in words, labelled a prediction."""
-    device = f"{what['disk_mb_per_s']:g} MB/s" + ("" if not what.get("disk_iops") else f", {what['disk_iops']:g} reads/s")
-    if what.get("knee_workers") is None:
-        return [f"What if the files were on a device of {device}: no prediction ({what.get('why', 'nothing to fit')})."]
+    q = what.question
+    device = f"{q.disk_mb_per_s:g} MB/s" + ("" if not q.disk_iops else f", {q.disk_iops:g} reads/s")
+    if what.knee is None:
+        why = _NO_PREDICTION.get(what.why, "nothing to fit") if what.why is not None else "nothing to fit"
+        return [f"What if the files were on a device of {device}: no prediction ({why})."]
+    files = what.files_per_sample or 1.0
     return [
         f"What if the files were on a device of {device} (a prediction from the pipeline model fitted on the rows "
-        f"served from a cache, {', '.join(what['from_rows'])}, plus {what['bytes_per_sample'] / 1e3:,.1f} kB and "
-        f"{what['files_per_sample']:.2g} file read{'' if what['files_per_sample'] == 1 else 's'} per sample from "
-        f"the device; not a measurement): the device feeds at most ~{what['device_samples_per_s']:,.0f} "
+        f"served from a cache, {', '.join(s.key() for s in what.from_rows)}, plus {(what.bytes_per_sample or 0) / 1e3:,.1f} kB and "
+        f"{files:.2g} file read{'' if files == 1 else 's'} per sample from "
+        f"the device; not a measurement): the device feeds at most ~{what.device_samples_per_s or 0.0:,.0f} "
         f"samples/s; {_knee_and_curve(what)}"
     ]
-
-
-def _curve_points(what: dict[str, Any]) -> set[int]:
-    """The worker counts shown: 0, powers of two, the CPU count and the knee's neighbours."""
-    k = what["knee_workers"]
-    top = max(w for w, _ in what["curve"])
-    pts = {0, k - 1, k, k + 1, top} | ({what["cpus"]} if what.get("cpus") else set())
-    p = 1
-    while p <= top:
-        pts.add(p)
-        p *= 2
-    return {w for w in pts if 0 <= w <= top}
