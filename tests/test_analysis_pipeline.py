@@ -41,23 +41,22 @@ def passes_entered(rs: ResultSet, **kwargs: object) -> list[str]:
     count."""
     entered: list[str] = []
 
-    def profile(frame, event, arg):  # noqa: ANN001
-        if event != "call":
-            return
-        path = Path(frame.f_code.co_filename)
-        if path.parent != ANALYSIS or path.name == "__init__.py":
-            return
-        code = frame.f_code
-        names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-        if any(_carries_a_record(frame.f_locals.get(n)) for n in names):
-            if not entered or entered[-1] != path.stem:
-                entered.append(path.stem)
+    folder = str(ANALYSIS) + "/"
 
-    sys.setprofile(profile)
+    def trace(frame, event, arg):  # noqa: ANN001
+        code = frame.f_code
+        if event == "call" and code.co_filename.startswith(folder) and not code.co_filename.endswith("__init__.py"):
+            names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+            stem = Path(code.co_filename).stem
+            if (not entered or entered[-1] != stem) and any(_carries_a_record(frame.f_locals.get(n)) for n in names):
+                entered.append(stem)
+        # None: no line events inside the frame
+
+    sys.settrace(trace)
     try:
         analyze(rs, **kwargs)  # type: ignore[arg-type]
     finally:
-        sys.setprofile(None)
+        sys.settrace(None)
     return entered
 
 
