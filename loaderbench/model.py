@@ -287,7 +287,8 @@ class Axis:
     key (None: left out). `order(value)`: smaller is cheaper. `loader_kw`: the DataLoader
     keyword it is (None: not one, or not when None). `optional`: a setting left at torch's
     default unless asked for (its column is hidden then). `outer`: expanded first, so the rows
-    of one value read as a worker curve.
+    of one value read as a worker curve. `phrase(value)`: the setting in a sentence (None: the
+    name and the cell, "pin_memory on").
     """
 
     name: str
@@ -305,17 +306,25 @@ class Axis:
     idle: Any = None
     optional: bool = False
     outer: bool = False
+    phrase: Callable[[Any], str] | None = None
+
+    def words(self, value: Any) -> str:
+        """The setting at `value` in a sentence, e.g. "4 workers", "pin_memory on", "CUDA prefetcher off"."""
+        return self.phrase(value) if self.phrase is not None else f"{self.name} {self.cell(value)}"
 
 
 GRID_AXES: tuple[Axis, ...] = (
     Axis("num_workers", parsers.int_in(0, 1024), None, "N,N...",
          "DataLoader worker processes (default: 0, powers of two below the usable CPUs, and that count).",
-         "workers", lambda v: f"w{v}", str, int, loader_kw="num_workers"),
+         "workers", lambda v: f"w{v}", str, int, loader_kw="num_workers",
+         phrase=lambda v: f"{v} worker{'' if v == 1 else 's'}"),
     Axis("pin_memory", parsers.boolean, (False, True), "off,on", "Pinned (page-locked) host memory for the batches.",
          "pin", lambda v: "pin" if v else "nopin", _onoff, int, loader_kw="pin_memory", cuda_only=True, idle=False),
     Axis("prefetch", parsers.boolean, (False, True), "off,on",
          "loaderbench's CUDA-stream prefetcher (copies batch N+1 while N computes).",
-         "prefetch", lambda v: "pf" if v else "nopf", _onoff, int, cuda_only=True, idle=False),
+         "prefetch", lambda v: "pf" if v else "nopf", _onoff, int, cuda_only=True, idle=False,
+         # In sentences, loaderbench's prefetcher is never "prefetch" (prefetch_factor is the DataLoader's).
+         phrase=lambda v: f"CUDA prefetcher {_onoff(v)}"),
     Axis("prefetch_factor", parsers.int_in(1, 1024), (2,), "N,N...", "Batches each worker builds ahead.",
          "pf", lambda v: f"f{v}" if v is not None else "f-", str, lambda v: v or 0,
          loader_kw="prefetch_factor", workers_only=True, idle=None),
@@ -327,15 +336,18 @@ GRID_AXES: tuple[Axis, ...] = (
     Axis("mp_context", parsers.mp_context, (None,), "fork,spawn,forkserver",
          "Start method of the workers (default: the platform's).",
          "start method", lambda v: v or None, lambda v: v or "default", lambda v: {None: 0, "fork": 0, "forkserver": 1}.get(v, 2),
-         loader_kw="multiprocessing_context", workers_only=True, idle=None, optional=True),
+         loader_kw="multiprocessing_context", workers_only=True, idle=None, optional=True,
+         phrase=lambda v: f"{v or 'default'} start method"),
     Axis("worker_threads", parsers.int_in(1, 1024), (None,), "N,N...",
          "Intra-op threads set in each worker at start (torch's default is 1).",
          "worker threads", lambda v: None if v is None else f"wt{v}", lambda v: str(v or 1), lambda v: v or 1,
-         workers_only=True, idle=None, optional=True),
+         workers_only=True, idle=None, optional=True,
+         phrase=lambda v: f"{v or 1} thread{'' if (v or 1) == 1 else 's'} per worker"),
     Axis("main_threads", parsers.int_in(1, 1024), (None,), "N,N...",
          "Intra-op threads of the main process (default: torch's).",
          "main threads", lambda v: None if v is None else f"mt{v}", lambda v: "default" if v is None else str(v),
-         lambda v: v or 0, optional=True),
+         lambda v: v or 0, optional=True,
+         phrase=lambda v: "default main threads" if v is None else f"{v} main thread{'' if v == 1 else 's'}"),
 )
 AXES_BY_NAME = {a.name: a for a in GRID_AXES}
 

@@ -78,10 +78,11 @@ class FakeClock:
 
 
 def reason(rec) -> str:
-    """The recommendation's findings as the table words them."""
+    """The recommendation's findings as the table words them, each config named by its key
+    (a result's table names it by the settings its columns show)."""
     from loaderbench.render.findings import finding_sentences
 
-    return " ".join(finding_sentences(rec.findings))
+    return " ".join(finding_sentences(rec.findings, lambda s: s.key()))
 
 
 def with_ceilings(results: list[ConfigResult], by_batch: dict[int, float]) -> list[ConfigResult]:

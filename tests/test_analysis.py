@@ -181,7 +181,8 @@ def test_epoch_start_gaps_are_start_up_not_a_receive_floor():
     assert rec.settings.persistent_workers is True  # measured faster by far more than 5%
     assert "persistent_workers=True" in rec.dataloader_call
     # The headline names the swept setting that the pick turns on, not only workers and pin.
-    assert reason(rec).startswith("num_workers=2, pin_memory=False, prefetch=off, persistent_workers=True: ")
+    assert rec.findings[0].swept == ["persistent_workers"]
+    assert reason(rec).startswith("w2-nopin-nopf-f2-persist-b16: ")
 
 
 def test_persistent_workers_are_not_advised_when_their_row_shows_the_same_gaps():
@@ -421,7 +422,7 @@ def test_a_grid_that_ends_while_the_loader_binds_does_not_say_more_workers_buy_n
     analyze(rs)
     text = reason(rs.recommendation)
     assert rs.recommendation.settings.num_workers == 0  # within 5% of the best
-    assert "within 5% or noise of it: num_workers 1 instead of 0 buys nothing measurable; the loader still binds." in text
+    assert "within 5% or noise of it: 1 worker instead of 0 buys nothing measurable; the loader still binds." in text
     assert "buy nothing more." not in text
     assert "The fastest config has the most workers of those measured: try more workers." in text
 
@@ -489,8 +490,10 @@ def test_a_setting_that_multiplies_memory_per_worker_is_named_with_its_measured_
     [f] = rs.analysis.notes
     assert f.settings.key() == "w4-nopin-nopf-f2-once-b16-spawn"
     assert f.mib_per_worker == pytest.approx(575) and f.ref_mib_per_worker == pytest.approx(150)
-    line = next(x for x in render.footer_lines(rs) if x.startswith("memory ["))
-    assert "575 MiB per worker (PSS) vs 150 MiB with w4-nopin-nopf-f2-once-b16 (mp_context spawn vs default)" in line
+    assert not any(x.startswith("Memory per worker") for x in render.footer_lines(rs))  # --verbose says it
+    line = next(x for x in render.footer_lines(rs, verbose=True) if x.startswith("Memory per worker"))
+    assert line.startswith("Memory per worker (4 workers, spawn start method): 575 MiB (PSS) vs 150 MiB with "
+                           "4 workers, default start method (spawn start method instead of default): spawn and")
 
 
 @pytest.mark.parametrize("compute, held, want_ceiling", [

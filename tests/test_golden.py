@@ -108,6 +108,40 @@ def test_rendering_a_result_read_back_from_its_json_equals_rendering_it_from_mem
     assert rendered(back) == rendered(rs)
 
 
+def _uses_cuda(path: Path) -> bool:
+    env = json.loads(path.read_text()).get("environment") or {}
+    return bool(env.get("cuda_available"))
+
+
+# The default sweep on a CPU machine, and every kept GPU result.
+SHAPED = [ROOT / "tests" / "data" / "results-v3-default-cpu.json", *(p for p in FILES if _uses_cuda(p))]
+
+
+@pytest.mark.parametrize("path", SHAPED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_recommendation_and_its_one_line_call_sit_right_under_the_table(path, columns):
+    """The output a person reads: within 12 lines below the table, the recommendation and its
+    ready-to-paste `DataLoader(...)` call, the call on one line (never folded at the width);
+    the table itself fits the width."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from loaderbench.render.sweep import render_table
+
+    rs = analysed(path)
+    # The console `loaderbench show` prints to, at this width (cli/common.stdout).
+    console = Console(width=columns, file=StringIO(), record=True, soft_wrap=False, emoji=False, color_system=None)
+    render_table(rs, console)
+    lines = console.export_text().splitlines()
+    end = max(i for i, line in enumerate(lines) if line.startswith("└"))
+    assert all(len(line) <= columns for line in lines[:end + 1] if line[:1] in "┏┃┡│└")
+    below = lines[end + 1:end + 13]
+    call = f"    loader = {rs.recommendation.dataloader_call}"
+    headline = next(i for i, line in enumerate(below) if line.startswith("Recommendation: "))
+    assert call in below and below.index(call) > headline
+
+
 if __name__ == "__main__":
     # Regenerate the golden analyses (after an intended change; read the diff before committing):
     # python3 -m tests.test_golden

@@ -134,6 +134,9 @@ def test_a_dataset_that_keeps_what_it_read_is_flagged_as_served_from_its_cache(t
     [finding] = [f for f in data["analysis"]["notes"] if f["kind"] == "served-from-cache"]
     assert finding["all_rows"] and finding["rows"][0]["served_from"] == "dataset cache"
     shown = runner.invoke(app, ["show", str(tmp_path / "r.json")], env={"COLUMNS": "200"})
+    assert "Served from a cache, not the device (their throughput is the cache's): 0 workers" in shown.output
+    assert "(dataset cache)" in shown.output and "--verbose" in shown.output
+    shown = runner.invoke(app, ["show", str(tmp_path / "r.json"), "--verbose"], env={"COLUMNS": "200"})
     assert "a cache inside the dataset or its workers served them" in shown.output
     # the same files, no cache in the dataset: after the first epoch the page cache serves them
     plain = _sweep(tmp_path, "--dataset", "tests.fixture_datasets:make_file_samples", "--data", str(folder),

@@ -116,18 +116,23 @@ def apply_what_if(rs: Any, what: Any) -> None:
     analyze(rs, what_if=what)
 
 
-def render_result(rs: Any, fmt: str, console: Console, *, wide: bool = False) -> None:
-    """A sweep's result to stdout in `fmt` (table, json, csv, markdown)."""
+VERBOSE_HELP = ("Under the table, also the search and its drift check, the headroom, the loader ceiling and "
+                "every note in full (--format json has all of it).")
+
+
+def render_result(rs: Any, fmt: str, console: Console, *, wide: bool = False, verbose: bool = False) -> None:
+    """A sweep's result to stdout in `fmt` (table, json, csv, markdown); `verbose`: everything
+    under the table, not the short block."""
     from loaderbench.render import sweep as render
 
     if fmt == "table":
-        render.render_table(rs, console, wide=wide)
+        render.render_table(rs, console, wide=wide, verbose=verbose)
     elif fmt == "json":
         sys.stdout.write(render.to_json(rs) + "\n")
     elif fmt == "csv":
         sys.stdout.write(render.to_csv(rs))
     else:
-        sys.stdout.write(render.to_markdown(rs))
+        sys.stdout.write(render.to_markdown(rs, verbose=verbose))
 
 
 def sigterm_as_interrupt() -> None:

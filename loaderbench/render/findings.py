@@ -4,6 +4,7 @@ draws them as data).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from loaderbench.conclusions import (
@@ -29,11 +30,31 @@ from loaderbench.conclusions import (
     Threads,
     Transfer,
 )
-from loaderbench.model import WaitPart
+from loaderbench.model import GRID_AXES, LoaderSettings, WaitPart
+
+Name = Callable[[LoaderSettings], str]
+"""How a config is named in a sentence (render/sweep.py names it as the table's columns do)."""
+
+
+def describe(settings: LoaderSettings) -> str:
+    """A config named by every setting that means something for it, e.g. "4 workers, pin_memory
+    off, CUDA prefetcher off, prefetch_factor 2, persistent_workers off, batch_size 16" (where no
+    table says which settings vary)."""
+    return ", ".join(a.words(getattr(settings, a.name)) for a in GRID_AXES
+                     if not (a.workers_only and settings.num_workers == 0)
+                     and not (a.optional and getattr(settings, a.name) is None))
 
 
 def _setting(v: Any) -> str:
     return {True: "on", False: "off", None: "default"}.get(v, str(v)) if isinstance(v, (bool, type(None))) else str(v)
+
+
+def instead(axis: str, value: Any, other: Any) -> str:
+    """One setting that differs, e.g. "CUDA prefetcher on instead of off", "4 workers instead of 2"."""
+    words = next((a.words for a in GRID_AXES if a.name == axis), None)
+    if words is None:
+        return f"{axis} {_setting(value)} instead of {_setting(other)}"
+    return f"{words(value)} instead of {_setting(other)}"
 
 
 def _rate(x: float) -> str:
@@ -60,7 +81,7 @@ _REMEDY_WORDS = {
 }
 
 
-def _remedy_text(r: Remedy) -> str:
+def _remedy_text(r: Remedy, name: Name) -> str:
     """One remedy of a RemainingWait finding (see NOTE [advice the measurements support])."""
     what = _REMEDY_WORDS[r.remedy]
     if not r.measured or r.settings is None:
@@ -68,7 +89,19 @@ def _remedy_text(r: Remedy) -> str:
     share = ""
     if r.ceiling_share is not None and r.knee_ceiling_share is not None:
         share = f", {r.ceiling_share:.0%} of the compute ceiling vs {r.knee_ceiling_share:.0%}"
-    return f"{what}: measured {r.settings.key()} {_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}{share})"
+    return f"{what}: measured {name(r.settings)} {_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}{share})"
+
+
+_REMEDY_NAMES = {
+    RemedyKind.PREFETCH: "CUDA prefetcher",
+    RemedyKind.PIN_MEMORY: "pin_memory",
+    RemedyKind.PERSISTENT_WORKERS: "persistent_workers",
+    RemedyKind.MORE_WORKERS: "more workers",
+    RemedyKind.LARGER_BATCH: "a larger batch",
+    RemedyKind.PACK_TENSORS: "packed tensors",
+    RemedyKind.NUMPY_TO_TENSORS: "tensors, not numpy arrays",
+    RemedyKind.LAZY_SAMPLER: "a lazy sampler",
+}
 
 
 _PART_WORDS = {
@@ -80,23 +113,21 @@ _PART_WORDS = {
 }
 
 
-def finding_sentences(findings: list[Finding]) -> list[str]:
-    """The recommendation's findings as sentences (the only place they are worded)."""
-    return [t for t in (finding_sentence(f) for f in findings) if t]
+def finding_sentences(findings: Sequence[Finding], name: Name = describe) -> list[str]:
+    """The recommendation's findings as sentences (the only place they are worded), each config
+    named by `name`."""
+    return [t for t in (finding_sentence(f, name) for f in findings) if t]
 
 
-def finding_sentence(f: Finding) -> str:
+def finding_sentence(f: Finding, name: Name = describe) -> str:
     """One finding as a sentence ('' for a kind that is not worded here)."""
     if isinstance(f, NoneMeasured):
         return "none (no config was measured successfully)."
     if isinstance(f, Knee):
-        s = f.settings
-        return (f"num_workers={s.num_workers}, pin_memory={s.pin_memory}, prefetch={'on' if s.prefetch else 'off'}"
-                + "".join(f", {name}={getattr(s, name)}" for name in f.swept)
-                + f": {_rate(f.samples_per_s)}, stall {f.stall_fraction:.1%} ({f.band.value}).")
+        return f"{name(f.settings)}: {_rate(f.samples_per_s)}, stall {f.stall_fraction:.1%} ({f.band.value})."
     if isinstance(f, BestWithinTolerance):
-        what = ", ".join(f"{d.axis} {_setting(d.value)} instead of {_setting(d.other)}" for d in f.differs)
-        text = (f"The best config ({f.settings.key()}) reaches {_rate(f.samples_per_s)}, within "
+        what = ", ".join(instead(d.axis, d.value, d.other) for d in f.differs)
+        text = (f"The best config ({name(f.settings)}) reaches {_rate(f.samples_per_s)}, within "
                 f"{max(f.tolerance, 0):.0%} or noise of it: "
                 + (f"{what} buy{'s' if len(f.differs) == 1 else ''} nothing measurable" if what
                    else "no setting buys anything measurable"))
@@ -109,9 +140,9 @@ def finding_sentence(f: Finding) -> str:
         return (f"With --compute none this is the loader alone: its ceiling here is {_rate(f.samples_per_s)}. "
                 f"Any step slower than {f.step_s * 1e3:.1f} ms per batch of this size will not wait for this loader.")
     if isinstance(f, RemainingWait):
-        return _remaining_wait_text(f)
+        return _remaining_wait_text(f, name)
     if isinstance(f, NotCleared):
-        return _not_cleared_text(f)
+        return _not_cleared_text(f, name)
     if isinstance(f, LowestStall):
         return (f"Lowest stall measured: {f.stall_fraction:.1%} (receiving a batch always costs a "
                 "little; this floor is not worth chasing).")
@@ -140,12 +171,12 @@ def finding_sentence(f: Finding) -> str:
             text += f" The batch crosses as {f.tensor_leaves} tensors, each on its own: pack them into a few."
         return text
     if isinstance(f, MoreNotBetter):
-        return (f"More is not better: {f.settings.key()} uses {f.extra_cores:+.1f} CPU cores over the knee "
+        return (f"More is not better: {name(f.settings)} uses {f.extra_cores:+.1f} CPU cores over the knee "
                 f"for {f.gain:+.1%} throughput.")
     if isinstance(f, Startup):
-        return _startup_text(f)
+        return _startup_text(f, name)
     if isinstance(f, EpochFaster):
-        return (f"Counting start-up in every epoch of {f.epoch_batches} batches, {f.settings.key()} is predicted "
+        return (f"Counting start-up in every epoch of {f.epoch_batches} batches, {name(f.settings)} is predicted "
                 f"faster per epoch ({f.epoch_samples_per_s:,.0f} samples/s) than the steady-state knee.")
     if isinstance(f, Threads):
         parts = [
@@ -162,13 +193,13 @@ def finding_sentence(f: Finding) -> str:
         of = f" of the {f.usable_cpus} usable CPUs" if f.usable_cpus else ""
         steal = f", {f.steal_cores:.1f} of them the hypervisor's steal" if f.steal_named else ""
         return (f"Other processes used the CPUs this sweep ran on: up to {f.max_cores:.1f} cores{of} "
-                f"during a measured window ({f.settings.key()}{steal}), median {f.median_cores:.1f} over "
+                f"during a measured window ({name(f.settings)}{steal}), median {f.median_cores:.1f} over "
                 f"{f.configs} config{'s' if f.configs != 1 else ''}. These rows measure a shared "
                 "machine: compare them only with runs under the same load.")
     return ""
 
 
-def _not_cleared_text(f: NotCleared) -> str:
+def _not_cleared_text(f: NotCleared, name: Name) -> str:
     cause = ""
     if f.cause is NotClearedCause.CPU and f.cpu is not None:
         c = f.cpu
@@ -186,7 +217,7 @@ def _not_cleared_text(f: NotCleared) -> str:
                 f", using {c2.cpu_cores:.1f} of {c2.usable_cpus} usable CPUs")
         seen = (f"; other processes took {c2.other_cores:.1f} cores of them during its window"
                 if c2.other_named and c2.other_cores is not None else "")
-        cause = (f" More workers bought nothing: {c2.settings.key()} measured {_rate(c2.hi_samples_per_s)}"
+        cause = (f" More workers bought nothing: {name(c2.settings)} measured {_rate(c2.hi_samples_per_s)}"
                  f"{used}, its workers spending {c2.hi_ms:.1f} ms of CPU per sample against "
                  f"{c2.lo_ms:.1f} ms at {c2.w_lo} worker{'s' if c2.w_lo != 1 else ''}{seen}. The "
                  "CPUs delivered less per core as workers were added (other load on the machine, "
@@ -212,7 +243,7 @@ def _not_cleared_text(f: NotCleared) -> str:
                  "alike, so more workers read no faster; faster storage or a cache would help "
                  "(`--what-if disk=MBPS` predicts another device).")
     elif f.cause is NotClearedCause.MORE_WORKERS_FAILED:
-        tried = "; ".join(f"{x.settings.key()} {x.status}" + (f" ({x.error})" if x.error else "")
+        tried = "; ".join(f"{name(x.settings)} {x.status}" + (f" ({x.error})" if x.error else "")
                           for x in f.failed[:3])
         cause = (" The configs with more workers did not run: " + tried
                  + ". Fix what stopped them (their rows say why); more workers may then help.")
@@ -229,7 +260,7 @@ def _not_cleared_text(f: NotCleared) -> str:
             "setting clears the loader bottleneck." + cause)
 
 
-def _startup_text(f: Startup) -> str:
+def _startup_text(f: Startup, name: Name) -> str:
     text = (f"Worker start-up ({f.start_s:.2f} s of the {f.first_batch_s:.2f} s first batch"
             + (f"; the sampler drew for {f.sampler_s:.2f} s of it, which every epoch pays" if f.sampler_named else "")
             + f") is {f.share:.0%} of an epoch of {f.epoch_batches} batches (predicted from the "
@@ -240,22 +271,22 @@ def _startup_text(f: Startup) -> str:
             gaps = (f"; epoch-start gaps measured {f.gap_s:.2f} s without and "
                     f"{f.persistent_gap_s:.2f} s with persistent workers")
         if f.advised:
-            text += (f": use persistent_workers=True to pay it once (measured {f.alt.key()}: "
+            text += (f": use persistent_workers=True to pay it once (measured {name(f.alt)}: "
                      f"{_rate(f.samples_per_s or 0.0)}, the same steady state within the tolerance{gaps}).")
         elif f.slower:
-            text += (f"; persistent_workers=True measured slower here ({f.alt.key()}: "
+            text += (f"; persistent_workers=True measured slower here ({name(f.alt)}: "
                      f"{_rate(f.samples_per_s or 0.0)} vs {_rate(f.knee_samples_per_s or 0.0)}{gaps}): not advised.")
         else:
-            text += (f"; persistent_workers=True does not remove it here ({f.alt.key()}{gaps}): "
+            text += (f"; persistent_workers=True does not remove it here ({name(f.alt)}{gaps}): "
                      "the gap is not worker start-up.")
     else:
         text += ": persistent_workers=True would pay it once (not measured: add --persistent-workers off,on)."
     return text
 
 
-def _remaining_wait_text(f: RemainingWait) -> str:
+def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
     part = f.part
-    who = "Its remaining stall" if f.of_knee else f"With workers ({f.settings.key()}) the stall"
+    who = "Its remaining stall" if f.of_knee else f"With workers ({name(f.settings)}) the stall"
     words = _PART_WORDS[part]
     if part is WaitPart.EPOCH_START and not f.workers_restart:
         # Persistent workers, or none: nothing starts again; the epoch's first batch is built
@@ -285,8 +316,8 @@ def _remaining_wait_text(f: RemainingWait) -> str:
         text += "; also " + ", ".join(f"{p.value} {v:.0%} of the step" for p, v in others.items())
     text += "."
     if f.remedies:
-        text += " What acts on it: " + "; ".join(_remedy_text(r) for r in f.remedies) + "."
+        text += " What acts on it: " + "; ".join(_remedy_text(r, name) for r in f.remedies) + "."
     for r in f.measured_no_gain:
-        text += (f" Measured without gain: {r.settings.key() if r.settings else ''} ({r.remedy.value.replace('_', ' ')}) "
+        text += (f" Measured without gain ({_REMEDY_NAMES[r.remedy]}): {name(r.settings) if r.settings else ''}, "
                  f"{_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}).")
     return text
