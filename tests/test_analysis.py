@@ -473,7 +473,7 @@ def test_otsu_splits_stalls_from_the_receive_floor():
 def test_a_setting_that_multiplies_memory_per_worker_is_named_with_its_measured_mib():
     from dataclasses import replace
 
-    from loaderbench.render import sweep as render
+    from loaderbench.render import footer
 
     def row(s, pss_mib):
         r = result(s, trial(0.0005, 0.012))
@@ -490,8 +490,8 @@ def test_a_setting_that_multiplies_memory_per_worker_is_named_with_its_measured_
     [f] = rs.analysis.notes
     assert f.settings.key() == "w4-nopin-nopf-f2-once-b16-spawn"
     assert f.mib_per_worker == pytest.approx(575) and f.ref_mib_per_worker == pytest.approx(150)
-    assert not any(x.startswith("Memory per worker") for x in render.footer_lines(rs))  # --verbose says it
-    line = next(x for x in render.footer_lines(rs, verbose=True) if x.startswith("Memory per worker"))
+    assert not any(x.startswith("Memory per worker") for x in footer.footer_lines(rs))  # --verbose says it
+    line = next(x for x in footer.footer_lines(rs, verbose=True) if x.startswith("Memory per worker"))
     assert line.startswith("Memory per worker (4 workers, spawn start method): 575 MiB (PSS) vs 150 MiB with "
                            "4 workers, default start method (spawn start method instead of default): spawn and")
 

@@ -24,6 +24,7 @@ from loaderbench.orchestration.grid import GridPoint
 from loaderbench.orchestration.observer import NullObserver
 from loaderbench.orchestration.plan import Machine, cpus_per_rank, resolve_defaults
 from loaderbench.orchestration.preflight import WorkloadFacts, preflight, shm_need_bytes
+from loaderbench.render import columns, footer
 from loaderbench.render import sweep as render
 from loaderbench.results import ResultSet
 from tests.helpers import FakeClock, reason, result, settings, trial, with_ceilings
@@ -571,37 +572,37 @@ def test_rank_cells_show_each_ranks_stall_and_mark_the_slowest():
     m = rs.results[0].summary
     assert m.world_size == 2 and m.slowest_rank == 1
     assert m.samples_per_s == pytest.approx(800.0 + 16 / 0.021)
-    cells = render.rank_cells(m)
+    cells = columns.rank_cells(m)
     assert cells == {"rank_rate": "762–800", "rank_stall": "r0 5.0% · r1 48%*"}
-    row = render.row_cells(rs.results[0], cuda=False)
+    row = columns.row_cells(rs.results[0], cuda=False)
     assert row["rank_stall"] == "r0 5.0% · r1 48%*"
     assert row["ceiling_pct"] == "87%"  # 1,561.9 of 1,800
     # More than four ranks: the range and the slowest rank.
     many = SimpleNamespace(rank_samples_per_s=[100.0, 1200.5, 300.0, 400.0, 500.0],
                            rank_stall_fraction=[0.01, 0.5, 0.02, 0.03, 0.04], slowest_rank=1)
-    assert render.rank_cells(many) == {"rank_rate": "100–1,200", "rank_stall": "1.0%–50%, slowest r1"}
-    assert render.rank_cells(SimpleNamespace(rank_samples_per_s=[])) == {"rank_rate": "n/a", "rank_stall": "n/a"}
+    assert columns.rank_cells(many) == {"rank_rate": "100–1,200", "rank_stall": "1.0%–50%, slowest r1"}
+    assert columns.rank_cells(SimpleNamespace(rank_samples_per_s=[])) == {"rank_rate": "n/a", "rank_stall": "n/a"}
 
 
 def test_per_rank_line_names_the_rank_furthest_from_its_ceiling():
     rs = distributed_result_set()
     assert rs.recommendation is not None and rs.recommendation.settings == settings(2)
     # r0: 800 / 1,000 = 80.0%; r1: 761.9 / 800 = 95.2%: rank 0 is lowest though rank 1 stalls most.
-    line = render.per_rank_line(rs)
+    line = footer.per_rank_line(rs)
     assert line == (
         "Per rank (samples/s): r0 800, r1 762; every rank at least 80.0% of its own compute "
         "ceiling (lowest: rank 0)."
     )
-    assert line in render.footer_lines(rs)
+    assert line in footer.footer_lines(rs)
     # Without per-rank ceilings: the rates only.
     rs.ceilings = {16: Ceiling(16, 1800.0, 0.020)}
     analyze(rs)
     assert rs.results[0].summary.rank_ceiling_shares == []
-    assert render.per_rank_line(rs) == "Per rank (samples/s): r0 800, r1 762."
+    assert footer.per_rank_line(rs) == "Per rank (samples/s): r0 800, r1 762."
     # Ceilings for another number of ranks are not compared.
     rs.ceilings = {16: Ceiling(16, 1.0, 0.020, rank_samples_per_s=(1.0,))}
     analyze(rs)
-    assert render.per_rank_line(rs) == "Per rank (samples/s): r0 800, r1 762."
+    assert footer.per_rank_line(rs) == "Per rank (samples/s): r0 800, r1 762."
 
 
 def test_rank_shares_are_hand_computed():
@@ -615,7 +616,7 @@ def test_rank_shares_are_hand_computed():
 
 def test_rank_columns_and_header_only_for_a_distributed_result_set():
     rs = distributed_result_set()
-    keys = [k for k, _ in render.visible_columns(rs)]
+    keys = [k for k, _ in columns.visible_columns(rs)]
     assert "rank_rate" in keys and "rank_stall" in keys
     header = render.header_lines(rs)
     assert any(ln.startswith("distributed: 2 ranks (2 on this node)") for ln in header)
@@ -626,10 +627,10 @@ def test_rank_columns_and_header_only_for_a_distributed_result_set():
         ceilings={16: Ceiling(16, 1000.0, 0.016)},
     )
     analyze(single)
-    keys = [k for k, _ in render.visible_columns(single)]
+    keys = [k for k, _ in columns.visible_columns(single)]
     assert "rank_rate" not in keys and "rank_stall" not in keys
     assert not any(ln.startswith("distributed:") for ln in render.header_lines(single))
-    assert render.per_rank_line(single) == ""
+    assert footer.per_rank_line(single) == ""
 
 
 # ---------------------------------------------------------------------------------------------

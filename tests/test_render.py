@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from loaderbench.analysis import analyze
 from loaderbench.model import Ceiling
+from loaderbench.render import columns, footer
 from loaderbench.render import sweep as render
 from loaderbench.results import ResultSet, SearchLog, SearchStep, SweepRecord
 from tests.helpers import result, settings, trial
@@ -87,8 +88,8 @@ def test_headroom_starts_from_the_baseline_settings():
     rs = sample()
     rs.config["baseline_settings"] = {"num_workers": 2}
     analyze(rs)
-    assert not [ln for ln in render.footer_lines(rs) if ln.startswith("Headroom")]  # --verbose says it
-    lines = render.footer_lines(rs, verbose=True)
+    assert not [ln for ln in footer.footer_lines(rs) if ln.startswith("Headroom")]  # --verbose says it
+    lines = footer.footer_lines(rs, verbose=True)
     head = [ln for ln in lines if ln.startswith("Headroom")][0]
     # w2: stall 4 / 16 = 25% -> at most 1 / 0.75 = 1.33x faster
     assert head.startswith("Headroom from your current settings (2 workers): stall 25%")
@@ -110,7 +111,7 @@ def test_partial_line_counts_configs_short_of_their_repeats():
     analyze(rs)
 
     def partial(rs):
-        return next(ln for ln in render.footer_lines(rs) if ln.startswith("PARTIAL"))
+        return next(ln for ln in footer.footer_lines(rs) if ln.startswith("PARTIAL"))
 
     assert partial(rs) == (
         "PARTIAL: 3 of 4 planned configs finished (the sweep was stopped), 2 of them with fewer than 3 repeats; "
@@ -122,7 +123,7 @@ def test_partial_line_counts_configs_short_of_their_repeats():
     # A search plans no fixed set: it says how far it got, not "of N planned".
     rs.sweep.search = SearchLog(grid_configs=4)
     analyze(rs)
-    lines = render.footer_lines(rs)
+    lines = footer.footer_lines(rs)
     assert ("PARTIAL: the search was stopped after 1 config; the recommendation covers only these, and what more "
             "configs would give is not known.") in lines
 
@@ -139,7 +140,7 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
         ceilings={16: Ceiling.analytic(16, 0.004)},
     )
     analyze(rs)
-    line = next(x for x in render.footer_lines(rs, verbose=True) if x.startswith("Loader ceiling"))
+    line = next(x for x in footer.footer_lines(rs, verbose=True) if x.startswith("Loader ceiling"))
     assert line == (
         "Loader ceiling (the loader alone, H2D included): 882 samples/s at best (0 workers), "
         "probed on 1 of 3 configs (the others' loaders ended first)."
@@ -147,12 +148,12 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
     # Probed everywhere: the usual conclusion.
     rows[1].loader_alone_samples_per_s, rows[2].loader_alone_samples_per_s = 3300.0, 5000.0
     analyze(rs)
-    line = next(x for x in render.footer_lines(rs, verbose=True) if x.startswith("Loader ceiling"))
+    line = next(x for x in footer.footer_lines(rs, verbose=True) if x.startswith("Loader ceiling"))
     assert line.endswith("compute ceiling 4,000 samples/s: the compute step binds.")
     # Within 10% of each other (4,100 vs 4,000): neither "binds" alone; the margin is missing.
     rows[2].loader_alone_samples_per_s = 4100.0
     analyze(rs)
-    line = next(x for x in render.footer_lines(rs, verbose=True) if x.startswith("Loader ceiling"))
+    line = next(x for x in footer.footer_lines(rs, verbose=True) if x.startswith("Loader ceiling"))
     assert line.endswith("compute ceiling 4,000 samples/s: within 10% of each other: with no margin, the "
                          "loader's jitter stalls the step.")
     # The same at 0 workers: loading and the step take turns in the main process; no jitter.
@@ -160,7 +161,7 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
                      results=[result(settings(0), trial(0.0, 0.004))])
     zero.results[0].trials[0].loader_alone_samples_per_s = 4100.0
     analyze(zero)
-    line = next(x for x in render.footer_lines(zero, verbose=True) if x.startswith("Loader ceiling"))
+    line = next(x for x in footer.footer_lines(zero, verbose=True) if x.startswith("Loader ceiling"))
     assert line.endswith("within 10% of each other: with 0 workers the main process loads a batch, then steps, "
                          "so the two add up.")
 
@@ -180,7 +181,7 @@ def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked
         ceilings={16: Ceiling.analytic(16, 0.0025)},
     )
     analyze(rs)
-    assert render.loader_ceiling_line(rs) == (
+    assert footer.loader_ceiling_line(rs) == (
         "Loader ceiling (the loader alone, H2D included): 3,439 samples/s at best (4 workers), "
         "at least 3,612 measured with the step (4 workers); "
         "compute ceiling 6,400 samples/s: the loader binds."
@@ -191,7 +192,7 @@ def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked
     dup.warnings.append(Note.of(WarningKind.REPLICATED, REPLICATED_MESSAGE))
     rs.results.append(dup)
     analyze(rs)
-    assert "20,000" not in render.loader_ceiling_line(rs) and "3,439" in render.loader_ceiling_line(rs)
+    assert "20,000" not in footer.loader_ceiling_line(rs) and "3,439" in footer.loader_ceiling_line(rs)
 
 
 def test_three_varying_settings_fit_80_columns_with_stacked_headers():
@@ -228,7 +229,7 @@ def test_a_search_where_every_config_hung_says_nothing_was_ranked():
                    sweep=SweepRecord(search=SearchLog(workers_searched=[0, 2], grid_configs=3, stopped=None),
                                      sweep_wall_s=27.0))
     analyze(rs)
-    lines = render.search_lines(rs)
+    lines = footer.search_lines(rs)
     assert lines == ["Search (model-guided, --search auto): 3 configs tried in 27 s; none finished, so nothing "
                      "was ranked (each row says why)."]
 
@@ -241,7 +242,7 @@ def test_the_search_footer_names_a_repeat_the_model_asked_for():
             repeat=True)]),
         sweep_wall_s=20.0))
     analyze(rs)
-    text = render.search_lines(rs)[0]
+    text = footer.search_lines(rs)[0]
     assert ("repeats where they decide: 4 workers (2 trials); 6 workers (2 trials); 4 workers repeated "
             "because its first trial read far below the model's prediction, which would make it the knee (done).") in text
 
@@ -258,13 +259,13 @@ def test_a_setting_that_differs_only_in_predicted_rows_keeps_its_column():
     data = migrate(json.loads(path.read_text()), path)
     rs = ResultSet.from_dict(data)
     analyze(rs)
-    assert render.constant_settings(rs)["persistent_workers"] == "off"
+    assert columns.constant_settings(rs)["persistent_workers"] == "off"
     with_workers = [p for p in data["sweep"]["predictions"] if p["settings"]["num_workers"] > 0]
     with_workers[0]["settings"]["persistent_workers"] = True
     rs = ResultSet.from_dict(data)
     analyze(rs)
-    assert "persistent_workers" not in render.constant_settings(rs)
-    assert "persistent_workers" in [k for k, _ in render.visible_columns(rs)]
+    assert "persistent_workers" not in columns.constant_settings(rs)
+    assert "persistent_workers" in [k for k, _ in columns.visible_columns(rs)]
     assert not any("persistent_workers=off" in line for line in render.header_lines(rs))
 
 
@@ -280,7 +281,7 @@ def test_worker_threads_advice_names_a_picklable_hook_or_none():
         for r in rs.results:
             r.settings = replace(r.settings, worker_threads=threads if r.settings.num_workers else None)
         analyze(rs)
-        text = "\n".join(render.footer_lines(rs))
+        text = "\n".join(footer.footer_lines(rs))
         call = rs.recommendation.dataloader_call
         assert ("worker_init_fn=set_worker_threads" in call) is hook and "lambda" not in call
         said = " ".join(finding_sentences(rs.recommendation.findings))

@@ -281,7 +281,7 @@ def test_show_what_if_disk_says_it_is_a_prediction_and_bad_forms_exit_2(tmp_path
 
 def test_rows_served_unalike_are_named_and_trials_that_differ_are_mixed():
     from loaderbench.analysis.advice import served_from_cache
-    from loaderbench.render.sweep import served_from_cache_lines
+    from loaderbench.render.footer import served_from_cache_lines
     from tests.helpers import result, settings, trial
 
     def row(w, *served, read=1):

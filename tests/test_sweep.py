@@ -118,7 +118,7 @@ def test_replicated_iterable_configs_are_flagged_and_not_ranked(tmp_path):
     assert "It is also the fastest config ranked" in reason and "fastest config measured" not in reason
     assert "split its stream with torch.utils.data.get_worker_info(), then sweep again" in reason
     assert "try more workers" not in reason and "Estimate" not in reason
-    from loaderbench.render.sweep import row_cells
+    from loaderbench.render.columns import row_cells
 
     assert row_cells(by[2], cuda=False)["verdict"] == "duplicates samples: not ranked"
     assert row_cells(by[0], cuda=False)["verdict"].startswith("loader-bound")
@@ -233,7 +233,7 @@ def test_a_drift_the_second_fresh_trial_does_not_confirm_changes_nothing(tmp_pat
     # warm trials rank the configs; the footer says so.
     from dataclasses import replace
 
-    from loaderbench.render.sweep import search_lines
+    from loaderbench.render.footer import search_lines
 
     answers = iter([Outcome(status="ok", trial=trial(0.0055, 0.012)), ok(2)])
     warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
@@ -359,7 +359,7 @@ def test_a_budget_spent_before_the_search_measures_one_config_and_says_so(tmp_pa
     import time
     from dataclasses import replace
 
-    from loaderbench.render.sweep import search_lines
+    from loaderbench.render.footer import search_lines
 
     runner = FakeRunner({w: (lambda w=w: ok(w)) for w in range(9)})
     cfg = replace(config(num_workers=(0, 1, 2, 4, 8)), repeats=3, search="auto", time_budget_s=120.0)
