@@ -290,3 +290,18 @@ def test_worker_threads_advice_names_a_picklable_hook_or_none():
             assert "torch.set_num_threads(2) in each worker (worker_init_fn)" in said
         else:
             assert "1 intra-op thread in each worker (torch's own setting there: no worker_init_fn needed)" in said
+
+
+def test_verbose_names_the_drift_check_of_a_grid_sweep():
+    # A grid sweep (no search) whose warm process drifted: the short block says --verbose has the
+    # drift check, and --verbose shows it (it used to appear only beside a search).
+    from loaderbench.results import Drift
+
+    rs = sample()
+    rs.sweep.drift = Drift(settings(4).key(), change=-0.24, warm_samples_per_s=1280.0, fresh_samples_per_s=975.0,
+                           fresh_trials_samples_per_s=[970.0, 980.0], warm_trials_samples_per_s=[1280.0, 1279.0],
+                           threshold=0.10, confirmed=True, remeasured=[settings(2).key(), settings(4).key()])
+    analyze(rs)
+    assert footer.footer_lines(rs)[-1].startswith("More with --verbose (or --format json): the drift check,")
+    assert ("Drift: the knee (4 workers) measured -24.0% in two fresh processes against the warm measuring process; "
+            "measured again, each in a fresh process: 2 and 4 workers.") in footer.footer_lines(rs, verbose=True)

@@ -185,6 +185,18 @@ def search_lines(rs: ResultSet, name: Name | None = None) -> list[str]:
         out.append("Rows marked ~ are predicted by the pipeline model (loader rate per worker, CPU per sample, "
                    "receive floor, compute ceiling), never ranked or recommended"
                    + (f"; its error: {'; '.join(parts)}." if parts else "."))
+    return out + drift_lines(rs, name)
+
+
+def drift_lines(rs: ResultSet, name: Name) -> list[str]:
+    """The drift check of a warm measuring process (`SweepRecord.drift`) in words; [] without
+    one."""
+    drift = rs.sweep.drift
+    out: list[str] = []
+
+    def called(key: str) -> str:
+        return _named_key(rs, name, key)
+
     if drift is not None and drift.fresh_samples_per_s is None:
         # The first form of the check: the first config measured again in the warm process.
         out.append(f"Drift: {called(drift.config)} moved {drift.change:+.1%} between its first and last trial in "
@@ -348,8 +360,7 @@ def detail_lines(rs: ResultSet, name: Name) -> list[str]:
     loader ceiling was not probed."""
     a = analysis_of(rs)
     out: list[str] = []
-    if rs.sweep.search is not None:
-        out.extend(search_lines(rs, name))
+    out.extend(search_lines(rs, name) if rs.sweep.search is not None else drift_lines(rs, name))
     h = a.headroom
     if h is not None:
         which = "your current settings" if h.which is Baseline.CURRENT else "the first config"
