@@ -25,7 +25,8 @@ MP_CONTEXTS = parsers.MP_CONTEXTS
 # The JSON boundary: records in memory hold enums and typed records; a result file holds their
 # plain JSON values. `to_json` and `from_json` convert every `Record` field by field from its
 # type hint, so a new field needs no code of its own (and a file written before it existed
-# gives its default).
+# gives its default). A few dozen lines of our own rather than pydantic or cattrs: the result
+# format is the core of the tool, and `show` on a CPU-only runner imports nothing more.
 # ---------------------------------------------------------------------------------------------
 
 R = TypeVar("R", bound="Record")
