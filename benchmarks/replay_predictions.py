@@ -37,10 +37,10 @@ def main(paths: list[str]) -> None:
         rs = read_results(path)
         cpus = int(rs.environment.get("usable_cpus") or 1)  # the host's: a distributed job's too
         by_key = {r.settings.key(): r for r in rs.results if r.summary is not None}
-        steps = (rs.analysis.get("search") or {}).get("steps") or [{"config": k} for k in by_key]
+        steps = [st.config for st in rs.sweep.search.steps] if rs.sweep.search else list(by_key)
         done, seq = [], []
-        for step in steps:
-            r = by_key.get(step["config"])
+        for config in steps:
+            r = by_key.get(config)
             if r is None:
                 continue
             if done:

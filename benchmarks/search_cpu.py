@@ -65,9 +65,9 @@ def run(name: str, mode: str, workdir: Path) -> dict[str, object]:
     return {
         "name": name, "mode": mode, "wall_s": wall, "knee_workers": rec.get("num_workers"),
         "measured_configs": len(data["results"]), "trials": sum(len(r.get("trials") or []) for r in data["results"]),
-        "medians": medians, "predictions": (data.get("analysis") or {}).get("predictions") or [],
-        "prediction_check": (data.get("analysis") or {}).get("prediction_check"),
-        "timing": (data.get("analysis") or {}).get("timing"), "file": str(out),
+        "medians": medians, "predictions": (data.get("sweep") or {}).get("predictions") or [],
+        "prediction_check": (data.get("sweep") or {}).get("prediction_check"),
+        "timing": (data.get("sweep") or {}).get("timing"), "file": str(out),
     }
 
 

@@ -119,7 +119,7 @@ def main() -> None:
                     continue
                 what = what_if_disk(warm.results, r.settings, rate, None, 0.05,
                                     warm.environment.get("usable_cpus"), max_workers=8)
-                predicted = dict((int(w), x) for w, x in what.get("curve") or [])[r.settings.num_workers]
+                predicted = dict((int(w), x) for w, x in what.curve)[r.settings.num_workers]
                 measured = r.summary.samples_per_s
                 errors.append(abs(predicted / measured - 1))
                 rows.append({"config": r.settings.key(), "measured": measured, "predicted": predicted,

@@ -32,7 +32,7 @@ def main(full_path: str, masked_paths: list[str]) -> None:
             what = what_if_cpus(full.results, r.settings, k, tolerance, max_workers=top, measured_cpus=measured_cpus)
             if what is None:
                 continue
-            predicted = dict((int(w), s) for w, s in what["curve"])[r.settings.num_workers]
+            predicted = dict((int(w), s) for w, s in what.curve)[r.settings.num_workers]
             m = r.summary.samples_per_s
             errors.append(abs(predicted / m - 1))
             print(f"cpus={k} {r.settings.key():28s} trials {len(r.trials)}  measured {m:7.0f}  "
@@ -41,9 +41,9 @@ def main(full_path: str, masked_paths: list[str]) -> None:
         what = what_if_cpus(full.results, full.recommendation.settings, k, tolerance, measured_cpus=measured_cpus)
         best = max((r for r in masked.results if r.summary), key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
         assert what is not None and best.summary is not None
-        print(f"cpus={k}: predicted knee {what['knee_workers']} workers at {what['knee_samples_per_s']:.0f}/s; "
+        print(f"cpus={k}: predicted knee {what.knee_workers} workers at {what.knee_samples_per_s:.0f}/s; "
               f"measured: fastest {best.settings.key()} {best.summary.samples_per_s:.0f}/s "
-              f"({what['knee_samples_per_s'] / best.summary.samples_per_s - 1:+.1%}); "
+              f"({(what.knee_samples_per_s or 0.0) / best.summary.samples_per_s - 1:+.1%}); "
               f"per config: median {statistics.median(errors):.1%}, largest {max(errors):.1%} over {len(errors)}")
 
 

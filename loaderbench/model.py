@@ -8,15 +8,116 @@ the only serialisation loaderbench uses (no pickle anywhere).
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from loaderbench import parsers
 
 Status = Literal["ok", "failed", "hung", "skipped", "interrupted"]
 MP_CONTEXTS = parsers.MP_CONTEXTS
+
+
+# ---------------------------------------------------------------------------------------------
+# The JSON boundary: records in memory hold enums and typed records; a result file holds their
+# plain JSON values. `to_json` and `from_json` convert every `Record` field by field from its
+# type hint, so a new field needs no code of its own (and a file written before it existed
+# gives its default). A few dozen lines of our own rather than pydantic or cattrs: the result
+# format is the core of the tool, and `show` on a CPU-only runner imports nothing more.
+# ---------------------------------------------------------------------------------------------
+
+R = TypeVar("R", bound="Record")
+
+
+def to_json(value: Any) -> Any:
+    """`value` as plain JSON values: a dataclass field by field (its `to_dict` when it has its
+    own), an enum as its value, dict keys as strings, tuples as lists."""
+    if isinstance(value, Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        own = getattr(value, "to_dict", None)
+        if own is not None:
+            return own()
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {(k.value if isinstance(k, Enum) else str(k)): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """The resolved type hints of a dataclass's fields (cached per class)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
+
+
+def from_json(hint: Any, data: Any) -> Any:
+    """`data` (plain JSON values) as the type `hint` names: records (their `from_dict`), enums
+    from their values, ints as floats where a float is meant, dict keys back to enums or ints,
+    lists of any of these. `None` stays None (and an empty string is None for an optional enum:
+    files of schema 2 and before wrote an undecided verdict so). Raises ValueError or TypeError
+    on a value the type cannot take."""
+    if hint is Any:
+        return data
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if data is None:
+            return None
+        if len(args) == 1:
+            if data == "" and isinstance(args[0], type) and issubclass(args[0], Enum):
+                return None
+            return from_json(args[0], data)
+        return data  # a union of plain types (str | list[str]): JSON keeps them apart
+    if origin in (list, tuple):
+        items_t = typing.get_args(hint)
+        if origin is tuple and items_t and items_t[-1] is not Ellipsis:
+            return tuple(from_json(a, v) for a, v in zip(items_t, data))
+        item = items_t[0] if items_t else Any
+        items = [from_json(item, v) for v in data]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        key_t, val_t = typing.get_args(hint) or (Any, Any)
+        return {from_json(key_t, k): from_json(val_t, v) for k, v in data.items()}
+    if isinstance(hint, type):
+        if issubclass(hint, Enum):
+            return hint(data)
+        if hint is float:
+            return float(data)
+        if hint is int and not isinstance(data, bool):
+            return int(data)
+        if dataclasses.is_dataclass(hint):
+            return hint.from_dict(data)  # type: ignore[attr-defined]
+    return data
+
+
+def fields_from_json(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of `cls` (a dataclass) from `data`: every init field present,
+    converted from its hint (`from_json`); unknown keys are left out, missing ones take their
+    defaults."""
+    hints = _hints(cls)
+    return {f.name: from_json(hints[f.name], data[f.name]) for f in dataclasses.fields(cls)
+            if f.init and f.name in data}
+
+
+class Record:
+    """A dataclass that crosses the JSON boundary field by field (`to_json` / `from_json`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: to_json(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_dict(cls: type[R], d: dict[str, Any]) -> R:
+        return cls(**fields_from_json(cls, d))
 
 
 class ServedFrom(str, Enum):
@@ -41,7 +142,8 @@ class ServedFrom(str, Enum):
 class Verdict(str, Enum):
     """What binds one measured config (analysis/wait.py decides it from the wait breakdown).
 
-    The values are what the table prints; `Summary.verdict` holds the value.
+    The values are what the table prints (and the result file holds); `Summary.verdict` holds
+    the member.
     """
 
     COMPUTE_BOUND = "compute-bound"  # the step (almost) never waited
@@ -52,6 +154,26 @@ class Verdict(str, Enum):
     EPOCH_START_BOUND = "epoch-start-bound"  # the gaps at epoch starts (workers starting, the pipeline refilling)
     SAMPLER_BOUND = "sampler-bound"  # the sampler drawing indices in the main process
     LOADER_ALONE = "loader alone"  # --compute none: no step to starve
+
+
+class InputBound(str, Enum):
+    """How input-bound a config is, by its stall fraction (the bands and their source are in
+    analysis/thresholds.py); `LOADER_ALONE` with `--compute none`, where no step waits."""
+
+    NOT = "not input-bound"
+    MODERATELY = "moderately input-bound"
+    HIGHLY = "highly input-bound"
+    LOADER_ALONE = "loader alone"
+
+
+class CeilingBound(str, Enum):
+    """Why a config's loader ceiling is a bound (at least a figure), not a sustained rate (NOTE
+    [loader ceiling] in measure/loop.py; `Trial.loader_alone_reason`)."""
+
+    TIME_CAP = "time_cap"  # a worker could not build its batches within the probe's time
+    EPOCH_END = "epoch_end"  # the epoch ended before every worker built its batches in the probe
+    BELOW_STEP_RATE = "below_step_rate"  # the probe read below the row's own samples/s with the step
+    OTHER = "other"  # a reason this version does not know
 
 
 class WaitPart(str, Enum):
@@ -66,8 +188,8 @@ class WaitPart(str, Enum):
 
 
 class FindingKind(str, Enum):
-    """The kinds of `Finding` the analysis draws (analysis/advice.py makes them, render/ writes
-    their sentences)."""
+    """The kinds of finding the analysis draws: one payload class each in conclusions.py
+    (analysis/advice.py makes them, render/findings.py writes their sentences)."""
 
     KNEE = "knee"  # the recommended config's throughput, stall and input-bound band
     ALSO_FASTEST = "also-fastest"  # the knee is the fastest config ranked
@@ -89,6 +211,8 @@ class FindingKind(str, Enum):
     SERVED_FROM_CACHE = "served-from-cache"  # rows whose samples came from a cache, not the device
     OTHER_LOAD = "other-load"  # other processes used the usable CPUs during the windows
     NONE_MEASURED = "none-measured"  # nothing could be ranked
+    NOISY = "noisy"  # a config's repeats spread too far to trust small differences
+    LISTED_FIRST = "listed-first"  # the order of a loader argument's values decided a tie at the knee
 
 
 class WarningKind(str, Enum):
@@ -130,43 +254,30 @@ _WARNING_PREFIXES: tuple[tuple[str, WarningKind], ...] = (
 
 @dataclass(frozen=True)
 class Note:
-    """A warning on a config, or a note a trial made: `kind` (a WarningKind value) for the code
-    to act on, `message` for the person."""
+    """A warning on a config, or a note a trial made: `kind` for the code to act on, `message`
+    for the person."""
 
-    kind: str
+    kind: WarningKind
     message: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message}
+        return {"kind": self.kind.value, "message": self.message}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | str) -> Note:
-        """From `to_dict` output, or from a plain string (schema 1), its kind read from the text."""
+        """From `to_dict` output, or from a plain string (schema 1), its kind read from the text;
+        a kind this version does not know is OTHER."""
         if isinstance(d, str):
-            return cls(WarningKind.of_text(d).value, d)
-        return cls(str(d.get("kind") or WarningKind.OTHER.value), str(d.get("message") or ""))
+            return cls(WarningKind.of_text(d), d)
+        try:
+            kind = WarningKind(d.get("kind") or WarningKind.OTHER.value)
+        except ValueError:
+            kind = WarningKind.OTHER
+        return cls(kind, str(d.get("message") or ""))
 
     @classmethod
     def of(cls, kind: WarningKind, message: str) -> Note:
-        return cls(kind.value, message)
-
-
-@dataclass
-class Finding:
-    """One conclusion of the analysis, as data: `kind` names it (analysis/advice.py lists the
-    kinds), `config` the settings key it concerns (if any), `data` the figures a sentence needs.
-    Sentences are written from findings in render/ only."""
-
-    kind: str
-    config: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "config": self.config, "data": dict(self.data)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Finding:
-        return cls(kind=str(d["kind"]), config=d.get("config"), data=dict(d.get("data") or {}))
+        return cls(kind, message)
 
 
 def _onoff(v: Any) -> str:
@@ -188,7 +299,8 @@ class Axis:
     key (None: left out). `order(value)`: smaller is cheaper. `loader_kw`: the DataLoader
     keyword it is (None: not one, or not when None). `optional`: a setting left at torch's
     default unless asked for (its column is hidden then). `outer`: expanded first, so the rows
-    of one value read as a worker curve.
+    of one value read as a worker curve. `phrase(value)`: the setting in a sentence (None: the
+    name and the cell, "pin_memory on").
     """
 
     name: str
@@ -206,17 +318,25 @@ class Axis:
     idle: Any = None
     optional: bool = False
     outer: bool = False
+    phrase: Callable[[Any], str] | None = None
+
+    def words(self, value: Any) -> str:
+        """The setting at `value` in a sentence, e.g. "4 workers", "pin_memory on", "CUDA prefetcher off"."""
+        return self.phrase(value) if self.phrase is not None else f"{self.name} {self.cell(value)}"
 
 
 GRID_AXES: tuple[Axis, ...] = (
     Axis("num_workers", parsers.int_in(0, 1024), None, "N,N...",
          "DataLoader worker processes (default: 0, powers of two below the usable CPUs, and that count).",
-         "workers", lambda v: f"w{v}", str, int, loader_kw="num_workers"),
+         "workers", lambda v: f"w{v}", str, int, loader_kw="num_workers",
+         phrase=lambda v: f"{v} worker{'' if v == 1 else 's'}"),
     Axis("pin_memory", parsers.boolean, (False, True), "off,on", "Pinned (page-locked) host memory for the batches.",
          "pin", lambda v: "pin" if v else "nopin", _onoff, int, loader_kw="pin_memory", cuda_only=True, idle=False),
     Axis("prefetch", parsers.boolean, (False, True), "off,on",
          "loaderbench's CUDA-stream prefetcher (copies batch N+1 while N computes).",
-         "prefetch", lambda v: "pf" if v else "nopf", _onoff, int, cuda_only=True, idle=False),
+         "prefetch", lambda v: "pf" if v else "nopf", _onoff, int, cuda_only=True, idle=False,
+         # In sentences, loaderbench's prefetcher is never "prefetch" (prefetch_factor is the DataLoader's).
+         phrase=lambda v: f"CUDA prefetcher {_onoff(v)}"),
     Axis("prefetch_factor", parsers.int_in(1, 1024), (2,), "N,N...", "Batches each worker builds ahead.",
          "pf", lambda v: f"f{v}" if v is not None else "f-", str, lambda v: v or 0,
          loader_kw="prefetch_factor", workers_only=True, idle=None),
@@ -228,15 +348,18 @@ GRID_AXES: tuple[Axis, ...] = (
     Axis("mp_context", parsers.mp_context, (None,), "fork,spawn,forkserver",
          "Start method of the workers (default: the platform's).",
          "start method", lambda v: v or None, lambda v: v or "default", lambda v: {None: 0, "fork": 0, "forkserver": 1}.get(v, 2),
-         loader_kw="multiprocessing_context", workers_only=True, idle=None, optional=True),
+         loader_kw="multiprocessing_context", workers_only=True, idle=None, optional=True,
+         phrase=lambda v: f"{v or 'default'} start method"),
     Axis("worker_threads", parsers.int_in(1, 1024), (None,), "N,N...",
          "Intra-op threads set in each worker at start (torch's default is 1).",
          "worker threads", lambda v: None if v is None else f"wt{v}", lambda v: str(v or 1), lambda v: v or 1,
-         workers_only=True, idle=None, optional=True),
+         workers_only=True, idle=None, optional=True,
+         phrase=lambda v: f"{v or 1} thread{'' if (v or 1) == 1 else 's'} per worker"),
     Axis("main_threads", parsers.int_in(1, 1024), (None,), "N,N...",
          "Intra-op threads of the main process (default: torch's).",
          "main threads", lambda v: None if v is None else f"mt{v}", lambda v: "default" if v is None else str(v),
-         lambda v: v or 0, optional=True),
+         lambda v: v or 0, optional=True,
+         phrase=lambda v: "default main threads" if v is None else f"{v} main thread{'' if v == 1 else 's'}"),
 )
 AXES_BY_NAME = {a.name: a for a in GRID_AXES}
 
@@ -650,7 +773,9 @@ class Trial:
     rank_trials: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        d["notes"] = [n.to_dict() for n in self.notes]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Trial:
@@ -660,9 +785,59 @@ class Trial:
         return t
 
 
+class CeilingMethod(str, Enum):
+    """How a compute ceiling was found."""
+
+    ANALYTIC = "analytic"  # a sleep:MS step: the batch over the step time
+    MEASURED = "measured"  # the step fed one batch already on the device, in a measuring process
+    WATCHED = "watched"  # the watched loop's own compute time per step (loaderbench.watch)
+
+
+@dataclass(frozen=True)
+class Ceiling(Record):
+    """The compute ceiling at one batch size: the most samples/s the step alone takes, fed a
+    batch already on the device (summed over ranks in a distributed sweep, each rank's own in
+    `rank_samples_per_s`, index = rank). `step_s`: seconds per step (the slowest rank's);
+    `samples_per_batch`: the samples of the batch the step was fed (None: `batch_size`);
+    `batches` and `device`: how a measured ceiling was measured. The one record of a ceiling:
+    `ResultSet.ceilings` holds one per batch size."""
+
+    batch_size: int
+    samples_per_s: float
+    step_s: float
+    method: CeilingMethod = CeilingMethod.MEASURED
+    samples_per_batch: float | None = None
+    world_size: int = 1
+    rank_samples_per_s: tuple[float, ...] = ()
+    batches: int | None = None
+    device: str | None = None
+
+    @classmethod
+    def analytic(cls, batch_size: int, step_s: float, world_size: int = 1) -> Ceiling:
+        """A `sleep:MS` step's ceiling: `batch_size` / `step_s` per rank, times `world_size`
+        ranks. Raises ValueError for a step of no time."""
+        if step_s <= 0:
+            raise ValueError("an analytic ceiling needs a step of some time")
+        per_rank = batch_size / step_s
+        return cls(batch_size, world_size * per_rank, step_s, CeilingMethod.ANALYTIC, world_size=world_size,
+                   rank_samples_per_s=(per_rank,) * world_size if world_size > 1 else ())
+
+    @classmethod
+    def merged(cls, ranks: list[Ceiling]) -> Ceiling:
+        """A distributed job's ceiling from each rank's (index = rank): samples/s summed over
+        ranks, the slowest rank's step time and record, and each rank's own samples/s. Raises
+        ValueError for no ranks."""
+        if not ranks:
+            raise ValueError("a merged ceiling needs at least one rank")
+        slowest = max(ranks, key=lambda c: c.step_s)
+        return dataclasses.replace(slowest, samples_per_s=sum(c.samples_per_s for c in ranks),
+                                   rank_samples_per_s=tuple(c.samples_per_s for c in ranks), world_size=len(ranks))
+
+
 @dataclass
-class Summary:
-    """Statistics of a config, derived from its trials (medians across repeats)."""
+class Summary(Record):
+    """Statistics of a config, derived from its trials (medians across repeats), and what the
+    analysis judged of it (analysis/: each field says which pass sets it)."""
 
     samples_per_s: float
     stall_fraction: float
@@ -688,23 +863,27 @@ class Summary:
     h2d_gb_per_s: float | None = None
     h2d_hidden_fraction: float | None = None
     batch_bytes: int | None = None
+    # The loader ceiling (NOTE [loader ceiling] in measure/loop.py): the median sustained rate
+    # over the trials that probed it; else, when a probe gave only a bound, the highest bound
+    # (the loader alone delivers at least that) and why it is one.
     loader_ceiling_samples_per_s: float | None = None
+    loader_ceiling_bound_samples_per_s: float | None = None
+    loader_ceiling_bound: CeilingBound | None = None
     # The compute ceiling at this config's samples per batch (analysis/ceiling.py).
     compute_ceiling_samples_per_s: float | None = None
     storage_mb_per_s: float | None = None
     storage_fraction: float | None = None
-    served_from: str | None = None  # a ServedFrom value, the trials' most common
+    served_from: ServedFrom | None = None  # the trials' one value, MIXED when they differ
     stall_period_batches: int | None = None
     workers_needed: int | None = None
-    # Mean seconds per measured batch of each part of the data-wait (WaitPart values as keys,
-    # median over repeats), and whether the verdict rests on the tail alone (stall under 5% but
-    # p95 wait at least half a step).
-    wait_parts_s: dict[str, float] = field(default_factory=dict)
+    # Mean seconds per measured batch of each part of the data-wait (median over repeats), and
+    # whether the verdict rests on the tail alone (analysis/wait.py).
+    wait_parts_s: dict[WaitPart, float] = field(default_factory=dict)
     tail_only: bool = False
     samples_per_s_min: float | None = None
     samples_per_s_max: float | None = None
     repeats: int = 1
-    verdict: str = ""
+    verdict: Verdict | None = None
     # Distributed sweeps: per rank (index = rank), the median over repeats of that rank's own
     # samples/s and stall fraction; `slowest_rank` is the rank whose loader held the job back
     # (highest stall fraction) in most repeats. None / [] for a single-process sweep.
@@ -712,14 +891,20 @@ class Summary:
     rank_samples_per_s: list[float] = field(default_factory=list)
     rank_stall_fraction: list[float] = field(default_factory=list)
     slowest_rank: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Summary:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+    # -- the summaries pass (analysis/statistics.py) --
+    samples_per_batch: float | None = None  # samples per measured batch, as counted (NOTE [samples per batch])
+    mean_step_s: float | None = None  # samples per batch x ranks / samples/s: one step's mean time
+    spread: float = 0.0  # (max - min) / median of throughput over repeats; 0 with one repeat
+    noisy: bool = False  # the spread is past the noise threshold: small differences are not to be trusted
+    ranked: bool = True  # False: it counts duplicate samples (a REPLICATED warning) and is never ranked
+    part_cached: bool = False  # part of the samples came from a cache (MIXED, or a middling share read)
+    other_cores: float | None = None  # other processes' and steal's cores on the usable CPUs
+    # -- the ceilings pass (analysis/ceiling.py) --
+    ceiling_share: float | None = None  # samples/s over the compute ceiling
+    rank_ceiling_shares: list[float] = field(default_factory=list)  # each rank's over its own ceiling
+    # -- the verdicts pass (analysis/wait.py) --
+    band: InputBound | None = None
+    cpu_saturated: bool | None = None  # the tree and other load used the usable CPUs (None: unknown)
 
 
 @dataclass
@@ -738,7 +923,12 @@ class ConfigResult:
 
     def has(self, kind: WarningKind) -> bool:
         """Whether a warning of `kind` is on this config."""
-        return any(w.kind == kind.value for w in self.warnings)
+        return any(w.kind is kind for w in self.warnings)
+
+    @property
+    def ranked(self) -> bool:
+        """Measured and rankable: status ok, summarised, and not counting duplicate samples."""
+        return self.status == "ok" and self.summary is not None and self.summary.ranked
 
     def warn(self, note: Note) -> bool:
         """Add `note` unless it is there already; True when it was added."""
@@ -780,89 +970,7 @@ class ConfigResult:
         )
 
 
-@dataclass
-class Recommendation:
-    """The knee: the cheapest measured config that keeps the step fed, and why (`findings`,
-    written as sentences by render/)."""
-
-    settings: LoaderSettings | None
-    findings: list[Finding] = field(default_factory=list)
-    input_bound: str = ""  # "not input-bound" | "moderately input-bound" | "highly input-bound"
-    dataloader_call: str = ""
-    use_prefetcher: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "settings": None if self.settings is None else self.settings.to_dict(),
-            "findings": [f.to_dict() for f in self.findings],
-            "input_bound": self.input_bound,
-            "dataloader_call": self.dataloader_call,
-            "use_prefetcher": self.use_prefetcher,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Recommendation:
-        s = d.get("settings")
-        return cls(
-            settings=None if s is None else LoaderSettings.from_dict(s),
-            findings=[Finding.from_dict(f) for f in d.get("findings") or []],
-            input_bound=d.get("input_bound", ""),
-            dataloader_call=d.get("dataloader_call", ""),
-            use_prefetcher=bool(d.get("use_prefetcher", False)),
-        )
-
-
-SCHEMA_VERSION = 2
-
-
-@dataclass
-class ResultSet:
-    """A whole sweep as saved to JSON (`schema_version` changes only when the format does)."""
-
-    config: dict[str, Any]
-    environment: dict[str, Any]
-    results: list[ConfigResult] = field(default_factory=list)
-    recommendation: Recommendation | None = None
-    label: str = ""
-    created_utc: str = ""
-    tool_version: str = ""
-    config_hash: str = ""
-    ceilings: dict[str, Any] = field(default_factory=dict)
-    analysis: dict[str, Any] = field(default_factory=dict)
-    schema_version: int = SCHEMA_VERSION
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "tool": "loaderbench",
-            "tool_version": self.tool_version,
-            "created_utc": self.created_utc,
-            "label": self.label,
-            "config_hash": self.config_hash,
-            "config": self.config,
-            "environment": self.environment,
-            "ceilings": self.ceilings,
-            "results": [r.to_dict() for r in self.results],
-            "analysis": self.analysis,
-            "recommendation": None if self.recommendation is None else self.recommendation.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ResultSet:
-        rec = d.get("recommendation")
-        return cls(
-            schema_version=int(d["schema_version"]),
-            tool_version=d.get("tool_version", ""),
-            created_utc=d.get("created_utc", ""),
-            label=d.get("label", ""),
-            config_hash=d.get("config_hash", ""),
-            config=d.get("config", {}),
-            environment=d.get("environment", {}),
-            ceilings=d.get("ceilings", {}),
-            results=[ConfigResult.from_dict(r) for r in d.get("results", [])],
-            analysis=d.get("analysis", {}),
-            recommendation=None if rec is None else Recommendation.from_dict(rec),
-        )
+SCHEMA_VERSION = 3
 
 
 # ---------------------------------------------------------------------------------------------

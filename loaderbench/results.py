@@ -1,4 +1,6 @@
-"""Result files: versioned JSON, written atomically after every config, loaded with checks.
+"""Result files: the `ResultSet` a sweep (or a watched loop) saves, the records the orchestration
+writes into it as it runs, and versioned JSON written atomically after every config, loaded with
+checks and migrations.
 
 No torch or pynvml here, so `show` starts fast on CPU-only runners.
 """
@@ -8,12 +10,213 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loaderbench.conclusions import Analysis, FitInputs, Prediction, PredictionErrors, Recommendation
 from loaderbench.errors import OutputError, ResultsFormatError
-from loaderbench.model import ResultSet
+from loaderbench.model import SCHEMA_VERSION, Ceiling, ConfigResult, Record
 from loaderbench.schema import migrate
+
+# ---------------------------------------------------------------------------------------------
+# What the orchestration records while a sweep runs (`ResultSet.sweep`)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Timing(Record):
+    """Where a sweep's time went, in seconds (docs/benchmarks.md): `trials` trials taking
+    `trial_wall_s`, in them the DataLoader's set-up, the worker start-up to the first batch, the
+    warm-up, the measured windows, the probes after the windows and stopping the workers; the
+    compute ceiling; `other_s`, the rest of the trials' wall time (the measuring process's round
+    trip)."""
+
+    trials: int = 0
+    trial_wall_s: float = 0.0
+    setup_s: float = 0.0
+    first_batch_s: float = 0.0
+    warmup_s: float = 0.0
+    window_s: float = 0.0
+    probe_s: float = 0.0
+    stop_s: float = 0.0
+    ceiling_s: float = 0.0
+    other_s: float = 0.0
+
+    PARTS = ("setup_s", "first_batch_s", "warmup_s", "window_s", "probe_s", "stop_s")
+
+
+@dataclass
+class SearchStep(Record):
+    """One config the search measured (`why`; `repeat` for a repeat the model's dispute asked
+    for), with the model's prediction before it and what it measured."""
+
+    config: str
+    why: str = ""
+    status: str | None = None
+    repeat: bool = False
+    predicted_samples_per_s: float | None = None
+    measured_samples_per_s: float | None = None
+
+
+@dataclass
+class Widening(Record):
+    """How far the search widened the worker counts past the usable CPUs (NOTE [model-guided
+    search] in orchestration/search.py): the widest count searched (`workers`) and, when a
+    measured limit refused twice that while the loader still starved, why (`refused`, e.g.
+    "memory: 16 workers would ...", preflight.room_for_workers); None when only the loader
+    stopped starving."""
+
+    workers: int
+    refused: str | None = None
+
+
+@dataclass
+class SearchLog(Record):
+    """What the model-guided search did (orchestration/search.py): the grid's size, the worker
+    counts searched (low, high), every step, the model's predictions before each config was
+    measured, why it stopped, and how far it widened past the usable CPUs (`widened`)."""
+
+    method: str = "model-guided"
+    grid_configs: int = 0
+    steps: list[SearchStep] = field(default_factory=list)
+    predicted_before_measured: list[Prediction] = field(default_factory=list)
+    stopped: str | None = ""
+    budget_s: float | None = None
+    workers_searched: list[int] = field(default_factory=list)
+    widened: Widening | None = None
+
+
+@dataclass
+class Drift(Record):
+    """The drift check of a warm measuring process (NOTE [drift check] in
+    orchestration/drift.py): the knee (`config`) measured again in fresh processes against its
+    warm trials, the change, the threshold, whether drift was confirmed and which configs were
+    measured again. Files of schema 2 and before hold earlier forms (`first_samples_per_s` /
+    `last_samples_per_s`: the first config in the warm process at the start and the end)."""
+
+    config: str
+    change: float = 0.0
+    warm_samples_per_s: float | None = None
+    warm_trials_samples_per_s: list[float] = field(default_factory=list)
+    fresh_samples_per_s: float | None = None
+    fresh_trials_samples_per_s: list[float] = field(default_factory=list)
+    threshold: float | None = None
+    confirmed: bool = False
+    remeasured: list[str] = field(default_factory=list)
+    wall_s: float | None = None
+    first_samples_per_s: float | None = None
+    last_samples_per_s: float | None = None
+
+
+@dataclass
+class PredictionCheck(Record):
+    """How well the pipeline model predicted the configs the search measured: leaving each out
+    (`leave_one_out`, `errors`), and before measuring them (`before_measured`)."""
+
+    leave_one_out: list[Prediction] = field(default_factory=list)
+    errors: PredictionErrors | None = None
+    before_measured: PredictionErrors | None = None
+
+
+@dataclass
+class SweepRecord(Record):
+    """What the orchestration recorded while the sweep ran: wall time (and since the command
+    started, what --time-budget counts), configs planned, whether it was interrupted, batches
+    per epoch (per rank), measuring processes started, where the time went, the search, the
+    drift check, the model's predictions for the configs left unmeasured and its fitted inputs
+    per series (`model`); for a watched loader of a class of its own, its settings left at
+    their defaults (`loader_defaults`, name -> value: inloop/loader.py loader_class_settings)."""
+
+    sweep_wall_s: float | None = None
+    since_start_s: float | None = None
+    configs_planned: int | None = None
+    interrupted: bool = False
+    epoch_batches: int | None = None
+    measuring_processes: int | None = None
+    timing: Timing | None = None
+    search: SearchLog | None = None
+    drift: Drift | None = None
+    predictions: list[Prediction] = field(default_factory=list)
+    prediction_check: PredictionCheck | None = None
+    model: dict[str, FitInputs] = field(default_factory=dict)
+    loader_defaults: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# The result set
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ResultSet:
+    """A whole sweep as saved to JSON (`schema_version` changes only when the format does): the
+    config, the environment, one `ConfigResult` per config (raw trials, and the summary the
+    analysis derives), the compute ceilings per batch size (`ceilings`), what the orchestration
+    recorded (`sweep`) and what `analysis.analyze()` derived (`analysis`, None before it ran).
+    `schema_written`: the version a migrated file was written with (None: this one)."""
+
+    config: dict[str, Any]
+    environment: dict[str, Any]
+    results: list[ConfigResult] = field(default_factory=list)
+    label: str = ""
+    created_utc: str = ""
+    tool_version: str = ""
+    config_hash: str = ""
+    ceilings: dict[int, Ceiling] = field(default_factory=dict)
+    sweep: SweepRecord = field(default_factory=SweepRecord)
+    analysis: Analysis | None = None
+    schema_version: int = SCHEMA_VERSION
+    schema_written: int | None = None
+
+    @property
+    def recommendation(self) -> Recommendation | None:
+        """The knee (settings, findings, `dataloader_call`); None before the analysis ran."""
+        return None if self.analysis is None else self.analysis.recommendation
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "tool": "loaderbench",
+            "tool_version": self.tool_version,
+            "created_utc": self.created_utc,
+            "label": self.label,
+            "config_hash": self.config_hash,
+            "config": self.config,
+            "environment": self.environment,
+            **({} if self.schema_written is None else {"schema_written": self.schema_written}),
+            "ceilings": {"compute": {str(bs): c.to_dict() for bs, c in sorted(self.ceilings.items())}},
+            "results": [r.to_dict() for r in self.results],
+            "sweep": self.sweep.to_dict(),
+            "analysis": None if self.analysis is None else self.analysis.to_dict(),
+            "recommendation": None if self.recommendation is None else self.recommendation.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ResultSet:
+        """From `to_dict` output of this schema version (`schema.migrate` brings older files
+        here)."""
+        compute = (d.get("ceilings") or {}).get("compute") or {}
+        analysis = d.get("analysis")
+        return cls(
+            schema_version=int(d["schema_version"]),
+            schema_written=d.get("schema_written"),
+            tool_version=d.get("tool_version", ""),
+            created_utc=d.get("created_utc", ""),
+            label=d.get("label", ""),
+            config_hash=d.get("config_hash", ""),
+            config=d.get("config", {}),
+            environment=d.get("environment", {}),
+            ceilings={int(bs): Ceiling.from_dict({**c, "batch_size": int(bs)}) for bs, c in compute.items()},
+            results=[ConfigResult.from_dict(r) for r in d.get("results", [])],
+            sweep=SweepRecord.from_dict(d.get("sweep") or {}),
+            analysis=None if not analysis else Analysis.from_dict(analysis),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------
 
 
 def save_results(result_set: ResultSet, path: Path) -> None:

@@ -12,18 +12,25 @@ The versions (example files of each live in tests/data/ for good):
   `memory_uss_bytes`, and there was no `memory_pss_bytes`. Migrated: `tool` and `tool_version`
   are filled in; the trials keep `memory_uss_bytes` (the Trial field of the same meaning);
   `memory_pss_bytes` stays empty, because USS undercounts forked workers that share pages and
-  must not be shown as PSS; `analysis["schema_migrated_from"] = 0` records the origin, so
-  `compare` does not compare it with runs measured today. Refused: a version-0 file without raw
+  must not be shown as PSS; `schema_written` (0) records the origin, so `compare` does not
+  compare it with runs measured today. Refused: a version-0 file without raw
   per-batch timings (`trials[*].step_s`), which every statistic is derived from.
 - **1**: warnings and trial notes are plain strings; the recommendation carries its reasoning
   as one English `reason`. Migrated: each warning and note becomes `{"kind", "message"}`, its
   kind read from the text (`model.WarningKind.of_text`); `reason` is dropped (the findings are
   derived again from the raw trials on every load, like every summary).
-- **2**: the current format (see docs/results.md): typed warnings and notes, the
-  recommendation's `findings` as data, and in `analysis` the headroom, the loader ceiling and
-  config findings.
+- **2**: typed warnings and notes, the recommendation's `findings` as data (a `data` dict per
+  finding), and in `analysis` both what the sweep recorded as it ran (search, drift, timing,
+  predictions, ...) and what the analysis derived (headroom, loader ceiling, config findings).
+  Migrated: what the sweep recorded moves to `sweep` (a search step that was a disputed repeat,
+  its `why` starting "repeat:", gets `repeat: true`); what the analysis derived, and the
+  recommendation, are dropped (derived again from the raw trials on every load).
+- **3**: the current format (see docs/results.md): `sweep` (conclusions-free records of
+  the run), `analysis` (`conclusions.Analysis`: the recommendation's findings as one typed
+  payload per kind, the ceilings as shown, headroom, loader ceiling, notes, predictions,
+  what-if) and each summary's judgements (noise, ranking, ceiling shares, CPU saturation).
 
-Every migration records the version a file was written with in `analysis["schema_written"]`.
+Every migration records the version a file was written with in `schema_written`.
 A newer version is refused with the version it needs; anything else that is not a loaderbench
 result is refused naming what is missing. Each refusal is a `ResultsFormatError` (exit code 2).
 
@@ -46,7 +53,7 @@ OLDEST_READABLE = 0
 
 def measured_alike(a: int, b: int) -> bool:
     """Whether files written with schema versions `a` and `b` hold numbers measured the same way
-    (version 0 measured memory as USS and is not; versions 1 and 2 differ in how conclusions are
+    (version 0 measured memory as USS and is not; versions 1 to 3 differ in how conclusions are
     stored, which every load derives again from the raw trials)."""
     return (a >= 1) == (b >= 1)
 
@@ -92,10 +99,42 @@ def _v0_to_v1(data: dict[str, Any], path: Path | str) -> dict[str, Any]:
     out = dict(data)
     out["tool"] = "loaderbench"
     out["tool_version"] = str(out.pop("loaderbench_version", "") or "")
-    analysis = dict(out.get("analysis") or {})
-    analysis.setdefault("schema_migrated_from", 0)
-    out["analysis"] = analysis
     out["schema_version"] = 1
+    return out
+
+
+# The keys of a schema-2 `analysis` that the sweep recorded as it ran (the rest was derived).
+_SWEEP_KEYS = ("sweep_wall_s", "since_start_s", "configs_planned", "interrupted", "epoch_batches",
+               "measuring_processes", "timing", "search", "drift", "predictions", "prediction_check", "model",
+               "loader_defaults")
+
+
+def _v2_to_v3(data: dict[str, Any], path: Path | str) -> dict[str, Any]:
+    from loaderbench.model import Verdict
+
+    out = dict(data)
+    analysis = out.pop("analysis", None) or {}
+    if not isinstance(analysis, dict):
+        raise ResultsFormatError(f"{path}: 'analysis' is not an object; re-run the sweep")
+    sweep = {k: analysis[k] for k in _SWEEP_KEYS if analysis.get(k) is not None}
+    search = sweep.get("search")
+    if isinstance(search, dict):
+        search = dict(search)
+        search["steps"] = [{**st, "repeat": str(st.get("why", "")).startswith("repeat:")}
+                           for st in search.get("steps") or [] if isinstance(st, dict)]
+        sweep["search"] = search
+    out["sweep"] = sweep
+    out.pop("recommendation", None)
+    verdicts = {v.value for v in Verdict}
+    for r in out.get("results") or []:
+        if isinstance(r, dict) and isinstance(r.get("summary"), dict):
+            # The summary's judgements are derived again on every load; a verdict written with its
+            # period ("loader-bound (stall every 8 batches)") or a wait part since renamed is dropped.
+            summary = {k: v for k, v in r["summary"].items() if k != "wait_parts_s"}
+            if summary.get("verdict") not in verdicts:
+                summary["verdict"] = None
+            r["summary"] = summary
+    out["schema_version"] = 3
     return out
 
 
@@ -128,6 +167,7 @@ def _v1_to_v2(data: dict[str, Any], path: Path | str) -> dict[str, Any]:
 _MIGRATIONS: dict[int, Callable[[dict[str, Any], Path | str], dict[str, Any]]] = {
     0: _v0_to_v1,
     1: _v1_to_v2,
+    2: _v2_to_v3,
 }
 
 
@@ -152,7 +192,7 @@ def migrate(data: Any, path: Path | str) -> dict[str, Any]:
         )
     out = copy.deepcopy(data)
     if version < SCHEMA_VERSION:
-        out["analysis"] = {**(out.get("analysis") or {}), "schema_written": version}
+        out.setdefault("schema_written", version)
     while version < SCHEMA_VERSION:
         step = _MIGRATIONS.get(version)
         if step is None:  # pragma: no cover - a gap in _MIGRATIONS is a programming error

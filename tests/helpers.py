@@ -78,10 +78,11 @@ class FakeClock:
 
 
 def reason(rec) -> str:
-    """The recommendation's findings as the table words them."""
+    """The recommendation's findings as the table words them, each config named by its key
+    (a result's table names it by the settings its columns show)."""
     from loaderbench.render.findings import finding_sentences
 
-    return " ".join(finding_sentences(rec.findings))
+    return " ".join(finding_sentences(rec.findings, lambda s: s.key()))
 
 
 def with_ceilings(results: list[ConfigResult], by_batch: dict[int, float]) -> list[ConfigResult]:
@@ -89,7 +90,8 @@ def with_ceilings(results: list[ConfigResult], by_batch: dict[int, float]) -> li
     size), as `analyze` sets it from a sweep's ceilings."""
     for r in results:
         if r.summary is not None:
-            r.summary.compute_ceiling_samples_per_s = by_batch.get(r.settings.batch_size)
+            c = r.summary.compute_ceiling_samples_per_s = by_batch.get(r.settings.batch_size)
+            r.summary.ceiling_share = r.summary.samples_per_s / c if c else None
     return results
 
 

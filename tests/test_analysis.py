@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -10,7 +11,9 @@ from loaderbench.analysis import analyze, summarize_config
 from loaderbench.analysis.advice import epoch_samples_per_s, recommend
 from loaderbench.analysis.knee import find_knee
 from loaderbench.analysis.wait import stall_period, trial_wait_parts
-from loaderbench.model import ConfigResult, FindingKind, ResultSet, Verdict, WaitPart
+from loaderbench.conclusions import Baseline, HeadroomBinds, NotClearedCause, RemedyKind
+from loaderbench.model import Ceiling, ConfigResult, FindingKind, Verdict, WaitPart
+from loaderbench.results import ResultSet
 from tests.helpers import reason, result, settings, trial, with_ceilings
 
 
@@ -32,7 +35,7 @@ def with_(r: ConfigResult, **fields) -> ConfigResult:
 
 
 def finding(rec, kind: FindingKind):
-    return next((f for f in rec.findings if f.kind == kind.value), None)
+    return next((f for f in rec.findings if f.kind is kind), None)
 
 
 # ---- verdicts ------------------------------------------------------------------------------
@@ -137,11 +140,11 @@ def test_a_pinned_copy_on_the_steps_stream_is_named_with_the_prefetchers_measure
     rec = recommend(with_ceilings([knee, pf], {128: ceiling}))
     assert rec.settings == knee.settings  # within the 5% tolerance, and cheaper
     wait = finding(rec, FindingKind.REMAINING_WAIT)
-    assert wait.data["part"] == "h2d"
-    [remedy] = wait.data["remedies"]
-    assert remedy["remedy"] == "prefetch" and remedy["measured"]
+    assert wait.part is WaitPart.H2D
+    [remedy] = wait.remedies
+    assert remedy.remedy is RemedyKind.PREFETCH and remedy.measured
     knee_share = knee.summary.samples_per_s / ceiling  # 30 / 32.72 ms = 91.7%
-    assert remedy["ceiling_share"] == pytest.approx(0.95) and remedy["knee_ceiling_share"] == pytest.approx(knee_share)
+    assert remedy.ceiling_share == pytest.approx(0.95) and remedy.knee_ceiling_share == pytest.approx(knee_share)
     text = reason(rec)
     assert "the CUDA-stream prefetcher hides the copy behind the step: measured w6-pin-pf-f2-once-b128" in text
     assert "95% of the compute ceiling vs 92%" in text
@@ -178,7 +181,8 @@ def test_epoch_start_gaps_are_start_up_not_a_receive_floor():
     assert rec.settings.persistent_workers is True  # measured faster by far more than 5%
     assert "persistent_workers=True" in rec.dataloader_call
     # The headline names the swept setting that the pick turns on, not only workers and pin.
-    assert reason(rec).startswith("num_workers=2, pin_memory=False, prefetch=off, persistent_workers=True: ")
+    assert rec.findings[0].swept == ["persistent_workers"]
+    assert reason(rec).startswith("w2-nopin-nopf-f2-persist-b16: ")
 
 
 def test_persistent_workers_are_not_advised_when_their_row_shows_the_same_gaps():
@@ -204,7 +208,7 @@ def test_predicted_start_up_share_quotes_a_measured_persistent_row_only_when_its
     per_same = with_(result(settings(4, persistent=True), trial(0.0005, 0.010, first_s=3.0)), epoch_gap_s=[2.9])
     rec = recommend([non, per_same], epoch_batches=20)
     start = finding(rec, FindingKind.STARTUP)
-    assert start.data["predicted"] and start.data["measured"] and not start.data["advised"]
+    assert start.predicted and start.measured and not start.advised
     assert "does not remove it here" in reason(rec)
     # Its epoch gaps measured 50 ms: the persistent config costs less start-up at equal
     # throughput, so it is the knee itself (and the DataLoader line says so).
@@ -222,7 +226,7 @@ def test_persistent_workers_measured_slower_are_not_advised():
     assert slow.summary.samples_per_s < 0.95 * non.summary.samples_per_s
     rec = recommend([non, slow], epoch_batches=20)
     start = finding(rec, FindingKind.STARTUP)
-    assert start.data["slower"] and not start.data["advised"]
+    assert start.slower and not start.advised
     text = reason(rec)
     assert "persistent_workers=True measured slower here" in text and "use persistent_workers=True" not in text
 
@@ -418,7 +422,7 @@ def test_a_grid_that_ends_while_the_loader_binds_does_not_say_more_workers_buy_n
     analyze(rs)
     text = reason(rs.recommendation)
     assert rs.recommendation.settings.num_workers == 0  # within 5% of the best
-    assert "within 5% or noise of it: num_workers 1 instead of 0 buys nothing measurable; the loader still binds." in text
+    assert "within 5% or noise of it: 1 worker instead of 0 buys nothing measurable; the loader still binds." in text
     assert "buy nothing more." not in text
     assert "The fastest config has the most workers of those measured: try more workers." in text
 
@@ -427,12 +431,13 @@ def test_the_json_carries_what_the_table_concludes():
     rs = ResultSet(config={"compute": {"kind": "sleep", "ms": 12}}, environment={}, results=[
         result(settings(0), pipelined(0, 0.032, 0.012)),
         result(settings(4), pipelined(4, 0.032, 0.012)),
-    ], ceilings={"compute": {"16": {"samples_per_s": 16 / 0.012, "step_s": 0.012, "method": "analytic"}}})
+    ], ceilings={16: Ceiling.analytic(16, 0.012)})
     analyze(rs)
-    d = ResultSet.from_dict(rs.to_dict())
-    assert d.analysis["headroom"]["binds"] == "compute ceiling" and d.analysis["headroom"]["which"] == "first"
+    d = ResultSet.from_dict(json.loads(json.dumps(rs.to_dict())))
+    assert d.analysis.headroom.binds is HeadroomBinds.COMPUTE_CEILING and d.analysis.headroom.which is Baseline.FIRST
     kinds = [f.kind for f in d.recommendation.findings]
-    assert kinds[:2] == ["knee", "also-fastest"] and "step-binds" in kinds
+    assert kinds[:2] == [FindingKind.KNEE, FindingKind.ALSO_FASTEST] and FindingKind.STEP_BINDS in kinds
+    assert d.analysis == rs.analysis and [r.summary for r in d.results] == [r.summary for r in rs.results]
 
 
 def _sawtooth(seed: int, period: int, n: int = 100, shift_p: float = 0.03) -> list[float]:
@@ -468,7 +473,7 @@ def test_otsu_splits_stalls_from_the_receive_floor():
 def test_a_setting_that_multiplies_memory_per_worker_is_named_with_its_measured_mib():
     from dataclasses import replace
 
-    from loaderbench.render import sweep as render
+    from loaderbench.render import footer
 
     def row(s, pss_mib):
         r = result(s, trial(0.0005, 0.012))
@@ -482,11 +487,13 @@ def test_a_setting_that_multiplies_memory_per_worker_is_named_with_its_measured_
     rs = ResultSet(config={}, environment={}, results=[
         row(settings(0), 300), row(settings(4), 900), row(replace(settings(4), mp_context="spawn"), 2600)])
     analyze(rs)
-    [f] = rs.analysis["config_findings"]
-    assert f["config"] == "w4-nopin-nopf-f2-once-b16-spawn"
-    assert f["data"]["mib_per_worker"] == pytest.approx(575) and f["data"]["ref_mib_per_worker"] == pytest.approx(150)
-    line = next(x for x in render.footer_lines(rs) if x.startswith("memory ["))
-    assert "575 MiB per worker (PSS) vs 150 MiB with w4-nopin-nopf-f2-once-b16 (mp_context spawn vs default)" in line
+    [f] = rs.analysis.notes
+    assert f.settings.key() == "w4-nopin-nopf-f2-once-b16-spawn"
+    assert f.mib_per_worker == pytest.approx(575) and f.ref_mib_per_worker == pytest.approx(150)
+    assert not any(x.startswith("Memory per worker") for x in footer.footer_lines(rs))  # --verbose says it
+    line = next(x for x in footer.footer_lines(rs, verbose=True) if x.startswith("Memory per worker"))
+    assert line.startswith("Memory per worker (4 workers, spawn start method): 575 MiB (PSS) vs 150 MiB with "
+                           "4 workers, default start method (spawn start method instead of default): spawn and")
 
 
 @pytest.mark.parametrize("compute, held, want_ceiling", [
@@ -504,13 +511,13 @@ def test_the_compute_ceiling_is_taken_at_the_samples_batches_held(compute, held,
     t.samples = int(held * 20)
     r = ConfigResult(settings=settings(0, bs=8), status="ok", trials=[t])
     rs = ResultSet(config={"dataset": {"kind": "tensor"}, "compute": compute, "measure": {}}, environment={},
-                   results=[r], ceilings={"compute": {"8": {"samples_per_s": 400.0, "step_s": 0.020}}})
+                   results=[r], ceilings={8: Ceiling(8, 400.0, 0.020)})
     analyze(rs)
     m = rs.results[0].summary
     assert m.samples_per_s == pytest.approx(held / 0.030)
     assert m.compute_ceiling_samples_per_s == pytest.approx(want_ceiling)
-    assert rs.analysis["compute_ceiling"]["8"]["samples_per_s"] == pytest.approx(want_ceiling)
-    assert rs.analysis["compute_ceiling"]["8"]["samples_per_batch"] == pytest.approx(held)
+    [shown] = rs.analysis.compute_ceilings
+    assert shown.samples_per_s == pytest.approx(want_ceiling) and shown.samples_per_batch == pytest.approx(held)
     # Never above 100% of its own ceiling with a per-batch step (the step alone is 2/3 of the batch time).
     if compute["kind"] == "sleep":
         assert m.samples_per_s / m.compute_ceiling_samples_per_s == pytest.approx(2 / 3)
@@ -553,8 +560,8 @@ def test_a_wait_that_building_batches_does_not_explain_is_not_sent_to_more_worke
     assert r.summary.verdict == Verdict.LOADER_BOUND.value and r.summary.stall_fraction > 0.1
     rec = recommend([r])
     nc = finding(rec, FindingKind.NOT_CLEARED)
-    assert nc.data["cause"] == "not_build_rate"
-    assert nc.data["explained_stall"] == pytest.approx(1600 / 65_600)
+    assert nc.cause is NotClearedCause.NOT_BUILD_RATE
+    assert nc.build_rate.explained_stall == pytest.approx(1600 / 65_600) and nc.build_rate.in_tail
     text = reason(rec)
     assert "accounts for a stall of 2.4% at most; more workers are not the cure" in text
     assert "The wait sits in its tail (0.7 ms median, 4.9 ms p95)" in text
@@ -578,7 +585,7 @@ def test_a_loader_bound_knee_is_named_even_when_the_best_config_is_bound_by_rece
     rec = recommend([knee, best])
     assert rec.settings == knee.settings
     nc = finding(rec, FindingKind.NOT_CLEARED)
-    assert nc.data["subject"] == "knee" and nc.data["cause"] == "grid_edge"
+    assert not nc.of_best and nc.cause is NotClearedCause.GRID_EDGE
     text = reason(rec)
     assert "prefetch_factor 4 instead of 2 buys nothing measurable; the loader still binds." in text
     assert "The recommended config has the most workers of those measured: try more workers." in text
@@ -603,7 +610,7 @@ def test_batches_that_hold_fewer_samples_than_batch_size_are_named():
     t = trial(0.01, 0.02, n=10, bs=25)
     r = result(settings(0, bs=32), t)
     [f] = partial_batches([r], {"kind": "tensor"})
-    assert f.data == {"batch_size": 32, "samples_per_batch": 25.0, "min": 25.0, "max": 25.0}
+    assert (f.batch_size, f.samples_per_batch, f.min, f.max) == (32, 25.0, 25.0, 25.0)
     # Full batches, a batch sampler (it sets the batches), or a count the user gave: nothing.
     assert partial_batches([result(settings(0, bs=25), trial(0.01, 0.02, n=10, bs=25))], {}) == []
     assert partial_batches([r], {"sampler_kind": "batch_sampler"}) == []
@@ -625,6 +632,7 @@ def _cpu_row(nw: int, samples_per_s: float, tree_cores: float, main_cores: float
     r.summary.cpu_util_pct, r.summary.main_cpu_util_pct = 100.0 * tree_cores, 100.0 * main_cores
     r.summary.other_cpu_util_pct = None if other_cores is None else 100.0 * other_cores
     r.summary.steal_cpu_util_pct = None if other_cores is None else 0.0
+    r.summary.other_cores = other_cores  # as the summaries pass derives it
     return r
 
 
@@ -636,9 +644,9 @@ def test_more_workers_whose_cores_slowed_are_named_not_sent_to_more_workers():
     rec = recommend(with_ceilings(rows, {256: 4680.0}), usable_cpus=16)
     assert rec.settings.num_workers == 8
     nc = finding(rec, FindingKind.NOT_CLEARED)
-    assert nc.data["cause"] == "cores_slower"
-    assert (nc.data["w_lo"], nc.data["w_hi"]) == (4, 12)
-    assert nc.data["lo_ms"] == pytest.approx(4.0) and nc.data["hi_ms"] == pytest.approx(12.0 / 1450 * 1e3)
+    assert nc.cause is NotClearedCause.CORES_SLOWER
+    assert (nc.cores_slower.w_lo, nc.cores_slower.w_hi) == (4, 12)
+    assert nc.cores_slower.lo_ms == pytest.approx(4.0) and nc.cores_slower.hi_ms == pytest.approx(12.0 / 1450 * 1e3)
     text = reason(rec)
     assert "no measured setting clears the loader bottleneck" in text
     assert ("w12-nopin-nopf-f2-once-b256 measured 1,450 samples/s, using 12.6 of 16 usable CPUs, its workers "
@@ -647,11 +655,11 @@ def test_more_workers_whose_cores_slowed_are_named_not_sent_to_more_workers():
     # The same CPU per sample at 12 workers as at 4 (1.1x): no such cause is claimed.
     flat = [_cpu_row(4, 1000.0, 4.4, 0.4), _cpu_row(8, 1500.0, 8.5, 0.5), _cpu_row(12, 1450.0, 6.98, 0.6)]
     nc = finding(recommend(with_ceilings(flat, {256: 4680.0}), usable_cpus=16), FindingKind.NOT_CLEARED)
-    assert nc.data["cause"] is None
+    assert nc.cause is None
     # 12 workers measured clearly faster (+20%): the curve still rises, nothing to name.
     rising = [_cpu_row(4, 1000.0, 4.4, 0.4), _cpu_row(8, 1500.0, 8.5, 0.5), _cpu_row(12, 1800.0, 12.6, 0.6)]
     nc = finding(recommend(with_ceilings(rising, {256: 4680.0}), usable_cpus=16), FindingKind.NOT_CLEARED)
-    assert nc.data["cause"] == "grid_edge"
+    assert nc.cause is NotClearedCause.GRID_EDGE
 
 
 def test_cpus_taken_by_other_processes_count_toward_saturation_and_are_named():
@@ -659,12 +667,12 @@ def test_cpus_taken_by_other_processes_count_toward_saturation_and_are_named():
     rows = [_cpu_row(4, 1000.0, 4.4, 0.4, other_cores=0.2), _cpu_row(8, 1500.0, 8.5, 0.5, other_cores=6.0)]
     rec = recommend(with_ceilings(rows, {256: 4680.0}), usable_cpus=16)
     nc = finding(rec, FindingKind.NOT_CLEARED)
-    assert nc.data["cause"] == "cpu" and nc.data["other_cores"] == pytest.approx(6.0)
+    assert nc.cause is NotClearedCause.CPU and nc.cpu.other_cores == pytest.approx(6.0) and not nc.cpu.mostly_other
     text = reason(rec)
     assert "The process tree used 8.5 of 16 usable CPUs and other processes 6.0 more: CPU" in text
     other = finding(rec, FindingKind.OTHER_LOAD)
-    assert other.config == "w8-nopin-nopf-f2-once-b256"
-    assert other.data["max_cores"] == pytest.approx(6.0) and other.data["median_cores"] == pytest.approx(3.1)
+    assert other.settings.key() == "w8-nopin-nopf-f2-once-b256"
+    assert other.max_cores == pytest.approx(6.0) and other.median_cores == pytest.approx(3.1)
     assert ("Other processes used the CPUs this sweep ran on: up to 6.0 cores of the 16 usable CPUs during a "
             "measured window (w8-nopin-nopf-f2-once-b256), median 3.1 over 2 configs.") in text
     # Other load took more of the CPUs than the sweep's tree: not the loader's decode/augment.
@@ -676,4 +684,4 @@ def test_cpus_taken_by_other_processes_count_toward_saturation_and_are_named():
     quiet = [_cpu_row(4, 1000.0, 4.4, 0.4, other_cores=0.2), _cpu_row(8, 1500.0, 8.5, 0.5, other_cores=0.9)]
     rec = recommend(with_ceilings(quiet, {256: 4680.0}), usable_cpus=16)
     assert finding(rec, FindingKind.OTHER_LOAD) is None
-    assert finding(rec, FindingKind.NOT_CLEARED).data["cause"] == "grid_edge"
+    assert finding(rec, FindingKind.NOT_CLEARED).cause is NotClearedCause.GRID_EDGE

@@ -270,7 +270,7 @@ def test_cache_both_measures_cold_and_warm_reads_and_splits_the_stall(tmp_path):
         assert cold["storage_read_bytes"] >= 0.9 * cold["needed_bytes"]
         assert warm["storage_read_bytes"] < 0.1 * warm["needed_bytes"]
         assert warm["served_from"] == "page cache"  # read() returned the bytes, the device did not
-        assert "w0-nopin-nopf-f--once-b8" in data["analysis"]["fetch_prep"]
+        assert [fp["key"] for fp in data["analysis"]["fetch_prep"]] == ["w0-nopin-nopf-f--once-b8"]
     finally:
         import shutil
 

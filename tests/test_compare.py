@@ -28,9 +28,9 @@ from loaderbench.analysis.compare import (
 )
 from loaderbench.cli.compare import check_command, check_config, compare_command
 from loaderbench.errors import ResultsFormatError, UsageError
-from loaderbench.model import SCHEMA_VERSION, ResultSet
+from loaderbench.model import SCHEMA_VERSION
 from loaderbench.render import compare as compare_render
-from loaderbench.results import read_results, save_results
+from loaderbench.results import ResultSet, read_results, save_results
 from loaderbench.schema import migrate
 from tests.helpers import result as make_result
 from tests.helpers import settings as make_settings
@@ -42,6 +42,7 @@ HEAD = DATA / "results-v1-head.json"
 OTHER = DATA / "results-v1-other-machine.json"
 V0 = DATA / "results-v0-example.json"
 V2 = DATA / "results-v2-example.json"
+V3 = DATA / "results-v3-default-cpu.json"
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 app.command("compare")(compare_command)
@@ -248,7 +249,7 @@ def _variant(change) -> ResultSet:
         (lambda rs: rs.config["compute"].update(ms=4.0), "different dataset/compute (compute.ms 2.0 vs 4.0;"),
         (lambda rs: rs.config.update(cache="cold"), "different cache state (as-is vs cold)"),
         (lambda rs: rs.config["measure"].update(cache="warm"), "different cache state (as-is vs warm)"),
-        (lambda rs: rs.analysis.update(schema_migrated_from=0), "different loaderbench schema (version 1 vs 0)"),
+        (lambda rs: setattr(rs, "schema_written", 0), "different loaderbench schema (version 1 vs 0)"),
     ],
 )
 def test_fingerprint_rules_make_runs_not_comparable(change, reason):
@@ -635,7 +636,7 @@ def test_version_0_file_is_migrated():
     raw = json.loads(V0.read_text())
     data = migrate(raw, V0)
     assert raw["schema_version"] == 0  # the input is not modified
-    assert data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["schema_version"] == SCHEMA_VERSION == 3
     assert (data["tool"], data["tool_version"]) == ("loaderbench", "0.0.9")
     assert "loaderbench_version" not in data
     summary = data["results"][0]["summary"]
@@ -643,7 +644,7 @@ def test_version_0_file_is_migrated():
     rs = ResultSet.from_dict(data)
     assert rs.results[0].trials[0].memory_uss_bytes == 300_000_000
     assert rs.results[0].trials[0].memory_pss_bytes is None
-    assert rs.analysis["schema_migrated_from"] == 0
+    assert rs.schema_written == 0
     # a migrated run is not compared with one measured today
     c = compare_results(base(), [rs])
     assert "different loaderbench schema (version 1 vs 0)" in c.pairs[0].reasons
@@ -652,12 +653,42 @@ def test_version_0_file_is_migrated():
 def test_read_results_migrates_version_0():
     # Needs results.read_results to call schema.migrate (see schema.py).
     rs = read_results(V0)
-    assert rs.schema_version == 2 and rs.analysis["schema_migrated_from"] == 0 and rs.analysis["schema_written"] == 0
+    assert rs.schema_version == 3 and rs.schema_written == 0
 
 
 def test_current_version_passes_through_unchanged():
+    raw = json.loads(V3.read_text())
+    assert migrate(raw, V3) == raw
+
+
+def test_version_2_moves_what_the_sweep_recorded_and_drops_what_is_derived():
     raw = json.loads(V2.read_text())
-    assert migrate(raw, V2) == raw
+    raw["analysis"]["search"] = {"steps": [{"config": "w2-nopin-nopf-f2-once-b16", "why": "repeat: disputed"},
+                                           {"config": "w0-nopin-nopf-f--once-b16", "why": "probe"}]}
+    raw["results"][1]["summary"]["verdict"] = "loader-bound (stall every 8 batches)"
+    data = migrate(raw, V2)
+    assert data["schema_version"] == 3 and data["schema_written"] == 2
+    assert set(data["sweep"]) == {"configs_planned", "sweep_wall_s", "search"}
+    assert [st["repeat"] for st in data["sweep"]["search"]["steps"]] == [True, False]
+    assert "analysis" not in data and "recommendation" not in data
+    assert data["results"][1]["summary"]["verdict"] is None and "wait_parts_s" not in data["results"][1]["summary"]
+    rs = ResultSet.from_dict(data)
+    assert rs.analysis is None and rs.sweep.configs_planned == raw["analysis"]["configs_planned"]
+
+
+def test_version_2_keeps_a_watched_loaders_defaults_and_the_searchs_widening_and_drops_the_ties():
+    # A schema-2 file of the loader and figures features: what the watch and the search recorded
+    # moves to `sweep` as typed records; the ties the listing decided are derived again.
+    from loaderbench.results import Widening
+
+    raw = json.loads(V2.read_text())
+    raw["analysis"]["loader_defaults"] = {"snapshot_every_n_steps": 1}
+    raw["analysis"]["search"] = {"steps": [], "widened": {"workers": 8, "refused": "memory: 16 workers would ..."}}
+    raw["analysis"]["listed_first"] = {"snapshot_every_n_steps": {"value": 1000, "tied": [1]}}
+    rs = ResultSet.from_dict(migrate(raw, V2))
+    assert rs.sweep.loader_defaults == {"snapshot_every_n_steps": 1}
+    assert rs.sweep.search is not None and rs.sweep.search.widened == Widening(8, "memory: 16 workers would ...")
+    assert rs.analysis is None
 
 
 def test_version_1_warnings_and_notes_become_typed():
@@ -669,7 +700,7 @@ def test_version_1_warnings_and_notes_become_typed():
     assert data["results"][0]["warnings"] == [
         {"kind": "oversubscribed", "message": "oversubscribed: 6 workers on 2 usable CPUs (num_workers sets processes)"}]
     assert data["results"][0]["trials"][0]["notes"] == [{"kind": "loader-ended", "message": "the loader ended after 40 batches"}]
-    assert "reason" not in data["recommendation"] and data["analysis"]["schema_written"] == 1
+    assert "recommendation" not in data and data["schema_written"] == 1
     # Numbers measured alike: a version-1 baseline is not refused for its schema alone.
     reasons = compare_results(read_results(BASE), [read_results(V2)]).pairs[0].reasons
     assert not any("schema" in r for r in reasons)
@@ -679,7 +710,7 @@ def test_version_1_warnings_and_notes_become_typed():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d.update(schema_version=3), "schema_version 3 is newer than this loaderbench reads (up to 2); it needs a loaderbench that reads schema 3"),
+        (lambda d: d.update(schema_version=4), "schema_version 4 is newer than this loaderbench reads (up to 3); it needs a loaderbench that reads schema 4"),
         (lambda d: d.update(schema_version=-1), "schema_version -1 is not supported"),
         (lambda d: d.update(schema_version="1"), "schema_version must be an integer, got '1'"),
         (lambda d: d.update(schema_version=True), "schema_version must be an integer"),
@@ -727,7 +758,7 @@ def test_check_on_another_machine_reports_and_passes_unless_strict(in_tmp, monke
 
 def test_a_run_that_could_not_reach_its_cache_state_is_not_comparable():
     from loaderbench.analysis.compare import run_info
-    from loaderbench.model import ResultSet
+    from loaderbench.results import ResultSet
     from tests.helpers import result, settings, trial
 
     r = result(settings(0), trial(0.01, 0.01))

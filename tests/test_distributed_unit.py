@@ -12,13 +12,12 @@ import pytest
 from loaderbench.analysis import analyze, summarize_config
 from loaderbench.analysis import statistics as stats
 from loaderbench.analysis.advice import epoch_samples_per_s, recommend
-from loaderbench.analysis.wait import mean_step_s
 from loaderbench.errors import UsageError
 from loaderbench.measure.isolation import Outcome
 from loaderbench.measure.loop import timed_loop
 from loaderbench.measure.ranks import RankShard
 from loaderbench.measure.timing import HostMarker
-from loaderbench.model import ComputeSpec, ConfigResult, Note, ResultSet, Trial
+from loaderbench.model import Ceiling, CeilingMethod, ComputeSpec, ConfigResult, Note, Trial
 from loaderbench.orchestration import distributed as dist
 from loaderbench.orchestration.ceilings import measure_ceilings
 from loaderbench.orchestration.config import build_config
@@ -26,7 +25,9 @@ from loaderbench.orchestration.grid import GridPoint
 from loaderbench.orchestration.observer import NullObserver
 from loaderbench.orchestration.plan import Machine, cpus_per_rank, resolve_defaults
 from loaderbench.orchestration.preflight import WorkloadFacts, preflight, shm_need_bytes
+from loaderbench.render import columns, footer
 from loaderbench.render import sweep as render
+from loaderbench.results import ResultSet
 from tests.helpers import FakeClock, reason, result, settings, trial, with_ceilings
 
 MIB = 2**20
@@ -286,14 +287,14 @@ def test_merge_outcomes_passes_an_interruption_through():
 
 
 def test_merge_ceilings_sums_rates_and_keeps_the_slowest_step():
-    c0 = {"samples_per_s": 1000.0, "step_s": 0.016, "batches": 40}
-    c1 = {"samples_per_s": 800.0, "step_s": 0.020, "batches": 30}
+    c0 = Ceiling(16, 1000.0, 0.016, batches=40)
+    c1 = Ceiling(16, 800.0, 0.020, batches=30)
     out = dist.merge_ceilings([c0, c1])
-    assert out["samples_per_s"] == pytest.approx(1800.0)
-    assert out["step_s"] == 0.020 and out["batches"] == 30  # the slowest rank's record
-    assert out["rank_samples_per_s"] == [1000.0, 800.0]
-    assert out["world_size"] == 2
-    assert c1 == {"samples_per_s": 800.0, "step_s": 0.020, "batches": 30}  # not mutated
+    assert out.samples_per_s == pytest.approx(1800.0)
+    assert out.step_s == 0.020 and out.batches == 30  # the slowest rank's record
+    assert out.rank_samples_per_s == (1000.0, 800.0)
+    assert out.world_size == 2
+    assert c1 == Ceiling(16, 800.0, 0.020, batches=30)  # not changed
     merged = dist.merge_outcomes([Outcome(status="ok", ceiling=c0), Outcome(status="ok", ceiling=c1)])
     assert merged.status == "ok" and merged.ceiling == out and merged.trial is None
 
@@ -417,14 +418,14 @@ def test_sleep_ceiling_is_summed_over_the_ranks():
     points = [GridPoint(settings(0, bs=64)), GridPoint(settings(2, bs=64))]
     out = measure_ceilings(cfg, ComputeSpec(kind="sleep", ms=20.0), points, runner, None, NullObserver(),
                            world_size=2)
-    assert list(out) == ["64"]
-    c = out["64"]
-    assert c["samples_per_s"] == 6400.0  # 2 ranks x 64 samples / 20 ms
-    assert c["rank_samples_per_s"] == [3200.0, 3200.0]
-    assert c["step_s"] == 0.02 and c["world_size"] == 2 and c["method"] == "analytic"
+    assert list(out) == [64]
+    c = out[64]
+    assert c.samples_per_s == 6400.0  # 2 ranks x 64 samples / 20 ms
+    assert c.rank_samples_per_s == (3200.0, 3200.0)
+    assert c.step_s == 0.02 and c.world_size == 2 and c.method is CeilingMethod.ANALYTIC
     single = measure_ceilings(cfg, ComputeSpec(kind="sleep", ms=20.0), points, runner, None, NullObserver())
-    assert single["64"]["samples_per_s"] == 3200.0
-    assert "rank_samples_per_s" not in single["64"] and "world_size" not in single["64"]
+    assert single[64].samples_per_s == 3200.0
+    assert single[64].rank_samples_per_s == () and single[64].world_size == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -577,7 +578,7 @@ def distributed_result_set() -> ResultSet:
                      "distributed": {"world_size": 2, "local_world_size": 2, "launcher": "torchrun"}},
         results=[result(settings(2), merged)],
         # Each rank's own ceiling: r0 1,000/s, r1 800/s (sum 1,800; slowest step 20 ms).
-        ceilings={"compute": {"16": {"samples_per_s": 1800.0, "step_s": 0.020, "rank_samples_per_s": [1000.0, 800.0]}}},
+        ceilings={16: Ceiling(16, 1800.0, 0.020, world_size=2, rank_samples_per_s=(1000.0, 800.0))},
     )
     analyze(rs)
     return rs
@@ -588,46 +589,51 @@ def test_rank_cells_show_each_ranks_stall_and_mark_the_slowest():
     m = rs.results[0].summary
     assert m.world_size == 2 and m.slowest_rank == 1
     assert m.samples_per_s == pytest.approx(800.0 + 16 / 0.021)
-    cells = render.rank_cells(m)
+    cells = columns.rank_cells(m)
     assert cells == {"rank_rate": "762–800", "rank_stall": "r0 5.0% · r1 48%*"}
-    row = render.row_cells(rs.results[0], cuda=False)
+    row = columns.row_cells(rs.results[0], cuda=False)
     assert row["rank_stall"] == "r0 5.0% · r1 48%*"
     assert row["ceiling_pct"] == "87%"  # 1,561.9 of 1,800
     # More than four ranks: the range and the slowest rank.
     many = SimpleNamespace(rank_samples_per_s=[100.0, 1200.5, 300.0, 400.0, 500.0],
                            rank_stall_fraction=[0.01, 0.5, 0.02, 0.03, 0.04], slowest_rank=1)
-    assert render.rank_cells(many) == {"rank_rate": "100–1,200", "rank_stall": "1.0%–50%, slowest r1"}
-    assert render.rank_cells(SimpleNamespace(rank_samples_per_s=[])) == {"rank_rate": "n/a", "rank_stall": "n/a"}
+    assert columns.rank_cells(many) == {"rank_rate": "100–1,200", "rank_stall": "1.0%–50%, slowest r1"}
+    assert columns.rank_cells(SimpleNamespace(rank_samples_per_s=[])) == {"rank_rate": "n/a", "rank_stall": "n/a"}
 
 
 def test_per_rank_line_names_the_rank_furthest_from_its_ceiling():
     rs = distributed_result_set()
     assert rs.recommendation is not None and rs.recommendation.settings == settings(2)
     # r0: 800 / 1,000 = 80.0%; r1: 761.9 / 800 = 95.2%: rank 0 is lowest though rank 1 stalls most.
-    line = render.per_rank_line(rs)
+    line = footer.per_rank_line(rs)
     assert line == (
         "Per rank (samples/s): r0 800, r1 762; every rank at least 80.0% of its own compute "
         "ceiling (lowest: rank 0)."
     )
-    assert line in render.footer_lines(rs)
+    assert line in footer.footer_lines(rs)
     # Without per-rank ceilings: the rates only.
-    rs.ceilings = {"compute": {"16": {"samples_per_s": 1800.0, "step_s": 0.020}}}
-    assert render.per_rank_line(rs) == "Per rank (samples/s): r0 800, r1 762."
+    rs.ceilings = {16: Ceiling(16, 1800.0, 0.020)}
+    analyze(rs)
+    assert rs.results[0].summary.rank_ceiling_shares == []
+    assert footer.per_rank_line(rs) == "Per rank (samples/s): r0 800, r1 762."
     # Ceilings for another number of ranks are not compared.
-    rs.ceilings = {"compute": {"16": {"samples_per_s": 1.0, "step_s": 0.020, "rank_samples_per_s": [1.0]}}}
-    assert render.per_rank_line(rs) == "Per rank (samples/s): r0 800, r1 762."
+    rs.ceilings = {16: Ceiling(16, 1.0, 0.020, rank_samples_per_s=(1.0,))}
+    analyze(rs)
+    assert footer.per_rank_line(rs) == "Per rank (samples/s): r0 800, r1 762."
 
 
 def test_rank_shares_are_hand_computed():
-    assert stats.rank_ceiling_shares([800.0, 600.0], [1000.0, 800.0]) == pytest.approx([0.8, 0.75])
-    assert stats.rank_ceiling_shares([800.0, 600.0], None) is None
-    assert stats.rank_ceiling_shares([800.0, 600.0], [1000.0]) is None
-    assert stats.rank_ceiling_shares([800.0, 600.0], [1000.0, 0.0]) is None
+    from loaderbench.analysis.ceiling import rank_ceiling_shares
+
+    assert rank_ceiling_shares([800.0, 600.0], [1000.0, 800.0]) == pytest.approx([0.8, 0.75])
+    assert rank_ceiling_shares([800.0, 600.0], []) == []
+    assert rank_ceiling_shares([800.0, 600.0], [1000.0]) == []
+    assert rank_ceiling_shares([800.0, 600.0], [1000.0, 0.0]) == []
 
 
 def test_rank_columns_and_header_only_for_a_distributed_result_set():
     rs = distributed_result_set()
-    keys = [k for k, _ in render.visible_columns(rs)]
+    keys = [k for k, _ in columns.visible_columns(rs)]
     assert "rank_rate" in keys and "rank_stall" in keys
     header = render.header_lines(rs)
     assert any(ln.startswith("distributed: 2 ranks (2 on this node)") for ln in header)
@@ -635,13 +641,13 @@ def test_rank_columns_and_header_only_for_a_distributed_result_set():
     single = ResultSet(
         config=rs.config, environment={"cuda_available": False, "usable_cpus": 4},
         results=[result(settings(2), trial(0.001, 0.019)), result(settings(4), trial(0.0, 0.019))],
-        ceilings={"compute": {"16": {"samples_per_s": 1000.0, "step_s": 0.016}}},
+        ceilings={16: Ceiling(16, 1000.0, 0.016)},
     )
     analyze(single)
-    keys = [k for k, _ in render.visible_columns(single)]
+    keys = [k for k, _ in columns.visible_columns(single)]
     assert "rank_rate" not in keys and "rank_stall" not in keys
     assert not any(ln.startswith("distributed:") for ln in render.header_lines(single))
-    assert render.per_rank_line(single) == ""
+    assert footer.per_rank_line(single) == ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -767,7 +773,7 @@ def test_workers_needed_and_epoch_throughput_use_each_ranks_own_step():
     # the step fed (the job's 800 samples/s must not halve the step to 20 ms: that gave 2).
     r = loader_bound_on_two_ranks(1, 0.030, 0.010)
     assert r.summary.samples_per_s == pytest.approx(800.0)
-    assert mean_step_s(r) == pytest.approx(0.040)
+    assert r.summary.mean_step_s == pytest.approx(0.040)
     rs = ResultSet(config={}, environment={}, results=[r])
     analyze(rs)
     assert r.summary.workers_needed == 4
@@ -801,7 +807,7 @@ def test_a_real_datasets_epoch_is_counted_per_rank(tmp_path):
             runner=lambda *a, **kw: Outcome(status="ok", trial=trial(0.001, 0.012)),
             save=lambda r, p: None, facts=WorkloadFacts(sample_bytes=16, iterable=False, num_samples=1000),
         )
-        return rs.analysis["epoch_batches"]
+        return rs.sweep.epoch_batches
 
     assert epoch_batches(Machine(cuda=False, usable_cpus=2)) == 62
     assert epoch_batches(Machine(cuda=False, usable_cpus=2, ranks_per_node=2, world_size=2)) == 31

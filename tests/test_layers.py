@@ -15,7 +15,7 @@ PKG = Path(__file__).resolve().parents[1] / "loaderbench"
 # module like any other: only the CLI may import it.
 LAYERS = {
     "model": ("loaderbench._version", "loaderbench.model", "loaderbench.errors", "loaderbench.schema",
-              "loaderbench.results", "loaderbench.kinds", "loaderbench.parsers", "loaderbench.thresholds"),
+              "loaderbench.results", "loaderbench.kinds", "loaderbench.parsers", "loaderbench.conclusions"),
     "machine": ("loaderbench.machine",),
     "workload": ("loaderbench.workload",),
     "storage": ("loaderbench.storage",),
@@ -154,3 +154,23 @@ def test_reading_results_never_imports_torch():
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:5]\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=PKG.parent)
+
+
+def test_render_imports_only_types_from_the_analysis():
+    """render/ decides nothing: what it takes from analysis/ is types (records and enums), never a
+    function or a constant to decide with; its conclusions come from the typed records of
+    conclusions.py, which the result file holds."""
+    import importlib
+
+    wrong = []
+    for path in sorted((PKG / "render").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                wrong += [f"{path.name}: import {a.name}" for a in node.names if a.name.startswith("loaderbench.analysis")]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("loaderbench.analysis"):
+                module = importlib.import_module(node.module or "")
+                wrong += [f"{path.name}: from {node.module} import {a.name}" for a in node.names
+                          if not isinstance(getattr(module, a.name), type)]
+    assert not wrong, "\n".join(wrong)
+    # It would see one: a function imported from the analysis is not a type.
+    assert not isinstance(importlib.import_module("loaderbench.analysis.predict").what_if_cpus, type)

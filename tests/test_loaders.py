@@ -18,15 +18,16 @@ from loaderbench.analysis.advice import call_imports, dataloader_call
 from loaderbench.analysis.compare import baseline_grid, baseline_loader_args, compare_results
 from loaderbench.analysis.knee import find_knee, listed_first_ties
 from loaderbench.cli import app
+from loaderbench.conclusions import ListedFirst, LoaderClass
 from loaderbench.errors import ConfigError, UsageError
 from loaderbench.measure.sampling import call_factory, yields_batches
-from loaderbench.model import ConfigResult, LoaderSettings, ResultSet, Trial
+from loaderbench.model import ConfigResult, LoaderSettings, Trial
 from loaderbench.orchestration.config import build_config, parse_flag
 from loaderbench.orchestration.grid import expand_grid
 from loaderbench.orchestration.plan import baseline_cell, plan
 from loaderbench.orchestration.validate import _check_loader, sampler_args
 from loaderbench.render.sweep import footer_lines, header_lines, summary_rows, visible_columns
-from loaderbench.results import read_results, save_results
+from loaderbench.results import ResultSet, read_results, save_results
 from tests import fixture_loaders
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,7 +225,8 @@ def test_a_tie_on_a_loader_argument_goes_to_the_value_listed_first_and_the_outpu
     rows = [_row(_settings(1000, 0), 1480.0), _row(_settings(1, 1), 1500.0)]
     rs = _result_set(rows, {"snapshot_every_n_steps": [1000, 1]})
     assert rs.recommendation.settings.value("snapshot_every_n_steps") == 1000
-    assert rs.analysis["listed_first"] == {"snapshot_every_n_steps": {"value": 1000, "tied": [1]}}
+    ties = [f for f in rs.recommendation.findings if isinstance(f, ListedFirst)]
+    assert ties == [ListedFirst("snapshot_every_n_steps", 1000, [1])]
     text = "\n".join(footer_lines(rs))
     assert ("Tie on snapshot_every_n_steps: snapshot_every_n_steps=1 measured as fast (within the tolerance) and as "
             "cheap as snapshot_every_n_steps=1000; a loader argument has no known cost order, so the value listed "
@@ -237,12 +239,14 @@ def test_a_tie_on_a_loader_argument_goes_to_the_value_listed_first_and_the_outpu
     rows = [_row(_settings(1000, 1), 1480.0), _row(_settings(1, 0), 1000.0)]
     rs = _result_set(rows, {"snapshot_every_n_steps": [1, 1000]})
     assert rs.recommendation.settings.value("snapshot_every_n_steps") == 1000
-    assert "listed_first" not in rs.analysis and not listed_first_ties(rs.results)
+    assert not any(isinstance(f, ListedFirst) for f in rs.recommendation.findings)
+    assert not listed_first_ties(rs.results)
     assert "Tie on" not in "\n".join(footer_lines(rs))
     # A measured cost still comes first: the value listed first but using twice the CPU loses.
     rows = [_row(_settings(1000, 0), 1480.0, cpu_s=2.0), _row(_settings(1, 1), 1500.0)]
     rs = _result_set(rows, {"snapshot_every_n_steps": [1000, 1]})
-    assert find_knee(rows).settings.value("snapshot_every_n_steps") == 1 and "listed_first" not in rs.analysis
+    assert find_knee(rows).settings.value("snapshot_every_n_steps") == 1
+    assert not any(isinstance(f, ListedFirst) for f in rs.recommendation.findings)
 
 
 def test_the_table_the_json_and_the_call_name_the_class_and_its_settings():
@@ -362,6 +366,13 @@ def test_watch_names_a_loader_class_and_its_settings_left_at_their_defaults():
     rs = w.result()
     assert rs.config["dataset"]["loader"] == "tests.fixture_loaders:SnapshotLoader"
     assert rs.results[0].settings.loader_args == (("mode", "slow"),)
+    # The class and its settings are typed data of the analysis, and survive the result file.
+    assert rs.analysis.loader == LoaderClass("tests.fixture_loaders:SnapshotLoader", ["mode"], {"snapshot_every": 1})
+    assert rs.sweep.loader_defaults == {"snapshot_every": 1}
+    back = ResultSet.from_dict(json.loads(json.dumps(rs.to_dict())))
+    assert back.analysis.loader == rs.analysis.loader
+    analyze(back)
+    assert back.analysis.loader == rs.analysis.loader and watch_lines(back)[1:2] == watch_lines(rs)[1:2]
     lines = watch_lines(rs)
     assert lines[0].startswith("loaderbench watch (batch_size=16, num_workers=0, pin_memory=False, mode=slow)")
     assert lines[1] == (

@@ -6,9 +6,9 @@ from typer.testing import CliRunner
 
 from loaderbench.analysis import analyze
 from loaderbench.cli import app
-from loaderbench.model import ResultSet
+from loaderbench.model import Ceiling
 from loaderbench.render.plot import plot_results
-from loaderbench.results import save_results
+from loaderbench.results import ResultSet, save_results
 from tests.helpers import result, settings, trial
 
 
@@ -25,7 +25,7 @@ def sample_set():
         environment={"cuda_available": False, "usable_cpus": 2},
         results=[result(settings(nw), trial(max(0.0005, 0.032 / max(nw, 1) - 0.012) if nw else 0.032, 0.012))
                  for nw in (0, 1, 2, 4, 8)],
-        ceilings={"compute": {"16": {"samples_per_s": 1333.3, "step_s": 0.012}}},
+        ceilings={16: Ceiling(16, 1333.3, 0.012)},
         label="test",
     )
     analyze(rs)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from loaderbench.analysis import analyze
-from loaderbench.model import ResultSet
+from loaderbench.model import Ceiling, CeilingBound
+from loaderbench.render import columns, footer
 from loaderbench.render import sweep as render
+from loaderbench.results import ResultSet, SearchLog, SearchStep, SweepRecord
 from tests.helpers import result, settings, trial
 
 GOLDEN = """\
@@ -12,7 +14,7 @@ dataset: tensor 3x64x64 cpu 0 ms + io 2 ms per sample | step: sleep:12 | device:
 in every row: prefetch_factor=2, persistent_workers=off, batch_size=16
 compute ceiling at batch 16: 1,333 samples/s (step 12.0 ms; batch / step time)
 No GPU here: the sleep:12 step stands for an accelerator step of that length.
-pin_memory, prefetch, H2D and GPU util: n/a without CUDA (not shown).
+pin_memory, the CUDA prefetcher, H2D and GPU util: n/a without CUDA (not shown).
 """
 
 
@@ -28,7 +30,7 @@ def sample() -> ResultSet:
             result(settings(8), trial(0.0005, 0.012)),
             result(settings(16), status="failed", error="a DataLoader worker was killed by SIGKILL"),
         ],
-        ceilings={"compute": {"16": {"samples_per_s": 16 / 0.012, "step_s": 0.012, "method": "analytic"}}},
+        ceilings={16: Ceiling.analytic(16, 0.012)},
     )
     for r in rs.results[1:4]:
         r.trials[0].receive_s = [0.0004] * 4
@@ -77,17 +79,20 @@ def test_a_noisy_config_is_flagged_with_advice(console):
     render.render_table(rs, console)
     text = console.export_text()
     assert "(noisy)" in text
-    assert "noisy [w2-nopin-nopf-f2-once-b16]: throughput spread" in text and "--repeats" in text
+    # Steps of 4 + 12, 4 + 15.6 and 4 + 9.6 ms: 816-1,176 samples/s around a median of 1,000 (36%).
+    assert ("Noisy (repeats that spread over 10% of their median): 2 workers, 36% over 3 repeats: measure longer "
+            "(--batches, --min-time) or more often (--repeats)") in " ".join(text.split())
 
 
 def test_headroom_starts_from_the_baseline_settings():
     rs = sample()
     rs.config["baseline_settings"] = {"num_workers": 2}
     analyze(rs)
-    lines = render.footer_lines(rs)
+    assert not [ln for ln in footer.footer_lines(rs) if ln.startswith("Headroom")]  # --verbose says it
+    lines = footer.footer_lines(rs, verbose=True)
     head = [ln for ln in lines if ln.startswith("Headroom")][0]
     # w2: stall 4 / 16 = 25% -> at most 1 / 0.75 = 1.33x faster
-    assert head.startswith("Headroom from your current settings (w2-nopin-nopf-f2-once-b16): stall 25%")
+    assert head.startswith("Headroom from your current settings (2 workers): stall 25%")
     assert "at most 1.33x faster" in head
 
 
@@ -101,48 +106,83 @@ def test_partial_line_counts_configs_short_of_their_repeats():
             result(settings(2), trial(0.004, 0.012), trial(0.004, 0.012)),
             result(settings(4), trial(0.0005, 0.012), trial(0.0005, 0.012)),
         ],
-        analysis={"configs_planned": 4, "interrupted": True},
+        sweep=SweepRecord(configs_planned=4, interrupted=True),
     )
     analyze(rs)
-    assert render.footer_lines(rs)[0] == (
+
+    def partial(rs):
+        return next(ln for ln in footer.footer_lines(rs) if ln.startswith("PARTIAL"))
+
+    assert partial(rs) == (
         "PARTIAL: 3 of 4 planned configs finished (the sweep was stopped), 2 of them with fewer than 3 repeats; "
         "the recommendation covers only these."
     )
     rs.results = rs.results[:1]
-    assert render.footer_lines(rs)[0].startswith("PARTIAL: 1 of 4 planned configs finished (the sweep was stopped);")
+    analyze(rs)
+    assert partial(rs).startswith("PARTIAL: 1 of 4 planned configs finished (the sweep was stopped);")
     # A search plans no fixed set: it says how far it got, not "of N planned".
-    rs.analysis["search"] = {"steps": [], "grid_configs": 4}
-    lines = render.footer_lines(rs)
+    rs.sweep.search = SearchLog(grid_configs=4)
+    analyze(rs)
+    lines = footer.footer_lines(rs)
     assert ("PARTIAL: the search was stopped after 1 config; the recommendation covers only these, and what more "
             "configs would give is not known.") in lines
 
 
-def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
-    # A short IterableDataset (split across workers): 0 workers' loader could be probed
-    # after the window (882 samples/s); 2 and 4 workers' loaders ended first, and ran faster.
+def test_a_loader_ceiling_that_is_a_bound_is_shown_as_at_least_and_binds_only_from_sustained_rates():
+    # A short IterableDataset (split across workers): 0 workers' probe sustained a rate (882
+    # samples/s); 2 and 4 workers' epochs ended before every worker built its batches in the
+    # probe, so theirs are bounds: at least their own 3,200 and 4,000 samples/s.
     rows = [trial(0.0141, 0.004), trial(0.001, 0.004), trial(0.0, 0.004)]  # 16 / step: 883, 3,200, 4,000
-    rows[0].loader_alone_samples_per_s = 882.0
+    rows[0].loader_alone_samples_per_s, rows[0].loader_alone_method = 882.0, "sustained"
+    for t, bound in ((rows[1], 3200.0), (rows[2], 4000.0)):
+        t.loader_alone_method, t.loader_alone_bound_samples_per_s, t.loader_alone_reason = "bound", bound, "epoch_end"
     rs = ResultSet(
         config={"dataset": {"kind": "tensor"}, "compute": {"kind": "sleep", "ms": 4}, "measure": {}},
         environment={"cuda_available": False, "usable_cpus": 2},
         results=[result(settings(0), rows[0]), result(settings(2), rows[1]), result(settings(4), rows[2])],
-        ceilings={"compute": {"16": {"samples_per_s": 4000.0, "step_s": 0.004, "method": "analytic"}}},
+        ceilings={16: Ceiling.analytic(16, 0.004)},
     )
     analyze(rs)
-    line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
+    s = rs.results[2].summary
+    assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound_samples_per_s == 4000.0
+    assert s.loader_ceiling_bound is CeilingBound.EPOCH_END and s.to_dict()["loader_ceiling_bound"] == "epoch_end"
+    assert [columns.row_cells(r, cuda=False)["loader_ceiling"] for r in rs.results] == ["882", "≥3,200", "≥4,000"]
+    lc = rs.analysis.loader_ceiling
+    assert (lc.probed, lc.bounded, lc.ranked) == (1, 2, 3)
+    verbose = footer.footer_lines(rs, verbose=True)
+    line = next(x for x in verbose if x.startswith("Loader ceiling"))
+    # The 4-worker row ran at the compute ceiling: the loader alone delivers at least that, so the
+    # step binds; that conclusion rests on the loop's own throughput, never on a bound taken for a rate.
     assert line == (
-        "Loader ceiling (the loader alone, H2D included): 882 samples/s at best (w0-nopin-nopf-f--once-b16), "
-        "probed on 1 of 3 configs (the others' loaders ended first)."
+        "Loader ceiling (the loader alone, H2D included): 882 samples/s at best (0 workers), "
+        "a sustained rate on 1 of 3 configs (2 only a bound: at least their own samples/s), "
+        "at least 4,000 measured with the step (4 workers); compute ceiling 4,000 samples/s: the compute step binds."
     )
+    assert ("loader alone /s ≥ (2 and 4 workers): not a sustained rate, only a bound: the loader alone delivers at "
+            "least that many samples/s (at least the row's own); the epoch ended before every worker built its "
+            "batches in the probe.") in verbose
+    assert not any("n/a" in x and "loader alone" in x for x in verbose)
+    assert "why loader alone is a bound (≥)" in footer.footer_lines(rs)[-1]
+    # The fastest row well under the compute ceiling: a bound says nothing of which binds.
+    rows[2].compute_s = rows[2].step_s = [0.008] * len(rows[2].step_s)  # 2,000 samples/s
+    rows[2].loader_alone_bound_samples_per_s = 2000.0
+    analyze(rs)
+    assert rs.analysis.loader_ceiling.binds is None
+    line = next(x for x in footer.footer_lines(rs, verbose=True) if x.startswith("Loader ceiling"))
+    assert line.endswith("compute ceiling 4,000 samples/s: which one binds is not known (the loader alone delivers "
+                         "at least that much, how much more was not measured).")
+    rows[2].compute_s = rows[2].step_s = [0.004] * len(rows[2].step_s)
+    rows[2].loader_alone_bound_samples_per_s = 4000.0
     # Probed everywhere: the usual conclusion.
     rows[1].loader_alone_samples_per_s, rows[2].loader_alone_samples_per_s = 3300.0, 5000.0
+    rows[1].loader_alone_method = rows[2].loader_alone_method = "sustained"
     analyze(rs)
-    line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
+    line = next(x for x in footer.footer_lines(rs, verbose=True) if x.startswith("Loader ceiling"))
     assert line.endswith("compute ceiling 4,000 samples/s: the compute step binds.")
     # Within 10% of each other (4,100 vs 4,000): neither "binds" alone; the margin is missing.
     rows[2].loader_alone_samples_per_s = 4100.0
     analyze(rs)
-    line = next(x for x in render.footer_lines(rs) if x.startswith("Loader ceiling"))
+    line = next(x for x in footer.footer_lines(rs, verbose=True) if x.startswith("Loader ceiling"))
     assert line.endswith("compute ceiling 4,000 samples/s: within 10% of each other: with no margin, the "
                          "loader's jitter stalls the step.")
     # The same at 0 workers: loading and the step take turns in the main process; no jitter.
@@ -150,7 +190,7 @@ def test_loader_ceiling_probed_on_some_configs_only_draws_no_conclusion():
                      results=[result(settings(0), trial(0.0, 0.004))])
     zero.results[0].trials[0].loader_alone_samples_per_s = 4100.0
     analyze(zero)
-    line = next(x for x in render.footer_lines(zero) if x.startswith("Loader ceiling"))
+    line = next(x for x in footer.footer_lines(zero, verbose=True) if x.startswith("Loader ceiling"))
     assert line.endswith("within 10% of each other: with 0 workers the main process loads a batch, then steps, "
                          "so the two add up.")
 
@@ -167,13 +207,16 @@ def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked
         config={"dataset": {"kind": "tensor"}, "compute": {"kind": "sleep", "ms": 2.5}, "measure": {}},
         environment={"cuda_available": False, "usable_cpus": 2},
         results=[result(settings(4), rows[0]), result(settings(2), rows[1])],
-        ceilings={"compute": {"16": {"samples_per_s": 6400.0, "step_s": 0.0025, "method": "analytic"}}},
+        ceilings={16: Ceiling.analytic(16, 0.0025)},
     )
     analyze(rs)
-    assert render.loader_ceiling_line(rs) == (
-        "Loader ceiling (the loader alone, H2D included): 3,439 samples/s at best (w4-nopin-nopf-f2-once-b16), "
-        "at least 3,612 measured with the step (w4-nopin-nopf-f2-once-b16); "
-        "compute ceiling 6,400 samples/s: the loader binds."
+    # Which ceiling binds is concluded from sustained rates only: a lower bound under the compute
+    # ceiling says nothing of it (here the step itself ran slower beside the loader, 4.4 ms vs 2.5).
+    assert footer.loader_ceiling_line(rs) == (
+        "Loader ceiling (the loader alone, H2D included): 3,439 samples/s at best (4 workers), "
+        "at least 3,612 measured with the step (4 workers); "
+        "compute ceiling 6,400 samples/s: which one binds is not known (the loader alone delivers at least that "
+        "much, how much more was not measured)."
     )
     # A row counting duplicate samples (an unsplit IterableDataset) is not ranked, and neither is its probe.
     dup = result(settings(8), trial(0.0, 0.001))
@@ -181,7 +224,7 @@ def test_loader_ceiling_is_at_least_the_measured_throughput_and_ignores_unranked
     dup.warnings.append(Note.of(WarningKind.REPLICATED, REPLICATED_MESSAGE))
     rs.results.append(dup)
     analyze(rs)
-    assert "20,000" not in render.loader_ceiling_line(rs) and "3,439" in render.loader_ceiling_line(rs)
+    assert "20,000" not in footer.loader_ceiling_line(rs) and "3,439" in footer.loader_ceiling_line(rs)
 
 
 def test_three_varying_settings_fit_80_columns_with_stacked_headers():
@@ -215,22 +258,24 @@ def test_a_search_where_every_config_hung_says_nothing_was_ranked():
     rows = [ConfigResult(settings=settings(w), status="hung", error="no end within --config-timeout 5s")
             for w in (0, 1, 2)]
     rs = ResultSet(config={}, environment={}, results=rows,
-                   analysis={"search": {"workers_searched": [0, 2], "grid_configs": 3, "stopped": None},
-                             "sweep_wall_s": 27.0})
-    lines = render.search_lines(rs)
+                   sweep=SweepRecord(search=SearchLog(workers_searched=[0, 2], grid_configs=3, stopped=None),
+                                     sweep_wall_s=27.0))
+    analyze(rs)
+    lines = footer.search_lines(rs)
     assert lines == ["Search (model-guided, --search auto): 3 configs tried in 27 s; none finished, so nothing "
                      "was ranked (each row says why)."]
 
 
 def test_the_search_footer_names_a_repeat_the_model_asked_for():
     rows = [result(settings(w), trial(0.0, 0.012), trial(0.0, 0.012)) for w in (4, 6)]
-    rs = ResultSet(config={}, environment={}, results=rows,
-                   analysis={"search": {"workers_searched": [0, 8], "grid_configs": 6, "stopped": "done",
-                                        "steps": [{"config": settings(4).key(), "why": "repeat: measured once, far "
-                                                   "below the model's prediction, which would make it the knee"}]},
-                             "sweep_wall_s": 20.0})
-    text = render.search_lines(rs)[0]
-    assert (f"repeats where they decide: {settings(4).key()} x2, {settings(6).key()} x2; {settings(4).key()} repeated "
+    rs = ResultSet(config={}, environment={}, results=rows, sweep=SweepRecord(
+        search=SearchLog(workers_searched=[0, 8], grid_configs=6, stopped="done", steps=[SearchStep(
+            settings(4).key(), "repeat: measured once, far below the model's prediction, which would make it the knee",
+            repeat=True)]),
+        sweep_wall_s=20.0))
+    analyze(rs)
+    text = footer.search_lines(rs)[0]
+    assert ("repeats where they decide: 4 workers (2 trials); 6 workers (2 trials); 4 workers repeated "
             "because its first trial read far below the model's prediction, which would make it the knee (done).") in text
 
 
@@ -240,14 +285,19 @@ def test_a_setting_that_differs_only_in_predicted_rows_keeps_its_column():
     import json
     from pathlib import Path
 
-    data = json.loads((Path(__file__).resolve().parents[1] / "docs/data/search-default-h200-3.json").read_text())
+    from loaderbench.schema import migrate
+
+    path = Path(__file__).resolve().parents[1] / "docs/data/search-default-h200-3.json"
+    data = migrate(json.loads(path.read_text()), path)
     rs = ResultSet.from_dict(data)
-    assert render.constant_settings(rs)["persistent_workers"] == "off"
-    with_workers = [p for p in data["analysis"]["predictions"] if p["settings"]["num_workers"] > 0]
+    analyze(rs)
+    assert columns.constant_settings(rs)["persistent_workers"] == "off"
+    with_workers = [p for p in data["sweep"]["predictions"] if p["settings"]["num_workers"] > 0]
     with_workers[0]["settings"]["persistent_workers"] = True
     rs = ResultSet.from_dict(data)
-    assert "persistent_workers" not in render.constant_settings(rs)
-    assert "persistent_workers" in [k for k, _ in render.visible_columns(rs)]
+    analyze(rs)
+    assert "persistent_workers" not in columns.constant_settings(rs)
+    assert "persistent_workers" in [k for k, _ in columns.visible_columns(rs)]
     assert not any("persistent_workers=off" in line for line in render.header_lines(rs))
 
 
@@ -263,12 +313,27 @@ def test_worker_threads_advice_names_a_picklable_hook_or_none():
         for r in rs.results:
             r.settings = replace(r.settings, worker_threads=threads if r.settings.num_workers else None)
         analyze(rs)
-        text = "\n".join(render.footer_lines(rs))
+        text = "\n".join(footer.footer_lines(rs))
         call = rs.recommendation.dataloader_call
         assert ("worker_init_fn=set_worker_threads" in call) is hook and "lambda" not in call
-        said = " ".join(finding_sentences(rs.recommendation.findings, rs))
+        said = " ".join(finding_sentences(rs.recommendation.findings))
         assert ("def set_worker_threads(worker_id): torch.set_num_threads(2)" in text) is hook
         if hook:
             assert "torch.set_num_threads(2) in each worker (worker_init_fn)" in said
         else:
             assert "1 intra-op thread in each worker (torch's own setting there: no worker_init_fn needed)" in said
+
+
+def test_verbose_names_the_drift_check_of_a_grid_sweep():
+    # A grid sweep (no search) whose warm process drifted: the short block says --verbose has the
+    # drift check, and --verbose shows it (it used to appear only beside a search).
+    from loaderbench.results import Drift
+
+    rs = sample()
+    rs.sweep.drift = Drift(settings(4).key(), change=-0.24, warm_samples_per_s=1280.0, fresh_samples_per_s=975.0,
+                           fresh_trials_samples_per_s=[970.0, 980.0], warm_trials_samples_per_s=[1280.0, 1279.0],
+                           threshold=0.10, confirmed=True, remeasured=[settings(2).key(), settings(4).key()])
+    analyze(rs)
+    assert footer.footer_lines(rs)[-1].startswith("More with --verbose (or --format json): the drift check,")
+    assert ("Drift: the knee (4 workers) measured -24.0% in two fresh processes against the warm measuring process; "
+            "measured again, each in a fresh process: 2 and 4 workers.") in footer.footer_lines(rs, verbose=True)

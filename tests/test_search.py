@@ -172,7 +172,7 @@ def test_a_first_trial_far_below_the_models_prediction_is_repeated_when_it_decid
     assert search.predicted[settings(4)] == pytest.approx(1333.3, rel=0.05)
     assert [rep for s, rep in calls if s.num_workers == 4] == [0, 1, 2]
     assert find_knee(results, tolerance=0.05).settings.num_workers == 4
-    assert any(st["why"].startswith("repeat:") and st["config"] == settings(4).key() for st in search.log.steps)
+    assert any(st.repeat and st.why.startswith("repeat:") and st.config == settings(4).key() for st in search.log.steps)
     # The same low trial at 2 workers, which the model put far below the best too: no repeat.
     measure, calls = pipeline(2.0, 12.0, cpus=4, outliers={(2, 0): 0.8})
     search = Search(cells, measure=measure, tolerance=0.05, repeats=3, budget_s=600, usable_cpus=4,
@@ -290,7 +290,7 @@ def test_zero_workers_is_measured_only_when_it_may_compete():
         def measure_handoff(s: LoaderSettings, repeat: int) -> ConfigResult:
             r = measure(s, repeat)
             if s.num_workers:
-                r.summary.verdict = Verdict.RECEIVE_FLOOR.value
+                r.summary.verdict = Verdict.RECEIVE_FLOOR
             return r
         return measure_handoff
 
@@ -320,7 +320,7 @@ def test_more_usable_cpus_never_predict_less_at_the_same_worker_count():
 
     measure, _ = pipeline(5.0, 2.0, cpus=4, cpu_per_sample_s=0.001)
     rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 8)]
-    curves = {k: dict(what_if_cpus(rows, settings(1), k, 0.05, max_workers=16, measured_cpus=4)["curve"])
+    curves = {k: dict(what_if_cpus(rows, settings(1), k, 0.05, max_workers=16, measured_cpus=4).curve)
               for k in (2, 4, 8, 16)}
     for w in range(0, 17):
         values = [curves[k][w] for k in (2, 4, 8, 16)]
@@ -339,8 +339,8 @@ def test_the_what_if_looks_past_twice_the_cpus_when_the_run_measured_more_worker
     measure, _ = pipeline(5.0, 10.0, cpus=2, cpu_per_sample_s=0.0002)
     rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 6, 7, 8, 9, 10)]
     found = what_if_cpus(rows, settings(1), 2, 0.05, measured_cpus=2)
-    assert found["knee_workers"] == 8
-    assert max(w for w, _ in found["curve"]) == 20  # twice the 10 workers measured
+    assert found.knee_workers == 8
+    assert max(w for w, _ in found.curve) == 20  # twice the 10 workers measured
 
 
 def test_a_light_loader_starved_at_twice_the_cpus_is_searched_wider_again():
@@ -370,7 +370,7 @@ def test_a_latency_bound_loader_is_searched_far_past_the_cpus(build_ms, knee_ran
     knee = find_knee(s.run(), tolerance=0.05)
     assert knee_range[0] <= knee.settings.num_workers <= knee_range[1]
     assert max(c.num_workers for c, _ in calls) >= knee_range[0]
-    assert s.log.widened["refused"] is None and s.log.widened["workers"] >= knee_range[1]
+    assert s.log.widened.refused is None and s.log.widened.workers >= knee_range[1]
 
 
 def _with_memory(measure, per_process_bytes: int, leaves: int = 2):
@@ -399,7 +399,14 @@ def test_memory_and_open_files_measured_at_the_widest_count_stop_the_widening():
                limits=HostLimits(memory_available_bytes=3 * 2**30))
     s.run()
     assert max(c.num_workers for c, _ in calls) == 8
-    assert s.log.widened["workers"] == 8 and s.log.widened["refused"].startswith("memory: 16 workers")
+    assert s.log.widened.workers == 8 and s.log.widened.refused.startswith("memory: 16 workers")
+    # The widening is a typed record of the search log, through the JSON and back.
+    import json
+
+    from loaderbench.results import SearchLog, Widening
+
+    back = SearchLog.from_dict(json.loads(json.dumps(s.log.to_dict())))
+    assert isinstance(back.widened, Widening) and back.widened == s.log.widened
     # Open files: 100 tensors per batch, prefetch_factor 2, a soft limit of 1,024: 4 workers hold
     # about 64 + 4 x (6 + 200) = 888 descriptors, over 90% of the limit (922) at 8 (1,712).
     measure, calls = pipeline(40.0, 10.0, bs=8, cpus=2, cpu_per_sample_s=0.0005)
@@ -408,7 +415,7 @@ def test_memory_and_open_files_measured_at_the_widest_count_stop_the_widening():
                limits=HostLimits(fd_soft_limit=1024))
     s.run()
     assert max(c.num_workers for c, _ in calls) == 4
-    assert s.log.widened["refused"].startswith("open files: 8 workers would hold about 1,712 descriptors")
+    assert s.log.widened.refused.startswith("open files: 8 workers would hold about 1,712 descriptors")
     # Under the 'file_system' strategy tensors hold no descriptor: 64 + 6 W fits up to 128 workers.
     from loaderbench.orchestration.preflight import fd_need
 
@@ -424,10 +431,10 @@ def test_the_what_if_at_the_measured_cpus_gives_back_the_measured_rows_and_more_
     measure, _ = pipeline(5.0, 2.0, cpus=4, cpu_per_sample_s=0.001)
     rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 8)]
     measured = {r.settings.num_workers: r.summary.samples_per_s for r in rows}
-    same = dict(what_if_cpus(rows, settings(1), 4, 0.05, max_workers=16, measured_cpus=4)["curve"])
+    same = dict(what_if_cpus(rows, settings(1), 4, 0.05, max_workers=16, measured_cpus=4).curve)
     for w, rate in measured.items():
         assert same[w] == pytest.approx(rate, rel=1e-9)
-    more = dict(what_if_cpus(rows, settings(1), 16, 0.05, max_workers=16, measured_cpus=4)["curve"])
+    more = dict(what_if_cpus(rows, settings(1), 16, 0.05, max_workers=16, measured_cpus=4).curve)
     assert all(more[w] >= 0.999 * rate for w, rate in measured.items())
 
 

@@ -18,10 +18,12 @@ def test_percentile_matches_numpy_linear():
 
 
 def test_input_bound_bands():
-    assert stats.input_bound_band(0.049) == "not input-bound"
-    assert stats.input_bound_band(0.05) == "moderately input-bound"
-    assert stats.input_bound_band(0.20) == "moderately input-bound"
-    assert stats.input_bound_band(0.21) == "highly input-bound"
+    from loaderbench.analysis.wait import input_bound_band
+
+    assert input_bound_band(0.049) == "not input-bound"
+    assert input_bound_band(0.05) == "moderately input-bound"
+    assert input_bound_band(0.20) == "moderately input-bound"
+    assert input_bound_band(0.21) == "highly input-bound"
 
 
 def test_summary_medians_over_repeats():
@@ -34,7 +36,7 @@ def test_summary_medians_over_repeats():
 
 def test_load_results_frame_has_one_row_per_trial_with_the_wait_tail():
     from loaderbench.analysis.frame import to_frame
-    from loaderbench.model import ResultSet
+    from loaderbench.results import ResultSet
 
     waits = ([0.110] + [0.0] * 9) * 6  # as in the sawtooth above
     rs = ResultSet(config={}, environment={}, results=[

@@ -13,7 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from loaderbench.cli import app
+from loaderbench.conclusions import NotClearedCause, WhyNoPrediction
 from loaderbench.errors import ConfigError
+from loaderbench.model import ServedFrom
 from loaderbench.orchestration.config import build_config
 from loaderbench.storage import read_summary
 from tests.helpers import MiB, ThrottledDisk, in_cgroup
@@ -129,9 +131,12 @@ def test_a_dataset_that_keeps_what_it_read_is_flagged_as_served_from_its_cache(t
     assert first[0] >= 0.9 * 20 * 256 * 1024  # the first epoch read every file from the device
     assert later and all(e[0] < 0.1 * 20 * 256 * 1024 and e[1] < 0.1 * 20 * 256 * 1024 for e in later)
     assert t["served_from"] == "dataset cache" and t["served_after_first_epoch"]
-    [finding] = [f for f in data["analysis"]["config_findings"] if f["kind"] == "served-from-cache"]
-    assert finding["data"]["all"] and finding["data"]["rows"][0]["served_from"] == "dataset cache"
+    [finding] = [f for f in data["analysis"]["notes"] if f["kind"] == "served-from-cache"]
+    assert finding["all_rows"] and finding["rows"][0]["served_from"] == "dataset cache"
     shown = runner.invoke(app, ["show", str(tmp_path / "r.json")], env={"COLUMNS": "200"})
+    assert "Served from a cache, not the device (their throughput is the cache's): 0 workers" in shown.output
+    assert "(dataset cache)" in shown.output and "--verbose" in shown.output
+    shown = runner.invoke(app, ["show", str(tmp_path / "r.json"), "--verbose"], env={"COLUMNS": "200"})
     assert "a cache inside the dataset or its workers served them" in shown.output
     # the same files, no cache in the dataset: after the first epoch the page cache serves them
     plain = _sweep(tmp_path, "--dataset", "tests.fixture_datasets:make_file_samples", "--data", str(folder),
@@ -226,16 +231,16 @@ def test_the_disk_what_if_caps_the_loader_at_what_the_device_feeds():
     # take 4,000/s. A 10 MB/s device feeds 10e6 / 250e3 = 40 samples/s whatever the workers.
     rows = _warm_rows(100.0, 250_000)
     what = what_if_disk(rows, settings(2), 10.0, None, 0.05, 4, max_workers=8)
-    curve = dict(what["curve"])
-    assert what["device_samples_per_s"] == pytest.approx(40.0)
+    curve = dict(what.curve)
+    assert what.device_samples_per_s == pytest.approx(40.0)
     assert all(x <= 40.0 + 1e-9 for x in curve.values())
     assert curve[1] == pytest.approx(40.0, rel=0.02)
     # 0 workers read, build and step in turn: at most 1 / (1/40 + 1/4000) = 39.6, within the
     # tolerance of the cap: the fewest workers that reach it is 0
-    assert curve[0] == pytest.approx(1 / (1 / 40 + 1 / 4000), rel=0.02) and what["knee_workers"] == 0
+    assert curve[0] == pytest.approx(1 / (1 / 40 + 1 / 4000), rel=0.02) and what.knee_workers == 0
     # 200 reads/s and one file per sample: each read keeps its worker 5 ms, and the device
     # serves 200 samples/s; at 100 MB/s (400 samples/s) one worker makes 1 / (0.01 + 0.005)
-    fast = dict(what_if_disk(rows, settings(2), 100.0, 200.0, 0.05, 4, max_workers=8)["curve"])
+    fast = dict(what_if_disk(rows, settings(2), 100.0, 200.0, 0.05, 4, max_workers=8).curve)
     assert fast[1] == pytest.approx(1 / (1 / 100 + 1 / 200), rel=0.05)
     assert fast[4] == pytest.approx(200.0, rel=0.02)  # the device's reads/s bind
     assert parse_what_if("disk=150,200").disk_iops == 200.0 and parse_what_if("disk=80").disk_mb_per_s == 80.0
@@ -252,15 +257,14 @@ def test_the_disk_what_if_needs_rows_served_from_a_cache():
     for r in rows:
         for t in r.trials:
             t.served_from = "storage"
-        r.summary.served_from = "storage"
+        r.summary.served_from = ServedFrom.STORAGE
     what = what_if_disk(rows, settings(2), 10.0, None, 0.05, 4)
-    assert what["knee_workers"] is None and "--cache both" in what["why"]
+    assert what.knee_workers is None and what.why is WhyNoPrediction.NO_CACHED_ROWS
 
 
 def test_show_what_if_disk_says_it_is_a_prediction_and_bad_forms_exit_2(tmp_path):
     from loaderbench.analysis import analyze
-    from loaderbench.model import ResultSet
-    from loaderbench.results import save_results
+    from loaderbench.results import ResultSet, save_results
 
     rs = ResultSet(config={"measure": {"tolerance": 0.05}}, environment={"usable_cpus": 4},
                    results=_warm_rows(100.0, 250_000), label="warm")
@@ -277,7 +281,7 @@ def test_show_what_if_disk_says_it_is_a_prediction_and_bad_forms_exit_2(tmp_path
 
 def test_rows_served_unalike_are_named_and_trials_that_differ_are_mixed():
     from loaderbench.analysis.advice import served_from_cache
-    from loaderbench.render.sweep import served_from_cache_lines
+    from loaderbench.render.footer import served_from_cache_lines
     from tests.helpers import result, settings, trial
 
     def row(w, *served, read=1):
@@ -292,9 +296,9 @@ def test_rows_served_unalike_are_named_and_trials_that_differ_are_mixed():
     # configs read them from there (part, then all): as-is rows that compare device and cache.
     rows = [row(0, "storage", read=100), row(1, "mixed", read=13), row(2, "page cache", read=0)]
     [f] = served_from_cache(rows)
-    assert f.data["uneven"] == ["as-is"] and f.data["storage_rows"] == [rows[0].settings.key()]
-    assert [r["served_from"] for r in f.data["rows"]] == ["mixed", "page cache"]
-    assert any("were not served alike" in line for line in served_from_cache_lines(f.data))
+    assert f.uneven == ["as-is"] and f.storage_rows == [rows[0].settings]
+    assert [r.served_from for r in f.rows] == [ServedFrom.MIXED, ServedFrom.PAGE_CACHE]
+    assert any("were not served alike" in line for line in served_from_cache_lines(f))
     # repeats of one config that disagree (a dataset cache filling up) make the config mixed
     assert row(0, "storage", "mixed", "dataset cache").summary.served_from == "mixed"
     assert served_from_cache([row(0, "storage"), row(1, "storage")]) == []
@@ -325,11 +329,11 @@ def test_a_device_that_reads_alike_at_every_worker_count_is_named_not_more_worke
     rows = [row(0, 10.4, 0.396), row(1, 10.5, 0.395), row(2, 10.5, 0.390)]
     best = rows[2]
     [f] = not_cleared(best, best, rows, rows, usable_cpus=16)
-    assert f.data["cause"] == "storage" and f.data["device_workers"] == [0, 1, 2]
+    assert f.cause is NotClearedCause.STORAGE and f.device.workers == [0, 1, 2]
     text = " ".join(finding_sentences([f]))
     assert "The storage device binds: the configs with 0, 1, 2 workers read 10.4-10.5 MB/s" in text
     assert "try more workers" not in text
     # read at different rates (a faster device with more readers): more workers may help
     rows = [row(0, 10.4, 0.396), row(1, 20.8, 0.19), row(2, 41.0, 0.09)]
     [f] = not_cleared(rows[2], rows[2], rows, rows, usable_cpus=16)
-    assert f.data["cause"] == "grid_edge"
+    assert f.cause is NotClearedCause.GRID_EDGE

@@ -42,7 +42,7 @@ def test_repeats_are_interleaved_and_saved_after_every_trial(tmp_path):
     assert saves == [1, 2, 3, 3, 3, 3]
     assert all(len(r.trials) == 2 and r.summary.repeats == 2 for r in rs.results)
     # sleep:12 at batch 16: the analytic compute ceiling, no process started for it.
-    assert rs.ceilings["compute"]["16"]["samples_per_s"] == pytest.approx(16 / 0.012)
+    assert rs.ceilings[16].samples_per_s == pytest.approx(16 / 0.012)
 
 
 def test_the_loader_ceiling_is_probed_once_per_config(tmp_path):
@@ -118,7 +118,7 @@ def test_replicated_iterable_configs_are_flagged_and_not_ranked(tmp_path):
     assert "It is also the fastest config ranked" in reason and "fastest config measured" not in reason
     assert "split its stream with torch.utils.data.get_worker_info(), then sweep again" in reason
     assert "try more workers" not in reason and "Estimate" not in reason
-    from loaderbench.render.sweep import row_cells
+    from loaderbench.render.columns import row_cells
 
     assert row_cells(by[2], cuda=False)["verdict"] == "duplicates samples: not ranked"
     assert row_cells(by[0], cuda=False)["verdict"].startswith("loader-bound")
@@ -184,13 +184,13 @@ def test_the_search_measures_the_knee_and_its_neighbours_and_predicts_the_rest(t
     assert {4, 6, 8} <= set(measured) and len(measured) < 8  # the knee, its neighbours, not the grid
     # Only measured configs are rows; the others are predictions, never ranked.
     assert sorted(r.settings.num_workers for r in rs.results) == measured
-    predicted = {p["settings"]["num_workers"]: p for p in rs.analysis["predictions"]}
+    predicted = {p.settings.num_workers: p for p in rs.sweep.predictions}
     assert set(predicted) == {0, 1, 2, 4, 6, 8, 12, 16} - set(measured)
     # 12 and 16 workers are past the knee: the model says the step's 1,333/s binds.
     for w in {12, 16} & set(predicted):
-        assert predicted[w]["samples_per_s"] == pytest.approx(16 / 0.012, rel=0.10)
-    first = rs.analysis["search"]["steps"][0]  # the probe: 16 CPUs / 4
-    assert first["config"].startswith("w4-") and first["why"] == "probe: a quarter of the CPUs in workers"
+        assert predicted[w].samples_per_s == pytest.approx(16 / 0.012, rel=0.10)
+    first = rs.sweep.search.steps[0]  # the probe: 16 CPUs / 4
+    assert first.config.startswith("w4-") and first.why == "probe: a quarter of the CPUs in workers"
 
 
 def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp_path):
@@ -212,16 +212,16 @@ def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp
     fresh = FakeRunner({2: slow_fresh, 4: probed(ok(4))})
     rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
                    runner=warm, fresh_runner=fresh, save=lambda r, p: None)
-    drift = rs.analysis["drift"]
-    assert drift["wall_s"] >= 0.10  # what the check cost: two fresh trials of the knee at least
-    assert drift["config"].startswith("w2-") and drift["change"] == pytest.approx(0.013 / 0.0175 - 1, abs=0.01)
-    assert drift["confirmed"] and drift["threshold"] == pytest.approx(0.10)  # 2 x 5%: no repeats to say more
+    drift = rs.sweep.drift
+    assert drift.wall_s >= 0.10  # what the check cost: two fresh trials of the knee at least
+    assert drift.config.startswith("w2-") and drift.change == pytest.approx(0.013 / 0.0175 - 1, abs=0.01)
+    assert drift.confirmed and drift.threshold == pytest.approx(0.10)  # 2 x 5%: no repeats to say more
     assert [w for w, _, _ in fresh.calls] == [2, 2, 4]  # the knee twice, then its competitor
     # The knee's warm trials had probed the loader ceiling, so its first fresh trial does not; the
     # second does, since the fresh trials alone now stand for it (and its competitor's first).
     assert [j.loader_alone for j in fresh.jobs] == [False, True, True]
     assert all(r.summary.loader_ceiling_samples_per_s == 2000.0 for r in rs.results)
-    assert sorted(drift["remeasured"]) == sorted(r.settings.key() for r in rs.results if r.settings.num_workers)
+    assert sorted(drift.remeasured) == sorted(r.settings.key() for r in rs.results if r.settings.num_workers)
     # Only fresh trials stand for them now: 4 workers are the knee.
     assert [len(r.trials) for r in rs.results] == [1, 2, 1]
     assert rs.recommendation.settings.num_workers == 4
@@ -233,18 +233,18 @@ def test_a_drift_the_second_fresh_trial_does_not_confirm_changes_nothing(tmp_pat
     # warm trials rank the configs; the footer says so.
     from dataclasses import replace
 
-    from loaderbench.render.sweep import search_lines
+    from loaderbench.render.footer import search_lines
 
     answers = iter([Outcome(status="ok", trial=trial(0.0055, 0.012)), ok(2)])
     warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
     fresh = FakeRunner({2: lambda: next(answers), 4: ok(4)})
     rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
                    runner=warm, fresh_runner=fresh, save=lambda r, p: None)
-    drift = rs.analysis["drift"]
+    drift = rs.sweep.drift
     assert [w for w, _, _ in fresh.calls] == [2, 2]
     assert [w for w, _, _ in warm.calls].count(2) == 2
-    assert not drift["confirmed"] and drift["remeasured"] == []
-    assert drift["fresh_trials_samples_per_s"] == pytest.approx([16 / 0.0175, 16 / 0.013], rel=0.01)
+    assert not drift.confirmed and drift.remeasured == []
+    assert drift.fresh_trials_samples_per_s == pytest.approx([16 / 0.0175, 16 / 0.013], rel=0.01)
     assert [len(r.trials) for r in rs.results] == [1, 2, 1]
     assert rs.recommendation.settings.num_workers == 2
     text = " ".join(search_lines(rs))
@@ -263,10 +263,10 @@ def test_a_knee_picked_on_a_lucky_trial_is_not_taken_for_drift(tmp_path):
     fresh = FakeRunner({2: Outcome(status="ok", trial=trial(0.0055, 0.012)), 4: ok(4)})
     rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
                    runner=warm, fresh_runner=fresh, save=lambda r, p: None)
-    drift = rs.analysis["drift"]
-    assert not drift["confirmed"] and drift["remeasured"] == []
+    drift = rs.sweep.drift
+    assert not drift.confirmed and drift.remeasured == []
     assert [w for w, _, _ in fresh.calls] == [2, 2]
-    assert drift["warm_trials_samples_per_s"] == pytest.approx([16 / 0.013, 16 / 0.0175], rel=0.01)
+    assert drift.warm_trials_samples_per_s == pytest.approx([16 / 0.013, 16 / 0.0175], rel=0.01)
     assert len(next(r for r in rs.results if r.settings.num_workers == 2).trials) == 2
 
 
@@ -296,10 +296,10 @@ def test_no_drift_keeps_the_warm_trials_and_says_so(tmp_path):
     fresh = FakeRunner({2: ok(2)})
     rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
                    runner=warm, fresh_runner=fresh, save=lambda r, p: None)
-    assert rs.analysis["drift"]["remeasured"] == [] and abs(rs.analysis["drift"]["change"]) < 0.01
+    assert rs.sweep.drift.remeasured == [] and abs(rs.sweep.drift.change) < 0.01
     knee = [r for r in rs.results if r.settings.num_workers == 2][0]
     assert len(knee.trials) == 1  # the fresh trial is a check, not a repeat
-    assert rs.analysis["drift"]["fresh_samples_per_s"] == pytest.approx(16 / 0.013, rel=0.01)
+    assert rs.sweep.drift.fresh_samples_per_s == pytest.approx(16 / 0.013, rel=0.01)
     assert [w for w, _, _ in fresh.calls] == [2]  # within the threshold: no second fresh trial
 
 
@@ -315,9 +315,9 @@ def test_a_fresh_check_within_the_tolerance_never_moves_the_pick(tmp_path):
     fresh = FakeRunner({2: Outcome(status="ok", trial=trial(0.002, 0.012))})
     rs = run_sweep(replace(config(), repeats=1, tolerance=0.05), output=tmp_path / "r.json", environment=ENV,
                    machine=MACHINE, runner=warm, fresh_runner=fresh, save=lambda r, p: None)
-    drift = rs.analysis["drift"]
-    assert drift["config"].startswith("w2-") and drift["change"] == pytest.approx(0.013 / 0.014 - 1, abs=0.005)
-    assert drift["remeasured"] == []
+    drift = rs.sweep.drift
+    assert drift.config.startswith("w2-") and drift.change == pytest.approx(0.013 / 0.014 - 1, abs=0.005)
+    assert drift.remeasured == []
     assert rs.recommendation.settings.num_workers == 2
 
 
@@ -336,7 +336,7 @@ def test_baseline_settings_between_the_grids_counts_are_measured_first_by_the_se
     rs = run_sweep(resolved, output=tmp_path / "r.json", environment=ENV, machine=MACHINE, runner=runner,
                    save=lambda r, p: None)
     assert [w for w, _, kind in runner.calls if kind == "config"][0] == 4
-    assert rs.analysis["headroom"]["key"].startswith("w4-") and rs.analysis["headroom"]["which"] == "current"
+    assert rs.analysis.headroom.settings.key().startswith("w4-") and rs.analysis.headroom.which == "current"
 
 
 def test_a_stream_every_worker_replays_is_measured_as_a_grid(tmp_path):
@@ -349,7 +349,7 @@ def test_a_stream_every_worker_replays_is_measured_as_a_grid(tmp_path):
     facts = WorkloadFacts(sample_bytes=64, iterable=True, replicated_across_workers=True)
     rs = run_sweep(replace(config(), repeats=1, search="auto"), output=tmp_path / "r.json", environment=ENV,
                    machine=MACHINE, runner=runner, save=lambda r, p: None, facts=facts)
-    assert sorted(w for w, _, _ in runner.calls) == [0, 2, 4] and "search" not in rs.analysis
+    assert sorted(w for w, _, _ in runner.calls) == [0, 2, 4] and rs.sweep.search is None
 
 
 def test_a_budget_spent_before_the_search_measures_one_config_and_says_so(tmp_path):
@@ -359,14 +359,14 @@ def test_a_budget_spent_before_the_search_measures_one_config_and_says_so(tmp_pa
     import time
     from dataclasses import replace
 
-    from loaderbench.render.sweep import search_lines
+    from loaderbench.render.footer import search_lines
 
     runner = FakeRunner({w: (lambda w=w: ok(w)) for w in range(9)})
     cfg = replace(config(num_workers=(0, 1, 2, 4, 8)), repeats=3, search="auto", time_budget_s=120.0)
     rs = run_sweep(cfg, output=tmp_path / "r.json", environment=ENV, machine=MACHINE, runner=runner,
                    save=lambda r, p: None, started_at=time.monotonic() - 200.0)
     assert len([c for c in runner.calls if c[2] == "config"]) == 1
-    assert rs.analysis["since_start_s"] >= 200.0
+    assert rs.sweep.since_start_s >= 200.0
     text = " ".join(search_lines(rs))
     assert "measured 1 config (" in text and "since the command started, past --time-budget 120 s" in text
 
@@ -391,8 +391,8 @@ def test_the_step_that_makes_the_drift_check_run_needs_only_its_own_time(tmp_pat
     rs = run_sweep(cfg, output=tmp_path / "r.json", environment=ENV, machine=MACHINE, runner=runner,
                    fresh_runner=fresh, save=lambda r, p: None, started_at=time.monotonic() - 118.4)
     assert len([c for c in runner.calls if c[2] == "config"]) == 3
-    assert rs.analysis["search"]["stopped"].startswith("--time-budget reached")
-    assert len(fresh.calls) == 1 and "drift" in rs.analysis
+    assert rs.sweep.search.stopped.startswith("--time-budget reached")
+    assert len(fresh.calls) == 1 and rs.sweep.drift is not None
 
 
 def test_the_drift_checks_fresh_process_is_started_ahead_only_where_cpus_and_configs_allow(monkeypatch):
@@ -457,21 +457,21 @@ def test_where_the_trials_time_went_adds_up_to_their_wall_time(tmp_path, monkeyp
 
     rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
                    runner=FakeRunner({0: made, 2: made, 4: made}), save=lambda r, p: None)
-    t = rs.analysis["timing"]
-    assert t["trials"] == 3 and t["trial_wall_s"] == pytest.approx(6.0)
-    assert t["window_s"] == pytest.approx(3 * 0.26) and t["probe_s"] == pytest.approx(0.9)
-    assert t["other_s"] == pytest.approx(3 * (2.0 - 0.01 - 0.5 - 0.2 - 0.26 - 0.3 - 0.04))
+    t = rs.sweep.timing
+    assert t.trials == 3 and t.trial_wall_s == pytest.approx(6.0)
+    assert t.window_s == pytest.approx(3 * 0.26) and t.probe_s == pytest.approx(0.9)
+    assert t.other_s == pytest.approx(3 * (2.0 - 0.01 - 0.5 - 0.2 - 0.26 - 0.3 - 0.04))
 
 
 def test_a_config_that_failed_is_not_predicted_as_if_it_had_not_been_tried():
-    from loaderbench.model import ResultSet
     from loaderbench.orchestration.run import add_predictions
+    from loaderbench.results import ResultSet
 
     rows = [helpers.result(settings(0), trial(0.032, 0.012)), helpers.result(settings(1), trial(0.020, 0.012)),
             helpers.result(settings(2), status="failed", error="OSError: read error")]
     rs = ResultSet(config={}, environment={}, results=rows)
     add_predictions(rs, [settings(w) for w in (0, 1, 2, 4)], usable_cpus=2)
-    assert [p["settings"]["num_workers"] for p in rs.analysis["predictions"]] == [4]
+    assert [p.settings.num_workers for p in rs.sweep.predictions] == [4]
 
 
 def test_the_warm_up_loads_no_more_of_a_batch_than_an_eighth_of_the_memory_holds_with_its_copy(monkeypatch):

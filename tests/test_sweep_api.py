@@ -140,9 +140,8 @@ def test_check_refuses_a_baseline_of_a_pickled_dataset_in_one_line(tmp_path):
     from typer.testing import CliRunner
 
     from loaderbench.cli import app
-    from loaderbench.model import ResultSet
     from loaderbench.orchestration.api import PICKLED_FACTORY
-    from loaderbench.results import save_results
+    from loaderbench.results import ResultSet, save_results
 
     path = tmp_path / "base.json"
     save_results(ResultSet(config={"dataset": {"kind": "import", "factory": PICKLED_FACTORY,

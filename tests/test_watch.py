@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import loaderbench
 from loaderbench.cli import app
 from loaderbench.inloop.watcher import WatchError, count_samples, read_settings
+from loaderbench.model import CeilingMethod
 from loaderbench.results import read_results
 from tests.helpers import FakeClock
 
@@ -289,16 +290,16 @@ def test_with_block_saves_a_file_that_show_compare_and_plot_read(tmp_path):
     rs = read_results(out)
     r = rs.results[0]
     assert r.summary.stall_fraction == pytest.approx(0.75)
-    assert rs.ceilings["compute"]["8"]["method"] == "watched"
-    assert rs.analysis["headroom"]["max_speedup_from_stall"] == pytest.approx(4.0)
-    assert rs.analysis["prediction"]["workers_needed"] == 3  # 30 ms to build / 10 ms step
+    assert rs.ceilings[8].method is CeilingMethod.WATCHED
+    assert rs.analysis.headroom.max_speedup_from_stall == pytest.approx(4.0)
+    assert rs.analysis.more_workers.workers_needed == 3  # 30 ms to build / 10 ms step
     shown = runner.invoke(app, ["show", str(out)], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
     assert "loader-bound" in shown.output
     assert "Prediction (batch build time over the step's cycle, not a measurement): about 3 workers" in shown.output
     assert "the watched step's compute time" in shown.output
     data = json.loads(runner.invoke(app, ["show", str(out), "--format", "json"]).output)
-    assert data["analysis"]["prediction"]["workers_needed"] == 3
+    assert data["analysis"]["more_workers"]["workers_needed"] == 3
     same = runner.invoke(app, ["compare", str(out), str(out)])
     assert same.exit_code == 0, same.output
     checked = runner.invoke(app, ["check", "--baseline", str(out), "--no-progress"])
@@ -323,7 +324,7 @@ def test_report_words_the_figures_and_labels_the_prediction():
 
 
 def test_with_workers_the_pipeline_model_predicts_the_workers_that_clear_it():
-    from loaderbench.inloop.watcher import predict_next
+    from loaderbench.analysis.predict import predict_more_workers
     from loaderbench.model import Trial
     from tests.helpers import result, settings
 
@@ -333,12 +334,14 @@ def test_with_workers_the_pipeline_model_predicts_the_workers_that_clear_it():
               cpu_util_pct=150.0)
     r = result(settings(2), t)
     r.summary.compute_ceiling_samples_per_s = 16 / 0.010
-    pred = predict_next(r, usable=16, tolerance=0.05)
-    assert pred["workers_needed"] == 8  # 2 x 40 ms build time / 10 ms step
+    pred = predict_more_workers(r, usable=16, tolerance=0.05)
+    assert pred.workers_needed == 8  # 2 x 40 ms build time / 10 ms step
     # The hard corner is 1524 / 200 = 7.6 workers (the main thread's rate, step then receive, over
     # one worker's 200 samples/s); the model's soft corner puts the knee a little past it.
-    assert 8 <= pred["knee_workers"] <= 11
-    assert 1300 < pred["knee_samples_per_s"] < 1 / (1 / 1600 + 0.0005 / 16)
+    assert 8 <= pred.knee_workers <= 11
+    assert 1300 < pred.knee_samples_per_s < 1 / (1 / 1600 + 0.0005 / 16)
+    # Its predicted stall is under 10%: it clears the loader bottleneck.
+    assert pred.knee_stall_fraction < 0.10 and pred.clears
 
 
 def test_profiler_ranges_appear_with_annotate():
@@ -394,11 +397,14 @@ def test_suggested_settings_take_the_predicted_workers_and_say_so():
 
 
 def test_a_prediction_that_leaves_a_stall_does_not_say_it_clears_it():
+    from dataclasses import replace
+
+    from loaderbench.conclusions import MoreWorkers
     from loaderbench.render.watch import prediction_lines
 
-    base = {"num_workers": 1, "knee_workers": 4, "knee_samples_per_s": 1205.0, "usable_cpus": 2}
-    [still] = prediction_lines({**base, "knee_stall_fraction": 0.22})
+    base = MoreWorkers(1, 2, knee_workers=4, knee_samples_per_s=1205.0)
+    [still] = prediction_lines(replace(base, knee_stall_fraction=0.22, clears=False))
     assert "about 4 workers would give the most that more workers can: ~1,205 samples/s, stall ~22%" in still
     assert "clear" not in still
-    [cleared] = prediction_lines({**base, "knee_stall_fraction": 0.03})
+    [cleared] = prediction_lines(replace(base, knee_stall_fraction=0.03, clears=True))
     assert "about 4 workers would clear it" in cleared

@@ -1,58 +1,55 @@
 """The analysis: from raw per-batch samples to every conclusion the outputs show.
 
 Pure: no torch, no I/O, so `show`, `compare` and `check` run it on a CPU-only runner without
-importing torch. `analyze(result_set)` is the one entry point: summaries and verdicts per config
-(`wait`), the knee (`knee`), the recommendation's findings, the headroom and the binding
-ceiling (`advice`). Renderers only format what it computed.
+importing torch. `analyze(result_set)` is the one entry point, a forward pipeline of passes, each
+writing a typed record the next one reads and none returning into a module already left:
+
+    trials --statistics--> Summary (samples per batch, mean step, spread, noise, ranking),
+           fetch/prep splits
+           --ceiling-->    each config's compute ceiling and shares of it; the ceilings as shown
+           --wait-->       wait parts, then verdicts, bands, CPU saturation, stall periods
+           --knee-->       Ranking (ranked, best, knee, ties a loader argument's listing decided)
+           --advice-->     Recommendation (findings, the call and its imports), notes on configs,
+                           headroom, loader ceiling (sustained rates; bounds counted apart)
+           --predict-->    what-if answer, a watched loop's prediction
+
+(tests/test_analysis_pipeline.py follows a result set through it.) Renderers only format the
+`Analysis` it returns (conclusions.py); every threshold it decides with is in thresholds.py.
 """
 
 from __future__ import annotations
 
-from loaderbench.analysis.advice import (
-    headroom,
-    loader_ceiling,
-    memory_per_worker,
-    partial_batches,
-    recommend,
-    served_from_cache,
-)
-from loaderbench.analysis.ceiling import ceilings_by_batch, compute_ceiling
-from loaderbench.analysis.knee import listed_first_ties
-from loaderbench.analysis.statistics import DEFAULT_TOLERANCE, fetch_prep, summarize
-from loaderbench.analysis.wait import stall_period, verdict_for, wait_parts_per_batch, workers_needed
-from loaderbench.model import ConfigResult, ResultSet, Verdict
+from dataclasses import replace
+
+from loaderbench.analysis import advice, ceiling, knee, predict, statistics, wait
+from loaderbench.analysis.thresholds import DEFAULT_TOLERANCE
+from loaderbench.conclusions import Analysis, Baseline, LoaderClass, Partial, WhatIf
+from loaderbench.model import ConfigResult
+from loaderbench.results import ResultSet
 
 __all__ = ["analyze", "baseline_row", "summarize_config"]
 
 
-def summarize_config(result: ConfigResult, *, loader_only: bool = False) -> None:
-    """Derive `result.summary` from its trials: statistics (stats.summarize), the wait parts,
-    the verdict, the stall period of a loader-bound config and its workers-needed estimate.
-    Mutates `result`; a config without trials keeps no summary."""
-    if result.status != "ok" or not result.trials:
-        result.summary = None
-        return
-    s = summarize(result.trials)
-    result.summary = s
-    s.wait_parts_s = wait_parts_per_batch(result)
-    verdict, tail_only = verdict_for(result, loader_only=loader_only)
-    s.verdict, s.tail_only = verdict.value, tail_only
-    if verdict is Verdict.LOADER_BOUND:
-        s.stall_period_batches = stall_period(result.trials[0].data_wait_s, result.trials[0].step_s)
-        s.workers_needed = workers_needed(result)
+def summarize_config(result: ConfigResult, *, loader_only: bool = False, usable_cpus: int | None = None) -> None:
+    """The per-config passes on one config alone: its summary (statistics), wait parts and
+    verdict (wait); no compute ceiling. Mutates `result`; a config without trials keeps no
+    summary. (`analyze` runs the passes over a whole result set.)"""
+    statistics.summarize_result(result)
+    wait.split_waits([result])
+    wait.judge([result], loader_only=loader_only, usable_cpus=usable_cpus)
 
 
-def baseline_row(rs: ResultSet) -> tuple[ConfigResult | None, str]:
+def baseline_row(rs: ResultSet) -> tuple[ConfigResult | None, Baseline]:
     """The row the headroom starts from: the first measured config matching
-    `--baseline-settings` (the user's current settings: "current"), else the first measured
-    row ("first")."""
+    `--baseline-settings` (the user's current settings: CURRENT), else the first measured row
+    (FIRST)."""
     wanted = (rs.config or {}).get("baseline_settings") or {}
     measured = [r for r in rs.results if r.summary is not None]
     if wanted:
         for r in measured:
             if all(_setting(r, k) == v for k, v in wanted.items()):
-                return r, "current"
-    return (measured[0] if measured else None), "first"
+                return r, Baseline.CURRENT
+    return (measured[0] if measured else None), Baseline.FIRST
 
 
 def _setting(r: ConfigResult, name: str) -> object:
@@ -63,47 +60,96 @@ def _setting(r: ConfigResult, name: str) -> object:
         return None
 
 
-def analyze(result_set: ResultSet) -> None:
-    """(Re)derive every summary, verdict, the recommendation and its findings, the headroom and
-    the binding ceiling of `result_set` from its raw trials, with this version's analysis (so
-    `show` of an older file uses current rules). Mutates `result_set`: `results[*].summary`,
-    `recommendation`, and in `analysis`: `fetch_prep`, `headroom`, `loader_ceiling`,
-    `compute_ceiling` (per batch size, at the samples its batches held), `config_findings`, and
-    `listed_first` when the user's listing of a loader argument decided the knee
-    (knee.listed_first_ties)."""
-    cfg = result_set.config or {}
+def analyze(result_set: ResultSet, *, what_if: WhatIf | None = None) -> Analysis:
+    """(Re)derive every summary and verdict of `result_set` from its raw trials, and everything
+    the outputs say, with this version's analysis (so `show` of an older file uses current
+    rules); `what_if` also answers a what-if question for the recommended config's series.
+    Sets each `results[*].summary` and `result_set.analysis`, and returns the `Analysis`."""
+    rs = result_set
+    cfg = rs.config or {}
     measure = cfg.get("measure") or {}
     tolerance = float(measure.get("tolerance", DEFAULT_TOLERANCE))
-    loader_only = (cfg.get("compute") or {}).get("kind") == "none"
-    usable = (result_set.environment or {}).get("usable_cpus")
-    epoch_batches = measure.get("epoch_batches") or (result_set.analysis or {}).get("epoch_batches")
     compute_kind = (cfg.get("compute") or {}).get("kind")
-    raw_ceilings = (result_set.ceilings or {}).get("compute") or {}
-    for r in result_set.results:
-        summarize_config(r, loader_only=loader_only)
-        if r.summary is not None:
-            r.summary.compute_ceiling_samples_per_s = compute_ceiling(r, raw_ceilings, compute_kind)
-    analysis = result_set.analysis
-    analysis["fetch_prep"] = fetch_prep(result_set.results)
-    # With --cache both, rank the cold runs: what a first epoch, or a dataset larger than the
-    # page cache, sees (the warm runs give the prep stall in `fetch_prep`).
-    ranked = [r for r in result_set.results if r.cache != "warm"] or result_set.results
-    result_set.recommendation = recommend(
-        ranked, tolerance=tolerance, usable_cpus=usable, loader_only=loader_only,
+    loader_only = compute_kind == "none"
+    usable = (rs.environment or {}).get("usable_cpus")
+    usable = usable if isinstance(usable, int) else None
+    epoch_batches = measure.get("epoch_batches") or rs.sweep.epoch_batches
+    results = rs.results
+
+    # 1. summaries
+    for r in results:
+        statistics.summarize_result(r)
+    fetch_prep = statistics.fetch_prep(results)
+    # 2. ceilings
+    ceiling.set_ceilings(results, rs.ceilings, compute_kind)
+    shown = ceiling.ceilings_shown(results, rs.ceilings, compute_kind)
+    # 3. wait parts and verdicts
+    wait.split_waits(results)
+    wait.judge(results, loader_only=loader_only, usable_cpus=usable)
+    # 4. the knee: with --cache both, rank the cold runs (what a first epoch, or a dataset larger
+    # than the page cache, sees; the warm runs give the prep stall in the fetch/prep split).
+    candidates = [r for r in results if r.cache != "warm"] or results
+    ranking = knee.rank(candidates, tolerance=tolerance)
+    # 5. findings and the recommendation
+    recommendation = advice.recommend(
+        candidates, ranking=ranking, usable_cpus=usable, loader_only=loader_only,
         epoch_batches=int(epoch_batches) if epoch_batches else None, dataset=cfg.get("dataset"),
     )
-    # Loader arguments have no known cost order: where the value listed first decided the knee.
-    ties = listed_first_ties(ranked, tolerance=tolerance)
-    if ties:
-        analysis["listed_first"] = ties
-    else:
-        analysis.pop("listed_first", None)
-    row, which = baseline_row(result_set)
-    room = None if row is None or row.summary is None else headroom(row, row.summary.compute_ceiling_samples_per_s)
-    analysis["headroom"] = None if room is None else {**room, "which": which}
-    analysis["loader_ceiling"] = loader_ceiling(result_set.results)
-    analysis["compute_ceiling"] = ceilings_by_batch(result_set.results, raw_ceilings, compute_kind)
-    analysis["config_findings"] = [f.to_dict() for f in [
-        *memory_per_worker(result_set.results), *partial_batches(result_set.results, cfg.get("dataset")),
-        *served_from_cache(result_set.results),
-    ]]
+    row, which = baseline_row(rs)
+    notes = [*advice.memory_per_worker(results), *advice.partial_batches(results, cfg.get("dataset")),
+             *advice.served_from_cache(results), *advice.noisy(results)]
+    analysis = Analysis(
+        recommendation=recommendation,
+        compute_ceilings=shown,
+        headroom=None if row is None else advice.headroom(row, which),
+        loader_ceiling=advice.loader_ceiling([r for r in results if r.ranked]),
+        fetch_prep=fetch_prep,
+        notes=notes,
+        partial=_partial(rs),
+        cold_ranked=any(r.cache == "cold" for r in results) and any(r.cache == "warm" for r in results),
+        unprobed=sorted({t.loader_alone_note for r in results if r.summary is not None
+                         and r.summary.loader_ceiling_samples_per_s is None
+                         and r.summary.loader_ceiling_bound_samples_per_s is None
+                         for t in r.trials if t.loader_alone_note}),
+        loader=loader_class(rs),
+    )
+    # 6. predictions: the table's predicted rows against their ceiling, the what-if, a watched
+    # loop's prediction.
+    by_batch = {c.ceiling.batch_size: c.samples_per_s for c in shown}
+    analysis.predictions = [replace(p, ceiling_share=p.samples_per_s / by_batch[p.settings.batch_size]
+                                    if by_batch.get(p.settings.batch_size) else None) for p in rs.sweep.predictions]
+    if what_if is not None:
+        analysis.what_if = predict.answer_what_if(what_if, results, recommendation.settings, tolerance, usable)
+    if cfg.get("watch") and results:
+        analysis.more_workers = predict.predict_more_workers(results[0], usable, tolerance)
+    rs.analysis = analysis
+    return analysis
+
+
+def loader_class(rs: ResultSet) -> LoaderClass | None:
+    """The loader measured (`Analysis.loader`): its class (`--loader`, or a watched loader's),
+    the loader arguments the configs and predicted configs set, in the order declared, and a
+    watched loader's settings left at their defaults; None for torch's DataLoader with none."""
+    name = ((rs.config or {}).get("dataset") or {}).get("loader")
+    args: dict[str, None] = {}
+    for s in [*(r.settings for r in rs.results), *(p.settings for p in rs.sweep.predictions)]:
+        args.update(dict.fromkeys(k for k, _ in s.loader_args))
+    defaults = dict(rs.sweep.loader_defaults)
+    if not (name or args or defaults):
+        return None
+    return LoaderClass(name=name or None, args=list(args), defaults=defaults)
+
+
+def _partial(rs: ResultSet) -> Partial | None:
+    """Whether the sweep stopped before its plan (interrupted, or fewer configs than planned
+    for a grid), with how far it got."""
+    sweep = rs.sweep
+    searched = sweep.search is not None
+    planned = sweep.configs_planned
+    if not (sweep.interrupted or (not searched and planned and len(rs.results) < planned)):
+        return None
+    repeats = int(((rs.config or {}).get("measure") or {}).get("repeats") or 1)
+    if searched:  # a search plans no fixed set of configs or repeats
+        return Partial(searched=True, finished=sum(1 for r in rs.results if r.trials))
+    short = sum(1 for r in rs.results if r.status == "ok" and 0 < len(r.trials) < repeats)
+    return Partial(searched=False, finished=len(rs.results), planned=planned, short=short, repeats=repeats)

@@ -1,6 +1,10 @@
-"""The recommendation: the knee, and what the measurements say about it, as typed findings.
+"""The findings pass: the recommendation (the knee, and what the measurements say about it), the
+notes on configs beside it, the headroom and the loader ceiling, as typed records
+(conclusions.py).
 
-Pure: no torch, no I/O. Sentences are written from the findings in render/.
+Pure: no torch, no I/O. It reads what the passes before it wrote (each config's `Summary`, the
+knee pass's `Ranking`) and returns into none of them. Sentences are written from the findings in
+render/.
 
 NOTE [advice the measurements support]
     Advice must never contradict a measured row. Every remedy offered for the knee's remaining
@@ -23,27 +27,62 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from loaderbench.analysis.knee import DEFAULT_TOLERANCE, best_of, find_knee, rankable
-from loaderbench.analysis.statistics import input_bound_band
-from loaderbench.analysis.wait import LOADER_BOUND_STALL, mean_step_s, samples_per_batch
+from loaderbench.analysis import thresholds as th
+from loaderbench.analysis.knee import Ranking, rank
+from loaderbench.analysis.wait import cpu_saturated
+from loaderbench.conclusions import (
+    AlsoFastest,
+    Baseline,
+    BestWithinTolerance,
+    BuildRate,
+    CacheFix,
+    CeilingBinds,
+    CoresSlower,
+    CpuBound,
+    DeviceBinds,
+    Difference,
+    EpochFaster,
+    FailedConfig,
+    Finding,
+    Headroom,
+    HeadroomBinds,
+    Knee,
+    LoaderAlone,
+    LoaderCeiling,
+    LowestStall,
+    MeasuredRate,
+    MemoryPerWorker,
+    MoreNotBetter,
+    Noisy,
+    NoneMeasured,
+    NotCleared,
+    NotClearedCause,
+    OtherLoad,
+    Oversubscribed,
+    PartialBatches,
+    Recommendation,
+    RemainingWait,
+    Remedy,
+    RemedyKind,
+    ServedFromCache,
+    ServedRow,
+    Startup,
+    StepBinds,
+    StepSlower,
+    Threads,
+    Transfer,
+)
 from loaderbench.model import (
     GRID_AXES,
     ConfigResult,
-    Finding,
-    FindingKind,
+    InputBound,
     LoaderSettings,
-    Recommendation,
     ServedFrom,
+    Summary,
     Verdict,
     WaitPart,
     WarningKind,
 )
-
-CPU_SATURATED = 0.85  # share of the usable CPUs the process tree used: CPU saturation
-SMALL_TENSORS = 16  # tensors per batch from which packing them is worth naming
-PART_REPORTED = 0.05  # a wait part is reported when it is at least this share of the step
-TRANSFER_MIN_MB_PER_S = 10.0  # below this, what the hand-off costs is not its bytes
-
 
 # NOTE [the recommended call runs as printed]
 #     The `DataLoader(...)` line is the call the sweep made for the knee, written so that it runs
@@ -87,10 +126,10 @@ def dataloader_call(settings: LoaderSettings, dataset: dict[str, Any] | None = N
                   **{k: v for k, v in kw.items() if k != "batch_size"}}
     if d.get("collate_fn"):
         kw["collate_fn"] = _name(str(d["collate_fn"]))
-    if settings.worker_threads not in (None, 1) and settings.num_workers > 0:
+    if _sets_worker_threads(settings):
         # What --worker-threads set in each worker (1 is torch's own setting there): a function
         # defined at module level, which spawn and forkserver workers can unpickle (a lambda
-        # cannot be); the table prints its definition (WORKER_THREADS_FN).
+        # cannot be); the recommendation carries its definition (worker_threads_def).
         kw["worker_init_fn"] = WORKER_THREADS_FN
     kw.update({k: repr(v) for k, v in own.items()})
     loader = _name(str(d["loader"])) if d.get("loader") else "DataLoader"
@@ -131,106 +170,107 @@ def call_imports(dataset: dict[str, Any] | None) -> list[str]:
 WORKER_THREADS_FN = "set_worker_threads"
 
 
+def _sets_worker_threads(settings: LoaderSettings) -> bool:
+    return settings.worker_threads not in (None, 1) and settings.num_workers > 0
+
+
 def worker_threads_def(threads: int) -> str:
     """The module-level `worker_init_fn` that the recommended call names (`dataloader_call`)."""
     return f"def {WORKER_THREADS_FN}(worker_id): torch.set_num_threads({threads})"
 
 
-
 def recommend(
     results: Sequence[ConfigResult],
     *,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float = th.DEFAULT_TOLERANCE,
     usable_cpus: int | None = None,
     loader_only: bool = False,
     epoch_batches: int | None = None,
     dataset: dict[str, Any] | None = None,
+    ranking: Ranking | None = None,
 ) -> Recommendation:
-    """The knee (analysis/knee.py) as a recommendation, with the findings that explain it.
+    """The knee (analysis/knee.py: `ranking`, the knee pass's record of `results`, made here
+    when not given) as a recommendation, with the findings that explain it.
 
-    Findings, in order: KNEE; ALSO_FASTEST or BEST_WITHIN_TOLERANCE; LOADER_ALONE (with
-    `loader_only`, `--compute none`); REMAINING_WAIT (the knee still waits: what the wait is made
-    of and the remedies, per NOTE [advice the measurements support]); NOT_CLEARED (even the best
-    config is loader-bound: CPU saturation at 85% of `usable_cpus`, a replicated IterableDataset,
-    or the grid's edge with the workers-needed estimate); LOWEST_STALL; STEP_SLOWER / STEP_BINDS /
-    TRANSFER (why the curve flattens past the knee, against each config's compute ceiling,
-    `Summary.compute_ceiling_samples_per_s`); MORE_NOT_BETTER; STARTUP and EPOCH_FASTER (with `epoch_batches`, batches per epoch per
-    rank: worker start-up against the epoch, predicted where the window did not span an epoch);
-    THREADS; OVERSUBSCRIBED; OTHER_LOAD.
+    Findings, in order: Knee; AlsoFastest or BestWithinTolerance; ListedFirst (a tie the order
+    of a loader argument's values decided, knee.listed_first_ties); LoaderAlone (with
+    `loader_only`, `--compute none`); RemainingWait (the knee still waits: what the wait is made
+    of and the remedies, per NOTE [advice the measurements support]); NotCleared (even the best
+    config is loader-bound: CPU saturation, a replicated IterableDataset, the storage device,
+    a wait building does not explain, cores that slowed, or the grid's edge with the
+    workers-needed estimate); LowestStall; StepSlower / StepBinds / Transfer (why the curve
+    flattens past the knee, against each config's compute ceiling); MoreNotBetter; Startup and
+    EpochFaster (with `epoch_batches`, batches per epoch per rank: worker start-up against the
+    epoch, predicted where the window did not span an epoch); Threads; Oversubscribed;
+    OtherLoad. CPU saturation is on `usable_cpus` (wait.cpu_saturated).
     """
-    knee = find_knee(results, tolerance=tolerance)
-    best = best_of(results)
+    ranking = ranking or rank(results, tolerance=tolerance)
+    knee, best, ok = ranking.knee, ranking.best, ranking.ranked
     if knee is None or best is None:
-        return Recommendation(settings=None, findings=[Finding(FindingKind.NONE_MEASURED.value)])
-    ok = rankable(results)
+        return Recommendation(settings=None, findings=[NoneMeasured()])
     ks, bs = knee.summary, best.summary
     assert ks is not None and bs is not None
-    band = Verdict.LOADER_ALONE.value if loader_only else input_bound_band(ks.stall_fraction)
-    out = [
-        Finding(FindingKind.KNEE.value, knee.settings.key(), {
-            "num_workers": knee.settings.num_workers, "pin_memory": knee.settings.pin_memory,
-            "prefetch": knee.settings.prefetch, "samples_per_s": ks.samples_per_s,
-            "stall_fraction": ks.stall_fraction, "band": band,
-            "ceiling_share": _share(knee),
-            # The other axes the sweep varied, at the knee's values (the headline names them).
-            "swept": {ax.name: getattr(knee.settings, ax.name) for ax in GRID_AXES
-                      if ax.name not in ("num_workers", "pin_memory", "prefetch")
-                      and not (ax.workers_only and knee.settings.num_workers == 0)
-                      and len({getattr(r.settings, ax.name) for r in ok}) > 1},
-        })
-    ]
+    band = InputBound.LOADER_ALONE if loader_only else (ks.band or InputBound.NOT)
+    out: list[Finding] = [Knee(
+        knee.settings, ks.samples_per_s, ks.stall_fraction, band, ks.ceiling_share,
+        # The other axes the sweep varied (the headline names them at the knee's values).
+        swept=[ax.name for ax in GRID_AXES if ax.name not in ("num_workers", "pin_memory", "prefetch")
+               and not (ax.workers_only and knee.settings.num_workers == 0)
+               and len({getattr(r.settings, ax.name) for r in ok}) > 1]
+        + [k for k, _ in knee.settings.loader_args if len({dict(r.settings.loader_args).get(k) for r in ok}) > 1],
+    )]
     if best is not knee:
-        out.append(Finding(FindingKind.BEST_WITHIN_TOLERANCE.value, best.settings.key(), {
-            "samples_per_s": bs.samples_per_s, "tolerance": tolerance,
-            "loader_still_binds": Verdict.LOADER_BOUND.value in (bs.verdict, ks.verdict),
-            "differs": _differs(best.settings, knee.settings),
-        }))
+        out.append(BestWithinTolerance(
+            best.settings, bs.samples_per_s, ranking.tolerance,
+            loader_still_binds=Verdict.LOADER_BOUND in (bs.verdict, ks.verdict),
+            differs=_differs(best.settings, knee.settings)))
     else:
-        replicated = any(r.has(WarningKind.REPLICATED) for r in results if r.status == "ok")
-        out.append(Finding(FindingKind.ALSO_FASTEST.value, knee.settings.key(), {"replicated_excluded": replicated}))
+        out.append(AlsoFastest(replicated_excluded=any(r.has(WarningKind.REPLICATED) for r in results
+                                                       if r.status == "ok")))
+    # Where the order in which the user listed a loader argument's values decided the pick.
+    out.extend(ranking.listed_first)
     if loader_only:
-        out.append(Finding(FindingKind.LOADER_ALONE.value, best.settings.key(), {
-            "samples_per_s": bs.samples_per_s, "step_s": bs.step_p50_s,
-        }))
+        out.append(LoaderAlone(best.settings, bs.samples_per_s, bs.step_p50_s))
     else:
         out.extend(remaining_wait(knee, ok))
         # Workers that bought nothing because the hand-off binds: when the knee has no workers,
         # say why (a batch of many tiny tensors, or numpy arrays, makes every worker config
         # wait on the main process).
-        handoff = [r for r in ok if r.settings.num_workers > 0
-                   and r.summary.verdict == Verdict.RECEIVE_FLOOR.value]  # type: ignore[union-attr]
+        handoff = [r for r in ok if r.settings.num_workers > 0 and _s(r).verdict is Verdict.RECEIVE_FLOOR]
         if handoff and knee.settings.num_workers == 0:
-            top = max(handoff, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
-            out.extend(remaining_wait(top, ok, subject="workers"))
+            top = max(handoff, key=lambda r: _s(r).samples_per_s)
+            out.extend(remaining_wait(top, ok, of_knee=False))
     out.extend(not_cleared(best, knee, ok, results, usable_cpus))
-    if not any(f.kind in (FindingKind.NOT_CLEARED.value, FindingKind.REMAINING_WAIT.value) for f in out):
-        low = min(r.summary.stall_fraction for r in ok)  # type: ignore[union-attr]
-        if 0 < low < LOADER_BOUND_STALL:
-            out.append(Finding(FindingKind.LOWEST_STALL.value, None, {"stall_fraction": low}))
+    if not any(isinstance(f, (NotCleared, RemainingWait)) for f in out):
+        low = min(_s(r).stall_fraction for r in ok)
+        if 0 < low < th.LOADER_BOUND_STALL:
+            out.append(LowestStall(low))
     if not loader_only:
         out.extend(plateau(ok, knee, best, usable_cpus))
     if epoch_batches:
-        out.extend(startup(ok, knee, epoch_batches, tolerance))
+        out.extend(startup(ok, knee, epoch_batches, ranking.tolerance))
     if knee.settings.worker_threads is not None or knee.settings.main_threads is not None:
-        out.append(Finding(FindingKind.THREADS.value, knee.settings.key(), {
-            "worker_threads": knee.settings.worker_threads, "main_threads": knee.settings.main_threads,
-        }))
+        out.append(Threads(knee.settings, knee.settings.worker_threads, knee.settings.main_threads))
     for w in knee.warnings:
-        if w.kind == WarningKind.OVERSUBSCRIBED.value:
-            out.append(Finding(FindingKind.OVERSUBSCRIBED.value, knee.settings.key(), {"message": w.message}))
+        if w.kind is WarningKind.OVERSUBSCRIBED:
+            out.append(Oversubscribed(knee.settings, w.message))
     out.extend(other_load(ok, usable_cpus))
+    threads = knee.settings.worker_threads
     return Recommendation(
         settings=knee.settings,
         findings=out,
         input_bound=band,
         dataloader_call=dataloader_call(knee.settings, dataset),
         use_prefetcher=knee.settings.prefetch,
+        worker_init_def=worker_threads_def(threads) if threads and _sets_worker_threads(knee.settings) else None,
+        imports=call_imports(dataset),
     )
 
 
-def _share(r: ConfigResult) -> float | None:
-    c = None if r.summary is None else r.summary.compute_ceiling_samples_per_s
-    return None if not c or r.summary is None else r.summary.samples_per_s / c
+def _s(r: ConfigResult) -> Summary:
+    """The summary of a ranked config (every ranked config has one)."""
+    assert r.summary is not None
+    return r.summary
 
 
 def _variant(knee: ConfigResult, ok: Sequence[ConfigResult], **change: Any) -> ConfigResult | None:
@@ -239,91 +279,79 @@ def _variant(knee: ConfigResult, ok: Sequence[ConfigResult], **change: Any) -> C
     return next((r for r in ok if r.settings == want and r.cache == knee.cache), None)
 
 
-def _remedy(name: str, knee: ConfigResult, alt: ConfigResult | None, flag: str | None = None) -> dict[str, Any]:
+def _remedy(kind: RemedyKind, knee: ConfigResult, alt: ConfigResult | None, flag: str | None = None) -> Remedy:
     """A remedy as data: measured (with its figures and gain over the knee) or not (with the
     flag that would measure it)."""
-    ks = knee.summary
-    assert ks is not None
+    ks = _s(knee)
     if alt is None or alt.summary is None:
-        return {"remedy": name, "measured": False, "flag": flag}
-    return {
-        "remedy": name, "measured": True, "config": alt.settings.key(),
-        "samples_per_s": alt.summary.samples_per_s, "ceiling_share": _share(alt),
-        "knee_ceiling_share": _share(knee),
-        "gain": alt.summary.samples_per_s / ks.samples_per_s - 1.0 if ks.samples_per_s > 0 else 0.0,
-    }
+        return Remedy(kind, measured=False, flag=flag)
+    return Remedy(kind, measured=True, settings=alt.settings, samples_per_s=alt.summary.samples_per_s,
+                  ceiling_share=alt.summary.ceiling_share, knee_ceiling_share=ks.ceiling_share,
+                  gain=alt.summary.samples_per_s / ks.samples_per_s - 1.0 if ks.samples_per_s > 0 else 0.0)
 
 
-def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], subject: str = "knee") -> list[Finding]:
-    """REMAINING_WAIT for a config that still waits (stall at least 5%, or a tail): the largest
-    part of its wait, every part of at least 5% of the step, what the batch is made of, and the
-    remedies that act on the largest part (NOTE [advice the measurements support]). `subject`
-    is "knee" (the recommended config) or "workers" (a config with workers bound by the hand-off
-    when the knee is another). A wait of batches not built in time with no measured remedy is
-    left to NOT_CLEARED."""
-    ks = knee.summary
-    assert ks is not None
-    if ks.verdict in (Verdict.COMPUTE_BOUND.value, Verdict.LOADER_ALONE.value):
+def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool = True) -> list[Finding]:
+    """RemainingWait for a config that still waits (stall at least 5%, or a tail): the largest
+    part of its wait, every part of at least PART_REPORTED of the step, what the batch is made
+    of, and the remedies that act on the largest part (NOTE [advice the measurements support]).
+    `of_knee`: the recommended config; else a config with workers bound by the hand-off when
+    the knee is another. A wait of batches not built in time with no measured remedy is left to
+    NotCleared."""
+    ks = _s(knee)
+    if ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.LOADER_ALONE):
         return []
     parts = ks.wait_parts_s
-    step = mean_step_s(knee) or ks.step_p50_s
-    main = max(WaitPart, key=lambda p: parts.get(p.value, 0.0))
+    step = ks.mean_step_s or ks.step_p50_s
+    main = max(WaitPart, key=lambda p: parts.get(p, 0.0))
     s = knee.settings
     trial = knee.trials[0] if knee.trials else None
-    remedies: list[dict[str, Any]] = []
+    remedies: list[Remedy] = []
     if main is WaitPart.H2D:
         if s.pin_memory:
-            remedies.append(_remedy("prefetch", knee, _variant(knee, ok, prefetch=True), "--prefetch off,on"))
+            remedies.append(_remedy(RemedyKind.PREFETCH, knee, _variant(knee, ok, prefetch=True), "--prefetch off,on"))
         else:
-            remedies.append(_remedy("pin_memory", knee, _variant(knee, ok, pin_memory=True), "--pin-memory off,on"))
+            remedies.append(_remedy(RemedyKind.PIN_MEMORY, knee, _variant(knee, ok, pin_memory=True),
+                                    "--pin-memory off,on"))
     elif main is WaitPart.RECEIVE:
-        if trial is not None and (trial.tensor_leaves or 0) >= SMALL_TENSORS:
-            remedies.append({"remedy": "pack_tensors", "measured": False, "flag": None})
+        if trial is not None and (trial.tensor_leaves or 0) >= th.SMALL_TENSORS:
+            remedies.append(Remedy(RemedyKind.PACK_TENSORS, measured=False))
         if trial is not None and trial.numpy_leaves:
-            remedies.append({"remedy": "numpy_to_tensors", "measured": False, "flag": None})
+            remedies.append(Remedy(RemedyKind.NUMPY_TO_TENSORS, measured=False))
         bigger = [r for r in ok if r.settings.batch_size > s.batch_size
                   and replace(r.settings, batch_size=s.batch_size) == s and r.cache == knee.cache]
         if bigger:
-            remedies.append(_remedy("larger_batch", knee, max(bigger, key=lambda r: r.settings.batch_size)))
+            remedies.append(_remedy(RemedyKind.LARGER_BATCH, knee, max(bigger, key=lambda r: r.settings.batch_size)))
         if trial is not None and trial.h2d_bytes_per_batch is not None and not s.pin_memory:
             # With CUDA: the pin-memory thread takes batches from the workers, off the step's thread.
-            remedies.append(_remedy("pin_memory", knee, _variant(knee, ok, pin_memory=True), "--pin-memory off,on"))
+            remedies.append(_remedy(RemedyKind.PIN_MEMORY, knee, _variant(knee, ok, pin_memory=True),
+                                    "--pin-memory off,on"))
     elif main is WaitPart.EPOCH_START:
         if s.num_workers > 0 and not s.persistent_workers:
-            remedies.append(_remedy("persistent_workers", knee, _variant(knee, ok, persistent_workers=True),
+            remedies.append(_remedy(RemedyKind.PERSISTENT_WORKERS, knee, _variant(knee, ok, persistent_workers=True),
                                     "--persistent-workers off,on"))
     elif main is WaitPart.LOADER:
         more = [r for r in ok if r.settings.num_workers > s.num_workers
                 and replace(r.settings, num_workers=s.num_workers) == s and r.cache == knee.cache]
         if more:
-            top = max(more, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
-            remedies.append(_remedy("more_workers", knee, top))
+            top = max(more, key=lambda r: _s(r).samples_per_s)
+            remedies.append(_remedy(RemedyKind.MORE_WORKERS, knee, top))
     elif main is WaitPart.SAMPLER:
-        remedies.append({"remedy": "lazy_sampler", "measured": False, "flag": None})
+        remedies.append(Remedy(RemedyKind.LAZY_SAMPLER, measured=False))
     if main is WaitPart.LOADER and not remedies:
         return []
-    batch_bytes = ks.batch_bytes
-    return [Finding(FindingKind.REMAINING_WAIT.value, s.key(), {
-        "subject": subject,
-        "part": main.value,
-        "workers_restart": s.num_workers > 0 and not s.persistent_workers,
-        "verdict": ks.verdict,
-        "stall_fraction": ks.stall_fraction,
-        "wait_p50_s": ks.data_wait_p50_s,
-        "part_s": parts.get(main.value, 0.0),
-        "parts_share": {p: v / step for p, v in parts.items() if step > 0 and v / step >= PART_REPORTED},
-        "receive_s": ks.receive_p50_s,
-        "h2d_s": ks.h2d_p50_s,
-        "h2d_hidden_fraction": ks.h2d_hidden_fraction,
-        "tensor_leaves": None if trial is None else trial.tensor_leaves,
-        "numpy_leaves": None if trial is None else trial.numpy_leaves,
-        "batch_bytes": batch_bytes,
-        "remedies": [r for r in remedies if not r["measured"] or r["gain"] > 0],
-        "measured_no_gain": [r for r in remedies if r["measured"] and r["gain"] <= 0],
-    })]
-
-
-MATCHED = 0.10  # a loader ceiling within 10% of the compute ceiling leaves no margin for jitter
+    assert ks.verdict is not None
+    return [RemainingWait(
+        s, of_knee=of_knee, part=main, workers_restart=s.num_workers > 0 and not s.persistent_workers,
+        verdict=ks.verdict, stall_fraction=ks.stall_fraction, wait_p50_s=ks.data_wait_p50_s,
+        part_s=parts.get(main, 0.0),
+        parts_share={p: v / step for p, v in parts.items() if step > 0 and v / step >= th.PART_REPORTED},
+        receive_s=ks.receive_p50_s, h2d_s=ks.h2d_p50_s, h2d_hidden_fraction=ks.h2d_hidden_fraction,
+        tensor_leaves=None if trial is None else trial.tensor_leaves,
+        numpy_leaves=None if trial is None else trial.numpy_leaves,
+        batch_bytes=ks.batch_bytes,
+        remedies=[r for r in remedies if not r.measured or (r.gain or 0.0) > 0],
+        measured_no_gain=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0],
+    )]
 
 
 def build_rate_stall(result: ConfigResult) -> float | None:
@@ -340,95 +368,81 @@ def build_rate_stall(result: ConfigResult) -> float | None:
     return max(0.0, 1.0 - lc / cc)
 
 
+def _other_named(other: float | None) -> bool:
+    return other is not None and other >= th.OTHER_CORES_NAMED
+
+
 def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResult], results: Sequence[ConfigResult],
                 usable_cpus: int | None) -> list[Finding]:
-    """NOT_CLEARED when the best ranked config is loader-bound (or, if the best is bound by
-    something else, the knee is), with the cause: CPU saturation (the process tree used at
-    least 85% of the usable CPUs); an IterableDataset that configs with more workers replay
-    (not ranked); a wait that building batches does not explain (the loader alone builds them
-    more than 10% faster than the step takes them, and the stall that its rate explains,
-    `build_rate_stall`, is under half the measured one: more workers are not the cure); cores
-    that slowed as workers were added (`cores_slower`: configs with more workers measured no
-    faster at a higher worker CPU time per sample); or the grid's edge (the config has the
-    most workers measured: more may help, with the workers-needed estimate, a prediction),
-    unless configs with more workers were tried and failed, hung or were skipped
-    ("more_workers_failed", with their errors). CPU saturation counts what other processes and
-    the hypervisor's steal took from the usable CPUs (`other_cores`) with the tree's own."""
+    """NotCleared when the best ranked config is loader-bound (or, if the best is bound by
+    something else, the knee is), with the cause: CPU saturation (wait.cpu_saturated: the
+    process tree and the other load used CPU_SATURATED of the usable CPUs; `mostly_other` when
+    the other load took more of them than the tree); an IterableDataset that configs with more
+    workers replay (not ranked); the storage device (`_device_binds`); a wait that building
+    batches does not explain (the loader alone builds them more than MATCHED faster than the
+    step takes them, and the stall its rate explains, `build_rate_stall`, is under half the
+    measured one: more workers are not the cure; `in_tail` when its p95 is over
+    TAIL_OVER_MEDIAN x its median); cores that slowed as workers were added (`cores_slower`);
+    or the grid's edge (the config has the most workers measured: more may help, with the
+    workers-needed estimate, a prediction), unless configs with more workers were tried and
+    failed, hung or were skipped (MORE_WORKERS_FAILED, with their errors)."""
     subject = next((r for r in (best, knee) if r.summary is not None
-                    and r.summary.verdict == Verdict.LOADER_BOUND.value), None)
+                    and r.summary.verdict is Verdict.LOADER_BOUND), None)
     if subject is None:
         return []
-    bs = subject.summary
-    assert bs is not None
-    data: dict[str, Any] = {"stall_fraction": bs.stall_fraction, "band": input_bound_band(bs.stall_fraction),
-                            "cause": None, "subject": "best" if subject is best else "knee"}
+    bs = _s(subject)
+    f = NotCleared(subject.settings, of_best=subject is best, stall_fraction=bs.stall_fraction,
+                   band=bs.band or InputBound.NOT)
     explained = build_rate_stall(subject)
-    if _saturated(bs, usable_cpus) and bs.cpu_util_pct is not None:
-        data.update(cause="cpu", cpu_cores=bs.cpu_util_pct / 100.0, usable_cpus=usable_cpus,
-                    other_cores=_other_cores(bs))
+    if cpu_saturated(bs.cpu_util_pct, bs.other_cores, usable_cpus) and bs.cpu_util_pct is not None:
+        cores = bs.cpu_util_pct / 100.0
+        named = _other_named(bs.other_cores)
+        f.cause = NotClearedCause.CPU
+        f.cpu = CpuBound(cores, usable_cpus, bs.other_cores, other_named=named,
+                         mostly_other=named and (bs.other_cores or 0.0) >= cores)
     elif any(r.has(WarningKind.REPLICATED) for r in results):
-        data["cause"] = "replicated"
+        f.cause = NotClearedCause.REPLICATED
     elif (device := _device_binds(subject, ok)) is not None:
-        data.update(cause="storage", **device)
+        f.cause, f.device = NotClearedCause.STORAGE, device
     elif (explained is not None and bs.loader_ceiling_samples_per_s and bs.compute_ceiling_samples_per_s
-          and bs.loader_ceiling_samples_per_s > (1.0 + MATCHED) * bs.compute_ceiling_samples_per_s
-          and explained < 0.5 * bs.stall_fraction):
-        data.update(cause="not_build_rate", loader_alone=bs.loader_ceiling_samples_per_s,
-                    compute_ceiling=bs.compute_ceiling_samples_per_s, explained_stall=explained,
-                    wait_p50_s=bs.data_wait_p50_s, wait_p95_s=bs.data_wait_p95_s)
+          and bs.loader_ceiling_samples_per_s > (1.0 + th.MATCHED) * bs.compute_ceiling_samples_per_s
+          and explained < th.BUILD_RATE_EXPLAINS * bs.stall_fraction):
+        f.cause = NotClearedCause.NOT_BUILD_RATE
+        f.build_rate = BuildRate(bs.loader_ceiling_samples_per_s, bs.compute_ceiling_samples_per_s, explained,
+                                 bs.data_wait_p50_s, bs.data_wait_p95_s,
+                                 in_tail=bs.data_wait_p95_s > th.TAIL_OVER_MEDIAN * bs.data_wait_p50_s)
     elif (slower := cores_slower(subject, ok, usable_cpus)) is not None:
-        data.update(cause="cores_slower", usable_cpus=usable_cpus, **slower)
+        f.cause, f.cores_slower = NotClearedCause.CORES_SLOWER, slower
     elif subject.settings.num_workers == max(r.settings.num_workers for r in ok):
         beyond = [r for r in results if r.status in ("failed", "hung", "skipped")
                   and r.settings.num_workers > subject.settings.num_workers]
         if beyond:
             # More workers were tried and did not run: "try more workers" would send the user
             # back to them; the rows say why they failed.
-            data.update(cause="more_workers_failed",
-                        failed=[{"config": r.settings.key(), "status": r.status, "error": r.error} for r in beyond])
+            f.cause = NotClearedCause.MORE_WORKERS_FAILED
+            f.failed = [FailedConfig(r.settings, r.status, r.error) for r in beyond]
         else:
-            data.update(cause="grid_edge", workers_needed=bs.workers_needed, per_rank=(bs.world_size or 1) > 1)
-    return [Finding(FindingKind.NOT_CLEARED.value, subject.settings.key(), data)]
-
-
-CORES_SLOWER = 1.25  # worker CPU per sample this many times the fewer-worker rows': the cores slowed
-
-
-OTHER_LOAD_CORES = 1.0  # other processes' cores on the usable CPUs worth naming (and 10% of them)
+            f.cause = NotClearedCause.GRID_EDGE
+            f.workers_needed, f.per_rank = bs.workers_needed, (bs.world_size or 1) > 1
+    return [f]
 
 
 def other_load(ok: Sequence[ConfigResult], usable_cpus: int | None) -> list[Finding]:
-    """OTHER_LOAD when, during some measured window, other processes (and the hypervisor's steal)
-    took at least OTHER_LOAD_CORES cores and 10% of the usable CPUs (NOTE [what else ran on the
-    usable CPUs] in measure/meter.py): such rows measure a shared machine. Data: the median and
-    largest cores over the measured configs, the config of the largest, its steal share."""
-    seen = [(c, r) for r in ok if r.summary is not None and (c := _other_cores(r.summary)) is not None]
+    """OtherLoad when, during some measured window, other processes (and the hypervisor's steal)
+    took at least OTHER_LOAD_CORES cores and OTHER_LOAD_SHARE of the usable CPUs (NOTE [what
+    else ran on the usable CPUs] in measure/meter.py): such rows measure a shared machine. Data:
+    the median and largest cores over the measured configs, the config of the largest, its steal
+    share."""
+    seen = [(c, r) for r in ok if r.summary is not None and (c := r.summary.other_cores) is not None]
     if not seen:
         return []
     top, where = max(seen, key=lambda x: x[0])
-    if top < max(OTHER_LOAD_CORES, 0.1 * (usable_cpus or 0)):
+    if top < max(th.OTHER_LOAD_CORES, th.OTHER_LOAD_SHARE * (usable_cpus or 0)):
         return []
-    ws = where.summary
-    assert ws is not None
-    return [Finding(FindingKind.OTHER_LOAD.value, where.settings.key(), {
-        "median_cores": statistics.median(c for c, _ in seen), "max_cores": top, "configs": len(seen),
-        "steal_cores": (ws.steal_cpu_util_pct or 0.0) / 100.0, "usable_cpus": usable_cpus,
-    })]
-
-
-def _other_cores(s: Any) -> float | None:
-    """Cores that other processes and the hypervisor's steal took from the usable CPUs during
-    the window (NOTE [what else ran on the usable CPUs] in measure/meter.py); None unmeasured."""
-    if s.other_cpu_util_pct is None and s.steal_cpu_util_pct is None:
-        return None
-    return ((s.other_cpu_util_pct or 0.0) + (s.steal_cpu_util_pct or 0.0)) / 100.0
-
-
-def _saturated(s: Any, usable_cpus: int | None) -> bool:
-    """The tree's CPU plus other load reached CPU_SATURATED of the usable CPUs."""
-    if not usable_cpus or s.cpu_util_pct is None:
-        return False
-    return s.cpu_util_pct / 100.0 + (_other_cores(s) or 0.0) >= CPU_SATURATED * usable_cpus
+    steal = (_s(where).steal_cpu_util_pct or 0.0) / 100.0
+    return [OtherLoad(where.settings, median_cores=statistics.median(c for c, _ in seen), max_cores=top,
+                      configs=len(seen), steal_cores=steal, steal_named=steal >= th.STEAL_CORES_NAMED,
+                      usable_cpus=usable_cpus)]
 
 
 def worker_cpu_ms_per_sample(r: ConfigResult) -> float | None:
@@ -442,130 +456,112 @@ def worker_cpu_ms_per_sample(r: ConfigResult) -> float | None:
     return (s.cpu_util_pct - s.main_cpu_util_pct) / 100.0 / s.samples_per_s * 1e3
 
 
-def cores_slower(subject: ConfigResult, ok: Sequence[ConfigResult], usable_cpus: int | None) -> dict[str, Any] | None:
+def cores_slower(subject: ConfigResult, ok: Sequence[ConfigResult], usable_cpus: int | None) -> CoresSlower | None:
     """Configs with more workers than `subject` measured no faster (under 1 + MATCHED times its
-    samples/s), with the CPUs not saturated (the tree and other load under CPU_SATURATED of
-    `usable_cpus`: a saturated row is CPU-bound, not slower per core), while their workers
-    spent at least CORES_SLOWER times the CPU per sample of the loader-bound configs with at
-    most `subject`'s workers (same cache state): the CPUs delivered
-    less per core as workers were added (other load, logical CPUs sharing physical cores,
-    memory bandwidth), which more workers do not cure. Data: the cheapest fewer-worker row
-    (`w_lo`, `lo_ms`), the dearest more-worker row (`w_hi`, `hi_ms`), the cores the tree used
-    there and what other processes took (`other_cores`, None unmeasured); None otherwise."""
-    ss = subject.summary
-    assert ss is not None
+    samples/s), with the CPUs not saturated (wait.cpu_saturated: a saturated row is CPU-bound,
+    not slower per core), while their workers spent at least CORES_SLOWER times the CPU per
+    sample of the loader-bound configs with at most `subject`'s workers (same cache state): the
+    CPUs delivered less per core as workers were added (other load, logical CPUs sharing
+    physical cores, memory bandwidth), which more workers do not cure. Data: the cheapest
+    fewer-worker row (`w_lo`, `lo_ms`), the dearest more-worker row (`w_hi`, `hi_ms`), the cores
+    the tree used there and what other processes took; None otherwise."""
+    ss = _s(subject)
 
     def bound(r: ConfigResult) -> bool:
-        return r.summary is not None and r.summary.verdict == Verdict.LOADER_BOUND.value and r.cache == subject.cache
+        return r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND and r.cache == subject.cache
 
     low = [(ms, r) for r in ok if bound(r) and r.settings.num_workers <= subject.settings.num_workers
            and (ms := worker_cpu_ms_per_sample(r)) is not None]
     high = [(ms, r) for r in ok if bound(r) and r.settings.num_workers > subject.settings.num_workers
-            and r.summary is not None and r.summary.samples_per_s < (1.0 + MATCHED) * ss.samples_per_s
-            and not _saturated(r.summary, usable_cpus)
+            and _s(r).samples_per_s < (1.0 + th.MATCHED) * ss.samples_per_s
+            and not cpu_saturated(_s(r).cpu_util_pct, _s(r).other_cores, usable_cpus)
             and (ms := worker_cpu_ms_per_sample(r)) is not None]
     if not low or not high:
         return None
     lo_ms, lo = min(low, key=lambda x: x[0])
     hi_ms, hi = max(high, key=lambda x: x[0])
-    if hi_ms < CORES_SLOWER * lo_ms:
+    if hi_ms < th.CORES_SLOWER * lo_ms:
         return None
-    hs = hi.summary
-    assert hs is not None
-    return {"w_lo": lo.settings.num_workers, "lo_ms": lo_ms, "w_hi": hi.settings.num_workers, "hi_ms": hi_ms,
-            "hi_config": hi.settings.key(), "hi_samples_per_s": hs.samples_per_s,
-            "cpu_cores": None if hs.cpu_util_pct is None else hs.cpu_util_pct / 100.0,
-            "other_cores": _other_cores(hs)}
+    hs = _s(hi)
+    return CoresSlower(lo.settings.num_workers, lo_ms, hi.settings.num_workers, hi_ms, hi.settings, hs.samples_per_s,
+                       cpu_cores=None if hs.cpu_util_pct is None else hs.cpu_util_pct / 100.0,
+                       other_cores=hs.other_cores, other_named=_other_named(hs.other_cores), usable_cpus=usable_cpus)
 
 
-DEVICE_FLAT = 0.15  # rows whose device MB/s agree within this read at the device's rate
-
-
-def _device_binds(subject: ConfigResult, ok: Sequence[ConfigResult]) -> dict[str, Any] | None:
+def _device_binds(subject: ConfigResult, ok: Sequence[ConfigResult]) -> DeviceBinds | None:
     """The storage device's rate binds `subject`: it and another measured config of the same
     cache state with a different worker count were both served from the device
     (model.ServedFrom.STORAGE) at MB/s within DEVICE_FLAT of each other: more workers read no
     faster. Data: the MB/s range and the worker counts; None otherwise."""
     def mb(r: ConfigResult) -> float | None:
         s = r.summary
-        ok_ = s is not None and s.served_from == ServedFrom.STORAGE.value and s.storage_mb_per_s
-        return float(s.storage_mb_per_s) if ok_ and s is not None and s.storage_mb_per_s else None
+        if s is None or s.served_from is not ServedFrom.STORAGE or not s.storage_mb_per_s:
+            return None
+        return float(s.storage_mb_per_s)
 
     own = mb(subject)
     if own is None:
         return None
     alike = [r for r in ok if r.cache == subject.cache and r.settings.num_workers != subject.settings.num_workers
-             and (x := mb(r)) is not None and abs(x / own - 1.0) <= DEVICE_FLAT]
+             and (x := mb(r)) is not None and abs(x / own - 1.0) <= th.DEVICE_FLAT]
     if not alike:
         return None
     rates = [own, *(mb(r) or own for r in alike)]
     workers = sorted({subject.settings.num_workers, *(r.settings.num_workers for r in alike)})
-    return {"device_mb_per_s": [min(rates), max(rates)], "device_workers": workers}
+    return DeviceBinds((min(rates), max(rates)), workers)
 
 
 def transfer_mb_per_s(result: ConfigResult) -> float | None:
     """Bytes of batches moved from workers to the main process per second, in MB/s."""
     s = result.summary
-    if s is None or not s.batch_bytes or result.settings.num_workers == 0:
+    if s is None or not s.batch_bytes or result.settings.num_workers == 0 or not s.samples_per_batch:
         return None
-    return s.batch_bytes * s.samples_per_s / samples_per_batch(result) / 1e6
+    return s.batch_bytes * s.samples_per_s / s.samples_per_batch / 1e6
 
 
 def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, usable_cpus: int | None) -> list[Finding]:
-    """Why the curve flattens past the knee, with the evidence: the step itself (STEP_BINDS, its
-    share of the compute ceiling), the step slowed beside the loader (STEP_SLOWER: mean compute
-    vs the step alone, CPU saturation), the worker->main transfer (TRANSFER, MB/s), and what
-    configs past the knee cost in CPU for what they gain (MORE_NOT_BETTER)."""
+    """Why the curve flattens past the knee, with the evidence: the step itself (StepBinds, its
+    share of the compute ceiling), the step slowed beside the loader (StepSlower: mean compute
+    vs the step alone, CPU saturation), the worker->main transfer (Transfer, MB/s), and what
+    configs past the knee cost in CPU for what they gain (MoreNotBetter)."""
     out: list[Finding] = []
-    ks, bs = knee.summary, best.summary
-    assert ks is not None and bs is not None
+    ks, bs = _s(knee), _s(best)
     ceiling = ks.compute_ceiling_samples_per_s
-    fed = ks.verdict in (Verdict.COMPUTE_BOUND.value, Verdict.RECEIVE_FLOOR.value)
+    fed = ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.RECEIVE_FLOOR)
     if fed and ceiling:
         share = ks.samples_per_s / ceiling
         # The ceiling is the whole job's in a distributed sweep: one rank's step moves a batch.
-        alone_s = samples_per_batch(knee) * (ks.world_size or 1) / ceiling
+        alone_s = (ks.samples_per_batch or knee.settings.batch_size) * (ks.world_size or 1) / ceiling
         # Mean, not median, compute time: a tail of slow steps (launches delayed by CPU
         # contention, an all-reduce waiting for a late rank) costs throughput too.
-        compute_mean_s = mean_step_s(knee) * (1.0 - ks.stall_fraction)
-        if share < 0.95 and compute_mean_s > 1.05 * alone_s:
-            saturated = bool(usable_cpus and ks.cpu_util_pct is not None
-                             and ks.cpu_util_pct >= 100.0 * CPU_SATURATED * usable_cpus)
-            out.append(Finding(FindingKind.STEP_SLOWER.value, knee.settings.key(), {
-                "share": share, "ceiling": ceiling, "compute_mean_s": compute_mean_s,
-                "compute_p50_s": ks.compute_p50_s, "alone_s": alone_s,
-                "cpu_saturated": saturated,
-                "cpu_cores": None if ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0,
-                "usable_cpus": usable_cpus,
-            }))
-        elif ks.verdict == Verdict.COMPUTE_BOUND.value:
+        compute_mean_s = (ks.mean_step_s or 0.0) * (1.0 - ks.stall_fraction)
+        if share < th.STEP_SLOWER_SHARE and compute_mean_s > th.STEP_SLOWER_COMPUTE * alone_s:
+            out.append(StepSlower(
+                knee.settings, share=share, ceiling=ceiling, compute_mean_s=compute_mean_s,
+                compute_p50_s=ks.compute_p50_s, alone_s=alone_s,
+                cpu_saturated=bool(cpu_saturated(ks.cpu_util_pct, ks.other_cores, usable_cpus)),
+                cpu_cores=None if ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0, usable_cpus=usable_cpus))
+        elif ks.verdict is Verdict.COMPUTE_BOUND:
             # (A knee at the receive floor is explained by its own finding: the hand-off binds.)
-            out.append(Finding(FindingKind.STEP_BINDS.value, knee.settings.key(), {"share": share, "ceiling": ceiling}))
-    elif not fed and not (usable_cpus and bs.cpu_util_pct is not None
-                          and bs.cpu_util_pct >= 100.0 * CPU_SATURATED * usable_cpus):
+            out.append(StepBinds(knee.settings, share=share, ceiling=ceiling))
+    elif not fed and not cpu_saturated(bs.cpu_util_pct, bs.other_cores, usable_cpus):
         mbps = transfer_mb_per_s(best)
-        if (mbps is not None and mbps >= TRANSFER_MIN_MB_PER_S and bs.receive_p50_s
-                and bs.receive_p50_s >= max(0.001, 0.25 * bs.data_wait_mean_s)):
+        if (mbps is not None and mbps >= th.TRANSFER_MIN_MB_PER_S and bs.receive_p50_s
+                and bs.receive_p50_s >= max(th.TRANSFER_MIN_RECEIVE_S, th.TRANSFER_RECEIVE_OF_WAIT * bs.data_wait_mean_s)):
             trial = best.trials[0] if best.trials else None
-            out.append(Finding(FindingKind.TRANSFER.value, best.settings.key(), {
-                "mb_per_s": mbps, "batch_bytes": bs.batch_bytes, "receive_s": bs.receive_p50_s,
-                "tensor_leaves": None if trial is None else trial.tensor_leaves,
-                "numpy_leaves": None if trial is None else trial.numpy_leaves,
-            }))
-    costly = [
-        r for r in ok
-        if r is not knee and r.settings.num_workers > knee.settings.num_workers
-        and r.summary is not None and r.summary.cpu_util_pct is not None and ks.cpu_util_pct is not None
-    ]
+            tensors = None if trial is None else trial.tensor_leaves
+            out.append(Transfer(best.settings, mb_per_s=mbps, receive_s=bs.receive_p50_s, batch_bytes=bs.batch_bytes,
+                                tensor_leaves=tensors, numpy_leaves=None if trial is None else trial.numpy_leaves,
+                                many_tensors=(tensors or 0) >= th.SMALL_TENSORS))
+    costly = [r for r in ok if r is not knee and r.settings.num_workers > knee.settings.num_workers
+              and r.summary is not None and r.summary.cpu_util_pct is not None and ks.cpu_util_pct is not None]
     if costly:
-        top = max(costly, key=lambda r: r.summary.cpu_util_pct or 0.0)  # type: ignore[union-attr]
-        ts = top.summary
-        assert ts is not None and ks.cpu_util_pct is not None and ts.cpu_util_pct is not None
+        top = max(costly, key=lambda r: _s(r).cpu_util_pct or 0.0)
+        ts = _s(top)
+        assert ks.cpu_util_pct is not None and ts.cpu_util_pct is not None
         extra = (ts.cpu_util_pct - ks.cpu_util_pct) / 100.0
-        if extra > 0.5:
-            out.append(Finding(FindingKind.MORE_NOT_BETTER.value, top.settings.key(), {
-                "extra_cores": extra, "gain": ts.samples_per_s / ks.samples_per_s - 1.0,
-            }))
+        if extra > th.MORE_NOT_BETTER_CORES:
+            out.append(MoreNotBetter(top.settings, extra_cores=extra, gain=ts.samples_per_s / ks.samples_per_s - 1.0))
     return out
 
 
@@ -582,8 +578,7 @@ def epoch_start_s(result: ConfigResult) -> float:
     batch: the whole first batch when its workers start again every epoch (num_workers > 0,
     persistent_workers False); otherwise only what the sampler spent before it (nothing else
     starts again)."""
-    s = result.summary
-    assert s is not None
+    s = _s(result)
     if result.settings.num_workers > 0 and not result.settings.persistent_workers:
         return s.first_batch_s
     return min(s.first_batch_s, first_batch_sampler_s(result))
@@ -593,10 +588,9 @@ def epoch_samples_per_s(result: ConfigResult, epoch_batches: int) -> float:
     """Predicted samples/s over a whole epoch: samples per epoch / (epoch_start_s + epoch_batches
     x mean step). `epoch_batches` is per rank in a distributed sweep; the result is summed over
     ranks."""
-    s = result.summary
-    assert s is not None
-    epoch_s = epoch_start_s(result) + epoch_batches * mean_step_s(result)
-    samples = epoch_batches * samples_per_batch(result) * (s.world_size or 1)
+    s = _s(result)
+    epoch_s = epoch_start_s(result) + epoch_batches * (s.mean_step_s or 0.0)
+    samples = epoch_batches * (s.samples_per_batch or result.settings.batch_size) * (s.world_size or 1)
     return samples / epoch_s if epoch_s > 0 else 0.0
 
 
@@ -607,47 +601,46 @@ def _window_spans_epochs(r: ConfigResult) -> bool:
 def startup(ok: Sequence[ConfigResult], knee: ConfigResult, epoch_batches: int, tolerance: float) -> list[Finding]:
     """Worker start-up against epochs of `epoch_batches` batches.
 
-    STARTUP when the knee (workers, not persistent) would spend over 5% of an epoch starting
-    its workers and its measured window did not already span epochs (then the start-up is in
-    its measured throughput and in REMAINING_WAIT). Worker start-up is the first batch less
+    Startup when the knee (workers, not persistent) would spend over STARTUP_SHARE of an epoch
+    starting its workers and its measured window did not already span epochs (then the start-up
+    is in its measured throughput and in RemainingWait). Worker start-up is the first batch less
     what the sampler spent before it (an epoch's index list, drawn at every epoch start with
     persistent workers too); the share is a prediction. The persistent variant is quoted when
     measured and advised only when nothing it measured says otherwise: its throughput not below
     the knee's by more than the tolerance and, where both windows spanned epochs, its epoch-start
-    gaps under half the knee's. EPOCH_FASTER when, counting each config's epoch-start cost in
-    every epoch (`epoch_start_s`), another config is predicted faster per epoch than the knee by
-    more than the tolerance.
+    gaps under PERSISTENT_GAP_OF_KNEE of the knee's. EpochFaster when, counting each config's
+    epoch-start cost in every epoch (`epoch_start_s`), another config is predicted faster per
+    epoch than the knee by more than the tolerance.
     """
     out: list[Finding] = []
-    ks = knee.summary
-    assert ks is not None
+    ks = _s(knee)
     sampler_s = first_batch_sampler_s(knee)
     start_s = max(0.0, ks.first_batch_s - sampler_s)
-    epoch_s = ks.first_batch_s + epoch_batches * mean_step_s(knee)
+    epoch_s = ks.first_batch_s + epoch_batches * (ks.mean_step_s or 0.0)
     share = start_s / epoch_s if epoch_s > 0 else 0.0
     advised = False
-    if (knee.settings.num_workers > 0 and not knee.settings.persistent_workers and share > 0.05
+    if (knee.settings.num_workers > 0 and not knee.settings.persistent_workers and share > th.STARTUP_SHARE
             and not _window_spans_epochs(knee)):
         alt = _variant(knee, ok, persistent_workers=True)
-        data: dict[str, Any] = {"first_batch_s": ks.first_batch_s, "start_s": start_s, "sampler_s": sampler_s,
-                                "share": share, "epoch_batches": epoch_batches,
-                                "predicted": True, "measured": alt is not None}
+        f = Startup(knee.settings, first_batch_s=ks.first_batch_s, start_s=start_s, sampler_s=sampler_s, share=share,
+                    epoch_batches=epoch_batches, sampler_named=sampler_s >= th.SAMPLER_NAMED_S,
+                    measured=alt is not None)
         gaps = [g for t in knee.trials for g in t.epoch_gap_s]
         if alt is not None and alt.summary is not None:
             alt_gaps = [g for t in alt.trials for g in t.epoch_gap_s]
             slower = alt.summary.samples_per_s < ks.samples_per_s * (1.0 - tolerance)
-            data.update(config=alt.settings.key(), samples_per_s=alt.summary.samples_per_s,
-                        knee_samples_per_s=ks.samples_per_s, slower=slower,
-                        gap_s=_mean(gaps), persistent_gap_s=_mean(alt_gaps))
+            f.alt, f.samples_per_s, f.knee_samples_per_s, f.slower = (
+                alt.settings, alt.summary.samples_per_s, ks.samples_per_s, slower)
+            f.gap_s, f.persistent_gap_s = _mean(gaps), _mean(alt_gaps)
             if gaps and alt_gaps:
-                advised = _mean(alt_gaps) < 0.5 * _mean(gaps)  # type: ignore[operator]
+                advised = _mean(alt_gaps) < th.PERSISTENT_GAP_OF_KNEE * _mean(gaps)  # type: ignore[operator]
             else:
                 advised = True
             advised = advised and not slower
         else:
             advised = True
-        data["advised"] = advised
-        out.append(Finding(FindingKind.STARTUP.value, knee.settings.key(), data))
+        f.advised = advised
+        out.append(f)
     if _window_spans_epochs(knee):
         return out
     by_epoch = max(ok, key=lambda r: epoch_samples_per_s(r, epoch_batches))
@@ -657,9 +650,7 @@ def startup(ok: Sequence[ConfigResult], knee: ConfigResult, epoch_batches: int, 
     knee_epoch = (epoch_samples_per_s(replace_persistent(knee), epoch_batches) if advised
                   else epoch_samples_per_s(knee, epoch_batches))
     if by_epoch is not knee and knee_epoch < best_epoch * (1 - tolerance):
-        out.append(Finding(FindingKind.EPOCH_FASTER.value, by_epoch.settings.key(), {
-            "epoch_samples_per_s": best_epoch, "epoch_batches": epoch_batches, "predicted": True,
-        }))
+        out.append(EpochFaster(by_epoch.settings, epoch_samples_per_s=best_epoch, epoch_batches=epoch_batches))
     return out
 
 
@@ -673,16 +664,17 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 
 def memory_per_worker(results: Sequence[ConfigResult]) -> list[Finding]:
-    """MEMORY_PER_WORKER for a config whose PSS per worker is at least twice (and 64 MiB more
-    than) that of another measured config with the same workers and batch size that differs
-    from it in one setting only: that setting (a start method that starts every worker as a
-    fresh interpreter, a worker-side cache) multiplies memory per worker. Per worker = (PSS - PSS of the 0-worker config, when measured) / workers."""
+    """MemoryPerWorker for a config whose PSS per worker is at least MEMORY_PER_WORKER_FACTOR
+    times (and MEMORY_PER_WORKER_MIN_BYTES more than) that of another measured config with the
+    same workers and batch size that differs from it in one setting only: that setting (a start
+    method that starts every worker as a fresh interpreter, a worker-side cache) multiplies
+    memory per worker. Per worker = (PSS - PSS of the 0-worker config, when measured) / workers."""
     ok = [r for r in results if r.status == "ok" and r.summary is not None and r.summary.memory_pss_bytes]
-    base = {r.settings.batch_size: r.summary.memory_pss_bytes for r in ok if r.settings.num_workers == 0}  # type: ignore[union-attr]
-    out = []
+    base = {r.settings.batch_size: _s(r).memory_pss_bytes for r in ok if r.settings.num_workers == 0}
+    out: list[Finding] = []
 
     def per_worker(r: ConfigResult) -> float:
-        pss = float(r.summary.memory_pss_bytes or 0)  # type: ignore[union-attr]
+        pss = float(_s(r).memory_pss_bytes or 0)
         return max(0.0, pss - float(base.get(r.settings.batch_size) or 0)) / r.settings.num_workers
 
     for r in ok:
@@ -696,20 +688,14 @@ def memory_per_worker(results: Sequence[ConfigResult]) -> list[Finding]:
             continue
         low = min(peers, key=per_worker)
         mine, theirs = per_worker(r), per_worker(low)
-        if mine >= 2 * theirs and mine - theirs >= 64 * 2**20:
-            out.append(Finding(FindingKind.MEMORY_PER_WORKER.value, r.settings.key(), {
-                "mib_per_worker": mine / 2**20, "ref_config": low.settings.key(),
-                "ref_mib_per_worker": theirs / 2**20,
-                "differs": _differs(r.settings, low.settings),
-            }))
+        if mine >= th.MEMORY_PER_WORKER_FACTOR * theirs and mine - theirs >= th.MEMORY_PER_WORKER_MIN_BYTES:
+            out.append(MemoryPerWorker(r.settings, mib_per_worker=mine / 2**20, ref=low.settings,
+                                       ref_mib_per_worker=theirs / 2**20, differs=_differs(r.settings, low.settings)))
     return out
 
 
-PARTIAL = 0.9  # batches holding under 90% of batch_size on average are named
-
-
 def partial_batches(results: Sequence[ConfigResult], dataset: dict[str, Any] | None) -> list[Finding]:
-    """PARTIAL_BATCHES per batch size whose measured configs' batches held under 90% of
+    """PartialBatches per batch size whose measured configs' batches held under PARTIAL of
     `batch_size` samples on average (the median config's count): the epoch (a sampler with
     fewer indices, a short IterableDataset, or its stream split across workers) ends before a
     batch fills, so throughput and the ceiling describe smaller batches than the DataLoader line
@@ -717,144 +703,148 @@ def partial_batches(results: Sequence[ConfigResult], dataset: dict[str, Any] | N
     d = dataset or {}
     if d.get("sampler_kind") == "batch_sampler" or d.get("samples_per_batch"):
         return []
-    out = []
+    out: list[Finding] = []
     for bs in sorted({r.settings.batch_size for r in results}):
-        held = sorted(samples_per_batch(r) for r in results
-                      if r.settings.batch_size == bs and r.status == "ok" and r.trials)
-        if held and held[len(held) // 2] < PARTIAL * bs:
-            out.append(Finding(FindingKind.PARTIAL_BATCHES.value, None, {
-                "batch_size": bs, "samples_per_batch": held[len(held) // 2],
-                "min": held[0], "max": held[-1],
-            }))
+        held = sorted(_s(r).samples_per_batch or bs for r in results
+                      if r.settings.batch_size == bs and r.status == "ok" and r.trials and r.summary is not None)
+        if held and held[len(held) // 2] < th.PARTIAL * bs:
+            out.append(PartialBatches(bs, samples_per_batch=held[len(held) // 2], min=held[0], max=held[-1]))
     return out
 
 
 def served_from_cache(results: Sequence[ConfigResult]) -> list[Finding]:
-    """SERVED_FROM_CACHE when measured rows read from the device under a tenth of the bytes their
+    """ServedFromCache when measured rows read from the device under a tenth of the bytes their
     samples needed (storage.read_summary, NOTE [which cache served it]): their throughput is a
     cache's, not the storage's. Data: the rows (config, cache state, bytes read from the device
     and through read(), bytes needed and how they were counted, the share of the files in the
-    page cache after the window, which cache), and whether every row was so served (`all`)."""
-    rows = []
+    page cache after the window, which cache), the cache states whose rows were served unalike,
+    and, when every row was so served, what would measure the device instead (`fix`)."""
+    rows: list[ServedRow] = []
     measured = [r for r in results if r.status == "ok" and r.summary is not None and r.trials]
     # Rows of one cache state served unalike (some from the device, some part or all from a
     # cache: a page cache warmed by the configs before, or repeats that filled a dataset's own
     # cache): ranking them compares the device with a cache.
-    by_state: dict[str, set[str]] = {}
+    by_state: dict[str, set[ServedFrom]] = {}
     for r in measured:
-        if r.summary is not None and r.summary.served_from not in (None, ServedFrom.UNKNOWN.value):
-            by_state.setdefault(r.cache, set()).add(str(r.summary.served_from))
-    uneven = {state for state, kinds in by_state.items()
-              if ServedFrom.STORAGE.value in kinds and len(kinds) > 1}
+        served = _s(r).served_from
+        if served not in (None, ServedFrom.UNKNOWN):
+            by_state.setdefault(r.cache, set()).add(served)  # type: ignore[arg-type]
+    uneven = {state for state, kinds in by_state.items() if ServedFrom.STORAGE in kinds and len(kinds) > 1}
     for r in measured:
-        served = r.summary.served_from if r.summary is not None else None
-        if served is None or not (ServedFrom(served).is_cache or (served == ServedFrom.MIXED.value
-                                                                   and r.cache in uneven)):
+        served = _s(r).served_from
+        if served is None or not (served.is_cache or (served is ServedFrom.MIXED and r.cache in uneven)):
             continue
-        t = next((t for t in r.trials if t.served_from == served), r.trials[0])
-        rows.append({"config": r.settings.key(), "cache": r.cache, "served_from": served,
-                     "read_bytes": t.storage_read_bytes, "read_chars": t.storage_read_chars,
-                     "needed_bytes": t.needed_bytes, "needed_rule": t.needed_rule,
-                     "resident_fraction": t.data_resident_fraction})
+        t = next((t for t in r.trials if t.served_from == served.value), r.trials[0])
+        row = ServedRow(r.settings, r.cache, served, read_bytes=t.storage_read_bytes, read_chars=t.storage_read_chars,
+                        needed_bytes=t.needed_bytes, needed_rule=t.needed_rule,
+                        resident_fraction=t.data_resident_fraction)
         if t.served_after_first_epoch and len(t.epoch_reads) >= 2:
             later = t.epoch_reads[1:]
-            rows[-1].update(first_epoch_read_bytes=t.epoch_reads[0][0],
-                            later_epoch_read_bytes=max(e[0] or 0 for e in later),
-                            later_epoch_read_chars=None if any(e[1] is None for e in later)
-                            else max(e[1] or 0 for e in later))
+            row = replace(row, later_epochs=True, first_epoch_read_bytes=t.epoch_reads[0][0],
+                          later_epoch_read_bytes=max(e[0] or 0 for e in later),
+                          later_epoch_read_chars=None if any(e[1] is None for e in later)
+                          else max(e[1] or 0 for e in later))
+        rows.append(row)
     if not rows:
         return []
-    return [Finding(FindingKind.SERVED_FROM_CACHE.value, None, {
-        "rows": rows, "all": len(rows) == len(measured),
-        "uneven": sorted(uneven), "storage_rows": sorted(
-            r.settings.key() for r in measured if r.cache in uneven and r.summary is not None
-            and r.summary.served_from == ServedFrom.STORAGE.value),
-    })]
+    every = len(rows) == len(measured)
+    fix = None
+    if every:
+        kinds = {row.served_from for row in rows}
+        if kinds & {ServedFrom.DATASET_CACHE, ServedFrom.CACHE}:
+            fix = CacheFix.DATASET_CACHE
+        elif kinds == {ServedFrom.MEMORY_FS}:
+            fix = CacheFix.MEMORY_FS
+        elif all(row.cache == "cold" for row in rows):
+            fix = CacheFix.REREAD
+        else:
+            fix = CacheFix.COLD
+    return [ServedFromCache(
+        rows=rows, all_rows=every, uneven=sorted(uneven), fix=fix,
+        storage_rows=sorted((r.settings for r in measured if r.cache in uneven and _s(r).served_from
+                             is ServedFrom.STORAGE), key=lambda s: s.key()),
+    )]
 
 
-def _differs(a: LoaderSettings, b: LoaderSettings) -> dict[str, list[Any]]:
-    """{axis: [a's value, b's value]} for the grid axes that differ and mean something on both
-    sides (an axis that needs workers is left out when either has none), then the loader
-    arguments that differ."""
+def noisy(results: Sequence[ConfigResult]) -> list[Finding]:
+    """Noisy for every config whose repeats spread past NOISY_SPREAD of their median."""
+    return [Noisy(r.settings, r.cache, spread=_s(r).spread, repeats=_s(r).repeats, threshold=th.NOISY_SPREAD)
+            for r in results if r.summary is not None and r.summary.noisy]
+
+
+def _differs(a: LoaderSettings, b: LoaderSettings) -> list[Difference]:
+    """The settings on which `a` and `b` differ: the grid axes that mean something on both sides
+    (an axis that needs workers is left out when either has none), in GRID_AXES order, then the
+    loader arguments (`--loader-arg`, by name) in `a`'s order."""
     no_workers = a.num_workers == 0 or b.num_workers == 0
-    out = {ax.name: [getattr(a, ax.name), getattr(b, ax.name)] for ax in GRID_AXES
-           if getattr(a, ax.name) != getattr(b, ax.name) and not (ax.workers_only and no_workers)}
+    out = [Difference(ax.name, getattr(a, ax.name), getattr(b, ax.name)) for ax in GRID_AXES
+           if getattr(a, ax.name) != getattr(b, ax.name) and not (ax.workers_only and no_workers)]
     theirs = dict(b.loader_args)
-    out.update({k: [v, theirs.get(k)] for k, v in a.loader_args if theirs.get(k) != v})
-    return out
+    return out + [Difference(k, v, theirs.get(k)) for k, v in a.loader_args if theirs.get(k) != v]
 
 
-def headroom(result: ConfigResult, ceiling_samples_per_s: float | None) -> dict[str, Any] | None:
-    """How much faster the loop could run from `result`'s settings (the user's current ones).
+def headroom(result: ConfigResult, which: Baseline = Baseline.FIRST) -> Headroom | None:
+    """How much faster the loop could run from `result`'s settings (the user's current ones,
+    `which` says whether they were given).
 
     Two bounds: removing all data-wait gives at most 1 / (1 - stall fraction); the compute
     ceiling (the step fed a batch already on the device) gives ceiling / throughput. The smaller
-    one binds. Returns None for a config without a summary.
-    Keys: key, samples_per_s, stall_fraction, max_speedup_from_stall, max_speedup_to_ceiling
-    (None without a ceiling), binds ("stall" or "compute ceiling").
+    one binds. None for a config without a summary or throughput.
     """
     s = result.summary
     if s is None or s.samples_per_s <= 0:
         return None
+    ceiling = s.compute_ceiling_samples_per_s
     from_stall = 1.0 / max(1e-9, 1.0 - s.stall_fraction)
-    to_ceiling = None if not ceiling_samples_per_s else ceiling_samples_per_s / s.samples_per_s
-    binds = "stall" if to_ceiling is None or from_stall <= to_ceiling else "compute ceiling"
-    return {
-        "key": result.settings.key(),
-        "samples_per_s": s.samples_per_s,
-        "stall_fraction": s.stall_fraction,
-        "max_speedup_from_stall": from_stall,
-        "max_speedup_to_ceiling": to_ceiling,
-        "binds": binds,
-    }
+    to_ceiling = None if not ceiling else ceiling / s.samples_per_s
+    binds = HeadroomBinds.STALL if to_ceiling is None or from_stall <= to_ceiling else HeadroomBinds.COMPUTE_CEILING
+    return Headroom(result.settings, which, s.samples_per_s, s.stall_fraction, from_stall, to_ceiling, binds)
 
 
 def _probe_contradicts_window(r: ConfigResult) -> bool:
     """A config with workers whose window was loader-bound while its loader-alone probe says the
-    loader outpaces the step by more than 10%: the probe read something the loop never saw (a
-    backlog it did not drain), so it does not stand for the loader's ceiling."""
-    s = r.summary
-    assert s is not None
-    return bool(r.settings.num_workers > 0 and s.verdict == Verdict.LOADER_BOUND.value
+    loader outpaces the step by more than MATCHED: the probe read something the loop never saw
+    (a backlog it did not drain), so it does not stand for the loader's ceiling."""
+    s = _s(r)
+    return bool(r.settings.num_workers > 0 and s.verdict is Verdict.LOADER_BOUND
                 and s.compute_ceiling_samples_per_s and s.loader_ceiling_samples_per_s
-                and s.loader_ceiling_samples_per_s > (1.0 + MATCHED) * s.compute_ceiling_samples_per_s)
+                and s.loader_ceiling_samples_per_s > (1.0 + th.MATCHED) * s.compute_ceiling_samples_per_s)
 
 
-def loader_ceiling(results: Sequence[ConfigResult]) -> dict[str, Any] | None:
-    """The loader ceiling (NOTE [loader ceiling] in the measuring loop) over the ranked configs,
-    set against the compute ceiling; None when no ranked config was probed.
+def loader_ceiling(ranked: Sequence[ConfigResult]) -> LoaderCeiling | None:
+    """The loader ceiling (NOTE [loader ceiling] in the measuring loop) over the `ranked`
+    configs, set against the compute ceiling; None when no ranked config has a sustained rate.
 
-    A probe that contradicts its own window (`_probe_contradicts_window`) is left out. The
-    loader alone delivers at least what the loop measured with the step, so when the best
-    probe reads lower than the best measured throughput, that throughput is the ceiling's lower
-    bound (`lower_bound_from`). When some configs could not be probed (their loader ended
-    first) and ran faster than every probe, nothing is concluded (`binds` None, `probed` <
-    `ranked`). Keys: samples_per_s, config, probed, ranked, lower_bound_from, compute_ceiling,
-    binds ("loader" | "compute" | "matched": within 10% of each other | None).
+    Only sustained rates are compared: a config whose probe gave a bound (the loader alone
+    delivers at least its figure: `Summary.loader_ceiling_bound_samples_per_s`) is counted in
+    `bounded`, never taken for the rate. A sustained rate that contradicts its own window
+    (`_probe_contradicts_window`) is left out. The loader alone delivers at least what the loop
+    measured with the step, so when the best sustained rate reads lower than the best measured
+    throughput, that throughput is the ceiling's lower bound (`lower_bound`).
+    `binds`: LOADER, COMPUTE, or MATCHED (within MATCHED of each other: no margin), from the
+    sustained rate; with a lower bound, only COMPUTE, when the bound reaches the compute ceiling
+    (within MATCHED / 2), else None: a bound says nothing of how much more the loader delivers.
     """
-    ranked = rankable(results)
-    probed = [r for r in ranked if r.summary.loader_ceiling_samples_per_s  # type: ignore[union-attr]
-              and not _probe_contradicts_window(r)]
+    probed = [r for r in ranked if _s(r).loader_ceiling_samples_per_s and not _probe_contradicts_window(r)]
     if not probed:
         return None
-    top = max(probed, key=lambda r: r.summary.loader_ceiling_samples_per_s or 0.0)  # type: ignore[union-attr]
-    lc = top.summary.loader_ceiling_samples_per_s or 0.0  # type: ignore[union-attr]
-    best = max(ranked, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
-    measured = best.summary.samples_per_s  # type: ignore[union-attr]
-    out: dict[str, Any] = {"samples_per_s": lc, "config": top.settings.key(), "probed": len(probed),
-                           "ranked": len(ranked), "lower_bound_from": None, "compute_ceiling": None, "binds": None}
+    top = max(probed, key=lambda r: _s(r).loader_ceiling_samples_per_s or 0.0)
+    lc = _s(top).loader_ceiling_samples_per_s or 0.0
+    best = max(ranked, key=lambda r: _s(r).samples_per_s)
+    measured = _s(best).samples_per_s
+    bounded = sum(1 for r in ranked if _s(r).loader_ceiling_bound_samples_per_s is not None)
+    out = LoaderCeiling(lc, top.settings, len(probed), len(ranked), matched_within=th.MATCHED, bounded=bounded)
     if lc < measured:
-        if len(probed) < len(ranked):
-            return out
-        out["lower_bound_from"] = {"config": best.settings.key(), "samples_per_s": measured}
-        lc = measured
-    cc = top.summary.compute_ceiling_samples_per_s  # type: ignore[union-attr]
+        out = replace(out, lower_bound=MeasuredRate(best.settings, measured))
+    cc = _s(top).compute_ceiling_samples_per_s
     if cc:
-        if out["lower_bound_from"] is not None:
+        binds: CeilingBinds | None
+        if out.lower_bound is not None:
             # Only a lower bound (the loop's own throughput): the loader may be much faster.
-            binds = "compute" if lc >= (1.0 - MATCHED / 2) * cc else "loader"
+            binds = CeilingBinds.COMPUTE if measured >= (1.0 - th.MATCHED / 2) * cc else None
+        elif abs(lc - cc) <= th.MATCHED * cc:
+            binds = CeilingBinds.MATCHED
         else:
-            binds = "matched" if abs(lc - cc) <= MATCHED * cc else ("loader" if lc < cc else "compute")
-        out.update(compute_ceiling=cc, binds=binds)
+            binds = CeilingBinds.LOADER if lc < cc else CeilingBinds.COMPUTE
+        out = replace(out, compute_ceiling=cc, binds=binds)
     return out
-

@@ -48,7 +48,7 @@ Two result sets are compared only when all of these match (else every matched co
   recorded); configs measured cold and warm in one run are matched by `ConfigResult.key()`
   (`...-cold`, `...-warm`), so a cold row is never compared with a warm one;
 - the schema version the file was written with (a migrated file keeps it in
-  `analysis["schema_written"]`): numbers measured differently (schema.measured_alike: version 0
+  `ResultSet.schema_written`): numbers measured differently (schema.measured_alike: version 0
   measured memory as USS) are not compared with today's;
 - the number of ranks (`environment["distributed"]["world_size"]`, 1 for a single-process
   sweep): a distributed sweep's samples/s is the sum over its ranks.
@@ -63,37 +63,42 @@ import statistics
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from loaderbench import kinds
 from loaderbench.analysis import statistics as stats
+from loaderbench.analysis.thresholds import BOOTSTRAP_RESAMPLES, DEFAULT_ALPHA, DEFAULT_THRESHOLD, MIN_REPEATS
 from loaderbench.errors import UsageError
 from loaderbench.model import (
     GRID_AXES,
     ComputeSpec,
     ConfigResult,
     LoaderSettings,
-    ResultSet,
     ServedFrom,
     Trial,
 )
+from loaderbench.results import ResultSet
 from loaderbench.schema import measured_alike
 
 METRICS = ("samples_per_s", "stall_fraction")
-VERDICTS = (
-    "regressed",
-    "improved",
-    "unchanged",
-    "not significant",
-    "not comparable",
-    "missing",
-    "new",
-    "failed",
-)
-DEFAULT_THRESHOLD = 0.10
-DEFAULT_ALPHA = 0.05
-MIN_REPEATS = 3
-BOOTSTRAP_RESAMPLES = 2000
+
+
+class Change(str, Enum):
+    """The verdict of one config between a baseline and a current run (NOTE [ The decision
+    rule ]); the values are what the outputs print."""
+
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    NOT_SIGNIFICANT = "not significant"
+    NOT_COMPARABLE = "not comparable"
+    MISSING = "missing"  # in the baseline, not in this run
+    NEW = "new"  # in this run, not in the baseline
+    FAILED = "failed"
+
+
+VERDICTS = tuple(Change)
 _EPS = 1e-12
 
 
@@ -137,7 +142,7 @@ class ConfigComparison:
 
     key: str
     settings: LoaderSettings | None
-    verdict: str
+    verdict: Change
     baseline: float | None = None
     current: float | None = None
     effect: float | None = None
@@ -154,6 +159,7 @@ class ConfigComparison:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["settings"] = None if self.settings is None else self.settings.to_dict()
+        d["verdict"] = self.verdict.value
         return d
 
 
@@ -168,11 +174,11 @@ class PairComparison:
     warnings: tuple[str, ...] = ()
 
     def counts(self) -> dict[str, int]:
-        """Number of rows per verdict, in VERDICTS order, verdicts with no row left out."""
-        out = {v: 0 for v in VERDICTS}
+        """Number of rows per verdict (by its value), in Change order, verdicts with no row left out."""
+        out = {v: 0 for v in Change}
         for r in self.rows:
             out[r.verdict] += 1
-        return {k: n for k, n in out.items() if n}
+        return {k.value: n for k, n in out.items() if n}
 
     def row(self, key: str) -> ConfigComparison | None:
         return next((r for r in self.rows if r.key == key), None)
@@ -206,7 +212,7 @@ class Comparison:
 
     def has_not_comparable(self) -> bool:
         return any(not p.comparable for p in self.pairs) or any(
-            r.verdict == "not comparable" for p in self.pairs for r in p.rows
+            r.verdict is Change.NOT_COMPARABLE for p in self.pairs for r in p.rows
         )
 
     def exit_code(self, *, strict: bool = False) -> int:
@@ -285,12 +291,7 @@ def config_key(r: ConfigResult) -> str:
 
 def written_schema_version(rs: ResultSet) -> int:
     """The schema version the file was written with (before any migration on load)."""
-    written = (rs.analysis or {}).get("schema_written")
-    migrated = (rs.analysis or {}).get("schema_migrated_from")
-    for v in (migrated, written):
-        if isinstance(v, int):
-            return v
-    return int(rs.schema_version)
+    return int(rs.schema_version if rs.schema_written is None else rs.schema_written)
 
 
 def describe_workload(config: dict[str, Any]) -> str:
@@ -554,22 +555,22 @@ def compare_config(
     c_ok = current.status == "ok" and bool(_usable_trials(current))
     b_val = side_value(baseline, metric) if b_ok else None
     c_val = side_value(current, metric) if c_ok else None
-    row = ConfigComparison(key=key, settings=current.settings, verdict="", baseline=b_val, current=c_val)
+    row = ConfigComparison(key=key, settings=current.settings, verdict=Change.FAILED, baseline=b_val, current=c_val)
     if not c_ok:
         why = current.error or ("no measured batches" if current.status == "ok" else current.status)
         if not b_ok:
             b_st, c_st = (r.status if r.status != "ok" else "not measured" for r in (baseline, current))
             both = f"{c_st} in both runs" if b_st == c_st else f"{b_st} in the baseline, {c_st} in this run"
-            return dataclasses.replace(row, verdict="failed", note=f"{both}: {why}")
+            return dataclasses.replace(row, verdict=Change.FAILED, note=f"{both}: {why}")
         # A newly failing config fails the gate, unless the runs are not comparable (then
         # nothing is a regression; --strict fails on the pair instead).
-        return dataclasses.replace(row, verdict="failed", fails_gate=comparable,
+        return dataclasses.replace(row, verdict=Change.FAILED, fails_gate=comparable,
                                    note=f"{current.status}: {why}" + ("" if comparable else " (runs not comparable)"))
     if not b_ok:
         why = baseline.error or ("no measured batches" if baseline.status == "ok" else baseline.status)
-        return dataclasses.replace(row, verdict="failed", note=f"failed in the baseline only ({why})")
+        return dataclasses.replace(row, verdict=Change.FAILED, note=f"failed in the baseline only ({why})")
     if not comparable:
-        return dataclasses.replace(row, verdict="not comparable", note="see the reasons above")
+        return dataclasses.replace(row, verdict=Change.NOT_COMPARABLE, note="see the reasons above")
     assert b_val is not None and c_val is not None
     n_b, n_c = len(_usable_trials(baseline)), len(_usable_trials(current))
     unit = "repeats" if min(n_b, n_c) >= MIN_REPEATS else "batches"
@@ -579,7 +580,7 @@ def compare_config(
         xs_b, xs_c = batch_samples(baseline, metric), batch_samples(current, metric)
     effect = _effect(metric, b_val, c_val)
     if effect is None or not xs_b or not xs_c:
-        return dataclasses.replace(row, verdict="failed", note="baseline throughput is 0")
+        return dataclasses.replace(row, verdict=Change.FAILED, note="baseline throughput is 0")
     interval = bootstrap_effect_interval(baseline, current, metric=metric, unit=unit, alpha=alpha, seed=seed)
     lo, hi = interval if interval is not None else (None, None)
     no_change = 1.0 if metric == "samples_per_s" else 0.0
@@ -592,11 +593,11 @@ def compare_config(
         significant = lo is not None and hi is not None and (lo > no_change or hi < no_change)
     direction = _worse(metric, effect, threshold)
     if direction == 0:
-        verdict = "unchanged"
+        verdict = Change.UNCHANGED
     elif not significant:
-        verdict = "not significant"
+        verdict = Change.NOT_SIGNIFICANT
     else:
-        verdict = "regressed" if direction > 0 else "improved"
+        verdict = Change.REGRESSED if direction > 0 else Change.IMPROVED
     return dataclasses.replace(
         row,
         verdict=verdict,
@@ -608,7 +609,7 @@ def compare_config(
         unit=unit,
         n_baseline=len(xs_b),
         n_current=len(xs_c),
-        fails_gate=verdict == "regressed",
+        fails_gate=verdict is Change.REGRESSED,
     )
 
 
@@ -653,7 +654,7 @@ def compare_pair(
         if c is None:
             rows.append(
                 ConfigComparison(
-                    key=key, settings=b.settings, verdict="missing",
+                    key=key, settings=b.settings, verdict=Change.MISSING,
                     baseline=side_value(b, metric) if b.status == "ok" else None,
                     note="in the baseline, not in this run",
                 )
@@ -670,7 +671,7 @@ def compare_pair(
         c_ok = c.status == "ok" and bool(_usable_trials(c))
         rows.append(
             ConfigComparison(
-                key=key, settings=c.settings, verdict="new" if c_ok else "failed",
+                key=key, settings=c.settings, verdict=Change.NEW if c_ok else Change.FAILED,
                 current=side_value(c, metric) if c_ok else None,
                 note="not in the baseline" if c_ok else f"not in the baseline; {c.status}: {c.error}",
             )
@@ -814,7 +815,7 @@ def pool_results(sets: Sequence[ResultSet], names: Sequence[str]) -> ResultSet:
     return dataclasses.replace(
         first,
         results=results,
-        analysis={**(first.analysis or {}), "pooled_from": len(sets)},
+        analysis=None,  # the pooled trials are analysed again
         created_utc=min((rs.created_utc for rs in sets if rs.created_utc), default=first.created_utc),
     )
 

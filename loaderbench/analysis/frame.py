@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from loaderbench.analysis import statistics as stats
-from loaderbench.model import GRID_AXES, ResultSet
+from loaderbench.model import GRID_AXES
+from loaderbench.results import ResultSet
 
 
 def to_frame(result_set: ResultSet) -> Any:
@@ -32,7 +33,7 @@ def to_frame(result_set: ResultSet) -> Any:
         base = {
             "key": r.key(), **{a.name: getattr(r.settings, a.name) for a in GRID_AXES},
             **dict(r.settings.loader_args), "cache": r.cache, "status": r.status,
-            "error": r.error, "verdict": None if r.summary is None else r.summary.verdict,
+            "error": r.error, "verdict": None if r.summary is None or r.summary.verdict is None else r.summary.verdict.value,
         }
         if not r.trials:
             rows.append({**base, "repeat": None})

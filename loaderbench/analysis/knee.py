@@ -1,5 +1,5 @@
-"""The knee: the cheapest measured config whose throughput is within tolerance (or noise) of the
-best, where "cheapest" is what each config was measured to cost.
+"""The knee pass: the cheapest measured config whose throughput is within tolerance (or noise) of
+the best, where "cheapest" is what each config was measured to cost.
 
 Pure: no torch, no I/O.
 
@@ -24,23 +24,49 @@ NOTE [cost order]
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from loaderbench.model import ConfigResult, WarningKind
+from loaderbench.analysis.thresholds import (
+    COST_CPU_MARGIN_PCT,
+    COST_MEMORY_MARGIN_BYTES,
+    COST_RELATIVE,
+    COST_STARTUP_MARGIN_S,
+    DEFAULT_TOLERANCE,
+    NOISE_CAP,
+)
+from loaderbench.conclusions import ListedFirst
+from loaderbench.model import ConfigResult
 
-DEFAULT_TOLERANCE = 0.05
-NOISE_CAP = 2.0  # a config within noise is at most NOISE_CAP x tolerance below the best's median
-_COSTS: tuple[tuple[str, float, float], ...] = (("memory", 0.10, 32 * 2**20), ("startup", 0.10, 0.05), ("cpu", 0.10, 10.0))
+_COSTS: tuple[tuple[str, float, float], ...] = (
+    ("memory", COST_RELATIVE, COST_MEMORY_MARGIN_BYTES), ("startup", COST_RELATIVE, COST_STARTUP_MARGIN_S),
+    ("cpu", COST_RELATIVE, COST_CPU_MARGIN_PCT),
+)
 
 
 def rankable(results: Sequence[ConfigResult]) -> list[ConfigResult]:
-    """Measured configs that may be ranked: status ok, a summary, and not flagged as counting
-    duplicate samples (a REPLICATED warning)."""
-    return [
-        r for r in results
-        if r.status == "ok" and r.summary is not None and not r.has(WarningKind.REPLICATED)
-    ]
+    """Measured configs that may be ranked (`ConfigResult.ranked`: status ok, a summary, and
+    not counting duplicate samples)."""
+    return [r for r in results if r.ranked]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The knee pass's record: the configs ranked (in the sweep's order), the best and the knee
+    (None when nothing was ranked), at `tolerance`, and the ties at the knee that the order of
+    a loader argument's values decided (`listed_first`). The findings pass reads it."""
+
+    ranked: list[ConfigResult]
+    best: ConfigResult | None
+    knee: ConfigResult | None
+    tolerance: float
+    listed_first: list[ListedFirst] = field(default_factory=list)
+
+
+def rank(results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE) -> Ranking:
+    """The knee pass over `results` (summarised and judged)."""
+    return Ranking(rankable(results), best_of(results), find_knee(results, tolerance=tolerance), tolerance,
+                   listed_first_ties(results, tolerance=tolerance))
 
 
 def best_of(results: Sequence[ConfigResult]) -> ConfigResult | None:
@@ -121,18 +147,18 @@ def find_knee(
     return cheapest(candidates or [best])
 
 
-def listed_first_ties(results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, dict[str, Any]]:
+def listed_first_ties(results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE) -> list[ListedFirst]:
     """Where the user's listing decided the knee (NOTE [cost order]): per loader argument of the
-    knee, when a config that differs from it only in that argument's value was left equal to
-    it (within the tolerance of the best, and as cheap as measured), {"value": the knee's,
-    "tied": [the other values, in the order listed]}. {} when none was."""
+    knee, when configs that differ from it only in that argument's value were left equal to it
+    (within the tolerance of the best, and as cheap as measured), a ListedFirst with the knee's
+    value and theirs, in the order listed. [] when none was."""
     knee = find_knee(results, tolerance=tolerance)
     best = best_of(results)
     if knee is None or best is None or not knee.settings.loader_args:
-        return {}
+        return []
     candidates = [r for r in rankable(results) if qualifies(r, best, tolerance)]
     pool = cheapest_pool(candidates or [best])
-    out: dict[str, dict[str, Any]] = {}
+    tied: dict[str, list[tuple[int, Any]]] = {}
     mine = dict(knee.settings.loader_args)
     for r in pool:
         theirs = dict(r.settings.loader_args)
@@ -140,8 +166,6 @@ def listed_first_ties(results: Sequence[ConfigResult], *, tolerance: float = DEF
         if len(differ) != 1 or replace(r.settings, loader_args=knee.settings.loader_args) != knee.settings:
             continue
         name = differ[0]
-        entry = out.setdefault(name, {"value": mine[name], "tied": []})
-        entry["tied"].append((r.settings.loader_arg_order[list(theirs).index(name)], theirs[name]))
-    for entry in out.values():
-        entry["tied"] = [v for _, v in sorted(entry["tied"], key=lambda x: x[0])]
-    return out
+        tied.setdefault(name, []).append((r.settings.loader_arg_order[list(theirs).index(name)], theirs[name]))
+    return [ListedFirst(name, mine[name], [v for _, v in sorted(values, key=lambda x: x[0])])
+            for name, values in tied.items()]

@@ -34,15 +34,40 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
-from loaderbench.analysis.knee import rankable
-from loaderbench.analysis.wait import samples_per_batch
-from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, ServedFrom, Verdict
+from loaderbench.analysis.thresholds import (
+    AT_THE_LOWER_RATE,
+    BOUND_STALL,
+    CLEARS_STALL,
+    DEFAULT_SHARPNESS,
+    HARD_CORNER_RATIO,
+    SHARPNESS_MAX,
+    SHARPNESS_MIN,
+    UNCONTENDED_SHARE,
+)
+from loaderbench.conclusions import (
+    FitInputs,
+    MoreWorkers,
+    Prediction,
+    PredictionErrors,
+    WhatIf,
+    WhatIfAnswer,
+    WhyNoPrediction,
+)
+from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, Verdict
 
-DEFAULT_SHARPNESS = 6.0
-UNCONTENDED_SHARE = 0.5  # configs with at most this share of the CPUs in workers give the per-worker rate
+__all__ = ["Fit", "Prediction", "WhatIf", "fit", "predict", "what_if_cpus", "what_if_disk"]
+
+
+def _ranked(results: Sequence[ConfigResult]) -> list[ConfigResult]:
+    return [r for r in results if r.ranked]
+
+
+def _per_batch(r: ConfigResult) -> float:
+    """Samples per batch of a summarised config, as counted (the summaries pass)."""
+    assert r.summary is not None
+    return r.summary.samples_per_batch or float(r.settings.batch_size)
 
 
 def softmin(a: float, b: float, k: float) -> float:
@@ -84,7 +109,7 @@ class Fit:
     zero_workers: float | None
     compute: float | None
     sharpness: float
-    inputs: dict[str, Any] = field(default_factory=dict)
+    inputs: FitInputs = FitInputs()
     device: float | None = None  # what the storage device can feed, samples/s (what_if_disk)
 
     def loader(self, workers: int, usable_cpus: int | None) -> float | None:
@@ -121,9 +146,6 @@ class Fit:
         return None if not self.compute else max(0.0, 1.0 - samples_per_s / self.compute)
 
 
-BOUND_STALL = 0.25  # a loader-bound window that waited this share of its time measured the loader
-
-
 def _loader_rate(r: ConfigResult) -> float | None:
     """The loader's own rate at this config: the measured throughput where the loader bound the
     window (verdict loader-bound, stall at least BOUND_STALL), else the probed loader-alone rate
@@ -143,11 +165,11 @@ def _loader_rate(r: ConfigResult) -> float | None:
         26% (docs/benchmarks.md, "Time to the answer")."""
     s = r.summary
     assert s is not None
-    if s.verdict == Verdict.LOADER_BOUND.value and s.stall_fraction >= BOUND_STALL:
+    if s.verdict is Verdict.LOADER_BOUND and s.stall_fraction >= BOUND_STALL:
         return s.samples_per_s
     if s.loader_ceiling_samples_per_s:
         return max(s.loader_ceiling_samples_per_s, s.samples_per_s)
-    return s.samples_per_s if s.verdict == Verdict.LOADER_BOUND.value else None
+    return s.samples_per_s if s.verdict is Verdict.LOADER_BOUND else None
 
 
 def _sharpness(rows: Sequence[ConfigResult]) -> float:
@@ -162,11 +184,11 @@ def _sharpness(rows: Sequence[ConfigResult]) -> float:
         load, c = _loader_rate(r), s.compute_ceiling_samples_per_s
         if r.settings.num_workers == 0 or not load or not c:
             continue
-        if s.samples_per_s >= 0.99 * min(load, c):
-            if 0.8 <= load / c <= 1.25:
-                ks.append(30.0)  # both rates close, and the loop ran at the lower: a hard corner
+        if s.samples_per_s >= AT_THE_LOWER_RATE * min(load, c):
+            if 1.0 / HARD_CORNER_RATIO <= load / c <= HARD_CORNER_RATIO:
+                ks.append(SHARPNESS_MAX)  # both rates close, and the loop ran at the lower: a hard corner
             continue
-        lo, hi = 1.5, 30.0
+        lo, hi = SHARPNESS_MIN, SHARPNESS_MAX
         if softmin(load, c, lo) > s.samples_per_s:
             ks.append(lo)
             continue
@@ -188,11 +210,10 @@ def _ranks(r: ConfigResult) -> int:
 def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: int | None) -> Fit:
     """The model of `series` (a `series_of` value) from the measured configs: its own configs
     for C, R, k and L0, and every config with workers (all series) for r and kappa."""
-    ok = rankable(results)
+    ok = _ranked(results)
     with_w = [r for r in ok if r.settings.num_workers > 0]
     mine = [r for r in ok if series_of(r.settings) == series]
     mine_w = [r for r in mine if r.settings.num_workers > 0]
-    inputs: dict[str, Any] = {"configs": sorted(r.settings.key() for r in ok)}
     # r: one worker's rate, from configs whose workers do not share the CPUs (else the least
     # contended ones), pooled over series.
     cap = (usable_cpus or 1) * UNCONTENDED_SHARE
@@ -206,7 +227,7 @@ def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: in
     kappa = float(statistics.median(kappas)) if kappas else None
     # R: samples per batch over the receive floor, from this series' configs with workers; in a
     # distributed sweep every rank's main process receives its own batches (x world size).
-    mains = [_ranks(r) * samples_per_batch(r) / r.summary.receive_p50_s for r in mine_w  # type: ignore[union-attr]
+    mains = [_ranks(r) * _per_batch(r) / r.summary.receive_p50_s for r in mine_w  # type: ignore[union-attr]
              if r.summary.receive_p50_s and r.summary.receive_p50_s > 0]  # type: ignore[union-attr]
     main = float(statistics.median(mains)) if mains else None
     zero = next((r for r in mine if r.settings.num_workers == 0), None)
@@ -214,37 +235,9 @@ def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: in
     ceilings = [r.summary.compute_ceiling_samples_per_s for r in (mine or ok)  # type: ignore[union-attr]
                 if r.summary.compute_ceiling_samples_per_s]  # type: ignore[union-attr]
     compute = float(statistics.median(ceilings)) if ceilings else None
-    inputs.update(per_worker_samples_per_s=per_worker, cpu_s_per_sample=kappa, main_samples_per_s=main,
-                  zero_workers_samples_per_s=zero_rate, compute_samples_per_s=compute, usable_cpus=usable_cpus)
     k = _sharpness(mine_w or with_w)
-    inputs["sharpness"] = k
+    inputs = FitInputs(sorted(r.settings.key() for r in ok), per_worker, kappa, main, zero_rate, compute, usable_cpus, k)
     return Fit(per_worker, kappa, main, zero_rate, compute, k, inputs)
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """A predicted config: samples/s and stall from the model, and, where the config was
-    measured too, the measured samples/s and the relative error (predicted / measured - 1)."""
-
-    settings: LoaderSettings
-    samples_per_s: float
-    stall_fraction: float | None
-    measured_samples_per_s: float | None = None
-
-    @property
-    def error(self) -> float | None:
-        m = self.measured_samples_per_s
-        return None if not m else self.samples_per_s / m - 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"key": self.settings.key(), "settings": self.settings.to_dict(),
-                "samples_per_s": self.samples_per_s, "stall_fraction": self.stall_fraction,
-                "measured_samples_per_s": self.measured_samples_per_s, "error": self.error}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Prediction:
-        return cls(LoaderSettings.from_dict(d["settings"]), float(d["samples_per_s"]),
-                   d.get("stall_fraction"), d.get("measured_samples_per_s"))
 
 
 def predict(results: Sequence[ConfigResult], cells: Sequence[LoaderSettings], usable_cpus: int | None,
@@ -254,7 +247,7 @@ def predict(results: Sequence[ConfigResult], cells: Sequence[LoaderSettings], us
     `usable_cpus`; a prediction never uses the cell's own measurement when `exclude_measured`,
     which gives honest errors: leave-one-out). Cells whose series has no rates are left out."""
     fit_on = usable_cpus if fit_cpus is None else fit_cpus
-    ok = {r.settings: r for r in rankable(results)}
+    ok = {r.settings: r for r in _ranked(results)}
     fits: dict[LoaderSettings, Fit] = {}
     out = []
     for cell in cells:
@@ -271,13 +264,13 @@ def predict(results: Sequence[ConfigResult], cells: Sequence[LoaderSettings], us
     return out
 
 
-def prediction_errors(predictions: Sequence[Prediction]) -> dict[str, Any] | None:
+def prediction_errors(predictions: Sequence[Prediction]) -> PredictionErrors | None:
     """Median and p90 of |error| over the predictions that were also measured (None if none)."""
     errs = sorted(abs(p.error) for p in predictions if p.error is not None)
     if not errs:
         return None
     p90 = errs[min(len(errs) - 1, math.ceil(0.9 * len(errs)) - 1)]
-    return {"n": len(errs), "median_abs": float(statistics.median(errs)), "p90_abs": p90}
+    return PredictionErrors(len(errs), float(statistics.median(errs)), p90)
 
 
 def predicted_knee(predictions: Sequence[Prediction], tolerance: float) -> Prediction | None:
@@ -297,7 +290,7 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
     (measured / predicted there, with `measured_cpus` CPUs), so that with K = measured_cpus the
     measured counts come out as measured and the model supplies only how K changes them."""
     here = {p.settings.num_workers: p.samples_per_s for p in predict(results, cells, measured_cpus)}
-    ok = {r.settings.num_workers: r.summary.samples_per_s for r in rankable(results)  # type: ignore[union-attr]
+    ok = {r.settings.num_workers: r.summary.samples_per_s for r in _ranked(results)  # type: ignore[union-attr]
           if r.settings in set(cells)}
     factors = {w: ok[w] / here[w] for w in ok if here.get(w)}
     if not factors:
@@ -310,16 +303,6 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
         out.append(Prediction(p.settings, rate, None if p.stall_fraction is None else
                               max(0.0, 1.0 - (1.0 - p.stall_fraction) * factors[nearest]), p.measured_samples_per_s))
     return out
-
-
-@dataclass(frozen=True)
-class WhatIf:
-    """A what-if question: `cpus` usable CPUs, or a storage device of `disk_mb_per_s` MB/s
-    (10^6 bytes) and, optionally, `disk_iops` reads/s."""
-
-    cpus: int | None = None
-    disk_mb_per_s: float | None = None
-    disk_iops: float | None = None
 
 
 def parse_what_if(text: str) -> WhatIf:
@@ -340,17 +323,31 @@ def parse_what_if(text: str) -> WhatIf:
     raise ValueError(f"expected {forms}, got {text!r}")
 
 
+def _curve(preds: Sequence[Prediction]) -> list[tuple[int, float]]:
+    return [(p.settings.num_workers, p.samples_per_s) for p in preds]
+
+
+def shown_workers(knee_workers: int, top: int, cpus: int | None) -> list[int]:
+    """The worker counts a what-if sentence quotes from a curve up to `top` workers: 0, powers
+    of two, `cpus` and the knee's neighbours."""
+    pts = {0, knee_workers - 1, knee_workers, knee_workers + 1, top} | ({cpus} if cpus else set())
+    p = 1
+    while p <= top:
+        pts.add(p)
+        p *= 2
+    return sorted(w for w in pts if 0 <= w <= top)
+
+
 def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: int, tolerance: float,
-                 max_workers: int | None = None, measured_cpus: int | None = None) -> dict[str, Any] | None:
+                 max_workers: int | None = None, measured_cpus: int | None = None) -> WhatIfAnswer | None:
     """Predicted throughput of `base`'s series with `cpus` usable CPUs, at every worker count
     from 0 to `max_workers`, and its predicted knee (the fewest workers within
     `tolerance` of the best prediction; `max_workers` defaults to twice the larger of `cpus` and
     the most workers measured, since a loader that waits on I/O gains from more workers than
-    CPUs): the model fitted on `results` (measured with
-    `measured_cpus` CPUs, which decides which of them ran uncontended) and evaluated with U = cpus (NOTE
-    [pipeline model]), anchored to the measured rows when `measured_cpus` is known (`_anchored`).
-    None when the series cannot be predicted. Keys: cpus, knee_workers,
-    knee_samples_per_s, knee_stall_fraction, curve ([workers, samples/s] pairs)."""
+    CPUs): the model fitted on `results` (measured with `measured_cpus` CPUs, which decides
+    which of them ran uncontended) and evaluated with U = cpus (NOTE [pipeline model]),
+    anchored to the measured rows when `measured_cpus` is known (`_anchored`). None when the
+    series cannot be predicted."""
     widest = max((r.settings.num_workers for r in results), default=0)
     top_w = max_workers if max_workers is not None else 2 * max(cpus, widest)
     cells = [with_workers(base, w) for w in range(0, top_w + 1)]
@@ -360,13 +357,14 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     knee = predicted_knee(preds, tolerance)
     if knee is None:
         return None
-    return {"cpus": cpus, "config": knee.settings.key(), "knee_workers": knee.settings.num_workers,
-            "knee_samples_per_s": knee.samples_per_s, "knee_stall_fraction": knee.stall_fraction,
-            "curve": [[p.settings.num_workers, p.samples_per_s] for p in preds]}
+    curve = _curve(preds)
+    return WhatIfAnswer(WhatIf(cpus=cpus), knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
+                        knee_stall_fraction=knee.stall_fraction, curve=curve,
+                        shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus))
 
 
 def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s: float, iops: float | None,
-                 tolerance: float, usable_cpus: int | None, max_workers: int | None = None) -> dict[str, Any]:
+                 tolerance: float, usable_cpus: int | None, max_workers: int | None = None) -> WhatIfAnswer:
     """Predicted throughput of `base`'s series if the dataset's files were read from a device of
     `mb_per_s` MB/s (10^6 bytes) and `iops` reads/s, at every worker count from 0 to
     `max_workers` (default 2 x usable_cpus), and its predicted knee.
@@ -387,24 +385,19 @@ def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s
         anchored to the measured rows (the model's own error at the nearest measured worker
         count), then capped by D (with 0 workers, reading and stepping in turn:
         1 / (1/D + 1/C)).
-    Returns the question, the measured inputs and, when they are known, knee_workers,
-    knee_samples_per_s, knee_stall_fraction, config and curve ([workers, samples/s]); else
-    `why` (no rows served from a cache, or no bytes per sample).
+    Returns the question, the measured inputs and, when they are known, the knee and the curve;
+    else `why` (no rows served from a cache, or no bytes per sample).
     """
-    out: dict[str, Any] = {"disk_mb_per_s": mb_per_s, "disk_iops": iops, "knee_workers": None}
-    ok = rankable(results)
-    cached = [r for r in ok if r.summary is not None and r.summary.served_from
-              and ServedFrom(r.summary.served_from).is_cache]
+    question = WhatIf(disk_mb_per_s=mb_per_s, disk_iops=iops)
+    ok = _ranked(results)
+    cached = [r for r in ok if r.summary is not None and r.summary.served_from is not None
+              and r.summary.served_from.is_cache]
     per_sample = [t.needed_bytes / t.samples for r in ok for t in r.trials if t.needed_bytes and t.samples]
     files = [t.files_per_sample for r in ok for t in r.trials if t.files_per_sample]
     if not per_sample:
-        out["why"] = ("the bytes per sample are not known (give the files the dataset reads with --data, "
-                      "for a dataset with a length)")
-        return out
+        return WhatIfAnswer(question, why=WhyNoPrediction.BYTES_UNKNOWN)
     if not cached:
-        out["why"] = ("no row was served from a cache, so the work per sample cannot be told from this device's "
-                      "reads: sweep with --cache both (or warm)")
-        return out
+        return WhatIfAnswer(question, why=WhyNoPrediction.NO_CACHED_ROWS)
     b = float(statistics.median(per_sample))
     f_reads = float(statistics.median(files)) if files else 1.0
     fit_ = fit(cached, series_of(base), usable_cpus)
@@ -431,13 +424,48 @@ def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s
         cap = device if p.settings.num_workers or not fit_.compute else 1.0 / (1.0 / device + 1.0 / fit_.compute)
         rate = min(p.samples_per_s, cap)
         preds.append(Prediction(p.settings, rate, disk.stall_fraction(rate)))
-    out.update(bytes_per_sample=b, files_per_sample=f_reads, fetch_s_per_sample=fetch_s,
-               device_samples_per_s=device, from_rows=sorted(r.settings.key() for r in cached))
+    inputs = WhatIfAnswer(question, bytes_per_sample=b, files_per_sample=f_reads, fetch_s_per_sample=fetch_s,
+                          device_samples_per_s=device,
+                          from_rows=sorted((r.settings for r in cached), key=lambda s: s.key()))
     knee = predicted_knee(preds, tolerance)
     if knee is None:
-        out["why"] = "the rows served from a cache give no loader rate for this series"
-        return out
-    out.update(config=knee.settings.key(), knee_workers=knee.settings.num_workers,
-               knee_samples_per_s=knee.samples_per_s, knee_stall_fraction=knee.stall_fraction,
-               curve=[[p.settings.num_workers, p.samples_per_s] for p in preds])
+        return replace(inputs, why=WhyNoPrediction.NO_LOADER_RATE)
+    curve = _curve(preds)
+    return replace(inputs, knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
+                   knee_stall_fraction=knee.stall_fraction, curve=curve,
+                   shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), None))
+
+
+def answer_what_if(question: WhatIf, results: Sequence[ConfigResult], base: LoaderSettings | None,
+                   tolerance: float, measured_cpus: int | None) -> WhatIfAnswer:
+    """The answer to `question` for the series of `base` (the recommended settings; None when
+    nothing was measured), fitted on `results` measured with `measured_cpus` CPUs."""
+    if base is None:
+        return WhatIfAnswer(question, why=WhyNoPrediction.NOTHING_MEASURED)
+    if question.cpus is not None:
+        found = what_if_cpus(results, base, question.cpus, tolerance, measured_cpus=measured_cpus)
+        return found or WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED)
+    assert question.disk_mb_per_s is not None
+    return what_if_disk(results, base, question.disk_mb_per_s, question.disk_iops, tolerance, measured_cpus)
+
+
+def predict_more_workers(row: ConfigResult, usable: int | None, tolerance: float) -> MoreWorkers | None:
+    """What more workers would likely give a loader-bound watched config, from the sweep's
+    models fitted on this one config: `workers_needed` (batch build time over the step's cycle,
+    analysis/wait.py) and, with workers, the pipeline model's predicted knee on this machine's
+    CPUs (`what_if_cpus`). None when the config is not loader-bound. A prediction, never a
+    measurement: the renderers say so."""
+    s = row.summary
+    if s is None or s.verdict is not Verdict.LOADER_BOUND:
+        return None
+    out = MoreWorkers(row.settings.num_workers, usable, workers_needed=s.workers_needed)
+    if row.settings.num_workers > 0 and usable:
+        what = what_if_cpus([row], row.settings, usable, tolerance,
+                            max_workers=max(2 * usable, (s.workers_needed or 0) + 1), measured_cpus=usable)
+        if what is not None:
+            stall = what.knee_stall_fraction
+            out = replace(out, knee_workers=what.knee_workers, knee_samples_per_s=what.knee_samples_per_s,
+                          knee_stall_fraction=stall, curve=what.curve, clears=stall is None or stall < CLEARS_STALL)
+    if out.workers_needed is None and out.knee_workers is None:
+        return None
     return out

@@ -13,28 +13,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from loaderbench.analysis import thresholds as th
 from loaderbench.analysis.statistics import percentile
 from loaderbench.model import StageKind, StageRecord
 
-BLOCKED_FRACTION = 0.5
-"""A stage is waiting (blocked on I/O, a lock, a sleep) when more than this fraction of its wall
-time less the time it was queued for a CPU (what it would take on a quiet machine) was spent
-neither on a CPU nor queued for one: the judgement holds on a busy machine too..."""
-
-WAITING_MIN_MS = 0.05
-"""...and that time is at least this many milliseconds per sample (below it, timer noise)."""
-
-QUEUED_THAT_COUNTS = 0.25
-"""A stage that spent this fraction of its wall time queued for a CPU ran beside other load."""
-
-SHARE_THAT_COUNTS = 0.05
-"""Stages of at least this share of a sample's time are the ones the profile is checked on
-(docs/benchmarks.md); below it a stage's ms is shown but not worth acting on."""
-
-
-QUEUED_SHARE_THAT_COUNTS = 0.05
-"""A profiling thread queued for a CPU this share of its samples' time ran beside other load:
-its wall times are longer than a quiet machine's."""
+# Its thresholds, with their sources, are in thresholds.py (STAGE_*); the names below are theirs.
+BLOCKED_FRACTION = th.STAGE_BLOCKED_FRACTION
+WAITING_MIN_MS = th.STAGE_WAITING_MIN_MS
+QUEUED_THAT_COUNTS = th.STAGE_QUEUED_THAT_COUNTS
+SHARE_THAT_COUNTS = th.STAGE_SHARE_THAT_COUNTS
+QUEUED_SHARE_THAT_COUNTS = th.STAGE_QUEUED_SHARE_THAT_COUNTS
 
 
 class StageNA(str, Enum):
@@ -160,7 +148,10 @@ class StageProfile:
     whether a Compose (or a lone transform) was found. `rest_counts`: the rest of
     `__getitem__` is at least SHARE_THAT_COUNTS of a sample's time (its functions are worth
     reading). `queued_share`: of the samples' `__getitem__` wall time, the part the thread was
-    queued for a CPU (other load; None where not measured)."""
+    queued for a CPU (other load; None where not measured), and `other_load` when it is at least
+    QUEUED_SHARE_THAT_COUNTS. `waiting_blocked_over` and `rest_share_min`: the thresholds a
+    stage's `waiting` and `rest_counts` were judged with (BLOCKED_FRACTION, SHARE_THAT_COUNTS),
+    for the sentences that name them."""
 
     stages: list[StageRow]
     sample_build_ms: BuildPercentiles | None
@@ -177,6 +168,9 @@ class StageProfile:
     iterable: bool
     rest_counts: bool
     queued_share: float | None
+    other_load: bool = False
+    waiting_blocked_over: float = BLOCKED_FRACTION
+    rest_share_min: float = SHARE_THAT_COUNTS
 
     def stage(self, name: str) -> StageRow:
         """The row of stage `name` (KeyError when there is none)."""
@@ -202,6 +196,9 @@ class StageProfile:
             "iterable": self.iterable,
             "rest_counts": self.rest_counts,
             "queued_share": self.queued_share,
+            "other_load": self.other_load,
+            "waiting_blocked_over": self.waiting_blocked_over,
+            "rest_share_min": self.rest_share_min,
         }
 
 
@@ -331,6 +328,7 @@ def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:
         for f in sorted(record.functions, key=lambda f: -f.self_s)[:top]
     ] if k else []
     queue_wall = sum(s.getitem_wall_s for s in queue_known)
+    queued_share = sum(s.getitem_queued_s or 0.0 for s in queue_known) / queue_wall if queue_wall > 0 else None
     rest = next((r for r in rows if r.kind == StageKind.REST.value), None)
     seen = sum(f.self_s for f in record.functions)
     unlisted = max(0.0, 1.0 - seen / rest_s) if k and rest_s > 0 else None
@@ -349,5 +347,6 @@ def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:
         transforms_found=any(s.kind == StageKind.TRANSFORM.value for s in record.stages),
         iterable=record.iterable,
         rest_counts=rest is not None and (rest.share or 0.0) >= SHARE_THAT_COUNTS,
-        queued_share=sum(s.getitem_queued_s or 0.0 for s in queue_known) / queue_wall if queue_wall > 0 else None,
+        queued_share=queued_share,
+        other_load=queued_share is not None and queued_share >= QUEUED_SHARE_THAT_COUNTS,
     )

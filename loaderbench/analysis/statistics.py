@@ -1,9 +1,10 @@
-"""Pure statistics of raw per-batch samples: percentiles, per-trial throughput and stall, the
-summary of a config's repeats, the fetch/prep split.
+"""The summaries pass: pure statistics of raw per-batch samples (percentiles, per-trial throughput
+and stall), the summary of a config's repeats with its samples per batch, mean step, spread and
+noise, and the fetch/prep split of configs measured cold and warm.
 
 No torch, no pynvml, no I/O: `show` and `compare` use this on CPU-only CI runners. Every number is
 derived from the raw per-batch samples kept in `Trial` (the timing model is in measure/loop.py).
-Verdicts, the knee and the recommendation are in analysis/.
+The passes after it (analysis/__init__.py) read what it wrote into each `Summary`.
 
 NOTE [ The differential fetch/prep split ]
     Run the same config twice, once with the dataset evicted (cold) and once with it resident
@@ -21,18 +22,10 @@ import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
-from loaderbench.model import ConfigResult, ServedFrom, Summary, Trial
-
-# Input-bound bands of the stall fraction, as commonly used in data-stall analyses
-# (e.g. Mohan et al., "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021):
-# under 5% not input-bound, 5-20% moderately, over 20% highly.
-NOT_INPUT_BOUND_MAX = 0.05
-MODERATELY_INPUT_BOUND_MAX = 0.20
-DEFAULT_TOLERANCE = 0.05
-NOISY_SPREAD = 0.10
+from loaderbench.analysis.thresholds import NOISY_SPREAD, PART_CACHED_MAX, PART_CACHED_MIN
+from loaderbench.conclusions import FetchPrep, FetchPrepBound
+from loaderbench.model import CeilingBound, ConfigResult, ServedFrom, Summary, Trial, WarningKind
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -68,31 +61,6 @@ def trial_stall_fraction(trial: Trial) -> float:
     """Total data-wait / total step time (0..1): the share of the step the consumer was starved."""
     total_s = sum(trial.step_s)
     return min(1.0, max(0.0, sum(trial.data_wait_s) / total_s)) if total_s > 0 else 0.0
-
-
-def rank_ceiling_shares(
-    rank_samples_per_s: Sequence[float], rank_ceiling_samples_per_s: Sequence[float] | None
-) -> list[float] | None:
-    """Each rank's throughput as a fraction of its own compute ceiling (index = rank), or None
-    when the ceilings are unknown or do not match the ranks.
-
-    >>> rank_ceiling_shares([90.0, 95.0], [100.0, 100.0])
-    [0.9, 0.95]
-    """
-    if not rank_ceiling_samples_per_s or len(rank_ceiling_samples_per_s) != len(rank_samples_per_s):
-        return None
-    if any(c <= 0 for c in rank_ceiling_samples_per_s):
-        return None
-    return [x / c for x, c in zip(rank_samples_per_s, rank_ceiling_samples_per_s)]
-
-
-def input_bound_band(stall_fraction: float) -> str:
-    """'not input-bound' (< 5%), 'moderately input-bound' (5-20%) or 'highly input-bound'."""
-    if stall_fraction < NOT_INPUT_BOUND_MAX:
-        return "not input-bound"
-    if stall_fraction <= MODERATELY_INPUT_BOUND_MAX:
-        return "moderately input-bound"
-    return "highly input-bound"
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
@@ -163,7 +131,68 @@ def summarize(trials: Sequence[Trial]) -> Summary:
         repeats=len(trials),
     )
     _rank_statistics(summary, trials)
+    if summary.loader_ceiling_samples_per_s is None:
+        summary.loader_ceiling_bound_samples_per_s, summary.loader_ceiling_bound = ceiling_bound(trials)
+    summary.spread = relative_spread(summary)
+    summary.noisy = summary.spread > NOISY_SPREAD
+    summary.other_cores = other_cores(summary.other_cpu_util_pct, summary.steal_cpu_util_pct)
+    summary.part_cached = summary.served_from is ServedFrom.MIXED or (
+        summary.served_from in (None, ServedFrom.STORAGE, ServedFrom.UNKNOWN)
+        and summary.storage_fraction is not None and PART_CACHED_MIN <= summary.storage_fraction < PART_CACHED_MAX)
     return summary
+
+
+def ceiling_bound(trials: Sequence[Trial]) -> tuple[float | None, CeilingBound | None]:
+    """The loader ceiling of trials whose probe gave a bound, not a sustained rate (NOTE [loader
+    ceiling] in measure/loop.py: `loader_alone_method` "bound"): the highest bound (the loader
+    alone delivers at least that many samples/s) and why it is one (that trial's reason);
+    (None, None) when no trial has a bound."""
+    bounds = [t for t in trials if t.loader_alone_method == "bound" and t.loader_alone_bound_samples_per_s]
+    if not bounds:
+        return None, None
+    top = max(bounds, key=lambda t: t.loader_alone_bound_samples_per_s or 0.0)
+    try:
+        why = CeilingBound(top.loader_alone_reason)
+    except ValueError:
+        why = CeilingBound.OTHER
+    return top.loader_alone_bound_samples_per_s, why
+
+
+def summarize_result(result: ConfigResult) -> None:
+    """The summaries pass for one config: `result.summary` from its trials (`summarize`), with
+    its samples per batch as counted (NOTE [samples per batch]: the batch size when no trial
+    says), its mean step and whether it may be ranked (not when it counts duplicate samples: a
+    REPLICATED warning). A config that is not ok, or has no trials, keeps no summary."""
+    if result.status != "ok" or not result.trials:
+        result.summary = None
+        return
+    s = summarize(result.trials)
+    s.samples_per_batch = samples_per_batch(result.trials, result.settings.batch_size)
+    s.mean_step_s = s.samples_per_batch * (s.world_size or 1) / s.samples_per_s if s.samples_per_s > 0 else 0.0
+    s.ranked = not result.has(WarningKind.REPLICATED)
+    result.summary = s
+
+
+def samples_per_batch(trials: Sequence[Trial], batch_size: int) -> float:
+    """Mean samples per measured batch (the counted samples over the batches; `batch_size` when
+    no trial says). In a distributed sweep a trial holds one rank's batches.
+
+    NOTE [samples per batch]
+        A batch size is not always what batches hold: a batch sampler that buckets, a dataset
+        whose items are several samples, a sampler with fewer indices than a batch. Throughput,
+        the mean step and the compute ceiling all use the samples counted per batch."""
+    counted = [(t.samples, len(t.step_s)) for t in trials if t.step_s]
+    if counted and sum(n for _, n in counted):
+        return sum(x for x, _ in counted) / sum(n for _, n in counted)
+    return float(batch_size)
+
+
+def other_cores(other_cpu_util_pct: float | None, steal_cpu_util_pct: float | None) -> float | None:
+    """Cores that other processes and the hypervisor's steal took from the usable CPUs during
+    a window (NOTE [what else ran on the usable CPUs] in measure/meter.py); None unmeasured."""
+    if other_cpu_util_pct is None and steal_cpu_util_pct is None:
+        return None
+    return ((other_cpu_util_pct or 0.0) + (steal_cpu_util_pct or 0.0)) / 100.0
 
 
 def _rank_statistics(summary: Summary, trials: Sequence[Trial]) -> None:
@@ -192,68 +221,51 @@ def relative_spread(summary: Summary) -> float:
     return ((summary.samples_per_s_max or 0.0) - summary.samples_per_s_min) / summary.samples_per_s
 
 
-def _served_from(values: Sequence[str | None]) -> str | None:
-    """Where a config's samples came from over its trials (model.ServedFrom values): the one
-    value they agree on, "mixed" when they differ (repeats that warmed a cache), None when no
-    trial knows."""
+def _served_from(values: Sequence[str | None]) -> ServedFrom | None:
+    """Where a config's samples came from over its trials (their model.ServedFrom values): the
+    one they agree on, MIXED when they differ (repeats that warmed a cache), None when no trial
+    knows."""
     seen = {v for v in values if v is not None}
     if not seen:
         return None
-    return seen.pop() if len(seen) == 1 else ServedFrom.MIXED.value
+    return ServedFrom(seen.pop()) if len(seen) == 1 else ServedFrom.MIXED
 
 
-def fetch_prep(results: Sequence[ConfigResult]) -> dict[str, dict[str, object]]:
+def fetch_prep(results: Sequence[ConfigResult]) -> list[FetchPrep]:
     """The differential split of data-wait (Mohan et al., VLDB 2021, "data stalls"): for every
     settings key measured both cold and warm, the warm mean data-wait per batch is the prep stall
-    (decode, augment), cold minus warm the fetch stall (storage); the larger names the bound."""
+    (decode, augment), cold minus warm the fetch stall (storage); the larger names the bound.
+    In the order of the keys."""
     by_key: dict[str, dict[str, ConfigResult]] = {}
     for r in results:
         if r.status == "ok" and r.summary is not None and r.cache in ("cold", "warm"):
             by_key.setdefault(r.settings.key(), {})[r.cache] = r
-    out: dict[str, dict[str, object]] = {}
-    for key, pair in by_key.items():
+    out: list[FetchPrep] = []
+    for key, pair in sorted(by_key.items()):
         if "cold" in pair and "warm" in pair:
             cold, warm = pair["cold"].summary, pair["warm"].summary
             assert cold is not None and warm is not None
-            out[key] = fetch_prep_split(cold.data_wait_mean_s, warm.data_wait_mean_s).to_dict()
+            out.append(dataclasses.replace(fetch_prep_split(cold.data_wait_mean_s, warm.data_wait_mean_s), key=key))
     return out
 
 
-@dataclass
-class FetchPrepSplit:
-    """The differential split of one config's data-wait (see NOTE [ The differential fetch/prep
-    split ]), in the unit given (seconds per batch, or totals): `fetch_s` = cold - warm
-    (storage), `prep_s` = warm (decode, augment, collate). `bound` names the larger."""
-
-    cold_wait_s: float
-    warm_wait_s: float
-    fetch_s: float
-    prep_s: float
-    bound: str  # "storage (fetch)" | "CPU (prep)" | "none"
-    fetch_fraction: float | None  # fetch / cold wait
-    note: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+FetchPrepSplit = FetchPrep
 
 
-def fetch_prep_split(cold_wait_s: float, warm_wait_s: float) -> FetchPrepSplit:
+def fetch_prep_split(cold_wait_s: float, warm_wait_s: float) -> FetchPrep:
     """Split a cold run's data-wait into fetch (storage) and prep (CPU) using a warm run of the
-    same config: fetch = cold - warm, prep = warm; bound "storage (fetch)" when fetch > prep,
-    else "CPU (prep)", "none" when neither waited. A warm run slower than the cold one (noise)
-    gives fetch 0 and a note."""
-    note = None
+    same config (NOTE [ The differential fetch/prep split ]): fetch = cold - warm, prep = warm;
+    bound STORAGE when fetch > prep, else CPU, NONE when neither waited. A warm run slower than
+    the cold one (noise) gives fetch 0 and `warm_slower_s`."""
     fetch = cold_wait_s - warm_wait_s
     prep = max(0.0, warm_wait_s)
+    slower = None
     if fetch < 0:
-        note = (
-            f"the warm run waited longer than the cold one by {-fetch:.3g} s: fetch is within "
-            "noise (measure longer or repeat)"
-        )
+        slower = -fetch
         fetch = 0.0
     if fetch <= 0 and prep <= 0:
-        bound = "none"
+        bound = FetchPrepBound.NONE
     else:
-        bound = "storage (fetch)" if fetch > prep else "CPU (prep)"
+        bound = FetchPrepBound.STORAGE if fetch > prep else FetchPrepBound.CPU
     frac = fetch / cold_wait_s if cold_wait_s > 0 else None
-    return FetchPrepSplit(cold_wait_s, warm_wait_s, fetch, prep, bound, frac, note)
+    return FetchPrep(cold_wait_s, warm_wait_s, fetch, prep, bound, frac, slower)

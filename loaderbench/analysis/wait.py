@@ -1,6 +1,8 @@
-"""What one config's data-wait is made of, and the verdict that follows from it.
+"""The wait-parts and verdicts passes: what one config's data-wait is made of, and the verdict,
+input-bound band, CPU saturation, stall period and workers-needed estimate that follow from it.
 
-Pure: no torch, no I/O. Everything is derived from the raw per-batch samples of `Trial`.
+Pure: no torch, no I/O. Everything is derived from the raw per-batch samples of `Trial` and the
+summary the summaries pass wrote.
 
 NOTE [what the wait is made of]
     A verdict must rest on the whole wait, not on its median: a loop that waits 3 s at every
@@ -32,14 +34,22 @@ import statistics
 from collections.abc import Sequence
 
 from loaderbench.analysis.statistics import percentile
-from loaderbench.model import ConfigResult, LoaderSettings, Summary, Trial, Verdict, WaitPart
-
-# Input-bound bands of the stall fraction, as commonly used in data-stall analyses
-# (e.g. Mohan et al., "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021):
-# under 5% not input-bound, 5-20% moderately, over 20% highly.
-LOADER_BOUND_STALL = 0.05
-TAIL_WAIT_OF_STEP = 0.5
-TAIL_MIN_STALL = 0.02
+from loaderbench.analysis.thresholds import (
+    CPU_SATURATED,
+    LOADER_BOUND_STALL,
+    MODERATELY_INPUT_BOUND_MAX,
+    NOT_INPUT_BOUND_MAX,
+    PERIOD_BETTER_BY,
+    PERIOD_MIN_AUTOCORRELATION,
+    PERIOD_MIN_BATCHES,
+    PERIOD_MIN_STALL_SHARE,
+    PERIOD_MIN_WAIT_OF_STEP,
+    PERIOD_MIN_WAIT_S,
+    PERIOD_STALL_OVER_REST,
+    TAIL_MIN_STALL,
+    TAIL_WAIT_OF_STEP,
+)
+from loaderbench.model import ConfigResult, InputBound, LoaderSettings, Summary, Trial, Verdict, WaitPart
 
 
 def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, float]:
@@ -74,23 +84,64 @@ def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, f
     return parts
 
 
-def wait_parts_per_batch(result: ConfigResult) -> dict[str, float]:
-    """Mean seconds per measured batch of each wait part, median over the config's repeats,
-    keyed by WaitPart value."""
+def wait_parts_per_batch(result: ConfigResult) -> dict[WaitPart, float]:
+    """Mean seconds per measured batch of each wait part, median over the config's repeats."""
     per_trial = []
     for t in result.trials:
         if t.data_wait_s:
             parts = trial_wait_parts(t, result.settings)
-            per_trial.append({p.value: v / len(t.data_wait_s) for p, v in parts.items()})
+            per_trial.append({p: v / len(t.data_wait_s) for p, v in parts.items()})
     if not per_trial:
         return {}
-    return {p.value: float(statistics.median(d[p.value] for d in per_trial)) for p in WaitPart}
+    return {p: float(statistics.median(d[p] for d in per_trial)) for p in WaitPart}
 
 
-def dominant_part(parts_s: dict[str, float]) -> WaitPart | None:
+def dominant_part(parts_s: dict[WaitPart, float]) -> WaitPart | None:
     """The part with the most wait (ties: the order of WaitPart), None when nothing waited."""
-    best = max(WaitPart, key=lambda p: parts_s.get(p.value, 0.0))
-    return best if parts_s.get(best.value, 0.0) > 0 else None
+    best = max(WaitPart, key=lambda p: parts_s.get(p, 0.0))
+    return best if parts_s.get(best, 0.0) > 0 else None
+
+
+def input_bound_band(stall_fraction: float) -> InputBound:
+    """NOT under 5% stall, MODERATELY from 5% to 20%, HIGHLY over (analysis/thresholds.py)."""
+    if stall_fraction < NOT_INPUT_BOUND_MAX:
+        return InputBound.NOT
+    if stall_fraction <= MODERATELY_INPUT_BOUND_MAX:
+        return InputBound.MODERATELY
+    return InputBound.HIGHLY
+
+
+def cpu_saturated(cpu_util_pct: float | None, other_cores: float | None, usable_cpus: int | None) -> bool | None:
+    """Whether the CPUs were saturated: the process tree's CPU (percent of one core) plus what
+    other processes and the hypervisor's steal took (`other_cores`) reached CPU_SATURATED of
+    `usable_cpus`. None when either the reading or the CPU count is unknown. The one definition
+    of CPU saturation (the findings, the verdicts and the search all ask it)."""
+    if not usable_cpus or cpu_util_pct is None:
+        return None
+    return cpu_util_pct / 100.0 + (other_cores or 0.0) >= CPU_SATURATED * usable_cpus
+
+
+def split_waits(results: Sequence[ConfigResult]) -> None:
+    """The wait-parts pass: every summarised config's `wait_parts_s`."""
+    for r in results:
+        if r.summary is not None:
+            r.summary.wait_parts_s = wait_parts_per_batch(r)
+
+
+def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_cpus: int | None = None) -> None:
+    """The verdicts pass: every summarised config's verdict (and whether it rests on the tail),
+    input-bound band, CPU saturation (on `usable_cpus`) and, loader-bound, its stall period and
+    workers-needed estimate."""
+    for r in results:
+        s = r.summary
+        if s is None:
+            continue
+        s.verdict, s.tail_only = verdict_for(r, loader_only=loader_only)
+        s.band = InputBound.LOADER_ALONE if loader_only else input_bound_band(s.stall_fraction)
+        s.cpu_saturated = cpu_saturated(s.cpu_util_pct, s.other_cores, usable_cpus)
+        if s.verdict is Verdict.LOADER_BOUND:
+            s.stall_period_batches = stall_period(r.trials[0].data_wait_s, r.trials[0].step_s)
+            s.workers_needed = workers_needed(r)
 
 
 def has_tail_stalls(summary: Summary) -> bool:
@@ -181,21 +232,23 @@ def stall_period(data_wait_s: Sequence[float], step_s: Sequence[float]) -> int |
     workers runs dry, is not a period). Needs 12 batches or more.
     """
     n = len(data_wait_s)
-    if n < 12 or not step_s or max(data_wait_s) < max(0.0005, 0.25 * percentile(step_s, 50)):
+    floor = max(PERIOD_MIN_WAIT_S, PERIOD_MIN_WAIT_OF_STEP * percentile(step_s, 50)) if step_s else 0.0
+    if n < PERIOD_MIN_BATCHES or not step_s or max(data_wait_s) < floor:
         return None
     best: tuple[int, float] | None = None
     for lag in range(2, n // 3 + 1):
         r = autocorrelation(data_wait_s, lag)
-        if r >= 0.5 and (best is None or (r > best[1] + 0.1 and lag % best[0] != 0)):
+        if r >= PERIOD_MIN_AUTOCORRELATION and (best is None or (r > best[1] + PERIOD_BETTER_BY
+                                                                 and lag % best[0] != 0)):
             best = (lag, r)
     if best is None:
         return None
     lag = best[0]
     split = split_threshold(data_wait_s)
-    if split is None or split[2] < 2.0 * split[1]:
+    if split is None or split[2] < PERIOD_STALL_OVER_REST * split[1]:
         return None  # no stall stands out: waits of 37-44 ms that wobble in a cycle are not stalls
     stalls = [i for i, w in enumerate(data_wait_s) if w >= split[0]]
-    lasting = len(stalls) >= 0.5 * n / lag and stalls[-1] - stalls[0] >= 2 * lag
+    lasting = len(stalls) >= PERIOD_MIN_STALL_SHARE * n / lag and stalls[-1] - stalls[0] >= 2 * lag
     return lag if lasting else None
 
 
@@ -210,30 +263,10 @@ def workers_needed(result: ConfigResult) -> int | None:
     None for a config that is not loader-bound.
     """
     s = result.summary
-    if s is None or s.verdict != Verdict.LOADER_BOUND.value or s.compute_p50_s <= 0 or s.samples_per_s <= 0:
+    if s is None or s.verdict is not Verdict.LOADER_BOUND or s.compute_p50_s <= 0 or s.samples_per_s <= 0:
         return None
     parts = s.wait_parts_s
     w = result.settings.num_workers
-    build = parts.get(WaitPart.LOADER.value, s.data_wait_mean_s) if w == 0 else w * mean_step_s(result)
-    fixed = sum(parts.get(p.value, 0.0) for p in (WaitPart.RECEIVE, WaitPart.H2D, WaitPart.SAMPLER))
+    build = parts.get(WaitPart.LOADER, s.data_wait_mean_s) if w == 0 else w * (s.mean_step_s or 0.0)
+    fixed = sum(parts.get(p, 0.0) for p in (WaitPart.RECEIVE, WaitPart.H2D, WaitPart.SAMPLER))
     return max(1, math.ceil(build / (s.compute_p50_s + fixed) - 1e-9))
-
-
-def mean_step_s(result: ConfigResult) -> float:
-    """The mean time of one step, in s: batch_size / samples/s, times the ranks of a distributed
-    sweep (they step in lockstep, each moving its own batch, and samples/s is their sum);
-    0 without throughput."""
-    s = result.summary
-    if s is None or s.samples_per_s <= 0:
-        return 0.0
-    per_batch = samples_per_batch(result)
-    return per_batch * (s.world_size or 1) / s.samples_per_s
-
-
-def samples_per_batch(result: ConfigResult) -> float:
-    """Mean samples per measured batch of a config (the counted samples over the batches; the
-    batch size when no trial says). In a distributed sweep a trial holds one rank's batches."""
-    counted = [(t.samples, len(t.step_s)) for t in result.trials if t.step_s]
-    if counted and sum(n for _, n in counted):
-        return sum(s for s, _ in counted) / sum(n for _, n in counted)
-    return float(result.settings.batch_size)

@@ -116,41 +116,33 @@ def parse_what_if(spec: str | None) -> Any:
 
 
 def apply_what_if(rs: Any, what: Any) -> None:
-    """Put the what-if prediction (`what`, a WhatIf) into `rs.analysis["what_if"]` (every output
-    format then carries it), for the recommended config's series."""
+    """Answer the what-if question `what` (a conclusions.WhatIf; None: none asked) for the
+    recommended config's series: the analysis is run again with it, so `Analysis.what_if` and
+    every output format carry it."""
     if what is None:
         return
-    from loaderbench.analysis.predict import what_if_cpus, what_if_disk
+    from loaderbench.analysis import analyze
 
-    rec = rs.recommendation
-    base = None if rec is None else rec.settings
-    tolerance = float(((rs.config or {}).get("measure") or {}).get("tolerance", 0.05))
-    measured_cpus = (rs.environment or {}).get("usable_cpus")
-    measured_cpus = measured_cpus if isinstance(measured_cpus, int) else None
-    if what.cpus is not None:
-        found = None if base is None else what_if_cpus(rs.results, base, what.cpus, tolerance,
-                                                       measured_cpus=measured_cpus)
-        rs.analysis["what_if"] = found or {"cpus": what.cpus, "knee_workers": None}
-        return
-    rs.analysis["what_if"] = (
-        {"disk_mb_per_s": what.disk_mb_per_s, "disk_iops": what.disk_iops, "knee_workers": None,
-         "why": "no config was measured"} if base is None
-        else what_if_disk(rs.results, base, what.disk_mb_per_s, what.disk_iops, tolerance, measured_cpus)
-    )
+    analyze(rs, what_if=what)
 
 
-def render_result(rs: Any, fmt: str, console: Console, *, wide: bool = False) -> None:
-    """A sweep's result to stdout in `fmt` (table, json, csv, markdown)."""
+VERBOSE_HELP = ("Under the table, also the search and its drift check, the headroom, the loader ceiling and "
+                "every note in full (--format json has all of it).")
+
+
+def render_result(rs: Any, fmt: str, console: Console, *, wide: bool = False, verbose: bool = False) -> None:
+    """A sweep's result to stdout in `fmt` (table, json, csv, markdown); `verbose`: everything
+    under the table, not the short block."""
     from loaderbench.render import sweep as render
 
     if fmt == "table":
-        render.render_table(rs, console, wide=wide)
+        render.render_table(rs, console, wide=wide, verbose=verbose)
     elif fmt == "json":
         sys.stdout.write(render.to_json(rs) + "\n")
     elif fmt == "csv":
         sys.stdout.write(render.to_csv(rs))
     else:
-        sys.stdout.write(render.to_markdown(rs))
+        sys.stdout.write(render.to_markdown(rs, verbose=verbose))
 
 
 def sigterm_as_interrupt() -> None:

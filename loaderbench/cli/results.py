@@ -17,6 +17,7 @@ def show_command(
     format: Annotated[str, typer.Option("--format", help="table | json | csv | markdown.")] = "table",
     wide: Annotated[bool, typer.Option("--wide", help="Every table column, whatever the terminal width.")] = False,
     what_if: Annotated[str | None, typer.Option("--what-if", metavar="cpus=K|disk=MBPS[,IOPS]", help=common.WHAT_IF_HELP)] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", help=common.VERBOSE_HELP)] = False,
 ) -> None:
     """Render a saved result again."""
     from loaderbench.analysis import analyze
@@ -26,9 +27,8 @@ def show_command(
         fmt = common.check_format(format, common.SWEEP_FORMATS)
         question = common.parse_what_if(what_if)
         rs = read_results(result)
-        analyze(rs)  # statistics are re-derived from the raw per-batch samples
-        common.apply_what_if(rs, question)
-        common.render_result(rs, fmt, common.stdout(), wide=wide)
+        analyze(rs, what_if=question)  # statistics are re-derived from the raw per-batch samples
+        common.render_result(rs, fmt, common.stdout(), wide=wide, verbose=verbose)
 
     common.guard(body)
 

@@ -25,6 +25,7 @@ _FIXED: list[tuple[str, Any, Any]] = [
      "table"),
     ("no_progress", Annotated[bool, typer.Option("--no-progress", help="No progress bar on stderr.")], False),
     ("wide", Annotated[bool, typer.Option("--wide", help="Every table column, whatever the terminal width.")], False),
+    ("verbose", Annotated[bool, typer.Option("--verbose", help=common.VERBOSE_HELP)], False),
     ("plot", Annotated[bool, typer.Option("--plot", help="Also write a PNG plot beside the result file.")], False),
     ("what_if", Annotated[str | None, typer.Option("--what-if", metavar="cpus=K|disk=MBPS[,IOPS]", help=common.WHAT_IF_HELP)], None),
     ("nproc_per_node", Annotated[str | None, typer.Option(
@@ -71,6 +72,7 @@ def sweep_command(**kwargs: Any) -> None:
     format: str = kwargs["format"]
     no_progress: bool = kwargs["no_progress"]
     wide: bool = kwargs["wide"]
+    verbose: bool = kwargs["verbose"]
     plot: bool = kwargs["plot"]
     nproc_per_node: str | None = kwargs["nproc_per_node"]
     what_if: str | None = kwargs["what_if"]
@@ -133,7 +135,7 @@ def sweep_command(**kwargs: Any) -> None:
                 report_interrupted(exc.output, fmt, how)
                 raise typer.Exit(130) from None
         common.apply_what_if(rs, question)
-        common.render_result(rs, fmt, common.stdout(), wide=wide)
+        common.render_result(rs, fmt, common.stdout(), wide=wide, verbose=verbose)
         common.stderr().print(f"results saved to {out}", highlight=False, markup=False)
         if not any(r.status == "ok" for r in rs.results):
             from loaderbench.errors import NothingMeasured

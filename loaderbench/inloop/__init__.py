@@ -6,6 +6,6 @@ process.
 - `loader`: what the watched loader is (its DataLoader settings, the samples in a batch);
 - `usage`: the window meter's readings summed over the window's segments;
 - `ranges`: profiler ranges around the data-wait, the H2D copy and the step;
-- `result`: the trial gathered from every rank, the one-config `ResultSet`, the prediction and
-  the settings to try next.
+- `result`: the trial gathered from every rank, the one-config `ResultSet` (analysed: the
+  prediction of what more workers would give is the analysis's) and the settings to try next.
 """

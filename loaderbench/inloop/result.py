@@ -1,6 +1,6 @@
 """A watched run as a result: the config's trial gathered from every rank, the one-config
-`ResultSet` (analysed, with the watched compute ceiling), the prediction of what more workers
-would give, and the DataLoader settings to try next."""
+`ResultSet` (analysed, with the watched compute ceiling and the analysis's prediction of what
+more workers would give), and the DataLoader settings to try next."""
 
 from __future__ import annotations
 
@@ -8,7 +8,17 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from loaderbench.model import GRID_AXES, ComputeSpec, ConfigResult, DatasetSpec, MeasureSpec, ResultSet, Trial
+from loaderbench.model import (
+    GRID_AXES,
+    Ceiling,
+    CeilingMethod,
+    ComputeSpec,
+    ConfigResult,
+    DatasetSpec,
+    MeasureSpec,
+    Trial,
+)
+from loaderbench.results import ResultSet, SweepRecord
 
 
 def process_group() -> tuple[int, int, int]:
@@ -51,12 +61,13 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
                      world: tuple[int, int] = (1, 1), loader: str | None = None,
                      loader_defaults: dict[str, Any] | None = None) -> ResultSet:
     """The ResultSet of a watched run: `row` analysed as a one-config sweep (analysis.analyze),
-    its compute ceiling taken from the measured compute time per step (`ceilings["compute"]`,
+    its compute ceiling taken from the measured compute time per step (`ResultSet.ceilings`,
     method "watched": the step's own time, which on CUDA events is the GPU's time from batch
-    ready to step end), and `analysis["prediction"]` (`predict_next`). `loader`: the watched
-    loader's class when it is not torch's DataLoader (`dataset.loader`), and
-    `loader_defaults` its own settings left at their defaults (`analysis["loader_defaults"]`;
-    those set otherwise are the row's `loader_args`)."""
+    ready to step end), and the analysis's prediction of what more workers would give
+    (`Analysis.more_workers`). `loader`: the watched loader's class when it is not torch's
+    DataLoader (`dataset.loader`), and `loader_defaults` its own settings left at their
+    defaults (recorded in `SweepRecord.loader_defaults`, named in `Analysis.loader`; those set
+    otherwise are the row's `loader_args`)."""
     import datetime as _dt
 
     from loaderbench._version import __version__
@@ -80,7 +91,7 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
         environment = {"usable_cpus": usable_cpus(), "error": f"{type(exc).__name__}: {exc}"}
     if world[0] > 1:
         environment["distributed"] = {"world_size": world[0], "local_world_size": world[1], "watched": True}
-    ceilings: dict[str, Any] = {}
+    ceilings: dict[int, Ceiling] = {}
     if row.trials:
         per_rank = [Trial.from_dict(d) for d in row.trials[0].rank_trials] or row.trials
         rates, steps, held = [], [], []
@@ -92,10 +103,9 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
                 steps.append(c)
                 held.append(spb)
         if rates and len(rates) == len(per_rank):
-            ceilings["compute"] = {str(row.settings.batch_size): {
-                "samples_per_s": sum(rates), "step_s": max(steps), "samples_per_batch": statistics.median(held),
-                "method": "watched", "world_size": len(per_rank), "batch_size": row.settings.batch_size,
-            }}
+            ceilings[row.settings.batch_size] = Ceiling(
+                row.settings.batch_size, sum(rates), max(steps), CeilingMethod.WATCHED,
+                samples_per_batch=statistics.median(held), world_size=len(per_rank))
     rs = ResultSet(
         config={**config.to_dict(), "watch": True},
         environment=environment,
@@ -105,11 +115,9 @@ def build_result_set(row: ConfigResult, *, label: str, source: str, timing: str,
         tool_version=__version__,
         config_hash="",
         ceilings=ceilings,
+        sweep=SweepRecord(loader_defaults=dict(loader_defaults or {})),
     )
     analyze(rs)
-    rs.analysis["prediction"] = predict_next(row, environment.get("usable_cpus"), config.tolerance)
-    if loader_defaults:
-        rs.analysis["loader_defaults"] = dict(loader_defaults)
     return rs
 
 
@@ -120,48 +128,24 @@ def _device_index(device: str) -> int | None:
     return d.index if d.index is not None else torch.cuda.current_device()
 
 
-def predict_next(row: ConfigResult, usable: int | None, tolerance: float) -> dict[str, Any] | None:
-    """What more workers would likely give a loader-bound watched config, from the sweep's
-    models fitted on this one config: `workers_needed` (batch build time over the step's cycle,
-    analysis.wait.workers_needed) and, with workers, the pipeline model's predicted knee on this
-    machine's CPUs (analysis.predict.what_if_cpus: `knee_workers`, `knee_samples_per_s`,
-    `knee_stall_fraction`, `curve`). None when the config is not loader-bound. A prediction,
-    never a measurement: the renderers say so."""
-    from loaderbench.analysis.predict import what_if_cpus
-
-    s = row.summary
-    if s is None or s.verdict != "loader-bound":
-        return None
-    out: dict[str, Any] = {"kind": "more-workers", "num_workers": row.settings.num_workers,
-                           "workers_needed": s.workers_needed, "usable_cpus": usable}
-    if row.settings.num_workers > 0 and usable:
-        what = what_if_cpus([row], row.settings, usable, tolerance,
-                            max_workers=max(2 * usable, (s.workers_needed or 0) + 1), measured_cpus=usable)
-        if what is not None:
-            out.update({k: what[k] for k in ("knee_workers", "knee_samples_per_s", "knee_stall_fraction", "curve")})
-    if out.get("workers_needed") is None and out.get("knee_workers") is None:
-        return None
-    return out
-
-
 def suggested_settings(rs: ResultSet) -> dict[str, Any]:
     """The DataLoader settings to try next after a watched run, by the DataLoader's keyword
     names (num_workers, pin_memory, prefetch_factor, persistent_workers) plus `predicted`
     (True when num_workers comes from the prediction, not from what was measured): the
-    predicted workers for a loader-bound run (`analysis["prediction"]`), pin_memory for a
+    predicted workers for a loader-bound run (`Analysis.more_workers`), pin_memory for a
     pageable H2D copy, persistent_workers when epoch starts bind; else the watched settings."""
     from loaderbench.model import Verdict
 
     row = rs.results[0]
     s = row.settings
-    verdict = row.summary.verdict if row.summary is not None else ""
-    pred = (rs.analysis or {}).get("prediction") or {}
-    workers = pred.get("knee_workers") or pred.get("workers_needed") or s.num_workers
+    verdict = row.summary.verdict if row.summary is not None else None
+    pred = None if rs.analysis is None else rs.analysis.more_workers
+    workers = (pred and (pred.knee_workers or pred.workers_needed)) or s.num_workers
     workers = max(int(workers), s.num_workers)
     return {
         "num_workers": workers,
-        "pin_memory": s.pin_memory or verdict == Verdict.H2D_PAGEABLE.value,
+        "pin_memory": s.pin_memory or verdict is Verdict.H2D_PAGEABLE,
         "prefetch_factor": (s.prefetch_factor or 2) if workers else None,
-        "persistent_workers": bool(workers) and (s.persistent_workers or verdict == Verdict.EPOCH_START_BOUND.value),
+        "persistent_workers": bool(workers) and (s.persistent_workers or verdict is Verdict.EPOCH_START_BOUND),
         "predicted": workers != s.num_workers,
     }

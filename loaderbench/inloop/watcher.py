@@ -65,14 +65,14 @@ from loaderbench.inloop.ranges import RANGE_COPY, RANGE_STEP, RANGE_WAIT, enter_
 from loaderbench.inloop.result import (
     build_result_set,
     gather_trial,
-    predict_next,
     process_group,
     suggested_settings,
 )
 from loaderbench.inloop.usage import SegmentedUsage
 from loaderbench.measure.assembly import assemble_trial
 from loaderbench.measure.timing import CudaEventMarker, HostMarker, LoopTimes, WarmUp, marker_for, split_steps
-from loaderbench.model import ConfigResult, Note, ResultSet, Trial, WarningKind
+from loaderbench.model import ConfigResult, Note, Trial, WarningKind
+from loaderbench.results import ResultSet
 
 Clock = Callable[[], float]
 TIMINGS = ("auto", "host", "events", "sync")
@@ -573,7 +573,7 @@ class Watch:
     def result(self) -> ResultSet:
         """The measured window as a one-config sweep result (`ResultSet`), analysed: summary,
         verdict, recommendation, headroom, the compute ceiling taken from the steps' compute
-        time, and in `analysis["prediction"]` the pipeline model's estimate of what more workers
+        time, and in `analysis.more_workers` the pipeline model's estimate of what more workers
         would give (a prediction, not a measurement).
 
         Under torch.distributed (a process group initialised, more than one rank) every rank
@@ -666,4 +666,4 @@ watch = Watch
 
 
 # The watch's public names, wherever their room is.
-__all__ = ["Watch", "WatchError", "count_samples", "predict_next", "read_settings", "suggested_settings", "watch"]
+__all__ = ["Watch", "WatchError", "count_samples", "read_settings", "suggested_settings", "watch"]

@@ -22,7 +22,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from loaderbench.inloop.watcher import Watch
-from loaderbench.model import ResultSet
+from loaderbench.results import ResultSet
 
 
 def _dataloader(obj: Any) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 from lightning.pytorch.callbacks import Callback
 
 from loaderbench.inloop.watcher import Watch
-from loaderbench.model import ResultSet
+from loaderbench.results import ResultSet
 
 
 def _dataloader(obj: Any) -> Any:

@@ -86,7 +86,7 @@ def run_job(job_path: Path, result_path: Path) -> int:
 
     try:
         if job.kind == "ceiling":
-            _write(result_path, {"status": "ok", "ceiling": measure_compute_ceiling(job)})
+            _write(result_path, {"status": "ok", "ceiling": measure_compute_ceiling(job).to_dict()})
             return 0
         trial = measure_config(job, on_batch=on_batch)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a row, never a crash

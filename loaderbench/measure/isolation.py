@@ -31,7 +31,7 @@ from loaderbench.machine.processes import (
     signal_by_description,
     signal_name,
 )
-from loaderbench.model import LoaderSettings, Trial, TrialJob
+from loaderbench.model import Ceiling, LoaderSettings, Trial, TrialJob
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Outcome:
 
     status: str  # ok | failed | hung | interrupted
     trial: Trial | None = None
-    ceiling: dict[str, Any] | None = None
+    ceiling: Ceiling | None = None
     error: str | None = None
     last_batch: int | None = None
     detail: str | None = None  # traceback / stderr tail, for the result file
@@ -146,7 +146,7 @@ def _read_result(path: Path) -> dict[str, Any] | None:
 def _outcome_from(payload: dict[str, Any], last_batch: int | None) -> Outcome:
     if payload["status"] == "ok":
         if "ceiling" in payload:
-            return Outcome(status="ok", ceiling=payload["ceiling"])
+            return Outcome(status="ok", ceiling=Ceiling.from_dict(payload["ceiling"]))
         return Outcome(status="ok", trial=Trial.from_dict(payload["trial"]), last_batch=last_batch)
     return Outcome(
         status="failed",

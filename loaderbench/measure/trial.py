@@ -37,6 +37,8 @@ from loaderbench.measure.timing import (
     warmup_for,
 )
 from loaderbench.model import (
+    Ceiling,
+    CeilingMethod,
     ComputeSpec,
     DatasetSpec,
     MeasureSpec,
@@ -725,7 +727,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     return trial
 
 
-def measure_compute_ceiling(job: TrialJob, *, clock: Clock = time.perf_counter) -> dict[str, Any]:
+def measure_compute_ceiling(job: TrialJob, *, clock: Clock = time.perf_counter) -> Ceiling:
     """The compute ceiling at `job.settings.batch_size`: the step fed one batch, already on the
     device, over and over.
 
@@ -737,8 +739,7 @@ def measure_compute_ceiling(job: TrialJob, *, clock: Clock = time.perf_counter) 
     moved to the device once; the step then runs `warmup_batches` times untimed and at least
     `batches` times and `min_time_s` seconds timed, end to end (CUDA events around the whole run
     on a GPU, so launch gaps count as they would in training).
-    Returns {"samples_per_s", "samples_per_batch" (samples in the batch fed), "step_s", "batches",
-    "batch_size", "device"}.
+    Returns the measured `Ceiling` (its `samples_per_batch`: the samples in the batch fed).
     """
     import torch
     from torch.utils.data import IterableDataset, default_collate
@@ -790,11 +791,5 @@ def measure_compute_ceiling(job: TrialJob, *, clock: Clock = time.perf_counter) 
         total_s = clock() - t0
     step_s = total_s / count
     fed = dataset_spec.samples_per_batch or len(samples)
-    return {
-        "samples_per_s": fed / step_s,
-        "samples_per_batch": fed,
-        "step_s": step_s,
-        "batches": count,
-        "batch_size": batch_size,
-        "device": device_name,
-    }
+    return Ceiling(batch_size, fed / step_s, step_s, CeilingMethod.MEASURED, samples_per_batch=fed, batches=count,
+                   device=device_name)

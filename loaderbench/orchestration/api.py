@@ -39,9 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loaderbench.conclusions import Recommendation
 from loaderbench.errors import DataError, UsageError
-from loaderbench.model import Recommendation, ResultSet
 from loaderbench.orchestration.config import OPTIONS, SweepConfig, build_config
+from loaderbench.results import ResultSet
 
 PICKLED_FACTORY = "loaderbench.orchestration.api:load_pickled"
 _KINDS_BY_NAME = ("synthetic", "folder", "tensor")

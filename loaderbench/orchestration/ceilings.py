@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from loaderbench.errors import StepError
 from loaderbench.measure.isolation import Runner
 from loaderbench.model import (
+    Ceiling,
     ComputeSpec,
     LoaderSettings,
     TrialJob,
@@ -27,8 +26,8 @@ def measure_ceilings(
     obs: SweepObserver,
     *,
     world_size: int = 1,
-) -> dict[str, dict[str, Any]]:
-    """The compute ceiling per batch size: {"256": {"samples_per_s": ..., "step_s": ...}}.
+) -> dict[int, Ceiling]:
+    """The compute ceiling per batch size (model.Ceiling).
 
     In a distributed sweep the ceiling is the whole job's (summed over its `world_size` ranks,
     each rank's own in `rank_samples_per_s`), like the throughput it is compared with.
@@ -40,7 +39,7 @@ def measure_ceilings(
     batch: measured before any config, that is the sweep's StepError (one line, exit 2), as
     every config would fail the same way.
     """
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[int, Ceiling] = {}
     if compute.kind == "none":
         return out
     for bs in sorted({p.settings.batch_size for p in points}):
@@ -49,17 +48,14 @@ def measure_ceilings(
         if compute.kind == "sleep":
             step_s = compute.ms / 1000.0
             if step_s > 0:
-                out[str(bs)] = {"samples_per_s": world_size * bs / step_s, "step_s": step_s, "method": "analytic"}
-                if world_size > 1:
-                    out[str(bs)]["rank_samples_per_s"] = [bs / step_s] * world_size
-                    out[str(bs)]["world_size"] = world_size
+                out[bs] = Ceiling.analytic(bs, step_s, world_size)
             continue
         outcome = runner(TrialJob(
             LoaderSettings(0, False, False, None, False, bs), config.dataset, compute, config.measure,
             kind="ceiling", seed=config.seed, cache_dir=cache_dir, timeout_s=config.config_timeout_s,
         ))
         if outcome.status == "ok" and outcome.ceiling is not None:
-            out[str(bs)] = {**outcome.ceiling, "method": "measured"}
+            out[bs] = outcome.ceiling
         elif compute.kind == "step" and (outcome.error or "").startswith(_STEP_ERROR):
             raise StepError(str(outcome.error)[len(_STEP_ERROR):])
         else:

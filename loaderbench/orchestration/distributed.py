@@ -40,7 +40,7 @@ from typing import Any
 
 from loaderbench.machine.processes import signal_name
 from loaderbench.measure.isolation import Outcome, run_isolated
-from loaderbench.model import Note, Trial, TrialJob
+from loaderbench.model import Ceiling, Note, Trial, TrialJob
 
 STOPPED = "stopped because another rank failed"
 _STORE_PREFIX = "loaderbench/"
@@ -202,14 +202,9 @@ def _merged_ceiling(trials: list[Trial]) -> dict[str, Any]:
             "loader_alone_reason": next(t.loader_alone_reason for t in trials if t.loader_alone_method == "bound")}
 
 
-def merge_ceilings(ceilings: list[dict[str, Any]]) -> dict[str, Any]:
-    """The job's compute ceiling from each rank's (index = rank): samples/s summed over ranks,
-    the slowest rank's step time, and each rank's own samples/s in `rank_samples_per_s`."""
-    out = dict(max(ceilings, key=lambda c: c["step_s"]))
-    out["samples_per_s"] = sum(c["samples_per_s"] for c in ceilings)
-    out["rank_samples_per_s"] = [c["samples_per_s"] for c in ceilings]
-    out["world_size"] = len(ceilings)
-    return out
+def merge_ceilings(ceilings: list[Ceiling]) -> Ceiling:
+    """The job's compute ceiling from each rank's (index = rank): `Ceiling.merged`."""
+    return Ceiling.merged(ceilings)
 
 
 _PEER_ERRORS = (
@@ -335,7 +330,7 @@ def _outcome_to_dict(o: Outcome) -> dict[str, Any]:
     return {
         "status": o.status,
         "trial": None if o.trial is None else o.trial.to_dict(),
-        "ceiling": o.ceiling,
+        "ceiling": None if o.ceiling is None else o.ceiling.to_dict(),
         "error": o.error,
         "last_batch": o.last_batch,
         "detail": o.detail,
@@ -346,7 +341,7 @@ def _outcome_from_dict(d: dict[str, Any]) -> Outcome:
     return Outcome(
         status=d["status"],
         trial=None if d.get("trial") is None else Trial.from_dict(d["trial"]),
-        ceiling=d.get("ceiling"),
+        ceiling=None if d.get("ceiling") is None else Ceiling.from_dict(d["ceiling"]),
         error=d.get("error"),
         last_batch=d.get("last_batch"),
         detail=d.get("detail"),

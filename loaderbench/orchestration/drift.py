@@ -5,17 +5,16 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
 
 from loaderbench.measure.isolation import Runner
 from loaderbench.model import (
     ConfigResult,
-    ResultSet,
     Trial,
 )
 from loaderbench.orchestration.config import SweepConfig
 from loaderbench.orchestration.observer import SweepObserver
 from loaderbench.orchestration.plan import Machine, plan
+from loaderbench.results import Drift, ResultSet
 
 DRIFT_MIN_CONFIGS = 3
 
@@ -27,9 +26,7 @@ def drift_threshold(results: list[ConfigResult], tolerance: float) -> float:
     """The change of the knee's fresh trial against its warm trials that counts as drift:
     twice `tolerance`, or twice the median relative spread (max - min over median) of the
     configs measured more than once in this sweep when that is larger (NOTE [drift check])."""
-    from loaderbench.analysis.statistics import relative_spread
-
-    spreads = [relative_spread(r.summary) for r in results
+    spreads = [r.summary.spread for r in results
                if r.status == "ok" and r.summary is not None and r.summary.repeats >= 2]
     noise = statistics.median(spreads) if spreads else 0.0
     return max(DRIFT_TOLERANCE_FACTOR * tolerance, DRIFT_TOLERANCE_FACTOR * noise)
@@ -39,7 +36,7 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
                 run_trial: Callable[..., ConfigResult], fresh_runner: Runner, tolerance: float,
                 obs: SweepObserver) -> None:
     """The warm process's check (NOTE [why a warm process, and what it keeps] in
-    measure/warm.py), recorded in `analysis["drift"]`.
+    measure/warm.py), recorded in `sweep.drift`.
 
     NOTE [drift check]
         The knee is measured once more, in a fresh process, at the end. One trial against a
@@ -101,12 +98,11 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
     confirmed = bool(tripped and len(fresh) == 2 and len(warm) >= 2 and (
         max(fresh) < (1.0 - threshold) * min(warm) or min(fresh) > (1.0 + threshold) * max(warm)))
     change = statistics.median(fresh) / statistics.median(warm) - 1.0 if warm and statistics.median(warm) > 0 else 0.0
-    drift: dict[str, Any] = {"config": results[i].settings.key(), "warm_samples_per_s": statistics.median(warm),
-                             "warm_trials_samples_per_s": warm, "fresh_samples_per_s": statistics.median(fresh),
-                             "fresh_trials_samples_per_s": fresh, "change": change, "threshold": threshold,
-                             "confirmed": confirmed, "remeasured": [],
-                             # what the check cost, against the reserve NOTE [time budget] keeps for it
-                             "wall_s": time.monotonic() - t0}
+    drift = Drift(results[i].settings.key(), change=change, warm_samples_per_s=statistics.median(warm),
+                  warm_trials_samples_per_s=warm, fresh_samples_per_s=statistics.median(fresh),
+                  fresh_trials_samples_per_s=fresh, threshold=threshold, confirmed=confirmed,
+                  # what the check cost, against the reserve NOTE [time budget] keeps for it
+                  wall_s=time.monotonic() - t0)
     if confirmed:
         obs.warning(f"drift: {results[i].settings.key()} measured {change:+.1%} in two fresh processes against "
                     "two warm trials; measuring the competing configs again, each in a fresh process")
@@ -117,12 +113,12 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
             if j != i and s is not None and s.samples_per_s >= (1.0 - 2 * tolerance) * top:
                 results[j].trials = []
                 run_trial(j, 0, via=fresh_runner)
-                drift["remeasured"].append(results[j].settings.key())
+                drift.remeasured.append(results[j].settings.key())
         results[i].trials = fresh_trials  # the fresh trials only
-        drift["remeasured"].append(results[i].settings.key())
+        drift.remeasured.append(results[i].settings.key())
     else:
         results[i].trials = warm_trials  # like with like: the warm trials rank it
-    result_set.analysis["drift"] = drift
+    result_set.sweep.drift = drift
 
 
 SPARE_MIN_CPUS = 4  # start the drift check's fresh process ahead only with this many usable CPUs

@@ -11,9 +11,6 @@ from typing import Any
 
 from loaderbench.measure.isolation import Runner, run_isolated
 from loaderbench.measure.warm import WarmRunner
-from loaderbench.model import (
-    ResultSet,
-)
 from loaderbench.orchestration.config import SweepConfig
 from loaderbench.orchestration.drift import drift_may_follow
 from loaderbench.orchestration.observer import NullObserver, SweepObserver
@@ -27,6 +24,7 @@ from loaderbench.orchestration.plan import (
 )
 from loaderbench.orchestration.run import run_sweep
 from loaderbench.orchestration.validate import sampler_args, validate_workload
+from loaderbench.results import ResultSet
 from loaderbench.storage import data_files
 
 
@@ -111,7 +109,7 @@ def _execute_sweep(config: SweepConfig, *, output: Path | None, observer: SweepO
                 cache_dir=cache_dir, facts=facts, runner=warm, fresh_runner=fresh or run_isolated, files=files,
                 started_at=started_at,
             )
-            rs.analysis["measuring_processes"] = warm.starts
+            rs.sweep.measuring_processes = warm.starts
         else:
             rs = run_sweep(
                 config, output=out, environment=environment, machine=machine, observer=obs,

@@ -13,14 +13,13 @@ from typing import Any
 
 from loaderbench._version import __version__
 from loaderbench.analysis import analyze
-from loaderbench.analysis.predict import Prediction, fit, predict, prediction_errors, series_of
+from loaderbench.analysis.predict import fit, predict, prediction_errors, series_of
 from loaderbench.kinds import KINDS
 from loaderbench.measure.isolation import Outcome, Runner, run_isolated
 from loaderbench.model import (
     ConfigResult,
     LoaderSettings,
     Note,
-    ResultSet,
     TrialJob,
     WarningKind,
 )
@@ -36,6 +35,7 @@ from loaderbench.orchestration.preflight import (
     preflight,
 )
 from loaderbench.orchestration.search import HostLimits, Search
+from loaderbench.results import PredictionCheck, ResultSet, Timing
 from loaderbench.storage import set_cache_state
 
 
@@ -67,7 +67,7 @@ def run_sweep(
     IterableDataset that every worker replays are flagged and never ranked (preflight.py).
     With `fresh_runner` (a process per config, when `runner` keeps one warm process), the knee is
     measured again at the end in a fresh process, and if a drift is confirmed the competing
-    configs are measured again through `fresh_runner` (`check_drift`, `analysis["drift"]`).
+    configs are measured again through `fresh_runner` (`check_drift`, `sweep.drift`).
     `--time-budget` counts from `started_at` (time.monotonic() when the command started; default
     now): the search starts no step that would end after it, keeping one trial's time for the
     step and, with `fresh_runner`, about two for the drift check (NOTE [time budget]).
@@ -105,18 +105,17 @@ def run_sweep(
     # Where a sweep's time goes: trials, and in them the DataLoader's set-up, the worker start-up
     # to the first batch, the warm-up, the measured windows, the probes after the windows and
     # stopping the workers; and the compute ceiling (docs/benchmarks.md).
-    timing = {"trials": 0, "trial_wall_s": 0.0, "setup_s": 0.0, "first_batch_s": 0.0, "warmup_s": 0.0,
-              "window_s": 0.0, "probe_s": 0.0, "stop_s": 0.0, "ceiling_s": 0.0}
+    timing = Timing()
+    sweep = result_set.sweep
 
     def snapshot() -> None:
-        result_set.analysis["sweep_wall_s"] = (now() - started).total_seconds()
-        result_set.analysis["since_start_s"] = time.monotonic() - started_at  # what --time-budget counts
-        result_set.analysis["configs_planned"] = len(points)
-        parts = ("setup_s", "first_batch_s", "warmup_s", "window_s", "probe_s", "stop_s")
+        sweep.sweep_wall_s = (now() - started).total_seconds()
+        sweep.since_start_s = time.monotonic() - started_at  # what --time-budget counts
+        sweep.configs_planned = len(points)
         # The rest of the trials' wall time: the measuring process's round trip (its start for a
         # fresh process, the reset between configs, the job and result files).
-        result_set.analysis["timing"] = {**timing, "other_s": max(0.0, timing["trial_wall_s"]
-                                                                  - sum(timing[k] for k in parts))}
+        timing.other_s = max(0.0, timing.trial_wall_s - sum(getattr(timing, k) for k in Timing.PARTS))
+        sweep.timing = timing
         order = {p.settings: i for i, p in enumerate(points)}
         measured = [r for r, d in zip(results, done) if d]
         result_set.results = sorted(measured, key=lambda r: row_order(r.settings, order))
@@ -125,17 +124,16 @@ def run_sweep(
 
     preflight(results, facts, environment, machine, obs)
     if config.measure.epoch_batches:
-        result_set.analysis["epoch_batches"] = config.measure.epoch_batches
+        sweep.epoch_batches = config.measure.epoch_batches
     elif facts is not None and facts.num_samples and KINDS[config.dataset.kind].own_length:
         # Only a real dataset has a meaningful epoch; synthetic and tensor lengths are arbitrary.
         # Per rank: DistributedSampler gives each of the world_size ranks its share of an epoch.
         bs = min(p.settings.batch_size for p in points)
-        result_set.analysis["epoch_batches"] = max(1, facts.num_samples // (bs * machine.world_size))
+        sweep.epoch_batches = max(1, facts.num_samples // (bs * machine.world_size))
     t_ceiling = time.monotonic()
-    result_set.ceilings = {
-        "compute": measure_ceilings(config, compute, points, runner, cache_dir, obs, world_size=machine.world_size)
-    }
-    timing["ceiling_s"] = time.monotonic() - t_ceiling
+    result_set.ceilings = measure_ceilings(config, compute, points, runner, cache_dir, obs,
+                                           world_size=machine.world_size)
+    timing.ceiling_s = time.monotonic() - t_ceiling
 
     def run_trial(i: int, repeat: int, via: Runner = runner, loader_alone: bool = False) -> ConfigResult:
         """One trial of entry `i` (its repeat index `repeat`), folded into its result; the loader
@@ -147,7 +145,7 @@ def run_sweep(
                 done[i] = True
                 snapshot()
             return res  # a config that failed once is not retried in later repeats
-        obs.trial_started(int(timing["trials"]), point.settings, repeat)
+        obs.trial_started(timing.trials, point.settings, repeat)
         cache_state = None
         if state != "as-is":
             cache_state = set_cache_state(files, state, config.drop_caches).to_dict()
@@ -171,19 +169,19 @@ def run_sweep(
         try:
             outcome = via(job, on_batch=obs.batch)
         except KeyboardInterrupt:
-            result_set.analysis["interrupted"] = True
+            sweep.interrupted = True
             snapshot()
             raise
         wall = time.monotonic() - t0
-        timing["trials"] += 1
-        timing["trial_wall_s"] += wall
+        timing.trials += 1
+        timing.trial_wall_s += wall
         trial_walls.append(wall)
         if outcome.trial is not None:
             outcome.trial.cache_state = cache_state
-            timing["window_s"] += outcome.trial.wall_s
-            timing["first_batch_s"] += outcome.trial.first_batch_s
+            timing.window_s += outcome.trial.wall_s
+            timing.first_batch_s += outcome.trial.first_batch_s
             for phase in ("probe_s", "setup_s", "warmup_s", "stop_s"):
-                timing[phase] += getattr(outcome.trial, phase) or 0.0
+                setattr(timing, phase, getattr(timing, phase) + (getattr(outcome.trial, phase) or 0.0))
         _apply(res, outcome)
         done[i] = True
         obs.trial_finished(res, outcome)
@@ -223,7 +221,7 @@ def run_sweep(
         )
         obs.sweep_started(search.estimated_trials())
         search.run()
-        result_set.analysis["search"] = search.log.to_dict()
+        sweep.search = search.log
     else:
         obs.sweep_started(len(entries) * config.repeats)
         for repeat in range(config.repeats):
@@ -243,23 +241,21 @@ def run_sweep(
 def add_predictions(result_set: ResultSet, cells: list[LoaderSettings], usable_cpus: int | None) -> None:
     """The model's predictions (analysis/predict.py) for the grid cells the search did not
     measure, and leave-one-out predictions for those it did (their errors), in
-    `analysis["predictions"]` with the model's inputs in `analysis["model"]`."""
+    `sweep.predictions` and `sweep.prediction_check`, with the model's inputs in `sweep.model`."""
     measured = {r.settings for r in result_set.results if r.status == "ok" and r.summary is not None}
     tried = {r.settings for r in result_set.results}  # a failed, hung or skipped config is not predicted either
     unmeasured = [c for c in dict.fromkeys(cells) if c not in tried]
     preds = predict(result_set.results, unmeasured, usable_cpus)
     loo = predict(result_set.results, sorted(measured, key=lambda s: s.structural_key()), usable_cpus,
                   exclude_measured=True)
-    result_set.analysis["predictions"] = [p.to_dict() for p in preds]
-    result_set.analysis["prediction_check"] = {
-        "leave_one_out": [p.to_dict() for p in loo],
-        "errors": prediction_errors(loo),
-        "before_measured": prediction_errors([Prediction.from_dict(d) for d in
-                                              (result_set.analysis.get("search") or {}).get(
-                                                  "predicted_before_measured", [])]),
-    }
+    sweep = result_set.sweep
+    sweep.predictions = preds
+    sweep.prediction_check = PredictionCheck(
+        leave_one_out=loo, errors=prediction_errors(loo),
+        before_measured=prediction_errors(sweep.search.predicted_before_measured if sweep.search else []),
+    )
     bases = list(dict.fromkeys(series_of(c) for c in cells))
-    result_set.analysis["model"] = {s.key(): fit(result_set.results, s, usable_cpus).inputs for s in bases}
+    sweep.model = {s.key(): fit(result_set.results, s, usable_cpus).inputs for s in bases}
 
 
 FIRST_BATCH_FLOOR_S = 60.0

@@ -46,40 +46,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from loaderbench.analysis.advice import CPU_SATURATED
 from loaderbench.analysis.knee import find_knee, rankable
 from loaderbench.analysis.predict import Prediction, predict, series_of, with_workers
+from loaderbench.analysis.wait import cpu_saturated
 from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, Verdict
 from loaderbench.orchestration.preflight import room_for_workers
+from loaderbench.results import SearchLog, SearchStep, Widening
 
 Measure = Callable[[LoaderSettings, int], ConfigResult]
 """Measure one trial (repeat index) of a config; returns its result with every trial so far,
 summarised (status ok, failed, hung or skipped)."""
-
-
-@dataclass
-class SearchLog:
-    """What the search did, for the result file (`analysis["search"]`)."""
-
-    method: str = "model-guided"
-    grid_configs: int = 0
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    predicted_before_measured: list[dict[str, Any]] = field(default_factory=list)
-    stopped: str = ""
-    budget_s: float | None = None
-    workers_searched: list[int] = field(default_factory=list)
-    # Past the usable CPUs: the widest worker count searched and, when a measured limit refused
-    # twice that while the loader still starved, that limit ({"workers", "refused": why}).
-    widened: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "grid_configs": self.grid_configs, "workers_searched": self.workers_searched,
-                "steps": self.steps,
-                "predicted_before_measured": self.predicted_before_measured, "stopped": self.stopped,
-                "budget_s": self.budget_s, "widened": self.widened}
 
 
 @dataclass(frozen=True)
@@ -159,14 +138,14 @@ class Search:
         pred = preds[0] if preds else None
         r = self.measure_fn(s, 0)
         self.results[s] = r
-        entry: dict[str, Any] = {"config": s.key(), "why": why, "status": r.status}
+        entry = SearchStep(s.key(), why, r.status)
         if pred is not None:
             self.predicted[s] = pred.samples_per_s
-            entry["predicted_samples_per_s"] = pred.samples_per_s
+            entry.predicted_samples_per_s = pred.samples_per_s
             if r.summary is not None:
-                entry["measured_samples_per_s"] = r.summary.samples_per_s
+                entry.measured_samples_per_s = r.summary.samples_per_s
                 self.log.predicted_before_measured.append(
-                    Prediction(s, pred.samples_per_s, pred.stall_fraction, r.summary.samples_per_s).to_dict())
+                    Prediction(s, pred.samples_per_s, pred.stall_fraction, r.summary.samples_per_s))
         self.log.steps.append(entry)
         return r
 
@@ -189,7 +168,7 @@ class Search:
                     break
                 limit *= 2
             if limit > top:
-                self.log.widened = {"workers": limit, "refused": refused}
+                self.log.widened = Widening(limit, refused)
             counts = set(range(0, limit + 1))
         return sorted(counts)
 
@@ -214,9 +193,9 @@ class Search:
             return False  # 0 workers has no workers to be starved: the main process loads
         r = self.results.get(with_workers(base, workers))
         s = None if r is None or r.status != "ok" else r.summary
-        if s is None or s.verdict != Verdict.LOADER_BOUND.value or s.cpu_util_pct is None or not self.model_cpus:
+        if s is None or s.verdict is not Verdict.LOADER_BOUND or s.cpu_util_pct is None or not self.model_cpus:
             return False
-        return s.cpu_util_pct < 100.0 * CPU_SATURATED * self.model_cpus
+        return not cpu_saturated(s.cpu_util_pct, s.other_cores, self.model_cpus)
 
     def io_bound(self) -> bool:
         """Whether the measured configs with workers used under half a CPU core per worker
@@ -281,7 +260,7 @@ class Search:
         share = preds[0].samples_per_s / best if best > 0 else 0.0
         if share >= 0.5:
             self._measure(with_workers(base, 0), "0 workers: predicted at half the best or more")
-        elif share >= 0.25 and any(r.summary is not None and r.summary.verdict == Verdict.RECEIVE_FLOOR.value
+        elif share >= 0.25 and any(r.summary is not None and r.summary.verdict is Verdict.RECEIVE_FLOOR
                                    for r in series):
             self._measure(with_workers(base, 0), "0 workers: the hand-off from the workers binds, and 0 workers has none")
 
@@ -343,7 +322,7 @@ class Search:
                 fastest = max(rankable(series), key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
                 j = counts.index(top.settings.num_workers) if top.settings.num_workers in counts else None
                 nxt = None if j is None else self._neighbour(base, counts, j, +1)
-                if (fastest is top and top.summary is not None and top.summary.verdict == Verdict.LOADER_BOUND.value
+                if (fastest is top and top.summary is not None and top.summary.verdict is Verdict.LOADER_BOUND
                         and nxt is not None and with_workers(base, nxt) not in self.results):
                     self._measure(with_workers(base, nxt), "the fastest measured still waits for data: one more step")
                     continue
@@ -403,9 +382,9 @@ class Search:
                 if len(r.trials) <= repeat and r.status == "ok":
                     self.results[r.settings] = self.measure_fn(r.settings, repeat)
                     if r.settings in disputed:
-                        self.log.steps.append({
-                            "config": r.settings.key(), "status": self.results[r.settings].status,
-                            "why": "repeat: measured once, far below the model's prediction, which would make it the knee"})
+                        self.log.steps.append(SearchStep(
+                            r.settings.key(), "repeat: measured once, far below the model's prediction, which would "
+                            "make it the knee", self.results[r.settings].status, repeat=True))
             knee = find_knee(self.measured(), tolerance=self.tolerance)
             if knee is not None and knee.settings.num_workers > 0:
                 self._search_workers(_base_of(knee.settings), start=knee.settings.num_workers)

@@ -15,28 +15,28 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from loaderbench.analysis.compare import Comparison, ConfigComparison, RunInfo
+from loaderbench.analysis.compare import Change, Comparison, ConfigComparison, RunInfo
 
 VERDICT_STYLES = {
-    "regressed": "bold red",
-    "improved": "green",
-    "unchanged": "",
-    "not significant": "yellow",
-    "not comparable": "magenta",
-    "missing": "dim",
-    "new": "cyan",
-    "failed": "bold red",
+    Change.REGRESSED: "bold red",
+    Change.IMPROVED: "green",
+    Change.UNCHANGED: "",
+    Change.NOT_SIGNIFICANT: "yellow",
+    Change.NOT_COMPARABLE: "magenta",
+    Change.MISSING: "dim",
+    Change.NEW: "cyan",
+    Change.FAILED: "bold red",
 }
 # asv-style marks: the verdict at a glance in narrow columns and in markdown.
 VERDICT_MARKS = {
-    "regressed": "▼",
-    "improved": "▲",
-    "unchanged": "=",
-    "not significant": "~",
-    "not comparable": "!",
-    "missing": "-",
-    "new": "+",
-    "failed": "x",
+    Change.REGRESSED: "▼",
+    Change.IMPROVED: "▲",
+    Change.UNCHANGED: "=",
+    Change.NOT_SIGNIFICANT: "~",
+    Change.NOT_COMPARABLE: "!",
+    Change.MISSING: "-",
+    Change.NEW: "+",
+    Change.FAILED: "x",
 }
 
 
@@ -91,7 +91,7 @@ def gate_line(c: Comparison, *, strict: bool) -> str:
     """One line: the gate's decision and why."""
     failing = [(p.current.name, r) for p in c.pairs for r in p.rows if r.fails_gate]
     if failing:
-        regressed = sum(1 for _, r in failing if r.verdict == "regressed")
+        regressed = sum(1 for _, r in failing if r.verdict is Change.REGRESSED)
         failed = len(failing) - regressed
         parts = []
         if regressed:
@@ -143,7 +143,7 @@ def footer_lines(c: Comparison, *, strict: bool) -> list[str]:
             lines.append(f"warning ({p.current.name}): {w}")
     for p in c.pairs:
         for r in p.rows:
-            if r.note and r.verdict in ("failed",):
+            if r.note and r.verdict is Change.FAILED:
                 lines.append(f"{p.current.name} {r.key}: {r.note}")
     lines.append(gate_line(c, strict=strict))
     return lines
@@ -162,8 +162,8 @@ def _baseline_value(rows: list[ConfigComparison | None]) -> float | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _verdict_text(verdict: str) -> Text:
-    return Text(f"{VERDICT_MARKS[verdict]} {verdict}", style=VERDICT_STYLES[verdict])
+def _verdict_text(verdict: Change) -> Text:
+    return Text(f"{VERDICT_MARKS[verdict]} {verdict.value}", style=VERDICT_STYLES[verdict])
 
 
 def build_table(c: Comparison) -> Table:
@@ -264,7 +264,7 @@ def to_markdown(c: Comparison, *, strict: bool = False) -> str:
                 cells += ["—"] * (4 if single else 3)
                 continue
             eff_cell = _effect_cell(c, r)
-            verdict = f"{VERDICT_MARKS[r.verdict]} {r.verdict}"
+            verdict = f"{VERDICT_MARKS[r.verdict]} {r.verdict.value}"
             if r.fails_gate:
                 verdict = f"**{verdict}**"
             cells += [fmt_value(c.metric, r.current), eff_cell]
@@ -279,7 +279,7 @@ def to_markdown(c: Comparison, *, strict: bool = False) -> str:
         for w in p.warnings:
             out.append(f"  - ⚠️ {_md_escape(w)}")
         for r in p.rows:
-            if r.verdict == "failed" and r.note:
+            if r.verdict is Change.FAILED and r.note:
                 out.append(f"  - `{r.key}`: {_md_escape(r.note)}")
     out.append("")
     out.append("<details><summary>How loaderbench decides</summary>")

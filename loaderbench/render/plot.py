@@ -12,7 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from loaderbench.model import ResultSet, loader_arg_text
+from loaderbench.model import loader_arg_text
+from loaderbench.results import ResultSet
 
 
 def _series_label(pin: bool, prefetch: bool, batch: int, many_batches: bool, cuda: bool,
@@ -52,10 +53,11 @@ def plot_results(result_set: ResultSet, output: Path, *, width_in: float = 10.0,
         label = _series_label(pin, pf, bs, len(batches) > 1, cuda, args)
         ax_rate.plot(xs, [p[1] for p in pts], marker="o", label=label)
         ax_stall.plot(xs, [100 * p[2] for p in pts], marker="o", label=label)
-    for bs, c in ((result_set.analysis or {}).get("compute_ceiling") or {}).items():
-        ax_rate.axhline(c["samples_per_s"], linestyle="--", color="grey", linewidth=1)
-        ax_rate.annotate(f"compute ceiling (batch {bs}): {c['samples_per_s']:,.0f}/s",
-                         (0.01, c["samples_per_s"]), xycoords=("axes fraction", "data"),
+    shown = [] if result_set.analysis is None else result_set.analysis.compute_ceilings
+    for c in shown:
+        ax_rate.axhline(c.samples_per_s, linestyle="--", color="grey", linewidth=1)
+        ax_rate.annotate(f"compute ceiling (batch {c.ceiling.batch_size}): {c.samples_per_s:,.0f}/s",
+                         (0.01, c.samples_per_s), xycoords=("axes fraction", "data"),
                          va="bottom", fontsize=8, color="grey")
     rec = result_set.recommendation
     if rec is not None and rec.settings is not None:
@@ -74,9 +76,7 @@ def plot_results(result_set: ResultSet, output: Path, *, width_in: float = 10.0,
     from matplotlib.ticker import MaxNLocator
 
     ax_stall.xaxis.set_major_locator(MaxNLocator(integer=True))
-    tops = [r.summary.samples_per_s for r in ok if r.summary is not None] + [
-        c["samples_per_s"] for c in ((result_set.analysis or {}).get("compute_ceiling") or {}).values()
-    ]
+    tops = [r.summary.samples_per_s for r in ok if r.summary is not None] + [c.samples_per_s for c in shown]
     ax_rate.set_ylim(0, 1.12 * max(tops) if tops else None)
     ax_stall.set_ylim(0, 100)
     ax_rate.grid(alpha=0.3)

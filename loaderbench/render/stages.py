@@ -12,14 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from loaderbench import kinds
-from loaderbench.analysis.stages import (
-    BLOCKED_FRACTION,
-    QUEUED_SHARE_THAT_COUNTS,
-    SHARE_THAT_COUNTS,
-    StageNA,
-    StageProfile,
-    StageRow,
-)
+from loaderbench.analysis.stages import StageNA, StageProfile, StageRow
 from loaderbench.model import DatasetSpec, LoaderSettings, StageKind
 
 NA = "n/a"
@@ -140,18 +133,18 @@ def summary_lines(profile: StageProfile) -> list[str]:
     waiting = [r.name for r in profile.stages if r.waiting]
     if waiting:
         lines.append(
-            f"Waiting (blocked: over {BLOCKED_FRACTION:.0%} of the stage's time, less any time queued for a CPU, "
+            f"Waiting (blocked: over {profile.waiting_blocked_over:.0%} of the stage's time, less any time queued for a CPU, "
             f"neither on a CPU nor queued for one): {', '.join(waiting)}: the time goes to I/O, a lock or a sleep, "
             "so more CPUs do not shorten it."
         )
-    if profile.queued_share is not None and profile.queued_share >= QUEUED_SHARE_THAT_COUNTS:
+    if profile.other_load and profile.queued_share is not None:
         lines.append(
             f"Other load: the profiling thread was queued for a CPU during {profile.queued_share:.0%} of the samples' "
             "time (runnable, not running), so wall times are longer than on a quiet machine; CPU times are not."
         )
     if profile.functions and not profile.rest_counts:
         lines.append(
-            f"The rest of __getitem__ is under {SHARE_THAT_COUNTS:.0%} of a sample's time: its functions are in "
+            f"The rest of __getitem__ is under {profile.rest_share_min:.0%} of a sample's time: its functions are in "
             "--format json (rest_functions)."
         )
     return lines

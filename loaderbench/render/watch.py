@@ -5,36 +5,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from loaderbench.analysis.statistics import input_bound_band
-from loaderbench.model import ResultSet
+from loaderbench.conclusions import MoreWorkers
+from loaderbench.results import ResultSet
 
 
 def _workers(n: int) -> str:
     return "worker" if n == 1 else "workers"
 
 
-def prediction_lines(prediction: dict[str, Any] | None) -> list[str]:
-    """`analysis["prediction"]` of a watched result (watcher.predict_next) in words, labelled a
-    prediction; [] when there is none."""
-    if not prediction:
+def prediction_lines(prediction: MoreWorkers | None) -> list[str]:
+    """`Analysis.more_workers` of a watched result in words, labelled a prediction; [] when
+    there is none."""
+    if prediction is None:
         return []
-    w = prediction.get("num_workers")
-    knee = prediction.get("knee_workers")
+    w = prediction.num_workers
+    knee = prediction.knee_workers
     if knee is not None and knee > (w or 0):
-        stall = prediction.get("knee_stall_fraction")
+        stall = prediction.knee_stall_fraction
         # "Clear it" only when the predicted stall leaves the input-bound bands; otherwise the
         # knee is where more workers stop helping (another resource binds there).
-        cleared = stall is None or stall < 0.10
-        how = "would clear it" if cleared else "would give the most that more workers can"
+        how = "would clear it" if prediction.clears else "would give the most that more workers can"
         return [
             f"Prediction (the pipeline model fitted on this run, not a measurement): about {knee} {_workers(knee)} "
-            f"{how}: ~{prediction['knee_samples_per_s']:,.0f} samples/s"
+            f"{how}: ~{prediction.knee_samples_per_s or 0.0:,.0f} samples/s"
             + ("" if stall is None else f", stall ~{stall:.0%}")
-            + f" on {prediction.get('usable_cpus')} usable CPUs"
-            + ("" if cleared else " (past it the CPUs or the main process bind)")
+            + f" on {prediction.usable_cpus} usable CPUs"
+            + ("" if prediction.clears else " (past it the CPUs or the main process bind)")
             + f"; measure it with num_workers={knee} (or `loaderbench sweep`)."
         ]
-    needed = prediction.get("workers_needed")
+    needed = prediction.workers_needed
     if needed is not None:
         return [
             f"Prediction (batch build time over the step's cycle, not a measurement): about {needed} "
@@ -57,22 +56,22 @@ def watch_lines(rs: ResultSet) -> list[str]:
         f"loaderbench watch ({settings}): {len(t.step_s)} step{'s' if len(t.step_s) != 1 else ''} measured after "
         f"{t.warmup_batches + 1} warm-up "
         f"batches: throughput {s.samples_per_s:,.0f} samples/s, stall fraction {s.stall_fraction:.1%} "
-        f"({input_bound_band(s.stall_fraction)}), data-wait p50 / p95 {s.data_wait_p50_s * 1e3:.1f} / "
+        f"({'' if s.band is None else s.band.value}), data-wait p50 / p95 {s.data_wait_p50_s * 1e3:.1f} / "
         f"{s.data_wait_p95_s * 1e3:.1f} ms, step time p50 {s.step_p50_s * 1e3:.1f} ms, first batch "
-        f"{s.first_batch_s:.2f} s; verdict: {s.verdict}."
+        f"{s.first_batch_s:.2f} s; verdict: {'' if s.verdict is None else s.verdict.value}."
     ]
     lines.extend(loader_lines(rs))
     if s.rank_stall_fraction:
         per = ", ".join(f"rank {i}: {x:,.0f} samples/s, stall {f:.1%}"
                         for i, (x, f) in enumerate(zip(s.rank_samples_per_s, s.rank_stall_fraction)))
         lines.append(f"Per rank: {per}; slowest rank: {s.slowest_rank}.")
-    h = (rs.analysis or {}).get("headroom")
-    if h:
-        text = f"Headroom: removing all data-wait makes it at most {h['max_speedup_from_stall']:.2f}x faster"
-        if h.get("max_speedup_to_ceiling") is not None:
-            text += f"; the step alone would run {h['max_speedup_to_ceiling']:.2f}x its throughput"
+    h = None if rs.analysis is None else rs.analysis.headroom
+    if h is not None:
+        text = f"Headroom: removing all data-wait makes it at most {h.max_speedup_from_stall:.2f}x faster"
+        if h.max_speedup_to_ceiling is not None:
+            text += f"; the step alone would run {h.max_speedup_to_ceiling:.2f}x its throughput"
         lines.append(text + ".")
-    lines.extend(prediction_lines((rs.analysis or {}).get("prediction")))
+    lines.extend(prediction_lines(None if rs.analysis is None else rs.analysis.more_workers))
     for w in r.warnings:
         lines.append(f"warning: {w.message}")
     return lines
@@ -81,13 +80,14 @@ def watch_lines(rs: ResultSet) -> list[str]:
 def loader_lines(rs: ResultSet) -> list[str]:
     """The watched loader's class when it is not torch's DataLoader, its own settings set
     otherwise than their defaults, and those left at their defaults with the sweep that would
-    measure them (before more workers: a setting of the loader may be what costs); [] for
-    torch's DataLoader."""
-    ref = ((rs.config or {}).get("dataset") or {}).get("loader")
+    measure them (before more workers: a setting of the loader may be what costs), all from
+    `Analysis.loader`; [] for torch's DataLoader."""
+    loader = None if rs.analysis is None else rs.analysis.loader
+    ref = None if loader is None else loader.name
     if not ref or not rs.results:
         return []
     changed = dict(rs.results[0].settings.loader_args)
-    defaults = (rs.analysis or {}).get("loader_defaults") or {}
+    defaults = loader.defaults if loader is not None else {}
     text = f"Loader: {ref}"
     if changed:
         text += "; its own settings: " + ", ".join(f"{k}={v!r}" for k, v in changed.items())

@@ -1,0 +1,179 @@
+"""Every threshold the analysis decides with, in one place, each with where its value comes from:
+a published figure, a measurement (where it is recorded), or a choice and why.
+
+Values only: no functions and no imports. tests/test_analysis_pipeline.py checks that every
+constant here says its source and that no other analysis module keeps a threshold of its own.
+"""
+
+# -- Input-bound bands and verdicts -----------------------------------------------------------
+
+# published: the input-bound bands of the stall fraction used in data-stall analyses (Mohan et al.,
+# "Analyzing and Mitigating Data Stalls in DNN Training", VLDB 2021): under 5% not input-bound,
+# 5-20% moderately, over 20% highly. A config under 5% stall is compute-bound.
+NOT_INPUT_BOUND_MAX = 0.05
+# published: the upper edge of "moderately input-bound" (Mohan et al., VLDB 2021, as above).
+MODERATELY_INPUT_BOUND_MAX = 0.20
+# published: the stall from which a verdict names what the step waits for (the first band's edge).
+LOADER_BOUND_STALL = NOT_INPUT_BOUND_MAX
+# choice: a p95 wait of half a median step starves the step now and then even at a low stall; half
+# a step is where one late batch in twenty costs as much as the band's 5% edge.
+TAIL_WAIT_OF_STEP = 0.5
+# choice: the tail alone names a verdict only with at least 2% stall (under it a few slow batches
+# are noise of the window, not a pattern worth a remedy).
+TAIL_MIN_STALL = 0.02
+# choice: the CPUs count as saturated when the process tree and the other load on them used 85%
+# of the usable CPUs (a busy machine never reads 100%: the meter's window edges and the main
+# process's idle moments between steps keep it lower).
+CPU_SATURATED = 0.85
+
+# -- Periodic stalls (analysis/wait.py, stall_period) ------------------------------------------
+
+# choice: a period needs at least 12 measured batches (four periods of the shortest, 3).
+PERIOD_MIN_BATCHES = 12
+# choice: the longest wait must be at least a quarter of the median step (and 0.5 ms) to stand out.
+PERIOD_MIN_WAIT_OF_STEP = 0.25
+# choice: a wait of 0.5 ms is below what a stall that matters looks like on any step we measure.
+PERIOD_MIN_WAIT_S = 0.0005
+# choice: Pearson's r of 0.5 at the lag: a moderate correlation, reached by sawtooths of 2-16
+# workers in the tests' synthetic loaders and by none of their steady ones.
+PERIOD_MIN_AUTOCORRELATION = 0.5
+# choice: a later lag beats an earlier one only by 0.1 of r (its multiples correlate as well).
+PERIOD_BETTER_BY = 0.1
+# choice: the stalls (the upper class of Otsu's split) average at least twice the other waits.
+PERIOD_STALL_OVER_REST = 2.0
+# choice: the stalls number at least half of what a period over the whole window makes.
+PERIOD_MIN_STALL_SHARE = 0.5
+
+# -- Noise and the knee (analysis/knee.py) ------------------------------------------------------
+
+# choice: the default tolerance of the knee (--tolerance): 5% of throughput, the edge of the first
+# input-bound band, below which a faster config buys nothing a training run notices.
+DEFAULT_TOLERANCE = 0.05
+# choice: repeats that spread over 10% of their median are flagged noisy; the README's table of
+# verdicts says so.
+NOISY_SPREAD = 0.10
+# choice: a config within noise of the best is at most twice the tolerance below its median, so a
+# clearly slower config never counts as equal however spread out the best's repeats are.
+NOISE_CAP = 2.0
+# choice: the knee's cost filters (NOTE [cost order]): within 10% plus an absolute margin of the
+# cheapest on memory (32 MiB), start-up (50 ms) and CPU (10% of a core, as the percent it is read in).
+COST_RELATIVE = 0.10
+COST_MEMORY_MARGIN_BYTES = 32 * 2**20
+COST_STARTUP_MARGIN_S = 0.05
+COST_CPU_MARGIN_PCT = 10.0
+
+# -- Findings (analysis/advice.py) --------------------------------------------------------------
+
+# choice: a batch of 16 tensors or more is worth packing (each tensor crosses from a worker on its
+# own; below that the per-tensor cost is small against the batch's).
+SMALL_TENSORS = 16
+# choice: a wait part is reported when it is at least 5% of the step (the first band's edge).
+PART_REPORTED = 0.05
+# choice: below 10 MB/s, what the worker->main hand-off costs is not its bytes.
+TRANSFER_MIN_MB_PER_S = 10.0
+# choice: the hand-off is a large part of the wait when receiving a batch takes a quarter of the
+# mean wait (and at least 1 ms).
+TRANSFER_RECEIVE_OF_WAIT = 0.25
+TRANSFER_MIN_RECEIVE_S = 0.001
+# choice: two ceilings within 10% of each other are "matched": neither has the margin that
+# absorbs the other's jitter.
+MATCHED = 0.10
+# choice, informed by a measurement: workers that spend 1.25x the CPU per sample of the fewer-worker
+# rows mean the cores slowed; on the H200 run that motivated it they spent 3.7 ms against 2.1 ms
+# (1.76x; docs/benchmarks.md, "Run 3 of call 1").
+CORES_SLOWER = 1.25
+# choice: other processes' load is worth a finding from one whole core and 10% of the usable CPUs.
+OTHER_LOAD_CORES = 1.0
+OTHER_LOAD_SHARE = 0.1
+# choice: other processes' cores are named beside a CPU cause from half a core.
+OTHER_CORES_NAMED = 0.5
+# choice: the hypervisor's steal is named from 0.05 of a core (what the sentence rounds to 0.1).
+STEAL_CORES_NAMED = 0.05
+# choice: rows whose device MB/s agree within 15% read at the device's rate (the H200 and loop
+# device runs read 2-8% apart at one rate, docs/benchmarks.md, "storage").
+DEVICE_FLAT = 0.15
+# choice: batches holding under 90% of batch_size on average are named "partial batches".
+PARTIAL = 0.9
+# choice: a setting multiplies memory per worker at twice the PSS per worker of a config that
+# differs in it alone, and at least 64 MiB more (below that, page-sharing noise).
+MEMORY_PER_WORKER_FACTOR = 2.0
+MEMORY_PER_WORKER_MIN_BYTES = 64 * 2**20
+# choice: worker start-up is worth a finding when it is over 5% of an epoch (the first band's edge).
+STARTUP_SHARE = 0.05
+# choice: persistent workers are advised when their epoch-start gaps are under half the knee's.
+PERSISTENT_GAP_OF_KNEE = 0.5
+# choice: the sampler's draw before the first batch is named from 10 ms (what the sentence rounds
+# to 0.01 s).
+SAMPLER_NAMED_S = 0.01
+# choice: the knee's step runs slower beside the loader when the knee is under 95% of the compute
+# ceiling and its mean compute over 5% above the step alone (the timing's own noise is under that).
+STEP_SLOWER_SHARE = 0.95
+STEP_SLOWER_COMPUTE = 1.05
+# choice: configs past the knee are "more, not better" when they use over half a core more.
+MORE_NOT_BETTER_CORES = 0.5
+# choice: building batches does not explain the wait when the stall its rate explains is under
+# half the measured one.
+BUILD_RATE_EXPLAINS = 0.5
+# choice: a wait whose p95 is over 1.5x its median sits in its tail; under, it is a steady cost.
+TAIL_OVER_MEDIAN = 1.5
+
+# -- Predictions (analysis/predict.py) ----------------------------------------------------------
+
+# choice: the softmin's sharpness k when no measured config calibrates it (a corner about as sharp
+# as the calibrated ones of the recorded CPU runs).
+DEFAULT_SHARPNESS = 6.0
+# choice: the softmin's sharpness is calibrated by bisection within [1.5, 30]: 1.5 is a corner so
+# soft that both rates always bind a little, 30 one that is a hard minimum to within 2.5%.
+SHARPNESS_MIN = 1.5
+SHARPNESS_MAX = 30.0
+# choice: a config that ran within 1% of the lower of its two rates ran at it (the calibration's
+# own noise); when the two rates are within 1.25x of each other it counts as a hard corner.
+AT_THE_LOWER_RATE = 0.99
+HARD_CORNER_RATIO = 1.25
+# choice: configs with at most half the usable CPUs in workers give the uncontended per-worker rate.
+UNCONTENDED_SHARE = 0.5
+# measured: a loader-bound window that waited a quarter of its time or more ran at the loader's
+# rate; replaying the recorded H200 searches with it took the median prediction error from 13.8%
+# to 8.9% (NOTE [which rate stands for the loader], docs/benchmarks.md, "Time to the answer").
+BOUND_STALL = 0.25
+# choice: a predicted stall under 10% "clears" the loader (the middle of the moderate band);
+# above it more workers only give the most they can.
+CLEARS_STALL = 0.10
+
+# -- Compare and check (analysis/compare.py, NOTE [ The decision rule ]) -----------------------
+
+# choice: a change is worth a red CI run from 10% of throughput (--threshold); the CI gate's
+# benchmark flagged 20 of 20 runs slowed by 1.25x and none of 20 unchanged (docs/benchmarks.md).
+DEFAULT_THRESHOLD = 0.10
+# published: the conventional significance level of 5% (--alpha), as asv's compare uses.
+DEFAULT_ALPHA = 0.05
+# choice: three fresh-process trials a side make the trial the unit (3 vs 3 is the smallest
+# design whose bootstrap interval can exclude no change at 5%).
+MIN_REPEATS = 3
+# published: 2,000 bootstrap resamples for a percentile interval (Efron & Tibshirani, "An
+# Introduction to the Bootstrap", 1993, ch. 13, advise 1,000 or more for intervals).
+BOOTSTRAP_RESAMPLES = 2000
+
+# -- Storage (render of part-cached rows) ------------------------------------------------------
+
+# choice: a row that read between 10% and 90% of its bytes from the device was part cached (the
+# accounting's own edges for "storage" and "cache", storage/accounting.py).
+PART_CACHED_MIN = 0.1
+PART_CACHED_MAX = 0.9
+
+# -- The stage profile (analysis/stages.py) ---------------------------------------------------
+
+# choice: a stage is waiting (blocked on I/O, a lock, a sleep) when more than half of its wall time
+# less the time it was queued for a CPU (what it would take on a quiet machine) was spent neither
+# on a CPU nor queued for one: the judgement holds on a busy machine too...
+STAGE_BLOCKED_FRACTION = 0.5
+# choice: ...and that time is at least 0.05 ms per sample (below it, timer noise).
+STAGE_WAITING_MIN_MS = 0.05
+# choice: a stage that spent a quarter of its wall time queued for a CPU ran beside other load.
+STAGE_QUEUED_THAT_COUNTS = 0.25
+# choice: stages of at least 5% of a sample's time (the first band's edge) are the ones the profile
+# is checked on (docs/benchmarks.md); below it a stage's ms is shown but not worth acting on.
+STAGE_SHARE_THAT_COUNTS = 0.05
+# choice: a profiling thread queued for a CPU 5% of its samples' time ran beside other load: its
+# wall times are longer than a quiet machine's.
+STAGE_QUEUED_SHARE_THAT_COUNTS = 0.05

@@ -1,0 +1,785 @@
+"""What the analysis concludes, as typed records: one payload class per finding kind, the
+recommendation, the ceilings and bounds it derives, the pipeline model's predictions, and the
+`Analysis` that `analysis.analyze()` returns.
+
+Pure data: no torch, no I/O, no decisions. analysis/ makes these records; render/ words them and
+decides nothing, so a result read back from its JSON renders as it did in memory. Enums stay
+enums in memory; a result file holds their values (model.to_json / model.from_json).
+
+To add a finding: a member of `model.FindingKind`, its payload class here (a `Finding` subclass
+with `kind` set, listed in `FINDINGS`), the code that draws it in analysis/advice.py, and its
+sentence in render/findings.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar
+
+from loaderbench.model import (
+    Ceiling,
+    FindingKind,
+    InputBound,
+    LoaderSettings,
+    Record,
+    ServedFrom,
+    Verdict,
+    WaitPart,
+    fields_from_json,
+)
+
+# ---------------------------------------------------------------------------------------------
+# The pipeline model's predictions (analysis/predict.py)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prediction(Record):
+    """A predicted config: samples/s and stall from the model, and, where the config was
+    measured too, the measured samples/s and the relative error (predicted / measured - 1);
+    `ceiling_share`: the prediction over the compute ceiling at its batch size (set by the
+    analysis for the table's predicted rows)."""
+
+    settings: LoaderSettings
+    samples_per_s: float
+    stall_fraction: float | None
+    measured_samples_per_s: float | None = None
+    ceiling_share: float | None = None
+
+    @property
+    def error(self) -> float | None:
+        m = self.measured_samples_per_s
+        return None if not m else self.samples_per_s / m - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.settings.key(), **super().to_dict(), "error": self.error}
+
+
+@dataclass(frozen=True)
+class FitInputs(Record):
+    """The rates one series' pipeline model was fitted with (NOTE [pipeline model] in
+    analysis/predict.py), all in samples/s except `cpu_s_per_sample`; None where nothing
+    measured them."""
+
+    configs: list[str] = field(default_factory=list)
+    per_worker_samples_per_s: float | None = None
+    cpu_s_per_sample: float | None = None
+    main_samples_per_s: float | None = None
+    zero_workers_samples_per_s: float | None = None
+    compute_samples_per_s: float | None = None
+    usable_cpus: int | None = None
+    sharpness: float | None = None
+
+
+@dataclass(frozen=True)
+class PredictionErrors(Record):
+    """Median and p90 of |predicted / measured - 1| over `n` predictions."""
+
+    n: int
+    median_abs: float
+    p90_abs: float
+
+
+@dataclass(frozen=True)
+class WhatIf(Record):
+    """A what-if question: `cpus` usable CPUs, or a storage device of `disk_mb_per_s` MB/s
+    (10^6 bytes) and, optionally, `disk_iops` reads/s."""
+
+    cpus: int | None = None
+    disk_mb_per_s: float | None = None
+    disk_iops: float | None = None
+
+
+class WhyNoPrediction(str, Enum):
+    """Why a what-if has no answer."""
+
+    NOTHING_MEASURED = "nothing-measured"  # no config was measured
+    NO_WORKERS_MEASURED = "no-workers-measured"  # no config of the series was predictable
+    BYTES_UNKNOWN = "bytes-unknown"  # the bytes per sample are not known
+    NO_CACHED_ROWS = "no-cached-rows"  # no row was served from a cache
+    NO_LOADER_RATE = "no-loader-rate"  # the rows served from a cache give no loader rate
+
+
+@dataclass(frozen=True)
+class WhatIfAnswer(Record):
+    """The pipeline model's answer to a `WhatIf` for the recommended config's series, a
+    prediction: its knee (the fewest workers within the tolerance of the best prediction) and
+    the curve of predicted samples/s by num_workers; `shown_workers`, the worker counts a
+    sentence quotes (0, powers of two, the CPU count and the knee's neighbours). The storage
+    what-if adds what the device feeds and what the model was fitted on. `why` when there is no
+    answer."""
+
+    question: WhatIf
+    knee: LoaderSettings | None = None
+    knee_samples_per_s: float | None = None
+    knee_stall_fraction: float | None = None
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    shown_workers: list[int] = field(default_factory=list)
+    bytes_per_sample: float | None = None
+    files_per_sample: float | None = None
+    fetch_s_per_sample: float | None = None
+    device_samples_per_s: float | None = None
+    from_rows: list[LoaderSettings] = field(default_factory=list)
+    why: WhyNoPrediction | None = None
+
+    @property
+    def knee_workers(self) -> int | None:
+        return None if self.knee is None else self.knee.num_workers
+
+
+@dataclass(frozen=True)
+class MoreWorkers(Record):
+    """What more workers would likely give a loader-bound watched config (a prediction):
+    `workers_needed` (batch build time over the step's cycle) and, with workers, the pipeline
+    model's knee on this machine's CPUs; `clears` when that knee's predicted stall leaves the
+    input-bound bands (else it is where more workers stop helping)."""
+
+    num_workers: int
+    usable_cpus: int | None
+    workers_needed: int | None = None
+    knee_workers: int | None = None
+    knee_samples_per_s: float | None = None
+    knee_stall_fraction: float | None = None
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    clears: bool = True
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings: one payload class per FindingKind
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Finding(Record):
+    """One conclusion of the analysis, as data: its class names its kind (`kind`), its fields
+    the figures a sentence needs. Sentences are written from findings in render/ only. A
+    result file holds `{"kind": ..., fields...}`."""
+
+    kind: ClassVar[FindingKind]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, **super().to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:  # type: ignore[override]
+        """The finding of the class `d["kind"]` names (ValueError for a kind this version does
+        not know)."""
+        target = FINDINGS[FindingKind(d["kind"])] if cls is Finding else cls
+        return target(**fields_from_json(target, d))
+
+
+@dataclass(frozen=True)
+class Difference(Record):
+    """One setting on which two configs differ (a grid axis, or a loader argument by its name):
+    `value` the first config's, `other` the second's."""
+
+    axis: str
+    value: Any
+    other: Any
+
+
+class RemedyKind(str, Enum):
+    """What may act on a remaining wait (NOTE [advice the measurements support])."""
+
+    PREFETCH = "prefetch"  # the CUDA-stream prefetcher
+    PIN_MEMORY = "pin_memory"
+    PERSISTENT_WORKERS = "persistent_workers"
+    MORE_WORKERS = "more_workers"
+    LARGER_BATCH = "larger_batch"
+    PACK_TENSORS = "pack_tensors"  # not a setting: many small tensors packed into a few
+    NUMPY_TO_TENSORS = "numpy_to_tensors"  # not a setting: tensors, not numpy arrays, from the collate
+    LAZY_SAMPLER = "lazy_sampler"  # not a setting: indices drawn lazily
+
+
+@dataclass(frozen=True)
+class Remedy(Record):
+    """A remedy, measured (`settings`: the config with it, its figures and `gain` over the
+    knee) or not (`flag`: what would measure it, None for a remedy that is no setting)."""
+
+    remedy: RemedyKind
+    measured: bool
+    flag: str | None = None
+    settings: LoaderSettings | None = None
+    samples_per_s: float | None = None
+    ceiling_share: float | None = None
+    knee_ceiling_share: float | None = None
+    gain: float | None = None
+
+
+@dataclass
+class Knee(Finding):
+    """The recommended config: its throughput, stall and input-bound band, its share of the
+    compute ceiling, and the other settings the sweep varied (`swept`: grid axes, then loader
+    arguments; named at the knee's values)."""
+
+    kind: ClassVar[FindingKind] = FindingKind.KNEE
+    settings: LoaderSettings
+    samples_per_s: float
+    stall_fraction: float
+    band: InputBound
+    ceiling_share: float | None = None
+    swept: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ListedFirst(Finding):
+    """A tie at the knee that the order of a loader argument's values decided (NOTE [cost order]
+    in analysis/knee.py): configs that differ from the knee only in `name` (`--loader-arg`),
+    with the values `tied` (in the order the user listed them), measured as fast (within the
+    tolerance) and as cheap as the knee's `value`; a loader argument has no known cost order,
+    so the value listed first was picked."""
+
+    kind: ClassVar[FindingKind] = FindingKind.LISTED_FIRST
+    name: str
+    value: Any
+    tied: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class AlsoFastest(Finding):
+    """The knee is the fastest config ranked (`replicated_excluded`: configs counting duplicate
+    samples were left out of the ranking)."""
+
+    kind: ClassVar[FindingKind] = FindingKind.ALSO_FASTEST
+    replicated_excluded: bool = False
+
+
+@dataclass
+class BestWithinTolerance(Finding):
+    """A faster config (`settings`) is within the tolerance or noise of the knee: what it
+    changes buys nothing measurable."""
+
+    kind: ClassVar[FindingKind] = FindingKind.BEST_WITHIN_TOLERANCE
+    settings: LoaderSettings
+    samples_per_s: float
+    tolerance: float
+    loader_still_binds: bool
+    differs: list[Difference] = field(default_factory=list)
+
+
+@dataclass
+class LoaderAlone(Finding):
+    """With `--compute none`: the loader's own ceiling, and the step time it feeds."""
+
+    kind: ClassVar[FindingKind] = FindingKind.LOADER_ALONE
+    settings: LoaderSettings
+    samples_per_s: float
+    step_s: float
+
+
+@dataclass
+class RemainingWait(Finding):
+    """What the wait of a config that still waits is made of (`part`, the largest, and every
+    part of at least PART_REPORTED of the step in `parts_share`), what the batch is made of,
+    and the remedies that act on the largest part (measured ones only where they gained).
+    `of_knee`: the recommended config; else a config with workers bound by the hand-off."""
+
+    kind: ClassVar[FindingKind] = FindingKind.REMAINING_WAIT
+    settings: LoaderSettings
+    of_knee: bool
+    part: WaitPart
+    workers_restart: bool
+    verdict: Verdict
+    stall_fraction: float
+    wait_p50_s: float
+    part_s: float
+    parts_share: dict[WaitPart, float] = field(default_factory=dict)
+    receive_s: float | None = None
+    h2d_s: float | None = None
+    h2d_hidden_fraction: float | None = None
+    tensor_leaves: int | None = None
+    numpy_leaves: int | None = None
+    batch_bytes: int | None = None
+    remedies: list[Remedy] = field(default_factory=list)
+    measured_no_gain: list[Remedy] = field(default_factory=list)
+
+
+class NotClearedCause(str, Enum):
+    """Why no measured setting clears the loader bottleneck."""
+
+    CPU = "cpu"  # the CPUs are saturated
+    REPLICATED = "replicated"  # configs with more workers replay the IterableDataset
+    STORAGE = "storage"  # the storage device reads alike at every worker count
+    NOT_BUILD_RATE = "not_build_rate"  # building batches does not explain the wait
+    CORES_SLOWER = "cores_slower"  # the cores delivered less as workers were added
+    MORE_WORKERS_FAILED = "more_workers_failed"  # configs with more workers did not run
+    GRID_EDGE = "grid_edge"  # the config has the most workers measured
+
+
+@dataclass(frozen=True)
+class CpuBound(Record):
+    """The CPUs are saturated: the tree used `cpu_cores` of `usable_cpus`, other processes
+    `other_cores` (None unmeasured); `other_named` when that is worth naming, `mostly_other`
+    when the other load took more of them than the sweep."""
+
+    cpu_cores: float
+    usable_cpus: int | None
+    other_cores: float | None = None
+    other_named: bool = False
+    mostly_other: bool = False
+
+
+@dataclass(frozen=True)
+class CoresSlower(Record):
+    """More workers bought nothing at a higher CPU per sample: the cheapest row with at most
+    the subject's workers (`w_lo`, `lo_ms` ms of worker CPU per sample) against the dearest with
+    more (`settings`, `w_hi`, `hi_ms`, its samples/s and cores, other load during it)."""
+
+    w_lo: int
+    lo_ms: float
+    w_hi: int
+    hi_ms: float
+    settings: LoaderSettings
+    hi_samples_per_s: float
+    cpu_cores: float | None = None
+    other_cores: float | None = None
+    other_named: bool = False
+    usable_cpus: int | None = None
+
+
+@dataclass(frozen=True)
+class BuildRate(Record):
+    """Building batches does not explain the wait: the loader alone delivers `loader_alone`
+    samples/s against the compute ceiling, which explains `explained_stall` at most; the wait
+    is in its tail (`in_tail`) or a steady cost per batch."""
+
+    loader_alone: float
+    compute_ceiling: float
+    explained_stall: float
+    wait_p50_s: float
+    wait_p95_s: float
+    in_tail: bool
+
+
+@dataclass(frozen=True)
+class DeviceBinds(Record):
+    """The storage device binds: configs with `workers` workers read `mb_per_s` (low, high)
+    MB/s from it alike."""
+
+    mb_per_s: tuple[float, float]
+    workers: list[int]
+
+
+@dataclass(frozen=True)
+class FailedConfig(Record):
+    """A config that did not run (failed, hung or skipped) and why."""
+
+    settings: LoaderSettings
+    status: str
+    error: str | None = None
+
+
+@dataclass
+class NotCleared(Finding):
+    """Even the best ranked config (`of_best`; else the knee) is loader-bound, and why
+    (`cause`, with the record of that cause)."""
+
+    kind: ClassVar[FindingKind] = FindingKind.NOT_CLEARED
+    settings: LoaderSettings
+    of_best: bool
+    stall_fraction: float
+    band: InputBound
+    cause: NotClearedCause | None = None
+    cpu: CpuBound | None = None
+    cores_slower: CoresSlower | None = None
+    build_rate: BuildRate | None = None
+    device: DeviceBinds | None = None
+    failed: list[FailedConfig] = field(default_factory=list)
+    workers_needed: int | None = None
+    per_rank: bool = False
+
+
+@dataclass
+class LowestStall(Finding):
+    """The floor of stall every config pays (receiving a batch always costs a little)."""
+
+    kind: ClassVar[FindingKind] = FindingKind.LOWEST_STALL
+    stall_fraction: float
+
+
+@dataclass
+class StepSlower(Finding):
+    """The knee reaches `share` of the compute ceiling because its step runs slower beside the
+    loader (`compute_mean_s` vs `alone_s`); `cpu_saturated` when the CPUs are the cause."""
+
+    kind: ClassVar[FindingKind] = FindingKind.STEP_SLOWER
+    settings: LoaderSettings
+    share: float
+    ceiling: float
+    compute_mean_s: float
+    compute_p50_s: float
+    alone_s: float
+    cpu_saturated: bool = False
+    cpu_cores: float | None = None
+    usable_cpus: int | None = None
+
+
+@dataclass
+class StepBinds(Finding):
+    """Past the knee the step itself binds (the knee at `share` of the compute ceiling)."""
+
+    kind: ClassVar[FindingKind] = FindingKind.STEP_BINDS
+    settings: LoaderSettings
+    share: float
+    ceiling: float
+
+
+@dataclass
+class Transfer(Finding):
+    """The worker->main transfer is a large part of the wait (`mb_per_s` of batches);
+    `many_tensors` when the batch crosses as enough tensors to be worth packing."""
+
+    kind: ClassVar[FindingKind] = FindingKind.TRANSFER
+    settings: LoaderSettings
+    mb_per_s: float
+    receive_s: float
+    batch_bytes: int | None = None
+    tensor_leaves: int | None = None
+    numpy_leaves: int | None = None
+    many_tensors: bool = False
+
+
+@dataclass
+class MoreNotBetter(Finding):
+    """A config past the knee (`settings`) costs `extra_cores` CPU cores for `gain`."""
+
+    kind: ClassVar[FindingKind] = FindingKind.MORE_NOT_BETTER
+    settings: LoaderSettings
+    extra_cores: float
+    gain: float
+
+
+@dataclass
+class Startup(Finding):
+    """Worker start-up (`start_s` of the `first_batch_s` first batch; the sampler's draw
+    `sampler_s`, named when `sampler_named`) against an epoch of `epoch_batches` (`share`, a
+    prediction), and the persistent variant (`alt`) when measured: `advised`, `slower` and
+    the epoch-start gaps with and without it."""
+
+    kind: ClassVar[FindingKind] = FindingKind.STARTUP
+    settings: LoaderSettings
+    first_batch_s: float
+    start_s: float
+    sampler_s: float
+    share: float
+    epoch_batches: int
+    predicted: bool = True
+    sampler_named: bool = False
+    measured: bool = False
+    advised: bool = False
+    alt: LoaderSettings | None = None
+    samples_per_s: float | None = None
+    knee_samples_per_s: float | None = None
+    slower: bool = False
+    gap_s: float | None = None
+    persistent_gap_s: float | None = None
+
+
+@dataclass
+class EpochFaster(Finding):
+    """Counting start-up in every epoch, another config (`settings`) is predicted faster per
+    epoch than the steady-state knee."""
+
+    kind: ClassVar[FindingKind] = FindingKind.EPOCH_FASTER
+    settings: LoaderSettings
+    epoch_samples_per_s: float
+    epoch_batches: int
+    predicted: bool = True
+
+
+@dataclass
+class Threads(Finding):
+    """The knee's thread settings."""
+
+    kind: ClassVar[FindingKind] = FindingKind.THREADS
+    settings: LoaderSettings
+    worker_threads: int | None = None
+    main_threads: int | None = None
+
+
+@dataclass
+class Oversubscribed(Finding):
+    """The knee has more workers (or threads) than CPUs; `message` is the warning's."""
+
+    kind: ClassVar[FindingKind] = FindingKind.OVERSUBSCRIBED
+    settings: LoaderSettings
+    message: str
+
+
+@dataclass
+class MemoryPerWorker(Finding):
+    """A setting multiplies memory per worker: `settings` uses `mib_per_worker` MiB (PSS) per
+    worker against `ref_mib_per_worker` with `ref`, which differs in one setting only."""
+
+    kind: ClassVar[FindingKind] = FindingKind.MEMORY_PER_WORKER
+    settings: LoaderSettings
+    mib_per_worker: float
+    ref: LoaderSettings
+    ref_mib_per_worker: float
+    differs: list[Difference] = field(default_factory=list)
+
+
+@dataclass
+class PartialBatches(Finding):
+    """Batches of `batch_size` held `samples_per_batch` samples on average (the median config's;
+    `min`-`max` across configs)."""
+
+    kind: ClassVar[FindingKind] = FindingKind.PARTIAL_BATCHES
+    batch_size: int
+    samples_per_batch: float
+    min: float
+    max: float
+
+
+@dataclass(frozen=True)
+class ServedRow(Record):
+    """One row served from a cache: the bytes read from the device (`read_bytes`) and through
+    read() (`read_chars`) against those its samples needed, counted `needed_rule`; the share of
+    its files in the page cache after the window; with `later_epochs`, the first epoch's
+    device reads against every later epoch's."""
+
+    settings: LoaderSettings
+    cache: str
+    served_from: ServedFrom
+    read_bytes: int | None = None
+    read_chars: int | None = None
+    needed_bytes: int | None = None
+    needed_rule: str | None = None
+    resident_fraction: float | None = None
+    later_epochs: bool = False
+    first_epoch_read_bytes: int | None = None
+    later_epoch_read_bytes: int | None = None
+    later_epoch_read_chars: int | None = None
+
+
+class CacheFix(str, Enum):
+    """What would measure the device when every row was served from a cache."""
+
+    DATASET_CACHE = "dataset-cache"  # the dataset (or its workers) keeps what it read
+    MEMORY_FS = "memory-fs"  # the files live on an in-memory filesystem
+    REREAD = "reread"  # --cache cold, but the window read the files again after the page cache held them
+    COLD = "cold"  # run with --cache cold (or a dataset larger than RAM)
+
+
+@dataclass
+class ServedFromCache(Finding):
+    """Rows whose samples came from a cache, not the device; `uneven`: cache states whose rows
+    were served unalike (`storage_rows` from the device); `all_rows` (with `fix`) when every
+    measured row was."""
+
+    kind: ClassVar[FindingKind] = FindingKind.SERVED_FROM_CACHE
+    rows: list[ServedRow] = field(default_factory=list)
+    all_rows: bool = False
+    uneven: list[str] = field(default_factory=list)
+    storage_rows: list[LoaderSettings] = field(default_factory=list)
+    fix: CacheFix | None = None
+
+
+@dataclass
+class OtherLoad(Finding):
+    """Other processes (and the hypervisor's steal) used the usable CPUs during measured
+    windows: up to `max_cores` (at `settings`), median `median_cores` over `configs` configs."""
+
+    kind: ClassVar[FindingKind] = FindingKind.OTHER_LOAD
+    settings: LoaderSettings
+    median_cores: float
+    max_cores: float
+    configs: int
+    steal_cores: float = 0.0
+    steal_named: bool = False
+    usable_cpus: int | None = None
+
+
+@dataclass
+class NoneMeasured(Finding):
+    """Nothing could be ranked."""
+
+    kind: ClassVar[FindingKind] = FindingKind.NONE_MEASURED
+
+
+@dataclass
+class Noisy(Finding):
+    """A config's throughput spread `spread` of its median over `repeats` repeats, past
+    `threshold`: small differences are not to be trusted."""
+
+    kind: ClassVar[FindingKind] = FindingKind.NOISY
+    settings: LoaderSettings
+    cache: str
+    spread: float
+    repeats: int
+    threshold: float
+
+
+FINDINGS: dict[FindingKind, type[Finding]] = {
+    cls.kind: cls for cls in (
+        Knee, AlsoFastest, BestWithinTolerance, LoaderAlone, RemainingWait, NotCleared, LowestStall, StepSlower,
+        StepBinds, Transfer, MoreNotBetter, Startup, EpochFaster, Threads, Oversubscribed, MemoryPerWorker,
+        PartialBatches, ServedFromCache, OtherLoad, NoneMeasured, Noisy, ListedFirst,
+    )
+}
+"""The payload class of every finding kind."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The recommendation and the rest of the analysis
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Recommendation(Record):
+    """The knee: the cheapest measured config that keeps the step fed, and why (`findings`,
+    worded by render/). `dataloader_call`: the ready-to-paste call (NOTE [the recommended call
+    runs as printed] in analysis/advice.py); `imports`: the `from MODULE import NAME` lines it
+    needs besides torch's DataLoader (the loader class, sampler factory, collate function);
+    `worker_init_def`: the module-level `worker_init_fn` it names, when it names one."""
+
+    settings: LoaderSettings | None
+    findings: list[Finding] = field(default_factory=list)
+    input_bound: InputBound | None = None
+    dataloader_call: str = ""
+    use_prefetcher: bool = False
+    worker_init_def: str | None = None
+    imports: list[str] = field(default_factory=list)
+
+
+class Baseline(str, Enum):
+    """The row the headroom starts from."""
+
+    CURRENT = "current"  # the first measured config matching --baseline-settings
+    FIRST = "first"  # the first measured row
+
+
+class HeadroomBinds(str, Enum):
+    STALL = "stall"
+    COMPUTE_CEILING = "compute ceiling"
+
+
+@dataclass(frozen=True)
+class Headroom(Record):
+    """How much faster the loop could run from `settings` (`which` row): removing all data-wait
+    gives at most `max_speedup_from_stall`, the compute ceiling `max_speedup_to_ceiling`; the
+    smaller `binds`."""
+
+    settings: LoaderSettings
+    which: Baseline
+    samples_per_s: float
+    stall_fraction: float
+    max_speedup_from_stall: float
+    max_speedup_to_ceiling: float | None
+    binds: HeadroomBinds
+
+
+class CeilingBinds(str, Enum):
+    LOADER = "loader"
+    COMPUTE = "compute"
+    MATCHED = "matched"  # within `LoaderCeiling.matched_within` of each other
+
+
+@dataclass(frozen=True)
+class MeasuredRate(Record):
+    settings: LoaderSettings
+    samples_per_s: float
+
+
+@dataclass(frozen=True)
+class LoaderCeiling(Record):
+    """The loader ceiling (the loader alone, probed after a window) over the ranked configs,
+    against the compute ceiling: the best sustained rate (`settings`), sustained on `probed` of
+    `ranked` configs, a bound only (at least the row's own samples/s) on `bounded` of them;
+    `lower_bound` when the loop's own throughput was higher than every sustained rate; `binds`
+    None when nothing is concluded (from sustained rates only: a bound says the loader alone
+    delivers at least a figure, never how much more)."""
+
+    samples_per_s: float
+    settings: LoaderSettings
+    probed: int
+    ranked: int
+    lower_bound: MeasuredRate | None = None
+    compute_ceiling: float | None = None
+    binds: CeilingBinds | None = None
+    matched_within: float = 0.0
+    bounded: int = 0
+
+
+@dataclass(frozen=True)
+class CeilingShown(Record):
+    """The compute ceiling of one batch size as the outputs show it: `samples_per_batch`, the
+    median samples per batch the measured configs of that size held (None: none measured), and
+    `samples_per_s` at that many samples."""
+
+    ceiling: Ceiling
+    samples_per_s: float
+    samples_per_batch: float | None = None
+
+
+class FetchPrepBound(str, Enum):
+    STORAGE = "storage (fetch)"
+    CPU = "CPU (prep)"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class FetchPrep(Record):
+    """The differential split of one config's data-wait (NOTE [ The differential fetch/prep
+    split ] in analysis/statistics.py), in seconds per batch: `fetch_s` = cold - warm, `prep_s`
+    = warm; `warm_slower_s` when the warm run waited longer (noise: fetch is then 0)."""
+
+    cold_wait_s: float
+    warm_wait_s: float
+    fetch_s: float
+    prep_s: float
+    bound: FetchPrepBound
+    fetch_fraction: float | None
+    warm_slower_s: float | None = None
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class Partial(Record):
+    """A sweep that stopped before its plan: `finished` configs (of `planned`, for a grid), `short`
+    of them with fewer than `repeats` trials; a search plans no fixed set (`searched`)."""
+
+    searched: bool
+    finished: int
+    planned: int | None = None
+    short: int = 0
+    repeats: int = 1
+
+
+@dataclass(frozen=True)
+class LoaderClass(Record):
+    """The loader measured, where it is not torch's DataLoader or takes arguments of its own:
+    `name`, "module:name" of its class (`--loader`, or a watched loader's; None: torch's
+    DataLoader); `args`, its own arguments the configs set (`--loader-arg`), in the order
+    declared (a column each); `defaults`, a watched loader's own settings left at their
+    defaults, as the watch recorded them (`SweepRecord.loader_defaults`)."""
+
+    name: str | None = None
+    args: list[str] = field(default_factory=list)
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Analysis(Record):
+    """What `analysis.analyze()` derives from a result set's raw trials, beside each config's
+    `Summary`: the recommendation, the compute ceilings as shown, the headroom from the user's
+    settings, the loader ceiling, the fetch/prep splits, the notes on configs (findings beside
+    the recommendation), the predictions with their share of the ceiling, the what-if answer
+    and a watched loop's prediction, whether the sweep stopped early, whether cold runs were
+    ranked over warm ones, why loader ceilings were not probed, and the loader measured when it
+    is not torch's DataLoader or takes arguments of its own."""
+
+    recommendation: Recommendation
+    compute_ceilings: list[CeilingShown] = field(default_factory=list)
+    headroom: Headroom | None = None
+    loader_ceiling: LoaderCeiling | None = None
+    fetch_prep: list[FetchPrep] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)
+    predictions: list[Prediction] = field(default_factory=list)
+    what_if: WhatIfAnswer | None = None
+    more_workers: MoreWorkers | None = None
+    partial: Partial | None = None
+    cold_ranked: bool = False
+    unprobed: list[str] = field(default_factory=list)
+    loader: LoaderClass | None = None
