@@ -171,8 +171,8 @@ def test_the_compute_ceiling_of_the_users_step_is_the_step_alone_in_a_plain_loop
             ceilings.append(measure_compute_ceiling(job, clock=time.thread_time))
     finally:
         torch.set_num_threads(threads)
-    steps = sorted(c["step_s"] for c in ceilings)
-    assert all(c["samples_per_batch"] == 64 and c["samples_per_s"] == pytest.approx(64 / c["step_s"]) for c in ceilings)
+    steps = sorted(c.step_s for c in ceilings)
+    assert all(c.samples_per_batch == 64 and c.samples_per_s == pytest.approx(64 / c.step_s) for c in ceilings)
     assert abs(steps[1] / sorted(plain)[1] - 1.0) <= 0.10, (steps, plain)
 
 
@@ -203,7 +203,7 @@ def test_gpu_a_users_resnet50_step_has_the_ceiling_of_model_resnet50():
 
     def ceiling(compute: ComputeSpec) -> float:
         job = TrialJob(LoaderSettings(0, False, False, None, False, 128), dataset, compute, measure, kind="ceiling")
-        return float(measure_compute_ceiling(job)["samples_per_s"])
+        return float(measure_compute_ceiling(job).samples_per_s)
 
     rates = {}
     for _ in range(2):  # interleaved, so a clock change weighs on both alike
