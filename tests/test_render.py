@@ -279,6 +279,21 @@ def test_the_search_footer_names_a_repeat_the_model_asked_for():
             "because its first trial read far below the model's prediction, which would make it the knee (done).") in text
 
 
+def test_the_search_footer_says_how_far_it_widened_past_the_cpus_and_what_stopped_it():
+    from loaderbench.results import Widening
+
+    rows = [result(settings(w), trial(0.0, 0.012)) for w in (4, 8)]
+    rs = ResultSet(config={}, environment={"usable_cpus": 2}, results=rows, sweep=SweepRecord(
+        search=SearchLog(workers_searched=[0, 8], grid_configs=9, stopped="done",
+                         widened=Widening(8, "memory: 16 workers would need about 3.3 GiB")),
+        sweep_wall_s=20.0))
+    analyze(rs)
+    assert ("worker counts searched: 0-8; widened past the usable CPUs to 8 workers, not further (memory: 16 "
+            "workers would need about 3.3 GiB))") in footer.search_lines(rs)[0]
+    rs.sweep.search.widened = Widening(8)
+    assert "widened past the usable CPUs to 8 workers)" in footer.search_lines(rs)[0]
+
+
 def test_a_setting_that_differs_only_in_predicted_rows_keeps_its_column():
     # Every measured row runs persistent_workers=off; one predicted row is on: the header may not
     # say "in every row: persistent_workers=off", and the column shows which row is which.
