@@ -15,9 +15,16 @@ from rich.text import Text
 
 from loaderbench import kinds
 from loaderbench.analysis import statistics as stats
-from loaderbench.analysis.advice import WORKER_THREADS_FN, call_imports, worker_threads_def
+from loaderbench.analysis.advice import (
+    WORKER_THREADS_FN,
+    call_imports,
+    decoder_lines,
+    prefetcher_call,
+    worker_threads_def,
+)
 from loaderbench.analysis.predict import Prediction
 from loaderbench.model import (
+    AXES_BY_NAME,
     GRID_AXES,
     ComputeSpec,
     ConfigResult,
@@ -315,7 +322,7 @@ def constant_settings(rs: ResultSet) -> dict[str, str]:
     for a in GRID_AXES:
         if a.name == "num_workers" or a.cuda_only:
             continue
-        if a.optional and all(getattr(s, a.name) is None for s in [*(r.settings for r in rs.results), *predicted]):
+        if a.optional and all(getattr(s, a.name) == a.unset for s in [*(r.settings for r in rs.results), *predicted]):
             out[a.name] = "default"  # never asked for: hidden, and not worth a mention
             continue
         values = {row_cells(r, cuda=cuda)[a.name] for r in rs.results if r.settings.num_workers > 0 or not a.workers_only}
@@ -622,11 +629,12 @@ def footer_lines(rs: ResultSet) -> list[str]:
         if per_gpu:
             out.append(per_gpu)
         out.extend(f"    {line}" for line in call_imports((rs.config or {}).get("dataset")))
+        out.extend(f"    {line}" for line in decoder_lines(rec.settings, (rs.config or {}).get("dataset")))
         if f"worker_init_fn={WORKER_THREADS_FN}" in rec.dataloader_call and rec.settings.worker_threads:
             out.append(f"    {worker_threads_def(rec.settings.worker_threads)}  # at module level: spawn pickles it")
         out.append(f"    loader = {rec.dataloader_call}")
         if rec.use_prefetcher:
-            out.append("    loader = loaderbench.CUDAPrefetcher(loader)  # copy batch N+1 on a side stream")
+            out.append(f"    loader = {prefetcher_call(rec.settings)}  # copy batch N+1 on a side stream")
         out.extend(listed_first_lines(rs))
     for key, fp in sorted(((rs.analysis or {}).get("fetch_prep") or {}).items()):
         text = (
@@ -696,10 +704,13 @@ def listed_first_lines(rs: ResultSet) -> list[str]:
     (`analysis["listed_first"]`, analysis.knee.listed_first_ties), one sentence each."""
     out = []
     for name, d in ((rs.analysis or {}).get("listed_first") or {}).items():
-        others = ", ".join(loader_arg_text(v) for v in d["tied"])
+        axis = AXES_BY_NAME.get(name)
+        text = loader_arg_text if axis is None else axis.cell
+        others = ", ".join(text(v) for v in d["tied"])
+        what = "a loader argument" if axis is None else name
         out.append(
             f"Tie on {name}: {name}={others} measured as fast (within the tolerance) and as cheap as "
-            f"{name}={loader_arg_text(d['value'])}; a loader argument has no known cost order, so the value listed "
+            f"{name}={text(d['value'])}; {what} has no known cost order, so the value listed "
             "first was picked."
         )
     return out
