@@ -404,3 +404,12 @@ def test_a_sweep_decodes_on_the_gpu_inside_the_prefetcher_and_before_the_step(tm
             t = r["trials"][0]
             assert t["h2d_bytes_per_batch"] == 32 * 8  # the labels: nvJPEG copies the encoded bytes itself
             assert t["batch_bytes"] < rows[("pil", False)]["trials"][0]["batch_bytes"] / 2  # ~57 KB against 150 KB
+
+
+def test_the_plot_draws_a_line_per_decoder_named_by_it():
+    from loaderbench.render.plot import _series_label
+
+    assert _series_label(False, False, 8, False, False, axes=(("decoder", "pil"),)) == "decoder=pil"
+    assert _series_label(True, True, 8, False, True, axes=(("in_order", "off"), ("decoder", "nvjpeg"))) == (
+        "pin on, prefetch on, in_order=off, decoder=nvjpeg")
+    assert _series_label(False, False, 8, False, False) == "measured"
