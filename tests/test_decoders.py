@@ -221,6 +221,20 @@ def test_in_order_off_on_a_torch_older_than_2_6_is_refused_with_the_reason():
     check_torch_axes(cfg, "2.14.1")  # a two-digit minor is newer, not older
 
 
+def test_in_order_off_with_a_loader_class_that_does_not_take_it_is_refused_before_any_config():
+    from loaderbench.orchestration.validate import _check_loader
+
+    cfg = build_config(None, {"loader": {"class": "tests.fixture_loaders:fixed_loader"},
+                              "grid": {"in_order": (True, False)}})
+    with pytest.raises(UsageError) as err:
+        _check_loader(cfg)
+    assert str(err.value) == ("--in-order: tests.fixture_loaders:fixed_loader takes no keyword argument 'in_order'; "
+                              "drop --in-order")
+    _check_loader(build_config(None, {"loader": {"class": "tests.fixture_loaders:fixed_loader"}}))  # on: not passed
+    _check_loader(build_config(None, {"loader": {"class": "tests.fixture_loaders:SnapshotLoader"},
+                                      "grid": {"in_order": (False,)}}))  # passes **kwargs on to DataLoader
+
+
 def test_watch_reads_in_order_from_the_users_loader(jpegs):
     from loaderbench.inloop.loader import read_settings
 

@@ -198,6 +198,10 @@ def _check_loader(config: SweepConfig) -> None:
                 f"--loader-arg {arg}: {name} takes no keyword argument {arg!r}"
                 + ("" if config.dataset.loader else "; name your loader class with --loader MODULE:NAME")
             )
+    for a in GRID_AXES:  # a newer DataLoader keyword a loader class may not take (in_order)
+        asked = [v for v in config.grid.get(a.name) or () if v not in (a.default or ())]
+        if config.dataset.loader and a.min_torch is not None and asked and a.loader_kw not in names:
+            raise UsageError(f"{a.flag}: {name} takes no keyword argument {a.loader_kw!r}; drop {a.flag}")
 
 
 def warm_up(dataset: Any, config: SweepConfig) -> None:
