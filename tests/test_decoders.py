@@ -146,7 +146,7 @@ def test_a_tie_between_decoders_goes_to_the_one_listed_first_and_the_output_says
     assert rs.recommendation.settings.decoder == "torchvision" and not listed_first_ties(rs.results)
 
 
-def test_in_order_off_is_picked_only_when_it_measured_faster():
+def test_a_tie_keeps_the_batches_in_order_and_in_order_off_is_picked_where_it_measured_faster():
     equal = [_row(_dec("pil", 0, in_order=False), 1500.0), _row(_dec("pil", 0, in_order=True), 1480.0)]
     assert _rs(equal, ["pil"]).recommendation.settings.in_order is True  # a tie keeps the batches in order
     faster = [_row(_dec("pil", 0, in_order=False), 1700.0), _row(_dec("pil", 0, in_order=True), 1480.0)]
