@@ -146,6 +146,17 @@ def test_a_tie_between_decoders_goes_to_the_one_listed_first_and_the_output_says
     assert rs.recommendation.settings.decoder == "torchvision" and not listed_first_ties(rs.results)
 
 
+def test_check_re_creates_the_decoders_in_the_order_they_were_listed():
+    from loaderbench.analysis.compare import baseline_grid
+
+    rows = [_row(_dec("pil", 1), 1500.0), _row(_dec("torchvision", 0), 1480.0), _row(_dec("nvjpeg", 2), 1400.0)]
+    grid = baseline_grid(_rs(rows, ["torchvision", "pil", "nvjpeg"]))
+    assert grid["decoder"] == ("torchvision", "pil", "nvjpeg") and grid["in_order"] == (True,)
+    points = expand_grid({**_axes(), **grid}, cuda=True)
+    assert [(p.settings.decoder, p.settings.listed_at("decoder")) for p in points] == [
+        ("torchvision", 0), ("pil", 1), ("nvjpeg", 2)]
+
+
 def test_a_tie_keeps_the_batches_in_order_and_in_order_off_is_picked_where_it_measured_faster():
     equal = [_row(_dec("pil", 0, in_order=False), 1500.0), _row(_dec("pil", 0, in_order=True), 1480.0)]
     assert _rs(equal, ["pil"]).recommendation.settings.in_order is True  # a tie keeps the batches in order
