@@ -588,3 +588,9 @@ def make_long_tail(n: int = 100_000, sleep_ms: float = 2.0, slow_factor: float =
 
 def make_no_tail(n: int = 100_000, sleep_ms: float = 2.0) -> Dataset:
     return LongTail(n, sleep_ms, 1.0)
+
+
+def make_sequential_sampler(dataset):
+    """The user's own sampler: the dataset in index order (the slow samples of a LongTail then
+    fall once every 100 samples, the same in every window)."""
+    return torch.utils.data.SequentialSampler(dataset)
