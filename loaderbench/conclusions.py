@@ -632,7 +632,10 @@ class Recommendation(Record):
     worded by render/). `dataloader_call`: the ready-to-paste call (NOTE [the recommended call
     runs as printed] in analysis/advice.py); `imports`: the `from MODULE import NAME` lines it
     needs besides torch's DataLoader (the loader class, sampler factory, collate function);
-    `worker_init_def`: the module-level `worker_init_fn` it names, when it names one."""
+    `decoder_lines`: the lines before the call that say how its config decodes (the `decoder`
+    axis: imports and a comment; advice.decoder_lines); `worker_init_def`: the module-level
+    `worker_init_fn` it names, when it names one; `prefetcher_call`: the CUDA prefetcher around
+    the loader when `use_prefetcher` (with `decoder=nvjpeg` it decodes each batch)."""
 
     settings: LoaderSettings | None
     findings: list[Finding] = field(default_factory=list)
@@ -641,6 +644,8 @@ class Recommendation(Record):
     use_prefetcher: bool = False
     worker_init_def: str | None = None
     imports: list[str] = field(default_factory=list)
+    decoder_lines: list[str] = field(default_factory=list)
+    prefetcher_call: str = ""
 
 
 class Baseline(str, Enum):

@@ -19,6 +19,8 @@ from loaderbench import parsers
 
 Status = Literal["ok", "failed", "hung", "skipped", "interrupted"]
 MP_CONTEXTS = parsers.MP_CONTEXTS
+DECODERS = ("pil", "torchvision", "nvjpeg")
+"""The decoders of the synthetic dataset's JPEGs (the `decoder` grid axis; workload/decode.py)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,10 +299,20 @@ class Axis:
     without workers (normalised to `idle` there and shown n/a); `cuda_only`: means nothing
     without CUDA (normalised off, its column hidden). `key(value)` is its part of the settings
     key (None: left out). `order(value)`: smaller is cheaper. `loader_kw`: the DataLoader
-    keyword it is (None: not one, or not when None). `optional`: a setting left at torch's
-    default unless asked for (its column is hidden then). `outer`: expanded first, so the rows
+    keyword it is (None: not one, or not when None). `optional`: a setting left as torch (or
+    loaderbench) has it unless asked for: its one default value is not passed as a keyword, and
+    its column is hidden while every row has that value. `outer`: expanded first, so the rows
     of one value read as a worker curve. `phrase(value)`: the setting in a sentence (None: the
     name and the cell, "pin_memory on").
+
+    `listed`: no cost order is known between its values, so, as for a loader argument, the value
+    listed first wins a tie (`order` is then unused: the position of each config's value in the
+    user's list is kept in `LoaderSettings.axis_order`). `cuda_values`: values that mean nothing
+    without CUDA: dropped from the grid there, with a line saying so (plan.drop_cuda_values).
+    `datasets`: the dataset kinds it applies to (None: every kind); with another kind, giving
+    it is a usage error. `min_torch`: the (major, minor) torch version whose DataLoader first
+    took the keyword; on an older torch a value other than the default is a usage error that
+    says so.
     """
 
     name: str
@@ -319,10 +331,25 @@ class Axis:
     optional: bool = False
     outer: bool = False
     phrase: Callable[[Any], str] | None = None
+    listed: bool = False
+    cuda_values: tuple[Any, ...] = ()
+    datasets: tuple[str, ...] | None = None
+    min_torch: tuple[int, int] | None = None
 
     def words(self, value: Any) -> str:
         """The setting at `value` in a sentence, e.g. "4 workers", "pin_memory on", "CUDA prefetcher off"."""
         return self.phrase(value) if self.phrase is not None else f"{self.name} {self.cell(value)}"
+
+    @property
+    def unset(self) -> Any:
+        """The value of an `optional` axis that leaves the setting as it is (its one default);
+        None for any other axis."""
+        return self.default[0] if self.optional and self.default else None
+
+    @property
+    def flag(self) -> str:
+        """Its command-line flag: `--` + its name with dashes."""
+        return "--" + self.name.replace("_", "-")
 
 
 GRID_AXES: tuple[Axis, ...] = (
@@ -360,6 +387,19 @@ GRID_AXES: tuple[Axis, ...] = (
          "main threads", lambda v: None if v is None else f"mt{v}", lambda v: "default" if v is None else str(v),
          lambda v: v or 0, optional=True,
          phrase=lambda v: "default main threads" if v is None else f"{v} main thread{'' if v == 1 else 's'}"),
+    Axis("in_order", parsers.boolean, (True,), "on,off",
+         "Hand batches out in sampler order (DataLoader's in_order, torch >= 2.6); off lets a batch that is ready "
+         "overtake a slow one.",
+         "in order", lambda v: None if v else "unordered", _onoff, lambda v: 0 if v else 1,
+         loader_kw="in_order", workers_only=True, idle=True, optional=True, min_torch=(2, 6),
+         phrase=lambda v: "in order" if v else "in_order off (ready batches overtake)"),
+    Axis("decoder", parsers.choice(DECODERS), ("pil",), ",".join(DECODERS),
+         "How the synthetic dataset's JPEGs are decoded and cropped: pil (PIL in the workers), torchvision "
+         "(torchvision.io.decode_jpeg and transforms.v2 on uint8 tensors in the workers) or nvjpeg (the workers "
+         "send the encoded bytes; each batch is decoded and cropped on the GPU).",
+         "decoder", lambda v: None if v == "pil" else v, str, lambda v: 0,
+         idle="pil", optional=True, listed=True, cuda_values=("nvjpeg",), datasets=("synthetic",),
+         phrase=lambda v: f"{v} decoder"),
 )
 AXES_BY_NAME = {a.name: a for a in GRID_AXES}
 
@@ -376,12 +416,17 @@ class LoaderSettings:
     `prefetch` means the CUDA-stream prefetcher (`loaderbench.CUDAPrefetcher`) wraps the loader.
     `mp_context` None means the platform default.
 
+    `in_order`: DataLoader's `in_order` (torch >= 2.6; True is torch's default, and is not passed).
+    `decoder`: how the synthetic dataset's JPEGs are decoded (model.DECODERS; workload/decode.py).
+
     `loader_args`: the extra keyword arguments of the user's loader class (`--loader-arg
     NAME=V1,V2`, NOTE [loader settings]) as (name, value) pairs in the order the user declared
     them; a dict is accepted and kept in its order. `loader_arg_order`: for each of them, the
     position of its value in the list the user gave (0 = listed first), the only cost order such
     a setting has; it does not take part in equality (two configs with the same values are the
-    same config) and defaults to 0 for each.
+    same config) and defaults to 0 for each. `axis_order`: the same for the grid axes without a
+    cost order (`Axis.listed`): (axis name, position) pairs, a dict accepted; an axis left out
+    is at position 0.
     """
 
     num_workers: int
@@ -393,10 +438,17 @@ class LoaderSettings:
     mp_context: str | None = None
     worker_threads: int | None = None
     main_threads: int | None = None
+    in_order: bool = True
+    decoder: str = "pil"
     loader_args: tuple[tuple[str, Any], ...] = ()
     loader_arg_order: tuple[int, ...] = field(default=(), compare=False)
+    axis_order: tuple[tuple[str, int], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
+        raw: Any = self.axis_order
+        listed: dict[str, int] = dict(raw) if isinstance(raw, dict) else {str(k): int(v) for k, v in raw}
+        object.__setattr__(self, "axis_order", tuple(
+            (a.name, int(listed[a.name])) for a in GRID_AXES if a.listed and int(listed.get(a.name) or 0)))
         args = self.loader_args
         if isinstance(args, dict):
             args = tuple(args.items())
@@ -435,29 +487,39 @@ class LoaderSettings:
         kwargs: dict[str, Any] = {}
         for a in sorted(GRID_AXES, key=lambda a: not a.outer):  # batch_size first, as people write it
             value = getattr(self, a.name)
-            if a.loader_kw is None or (a.workers_only and self.num_workers == 0) or (a.optional and value is None):
+            if a.loader_kw is None or (a.workers_only and self.num_workers == 0) or (a.optional and value == a.unset):
                 continue
             kwargs[a.loader_kw] = value
         kwargs.update(self.loader_args)
         return kwargs
 
+    def listed_at(self, name: str) -> int:
+        """Where this config's value of axis `name` stood in the user's list (0: listed first;
+        `axis_order`)."""
+        return dict(self.axis_order).get(name, 0)
+
     def structural_key(self) -> tuple[int, ...]:
         """The fixed cost order among configs of equal measured cost (NOTE [cost order] in
         analysis/knee.py): every axis's `order`, workers first, then the axes in GRID_AXES
-        order, batch size last; then the loader arguments, each by the position of its value in
-        the user's list (no cost order is known for them: the value listed first wins a tie)."""
+        order, batch size last; then the axes without a cost order (`Axis.listed`) and the
+        loader arguments, each by the position of its value in the user's list (no cost order
+        is known for them: the value listed first wins a tie)."""
         first = [a for a in GRID_AXES if a.name == "num_workers"]
         last = [a for a in GRID_AXES if a.outer]
-        middle = [a for a in GRID_AXES if a not in first and a not in last]
-        return tuple(a.order(getattr(self, a.name)) for a in first + middle + last) + self.loader_arg_order
+        middle = [a for a in GRID_AXES if a not in first and a not in last and not a.listed]
+        return (tuple(a.order(getattr(self, a.name)) for a in first + middle + last)
+                + tuple(self.listed_at(a.name) for a in GRID_AXES if a.listed) + self.loader_arg_order)
 
     def to_dict(self) -> dict[str, Any]:
         """The axes by name; with loader arguments, also `loader_args` ({name: value}) and
-        `loader_arg_order` ({name: position in the user's list})."""
+        `loader_arg_order` ({name: position in the user's list}); with a value of a listed axis
+        that was not listed first, `axis_order` ({axis name: position})."""
         d: dict[str, Any] = {a.name: getattr(self, a.name) for a in GRID_AXES}
         if self.loader_args:
             d["loader_args"] = dict(self.loader_args)
             d["loader_arg_order"] = {k: i for (k, _), i in zip(self.loader_args, self.loader_arg_order)}
+        if self.axis_order:
+            d["axis_order"] = dict(self.axis_order)
         return d
 
     @classmethod
@@ -470,7 +532,8 @@ class LoaderSettings:
             values[a.name] = v if v is None else a.parse(v)
         args = tuple((str(k), v) for k, v in (d.get("loader_args") or {}).items())
         order = d.get("loader_arg_order") or {}
-        return cls(**values, loader_args=args, loader_arg_order=tuple(int(order.get(k, 0)) for k, _ in args))
+        return cls(**values, loader_args=args, loader_arg_order=tuple(int(order.get(k, 0)) for k, _ in args),
+                   axis_order=tuple((str(k), int(v)) for k, v in (d.get("axis_order") or {}).items()))
 
 
 def loader_arg_text(value: Any) -> str:

@@ -564,3 +564,33 @@ class HoldsLambda(Dataset):
 
 def make_holds_lambda() -> Dataset:
     return HoldsLambda()
+
+
+class LongTail(Dataset):
+    """Samples that sleep `sleep_ms`, except one in a hundred (index % 100 == 7: 1% of them),
+    which sleeps `slow_factor` times as long: a long per-sample tail that holds back the batch it
+    falls in."""
+
+    def __init__(self, n: int, sleep_ms: float, slow_factor: float) -> None:
+        self.n, self.sleep_s, self.slow_factor = n, sleep_ms / 1000.0, slow_factor
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        time.sleep(self.sleep_s * (self.slow_factor if i % 100 == 7 else 1.0))
+        return torch.full((4,), float(i)), i % 10
+
+
+def make_long_tail(n: int = 100_000, sleep_ms: float = 2.0, slow_factor: float = 20.0) -> Dataset:
+    return LongTail(n, sleep_ms, slow_factor)
+
+
+def make_no_tail(n: int = 100_000, sleep_ms: float = 2.0) -> Dataset:
+    return LongTail(n, sleep_ms, 1.0)
+
+
+def make_sequential_sampler(dataset):
+    """The user's own sampler: the dataset in index order (the slow samples of a LongTail then
+    fall once every 100 samples, the same in every window)."""
+    return torch.utils.data.SequentialSampler(dataset)

@@ -301,3 +301,12 @@ def make_ddp_mlp_step(device: torch.device):
 
     ddp_step.world_size = dist.get_world_size()  # type: ignore[attr-defined]
     return ddp_step
+
+
+def fixed_loader(dataset: Any, batch_size: int | None = 1, batch_sampler: Any = None, num_workers: int = 0,
+                 collate_fn: Any = None, pin_memory: bool = False, prefetch_factor: int | None = None,
+                 persistent_workers: bool = False) -> DataLoader:
+    """A factory that takes DataLoader's older keywords only (no in_order, no **kwargs)."""
+    return DataLoader(dataset, batch_size=batch_size, batch_sampler=batch_sampler, num_workers=num_workers,
+                      collate_fn=collate_fn, pin_memory=pin_memory, prefetch_factor=prefetch_factor,
+                      persistent_workers=persistent_workers)

@@ -142,6 +142,7 @@ def test_loader_args_parse_from_the_flag_and_the_toml_table(tmp_path):
     (["num_workers=1,2"], "num_workers is set by loaderbench, not a loader argument: use --num-workers"),
     (["multiprocessing_context=spawn"], "use --mp-context"),
     (["collate_fn=x"], "use --collate-fn"),
+    (["in_order=False"], "in_order is set by loaderbench, not a loader argument: use --in-order"),
     (["snapshot_every_n_steps"], "expected NAME=V1,V2 such as snapshot_every_n_steps=1,1000"),
     (["a=1", "a=2"], "a is given twice"),
     (["2x=1"], "expected NAME=V1,V2 with NAME a keyword argument"),
@@ -159,13 +160,13 @@ def test_a_loader_argument_the_class_does_not_take_is_refused_before_any_config(
     with pytest.raises(UsageError, match="--loader-arg snapshot_every_n_steps: torch.utils.data:DataLoader takes no "
                                          "keyword argument 'snapshot_every_n_steps'; name your loader class"):
         _check_loader(cfg)
-    _check_loader(build_config(None, {"loader": {"args": {"in_order": (True, False)}}}))
+    _check_loader(build_config(None, {"loader": {"args": {"timeout": (0, 60)}}}))
 
 
 def test_loader_args_expand_the_grid_and_each_config_keeps_its_values_listed_position():
     points = expand_grid({"num_workers": (0, 2), "pin_memory": (False,), "prefetch": (False,), "prefetch_factor": (2,),
                           "persistent_workers": (False,), "batch_size": (16,), "mp_context": (None,),
-                          "worker_threads": (None,), "main_threads": (None,)},
+                          "worker_threads": (None,), "main_threads": (None,), "in_order": (True,), "decoder": ("pil",)},
                          cuda=False, loader_args={"snapshot_every_n_steps": (1000, 1)})
     keys = [p.settings.key() for p in points]
     assert keys == ["w0-nopin-nopf-f--once-b16-snapshot_every_n_steps=1000", "w0-nopin-nopf-f--once-b16-snapshot_every_n_steps=1",

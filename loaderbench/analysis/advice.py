@@ -126,6 +126,8 @@ def dataloader_call(settings: LoaderSettings, dataset: dict[str, Any] | None = N
                   **{k: v for k, v in kw.items() if k != "batch_size"}}
     if d.get("collate_fn"):
         kw["collate_fn"] = _name(str(d["collate_fn"]))
+    if settings.decoder == "nvjpeg":  # the workers send the encoded bytes (NOTE [decoding on the GPU])
+        kw["collate_fn"] = f"EncodedCollate({kw.get('collate_fn', 'default_collate')})"
     if _sets_worker_threads(settings):
         # What --worker-threads set in each worker (1 is torch's own setting there): a function
         # defined at module level, which spawn and forkserver workers can unpickle (a lambda
@@ -165,6 +167,39 @@ def call_imports(dataset: dict[str, Any] | None) -> list[str]:
         if first not in names[module.strip()]:
             names[module.strip()].append(first)
     return [f"from {m} import {', '.join(ns)}" for m, ns in names.items()]
+
+
+def decoder_lines(settings: LoaderSettings, dataset: dict[str, Any] | None = None) -> list[str]:
+    """The lines printed before the recommended call that say how its config decodes (the
+    `decoder` axis; workload/decode.py): none for `pil`, the dataset's own PIL path; a comment
+    naming the decode and crop for `torchvision`; for `nvjpeg` the imports the call's
+    `collate_fn=EncodedCollate(...)` and the GPU decode need, and a comment saying where the
+    batch is decoded (the prefetcher's transform, `prefetcher_call`, or the loop before the
+    step)."""
+    d = dataset or {}
+    if settings.decoder == "torchvision":
+        return ["# decoder=torchvision: each sample decoded by torchvision.io.decode_jpeg and cropped by "
+                "transforms.v2 (RandomResizedCrop(224), RandomHorizontalFlip) on its uint8 tensor, in the workers: "
+                'SyntheticJPEGDataset(jpegs, decoder="torchvision")']
+    if settings.decoder != "nvjpeg":
+        return []
+    where = ("as the prefetcher's transform, on its side stream while the step before runs" if settings.prefetch
+             else 'in the loop, before the step, on its stream: batch = GPUDecode("cuda")(batch)')
+    lines = ["from loaderbench.workload.decode import EncodedCollate, GPUDecode"]
+    if not d.get("collate_fn"):
+        lines.append("from torch.utils.data import default_collate")
+    lines.append('# decoder=nvjpeg: the dataset returns each JPEG\'s bytes (SyntheticJPEGDataset(jpegs, decoder="nvjpeg")), '
+                 "EncodedCollate packs a batch of them, GPUDecode decodes it with torchvision.io.decode_jpeg(images, "
+                 f"device=\"cuda\") and crops it on the GPU, {where}")
+    return lines
+
+
+def prefetcher_call(settings: LoaderSettings) -> str:
+    """The CUDA prefetcher around the recommended loader: with `--decoder nvjpeg` it decodes each
+    batch as its transform (NOTE [decoding on the GPU])."""
+    if settings.decoder == "nvjpeg":
+        return 'loaderbench.CUDAPrefetcher(loader, transform=GPUDecode("cuda"))'
+    return "loaderbench.CUDAPrefetcher(loader)"
 
 
 WORKER_THREADS_FN = "set_worker_threads"
@@ -264,6 +299,8 @@ def recommend(
         use_prefetcher=knee.settings.prefetch,
         worker_init_def=worker_threads_def(threads) if threads and _sets_worker_threads(knee.settings) else None,
         imports=call_imports(dataset),
+        decoder_lines=decoder_lines(knee.settings, dataset),
+        prefetcher_call=prefetcher_call(knee.settings) if knee.settings.prefetch else "",
     )
 
 

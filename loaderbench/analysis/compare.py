@@ -834,13 +834,17 @@ def baseline_grid(baseline: ResultSet) -> dict[str, tuple[Any, ...]]:
     """The grid axes that re-create the baseline's configs (their product may add a few: those
     come out as "new" and never fail the gate): per axis of GRID_AXES, the values its configs
     took (leaving out the idle value a config without workers takes on a workers-only axis), in
-    the axis's cost order. Raises UsageError for a baseline without configs."""
+    the axis's cost order (an axis without one: the order the user listed them in). Raises
+    UsageError for a baseline without configs."""
     settings = [r.settings for r in baseline.results]
     if not settings:
         raise UsageError("the baseline has no configs to check; pass a result file with results")
     grid: dict[str, tuple[Any, ...]] = {}
     for a in GRID_AXES:
         values = [getattr(s, a.name) for s in settings if not (a.workers_only and s.num_workers == 0)]
-        unique = sorted(dict.fromkeys(values), key=a.order)
+        listed: dict[Any, int] = {}
+        for s in settings:  # an axis without a cost order keeps the user's order (Axis.listed)
+            listed.setdefault(getattr(s, a.name), s.listed_at(a.name))
+        unique = sorted(dict.fromkeys(values), key=listed.__getitem__ if a.listed else a.order)
         grid[a.name] = tuple(unique) if unique else (a.default or (a.idle,))
     return grid

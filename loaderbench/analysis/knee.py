@@ -15,10 +15,12 @@ NOTE [cost order]
     MiB, 50 ms, 0.1 core) above the cheapest on it drop out; a cost not measured for every
     candidate is skipped. What is left is ordered by a fixed structural key (fewer workers, pin
     and prefetcher off before on, fewer prefetched batches, non-persistent, fork before
-    forkserver before spawn, fewer threads, smaller batch), never by the order in which a flag
-    listed its values; except for the loader's own arguments (`--loader-arg`), whose cost order
-    nobody knows: among configs left equal on everything else, the value the user listed first
-    wins, and `listed_first_ties` reports where that decided the knee (the output says so).
+    forkserver before spawn, fewer threads, in order before out of order, smaller batch), never
+    by the order in which a flag listed its values; except for the loader's own arguments
+    (`--loader-arg`) and the grid axes declared without a cost order (`Axis.listed`: the
+    decoder, whose cost is its measured CPU and step time, not a rule), whose order nobody
+    knows: among configs left equal on everything else, the value the user listed first wins,
+    and `listed_first_ties` reports where that decided the knee (the output says so).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from loaderbench.analysis.thresholds import (
     NOISE_CAP,
 )
 from loaderbench.conclusions import ListedFirst
-from loaderbench.model import ConfigResult
+from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings
 
 _COSTS: tuple[tuple[str, float, float], ...] = (
     ("memory", COST_RELATIVE, COST_MEMORY_MARGIN_BYTES), ("startup", COST_RELATIVE, COST_STARTUP_MARGIN_S),
@@ -147,25 +149,35 @@ def find_knee(
     return cheapest(candidates or [best])
 
 
+def _listed(settings: LoaderSettings) -> dict[str, tuple[Any, int]]:
+    """The settings without a known cost order, {name: (value, its position in the user's
+    list)}: the grid axes so declared (`Axis.listed`: the decoder) and the loader arguments."""
+    out = {a.name: (getattr(settings, a.name), settings.listed_at(a.name)) for a in GRID_AXES if a.listed}
+    out.update({k: (v, i) for (k, v), i in zip(settings.loader_args, settings.loader_arg_order)})
+    return out
+
+
 def listed_first_ties(results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE) -> list[ListedFirst]:
-    """Where the user's listing decided the knee (NOTE [cost order]): per loader argument of the
-    knee, when configs that differ from it only in that argument's value were left equal to it
-    (within the tolerance of the best, and as cheap as measured), a ListedFirst with the knee's
-    value and theirs, in the order listed. [] when none was."""
+    """Where the user's listing decided the knee (NOTE [cost order]): per loader argument (or
+    grid axis without a cost order, `Axis.listed`) of the knee, when configs that differ from
+    it only in that setting's value were left equal to it (within the tolerance of the best,
+    and as cheap as measured), a ListedFirst with the knee's value and theirs, in the order
+    listed. [] when none was."""
     knee = find_knee(results, tolerance=tolerance)
     best = best_of(results)
-    if knee is None or best is None or not knee.settings.loader_args:
+    if knee is None or best is None:
         return []
     candidates = [r for r in rankable(results) if qualifies(r, best, tolerance)]
     pool = cheapest_pool(candidates or [best])
     tied: dict[str, list[tuple[int, Any]]] = {}
-    mine = dict(knee.settings.loader_args)
+    mine = _listed(knee.settings)
+    as_knee = {a.name: getattr(knee.settings, a.name) for a in GRID_AXES if a.listed}
     for r in pool:
-        theirs = dict(r.settings.loader_args)
-        differ = [k for k in mine if theirs.get(k) != mine[k]]
-        if len(differ) != 1 or replace(r.settings, loader_args=knee.settings.loader_args) != knee.settings:
+        theirs = _listed(r.settings)
+        differ = [k for k in mine if k not in theirs or theirs[k][0] != mine[k][0]]
+        if len(differ) != 1 or replace(r.settings, loader_args=knee.settings.loader_args, **as_knee) != knee.settings:
             continue
         name = differ[0]
-        tied.setdefault(name, []).append((r.settings.loader_arg_order[list(theirs).index(name)], theirs[name]))
-    return [ListedFirst(name, mine[name], [v for _, v in sorted(values, key=lambda x: x[0])])
+        tied.setdefault(name, []).append((theirs[name][1], theirs[name][0]))
+    return [ListedFirst(name, mine[name][0], [v for _, v in sorted(values, key=lambda x: x[0])])
             for name, values in tied.items()]

@@ -58,6 +58,7 @@ def read_settings(loader: Any, batch_size: int | None = None) -> tuple[LoaderSet
         persistent_workers=bool(inner.persistent_workers) if workers else False,
         batch_size=int(bs or 1),
         mp_context=ctx_name if workers else None,
+        in_order=bool(getattr(inner, "in_order", True)) if workers else True,
         loader_args=tuple(changed.items()),
     ), inner
 

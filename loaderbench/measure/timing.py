@@ -17,7 +17,9 @@ NOTE [timing model]
                 an epoch in a watched loop, the instant before `iter()` started the workers;
       t0[N]:    the loop asks for batch N (`next()` is called);
       ready[N]: batch N is usable by the step (on the device when there is one: after the
-                host-to-device (H2D) copy, or after the CUDA-stream prefetcher's copy);
+                host-to-device (H2D) copy, or after the CUDA-stream prefetcher's copy; with
+                `--decoder nvjpeg`, after the batch was also decoded and cropped on the
+                device: NOTE [decoding on the GPU] in workload/decode.py);
       end[N]:   the step's work on batch N has finished.
     Then, per measured step:
       data-wait[N] = ready[N] - t0[N]                    (the consumer had nothing to work on)

@@ -508,6 +508,20 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     settings, dataset_spec, compute_spec, measure, seed = job.settings, job.dataset, job.compute, job.measure, job.seed
     setup = set_up(job)
     device, cuda, timing, group, dataset = setup.device, setup.cuda, setup.timing, setup.group, setup.dataset
+    # The synthetic dataset decoding with this config's decoder (NOTE [decoding on the GPU] in
+    # workload/decode.py): nvjpeg's workers send the encoded bytes, decoded here on the device.
+    dataset = _reused("decoder", (dataset_spec.to_dict(), job.cache_dir, settings.decoder),
+                      lambda: datasets.with_decoder(setup.dataset, settings.decoder))
+    gpu_decode = None
+    if settings.decoder == "nvjpeg":
+        if not cuda:
+            from loaderbench.errors import UsageError
+
+            raise UsageError("--decoder nvjpeg decodes on a CUDA GPU and this trial runs on the CPU; use --decoder "
+                             "pil or torchvision")
+        from loaderbench.workload.decode import GPUDecode
+
+        gpu_decode = GPUDecode(device)
     warmup, max_warmup = warmup_for(settings, measure.warmup_batches)
     total_batches = 1 + max_warmup + measure.max_batches
     if settings.main_threads is not None:
@@ -520,7 +534,12 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         if unsafe:
             raise WorkerThreadsError(unsafe)
         kwargs["worker_init_fn"] = functools.partial(_set_worker_threads, settings.worker_threads)
-    kwargs["collate_fn"] = CountingCollate(datasets.build_collate_fn(dataset_spec) or default_collate)
+    collate = datasets.build_collate_fn(dataset_spec) or default_collate
+    if gpu_decode is not None:
+        from loaderbench.workload.decode import EncodedCollate
+
+        collate = EncodedCollate(collate)
+    kwargs["collate_fn"] = CountingCollate(collate)
     iterable = isinstance(dataset, IterableDataset)
     epochs = epoch_mode(dataset_spec, measure, iterable)
     batch_sampler: TimedBatchSampler | None = None
@@ -547,6 +566,10 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
 
     def first_batch(c: Counted) -> None:
         first_raw.setdefault("info", batch_mod.inspect_batch(c.batch))
+        if gpu_decode is not None:  # bytes the decoder copies itself, not the H2D copy
+            from loaderbench.workload.decode import EncodedJPEGs
+
+            first_raw.setdefault("encoded", sum(x.nbytes for x in c.batch if isinstance(x, EncodedJPEGs)))
         first_raw.setdefault("sizes", batch_mod.leading_sizes(c.batch))
         first_raw.setdefault("rows", batch_mod.array_rows(c.batch))
         first_raw.setdefault("dims", batch_mod.array_dims(c.batch))
@@ -568,12 +591,19 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     # The H2D copy: done by the prefetcher on its side stream, or here on the compute stream
     # (non_blocking only from pinned memory, where it can be asynchronous), or not at all on CPU.
     # Every copy is bracketed by CUDA events (on the side stream for the prefetcher, on the
-    # compute stream otherwise): copy time, GB/s and how much of it compute hid.
+    # compute stream otherwise): copy time, GB/s and how much of it compute hid. With
+    # --decoder nvjpeg the batch is then decoded on the device, after the copy and on the same
+    # stream (NOTE [decoding on the GPU]), before it is usable.
     source: Iterable[Any] = inspected
     copy_here = cuda and not settings.prefetch
     copy_events: list[Any] = []
+
+    def decode_on_device(c: Counted) -> Counted:
+        return c if gpu_decode is None else c._replace(batch=gpu_decode(c.batch))
+
     if cuda and settings.prefetch:
-        prefetcher = CUDAPrefetcher(inspected, device=device, record_copy_events=True)
+        prefetcher = CUDAPrefetcher(inspected, device=device, record_copy_events=True,
+                                    transform=None if gpu_decode is None else decode_on_device)
         source = prefetcher
         copy_events = prefetcher.copy_events
 
@@ -586,7 +616,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         end = torch.cuda.Event(enable_timing=True)
         end.record()
         copy_events.append((begin, end))
-        return out
+        return decode_on_device(out)
 
     marker = marker_for(timing)
 
@@ -717,6 +747,8 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     )
     if group is not None:
         group.barrier()  # ... and ends together (the probes after the window are per rank)
+    if first_raw.get("encoded") and trial.h2d_bytes_per_batch is not None:
+        trial.h2d_bytes_per_batch = max(0, trial.h2d_bytes_per_batch - int(first_raw["encoded"]))
     check = check_sample_count(first_raw.get("items"), first_raw.get("sizes"), iterable=iterable, fixed=fixed,
                                rows=first_raw.get("rows"), dims=first_raw.get("dims"))
     if check:

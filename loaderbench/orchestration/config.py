@@ -21,8 +21,8 @@ without the key reads back. A TOML file has a few top-level keys and four tables
                 [loader.args] table of its other keyword arguments, each a list of values to
                 sweep (in the order to prefer on a tie)
     [grid]      num_workers, pin_memory, prefetch, prefetch_factor, persistent_workers,
-                batch_size, mp_context, worker_threads, main_threads
-                (lists, or comma strings like "0,2,4")
+                batch_size, mp_context, worker_threads, main_threads, in_order, decoder
+                (lists, or comma strings like "0,2,4"; decoder for the synthetic dataset only)
     [measure]   batches, warmup_batches, min_time_s, max_batches, repeats, search, isolation,
                 time_budget_s, config_timeout_s, tolerance, epoch_batches, cache, drop_caches,
                 timing, device
@@ -552,6 +552,7 @@ def build_config(
             f"{source}: --dataset folder takes one --data folder (an ImageFolder root), got {len(data)}; "
             "several folders are for a MODULE:FACTORY dataset that reads them"
         )
+    _check_dataset_axes(kind, sections["grid"], from_file["grid"], source)
     dataset = DatasetSpec(kind=kind, data_path=data, factory=factory, loader=sections["loader"].get("class"), **ds)
     loader_args = sections["loader"].get("args") or {}
 
@@ -595,6 +596,20 @@ def _check_baseline_names(wanted: dict[str, Any], loader_args: dict[str, tuple[A
                    else " (or a loader argument swept with --loader-arg)")
             )
     return wanted
+
+
+def _check_dataset_axes(kind: str, grid: dict[str, Any], from_file: dict[str, Any], source: str) -> None:
+    """ConfigError for a grid axis given for a dataset kind it does not apply to (`Axis.datasets`:
+    `--decoder` decodes the synthetic dataset's own JPEGs)."""
+    for a in GRID_AXES:
+        if a.datasets is None or a.name not in grid or kind in a.datasets:
+            continue
+        where = f"{source}: grid.{a.name}" if a.name in from_file and grid[a.name] == from_file[a.name] else a.flag
+        shown = "MODULE:FACTORY" if kind == "import" else kind
+        raise ConfigError(
+            f"{where} applies to the {' and '.join(a.datasets)} dataset, not {shown} (a dataset of your own decodes "
+            f"as its code does): drop it, or measure the {a.datasets[0]} dataset with --dataset {a.datasets[0]}"
+        )
 
 
 def _check_dataset_keys(ds: dict[str, Any], from_file: dict[str, Any], source: str) -> None:

@@ -19,6 +19,7 @@ from loaderbench.orchestration.plan import (
     check_baseline_settings,
     default_output_path,
     detect_machine,
+    drop_cuda_values,
     plan,
     resolve_defaults,
 )
@@ -75,13 +76,15 @@ def _execute_sweep(config: SweepConfig, *, output: Path | None, observer: SweepO
     from loaderbench.results import check_result_path
 
     machine = machine or detect_machine()
-    config = resolve_defaults(config, machine)
+    config, dropped = drop_cuda_values(resolve_defaults(config, machine), machine)
     now = _dt.datetime.now(_dt.timezone.utc)
     out = output or (Path(config.output) if config.output else default_output_path(config, now))
     check_result_path(out)
     check_baseline_settings(config, plan(config, machine))
     files = data_files(config.dataset)  # a --data path that is missing, unreadable or empty: one line, now
     obs = observer or NullObserver()
+    for line in dropped:
+        obs.warning(line)
     ds = config.dataset
     if ds.kind == "import" and ds.data_roots and "root" not in ds.kwargs and ds.factory:
         from loaderbench.workload.datasets import takes_root

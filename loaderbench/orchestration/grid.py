@@ -60,18 +60,19 @@ def expand_grid(axes: Mapping[str, Sequence[Any]], *, cuda: bool,
     and of the `loader_args` (name -> values, `--loader-arg`), normalised and de-duplicated, in
     grid order: the outer axis (batch size) first, then the others in GRID_AXES order, the
     loader arguments innermost, so the rows of one batch size read as a worker curve. Each
-    config records where its loader arguments' values stood in their lists
-    (`LoaderSettings.loader_arg_order`: their only cost order). Raises KeyError for a missing
-    axis."""
+    config records where its loader arguments' values, and those of the axes without a cost
+    order (`Axis.listed`), stood in their lists (`LoaderSettings.loader_arg_order` and
+    `axis_order`: their only cost order). Raises KeyError for a missing axis."""
     order = sorted(GRID_AXES, key=lambda a: not a.outer)
     extra = list((loader_args or {}).items())
     points: dict[LoaderSettings, GridPoint] = {}
-    for combo in itertools.product(*(axes[a.name] for a in order), *(range(len(v)) for _, v in extra)):
+    for combo in itertools.product(*(range(len(axes[a.name])) for a in order), *(range(len(v)) for _, v in extra)):
         picks = combo[len(order):]
         requested = LoaderSettings(
-            **{a.name: v for a, v in zip(order, combo)},
+            **{a.name: axes[a.name][i] for a, i in zip(order, combo)},
             loader_args=tuple((name, values[i]) for (name, values), i in zip(extra, picks)),
             loader_arg_order=tuple(picks),
+            axis_order=tuple((a.name, i) for a, i in zip(order, combo) if a.listed),
         )
         real = normalize(requested, cuda=cuda)
         point = points.setdefault(real, GridPoint(real))

@@ -13,6 +13,7 @@ from typing import Any
 from loaderbench.analysis.predict import series_of, with_workers
 from loaderbench.kinds import KINDS
 from loaderbench.model import (
+    GRID_AXES,
     ComputeSpec,
     LoaderSettings,
 )
@@ -84,6 +85,32 @@ def resolve_defaults(config: SweepConfig, machine: Machine) -> SweepConfig:
         num_workers=config.grid["num_workers"] or tuple(default_num_workers(machine.cpus_per_rank)),
         batch_size=config.grid["batch_size"] or ((DEFAULT_BATCH_GPU,) if machine.cuda else (DEFAULT_BATCH_CPU,)),
     )
+
+
+def drop_cuda_values(config: SweepConfig, machine: Machine) -> tuple[SweepConfig, list[str]]:
+    """Without CUDA in use, the values of an axis that mean nothing there (`Axis.cuda_values`,
+    e.g. `--decoder nvjpeg`) dropped from the grid: the config left, and one line per dropped
+    value saying why. UsageError when an axis would be left with no value."""
+    if machine.cuda and config.measure.device != "cpu":
+        return config, []
+    why = "CUDA is not in use (--device cpu)" if machine.cuda else "there is no CUDA GPU here"
+    changed: dict[str, tuple[Any, ...]] = {}
+    lines: list[str] = []
+    for a in GRID_AXES:
+        values = config.grid.get(a.name) or ()
+        dropped = [v for v in values if v in a.cuda_values]
+        if not dropped:
+            continue
+        kept = tuple(v for v in values if v not in a.cuda_values)
+        shown = ",".join(str(v) for v in dropped)
+        if not kept:
+            from loaderbench.errors import UsageError
+
+            others = ",".join(v for v in a.metavar.split(",") if v not in a.cuda_values)
+            raise UsageError(f"{a.flag} {shown} runs on a CUDA GPU and {why}: use {a.flag} {others} (or run it on a GPU)")
+        changed[a.name] = kept
+        lines.append(f"{a.flag} {shown}: not measured, it runs on a CUDA GPU and {why}")
+    return (config.with_grid(**changed) if changed else config), lines
 
 
 def plan(config: SweepConfig, machine: Machine) -> list[GridPoint]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loaderbench.kinds import KINDS
+from loaderbench.model import GRID_AXES
 from loaderbench.orchestration.config import SweepConfig
 from loaderbench.orchestration.plan import Machine
 from loaderbench.orchestration.preflight import (
@@ -83,6 +84,9 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
         )
     if config.measure.device.startswith("cuda") and not machine.cuda:
         raise UsageError("--device cuda: CUDA is not available here; use --device cpu or auto")
+    import torch
+
+    check_torch_axes(config, torch.__version__)
     if config.compute.kind == "model":
         from loaderbench.workload.compute import check_model_name
 
@@ -134,6 +138,35 @@ def validate_workload(config: SweepConfig, machine: Machine, *, cache_dir: str |
     return facts
 
 
+def _major_minor(version: str) -> tuple[int, int]:
+    """(major, minor) of a version string such as `2.5.1+cu121` ((0, 0) when unreadable)."""
+    parts = version.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+def check_torch_axes(config: SweepConfig, torch_version: str) -> None:
+    """UsageError when the grid asks a DataLoader keyword that `torch_version` does not have
+    (`Axis.min_torch`: `--in-order off` needs torch 2.6) for a value other than its default (the
+    default is torch's own behaviour and is not passed, so it runs on any torch)."""
+    from loaderbench.errors import UsageError
+
+    have = _major_minor(torch_version)
+    for a in GRID_AXES:
+        if a.min_torch is None or have >= a.min_torch:
+            continue
+        asked = [v for v in config.grid.get(a.name) or () if v not in (a.default or ())]
+        if asked:
+            shown = ",".join(("on" if v else "off") if isinstance(v, bool) else str(v) for v in asked)
+            need = ".".join(map(str, a.min_torch))
+            raise UsageError(
+                f"{a.flag} {shown}: the DataLoader keyword {a.loader_kw} came with torch {need}, and this is torch "
+                f"{torch_version}, whose DataLoader does not take it: upgrade torch (torch>={need}), or drop {a.flag}"
+            )
+
+
 def _check_loader(config: SweepConfig) -> None:
     """The loader class (`--loader`, torch's DataLoader without it) takes every `--loader-arg`:
     DataError when it cannot be imported, UsageError naming the argument it does not take
@@ -165,6 +198,10 @@ def _check_loader(config: SweepConfig) -> None:
                 f"--loader-arg {arg}: {name} takes no keyword argument {arg!r}"
                 + ("" if config.dataset.loader else "; name your loader class with --loader MODULE:NAME")
             )
+    for a in GRID_AXES:  # a newer DataLoader keyword a loader class may not take (in_order)
+        asked = [v for v in config.grid.get(a.name) or () if v not in (a.default or ())]
+        if config.dataset.loader and a.min_torch is not None and asked and a.loader_kw not in names:
+            raise UsageError(f"{a.flag}: {name} takes no keyword argument {a.loader_kw!r}; drop {a.flag}")
 
 
 # The warm-up's batch may take at most this much memory, the samples and their collated copy

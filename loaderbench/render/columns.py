@@ -203,7 +203,7 @@ def constant_settings(rs: ResultSet) -> dict[str, str]:
     for a in GRID_AXES:
         if a.name == "num_workers" or a.cuda_only:
             continue
-        if a.optional and all(getattr(s, a.name) is None for s in [*(r.settings for r in rs.results), *predicted]):
+        if a.optional and all(getattr(s, a.name) == a.unset for s in [*(r.settings for r in rs.results), *predicted]):
             out[a.name] = "default"  # never asked for: hidden, and not worth a mention
             continue
         values = {row_cells(r, cuda=cuda)[a.name] for r in rs.results if r.settings.num_workers > 0 or not a.workers_only}

@@ -31,7 +31,7 @@ from loaderbench.conclusions import (
     Threads,
     Transfer,
 )
-from loaderbench.model import GRID_AXES, LoaderSettings, WaitPart, loader_arg_text
+from loaderbench.model import AXES_BY_NAME, GRID_AXES, LoaderSettings, WaitPart, loader_arg_text
 
 Name = Callable[[LoaderSettings], str]
 """How a config is named in a sentence (render/sweep.py names it as the table's columns do)."""
@@ -142,10 +142,15 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
                    else "no setting buys anything measurable"))
         return text + ("; the loader still binds." if f.loader_still_binds else ".")
     if isinstance(f, ListedFirst):
-        others = ", ".join(loader_arg_text(v) for v in f.tied)
-        return (f"Tie on {f.name}: {f.name}={others} measured as fast (within the tolerance) and as cheap as "
-                f"{loader_arg_words(f.name, f.value)}; a loader argument has no known cost order, so the value "
-                "listed first was picked.")
+        axis = AXES_BY_NAME.get(f.name)
+        if axis is None:
+            others = ", ".join(loader_arg_text(v) for v in f.tied)
+            return (f"Tie on {f.name}: {f.name}={others} measured as fast (within the tolerance) and as cheap as "
+                    f"{loader_arg_words(f.name, f.value)}; a loader argument has no known cost order, so the value "
+                    "listed first was picked.")
+        others = ", ".join(axis.words(v) for v in f.tied)
+        return (f"Tie on {f.name}: {others} measured as fast (within the tolerance) and as cheap as "
+                f"{axis.words(f.value)}; {f.name} has no known cost order, so the value listed first was picked.")
     if isinstance(f, AlsoFastest):
         return ("It is also the fastest config ranked (configs that replay the IterableDataset in every "
                 "worker count duplicate samples and are not ranked)." if f.replicated_excluded

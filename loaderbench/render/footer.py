@@ -315,11 +315,12 @@ def recommendation_lines(rs: ResultSet, name: Name) -> list[str]:
     rest = [f for f in rec.findings if not isinstance(f, Knee)]
     out = ["Recommendation: " + " ".join(finding_sentences(knee, name))]
     out.extend(f"    {line}" for line in rec.imports)
+    out.extend(f"    {line}" for line in rec.decoder_lines)
     if rec.worker_init_def:
         out.append(f"    {rec.worker_init_def}  # at module level: spawn pickles it")
     out.append(f"    loader = {rec.dataloader_call}")
     if rec.use_prefetcher:
-        out.append("    loader = loaderbench.CUDAPrefetcher(loader)  # copy batch N+1 on a side stream")
+        out.append(f"    loader = {rec.prefetcher_call or 'loaderbench.CUDAPrefetcher(loader)'}  # copy batch N+1 on a side stream")
     why = " ".join(finding_sentences(rest, name))
     if why:
         out.append(why)

@@ -12,17 +12,19 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from loaderbench.model import loader_arg_text
+from loaderbench.model import GRID_AXES, loader_arg_text
 from loaderbench.results import ResultSet
 
 
 def _series_label(pin: bool, prefetch: bool, batch: int, many_batches: bool, cuda: bool,
-                  loader_args: tuple[tuple[str, Any], ...] = ()) -> str:
+                  loader_args: tuple[tuple[str, Any], ...] = (), axes: tuple[tuple[str, str], ...] = ()) -> str:
+    """`axes`: (name, cell) of the optional axes asked for (the decoder, in_order, ...)."""
     if cuda:
         label = f"pin {'on' if pin else 'off'}, prefetch {'on' if prefetch else 'off'}"
     else:
-        label = "measured" if not loader_args else ""
-    label = ", ".join([part for part in [label] if part] + [f"{k}={loader_arg_text(v)}" for k, v in loader_args])
+        label = "measured" if not loader_args and not axes else ""
+    label = ", ".join([part for part in [label] if part] + [f"{k}={v}" for k, v in axes]
+                      + [f"{k}={loader_arg_text(v)}" for k, v in loader_args])
     return f"{label}, batch {batch}" if many_batches else label
 
 
@@ -39,18 +41,25 @@ def plot_results(result_set: ResultSet, output: Path, *, width_in: float = 10.0,
     cuda = bool((result_set.environment or {}).get("cuda_available"))
     ok = [r for r in result_set.results if r.status == "ok" and r.summary is not None]
     batches = sorted({r.settings.batch_size for r in ok})
-    series: dict[tuple[bool, bool, int, tuple[tuple[str, Any], ...]], list[tuple[int, float, float]]] = defaultdict(list)
+    Series = tuple[bool, bool, int, tuple[tuple[str, Any], ...], tuple[tuple[str, str], ...]]
+    series: dict[Series, list[tuple[int, float, float]]] = defaultdict(list)
+    # A line per value of the loader's own arguments and of the optional axes asked for (the
+    # decoder, in_order, the start method, threads), each named where it is not its default or
+    # where the rows differ in it.
+    varied = {a.name for a in GRID_AXES if a.optional and len({getattr(r.settings, a.name) for r in ok}) > 1}
     for r in ok:
         s = r.settings
         assert r.summary is not None
-        series[(s.pin_memory, s.prefetch, s.batch_size, s.loader_args)].append(
+        axes = tuple((a.name, a.cell(getattr(s, a.name))) for a in GRID_AXES
+                     if a.optional and (a.name in varied or getattr(s, a.name) != a.unset))
+        series[(s.pin_memory, s.prefetch, s.batch_size, s.loader_args, axes)].append(
             (s.num_workers, r.summary.samples_per_s, r.summary.stall_fraction)
         )
     fig, (ax_rate, ax_stall) = plt.subplots(2, 1, sharex=True, figsize=(width_in, height_in), dpi=dpi)
-    for (pin, pf, bs, args), pts in sorted(series.items(), key=lambda kv: (kv[0][:3], repr(kv[0][3]))):
+    for (pin, pf, bs, args, axes), pts in sorted(series.items(), key=lambda kv: (kv[0][:3], repr(kv[0][3:]))):
         pts.sort()
         xs = [p[0] for p in pts]
-        label = _series_label(pin, pf, bs, len(batches) > 1, cuda, args)
+        label = _series_label(pin, pf, bs, len(batches) > 1, cuda, args, axes)
         ax_rate.plot(xs, [p[1] for p in pts], marker="o", label=label)
         ax_stall.plot(xs, [100 * p[2] for p in pts], marker="o", label=label)
     shown = [] if result_set.analysis is None else result_set.analysis.compute_ceilings

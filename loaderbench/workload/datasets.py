@@ -30,7 +30,8 @@ from torch.utils.data import Dataset, IterableDataset
 
 from loaderbench.errors import DataError, UsageError
 from loaderbench.kinds import GENERATOR_VERSION, KINDS
-from loaderbench.model import DatasetSpec
+from loaderbench.model import DECODERS, DatasetSpec
+from loaderbench.workload import decode
 
 if TYPE_CHECKING:
     import torchvision
@@ -49,6 +50,7 @@ __all__ = [
     "load_synthetic_jpegs",
     "make_image_folder",
     "make_synthetic_jpegs",
+    "with_decoder",
 ]
 
 IMAGE_SIZE = 224
@@ -312,34 +314,70 @@ def load_synthetic_jpegs(
 
 
 class SyntheticJPEGDataset(Dataset[tuple[Any, int]]):
-    """Map-style dataset over in-memory JPEG bytes; every item really decodes its JPEG.
+    """Map-style dataset over in-memory JPEG bytes; every item really decodes its JPEG, with the
+    `decoder` of the `--decoder` axis (workload/decode.py).
 
-    `dataset[i]` decodes `jpegs[i]` with PIL (to RGB), applies `transform` (default
-    `imagenet_train_transform()`) and returns `(image, label)`: with the default transform `image`
-    is a `torch.uint8` tensor of shape `(3, 224, 224)`; `label` is the int `i % num_classes`.
-    Raises `UsageError` when `num_classes < 1`; `IndexError` for an index out of range.
+    `dataset[i]` returns `(image, label)`, `label` the int `i % num_classes`:
+    - `pil` (default): decodes `jpegs[i]` with PIL (to RGB) and applies `transform` (default
+      `imagenet_train_transform()`);
+    - `torchvision`: decodes it with `torchvision.io.decode_jpeg` (RGB) and applies `transform`
+      (default `decode.tensor_train_transform()`);
+    - `nvjpeg`: does not decode: `image` is the JPEG's bytes, a 1-D uint8 tensor, for
+      `decode.EncodedCollate` and `decode.GPUDecode` (`transform` is then the GPU's, default
+      `tensor_train_transform()`, kept in `transform` and not applied here).
+    With the default transforms `image` is a `torch.uint8` tensor of shape `(3, 224, 224)` for
+    `pil` and `torchvision`. Raises `UsageError` when `num_classes < 1` or for an unknown
+    decoder; `IndexError` for an index out of range.
     """
 
     def __init__(
         self,
         jpegs: list[bytes],
         num_classes: int = NUM_CLASSES,
-        transform: Callable[[Image.Image], Any] | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        decoder: str = "pil",
     ) -> None:
         if num_classes < 1:
             raise UsageError(f"num_classes {num_classes} is invalid; give an integer >= 1")
+        if decoder not in DECODERS:
+            raise UsageError(f"decoder {decoder!r} is unknown; use one of {', '.join(DECODERS)}")
         self.jpegs = jpegs
         self.num_classes = int(num_classes)
-        self.transform = transform if transform is not None else imagenet_train_transform()
+        self.decoder = decoder
+        self.transform: Callable[[Any], Any]
+        if decoder == "pil":
+            self.transform = transform if transform is not None else imagenet_train_transform()
+            self._encoded: list[torch.Tensor] = []
+        else:
+            self.transform = transform if transform is not None else decode.tensor_train_transform()
+            self._encoded = [decode.encoded_bytes(j) for j in jpegs]
 
     def __len__(self) -> int:
         return len(self.jpegs)
 
     def __getitem__(self, index: int) -> tuple[Any, int]:
+        label = index % self.num_classes
+        if self.decoder == "nvjpeg":
+            return self._encoded[index], label
+        if self.decoder == "torchvision":
+            return self.transform(decode.decode_jpeg_cpu(self._encoded[index])), label
         data = self.jpegs[index]
         with Image.open(io.BytesIO(data)) as im:
             rgb = im.convert("RGB")  # forces the full decode
-        return self.transform(rgb), index % self.num_classes
+        return self.transform(rgb), label
+
+
+def with_decoder(dataset: Any, decoder: str) -> Any:
+    """`dataset` decoding with `decoder` (the `--decoder` axis): a `SyntheticJPEGDataset` over the
+    same JPEGs with that decoder (the dataset itself when it already has it). Any other dataset
+    only with `pil`, its own decoding: UsageError otherwise (the config refuses it first)."""
+    if isinstance(dataset, SyntheticJPEGDataset):
+        if dataset.decoder == decoder:
+            return dataset
+        return SyntheticJPEGDataset(dataset.jpegs, dataset.num_classes, decoder=decoder)
+    if decoder != "pil":
+        raise UsageError(f"--decoder {decoder} applies to the synthetic dataset only; drop --decoder")
+    return dataset
 
 
 # --------------------------------------------------------------------------------------------
