@@ -1,0 +1,108 @@
+"""The sweep's figure for its pick against a sustained plain loop at the same settings (run on a GPU host):
+
+    PYTHONPATH=. python3 benchmarks/pick_check.py RESULT.json --out $OUT/pick.json [--rounds 3] [--batches 300]
+
+RESULT.json is a `loaderbench sweep` result (the default sweep: embedded JPEGs + ResNet-50). For its recommended
+config, in this order, `--rounds` times: one trial as the sweep measures a config (`measure.trial.measure_config`
+with the result's own dataset, step and measure settings: the sweep's window), then a plain loop over a fresh
+DataLoader with the same settings and step, no instrumentation (`--warmup` batches untimed, then `--batches` timed,
+one synchronise at each end). Interleaved, so a drift of the host moves both. Records the sweep's own figure for the
+pick beside the medians: the sweep's pick within 5% of the plain loop is the target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, RandomSampler
+
+from loaderbench.analysis import statistics as stats
+from loaderbench.measure.trial import measure_config
+from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, TrialJob
+from loaderbench.results import read_results
+from loaderbench.workload.batch import move_to_device
+from loaderbench.workload.compute import build_compute
+from loaderbench.workload.datasets import build_collate_fn, build_dataset
+from loaderbench.workload.prefetch import CUDAPrefetcher
+
+
+def plain_loop_samples_per_s(settings: LoaderSettings, ds_spec: DatasetSpec, step_spec: ComputeSpec,
+                             warmup: int, batches: int) -> float:
+    """The same DataLoader and step with no instrumentation: samples over the wall time of
+    `batches` batches after `warmup`, one synchronise at each end (CUDA when there is one)."""
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    ds = build_dataset(ds_spec)
+    kwargs = settings.dataloader_kwargs()
+    collate = build_collate_fn(ds_spec)
+    if collate is not None:
+        kwargs["collate_fn"] = collate
+    loader = DataLoader(ds, sampler=RandomSampler(ds, num_samples=settings.batch_size * (warmup + batches + 64)),
+                        **kwargs)
+    step = build_compute(step_spec, device)
+    source = CUDAPrefetcher(loader, device=device) if settings.prefetch and cuda else loader
+
+    def one(it):
+        b = next(it)
+        if not (settings.prefetch and cuda):
+            b = move_to_device(b, device, non_blocking=settings.pin_memory)
+        step(b)
+
+    it = iter(source)
+    for _ in range(warmup):
+        one(it)
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        one(it)
+    if cuda:
+        torch.cuda.synchronize()
+    return settings.batch_size * batches / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("result")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=40)
+    ap.add_argument("--batches", type=int, default=300)
+    args = ap.parse_args()
+    rs = read_results(args.result)
+    rec = rs.recommendation
+    assert rec is not None and rec.settings is not None, "the result recommends no config"
+    settings = rec.settings
+    row = next(r for r in rs.results if r.settings == settings and r.summary is not None)
+    cfg = rs.config
+    dataset = DatasetSpec.from_dict(cfg["dataset"])
+    compute = ComputeSpec.from_dict(cfg["compute"])
+    measure = MeasureSpec.from_dict(cfg["measure"])
+    trials, plain = [], []
+    for rnd in range(args.rounds):
+        t = measure_config(TrialJob(settings, dataset, compute, measure, seed=rnd))
+        trials.append(stats.trial_samples_per_s(t))
+        plain.append(plain_loop_samples_per_s(settings, dataset, compute, warmup=args.warmup, batches=args.batches))
+        print(json.dumps({"round": rnd, "trial": trials[-1], "plain": plain[-1]}), flush=True)
+    sweep_figure = row.summary.samples_per_s if row.summary else None
+    report = {
+        "config": settings.key(),
+        "sweep_figure_samples_per_s": sweep_figure,
+        "sweep_trials": len(row.trials),
+        "trial_samples_per_s": trials,
+        "plain_samples_per_s": plain,
+        "sweep_vs_plain": None if not sweep_figure else sweep_figure / statistics.median(plain) - 1.0,
+        "trial_vs_plain": statistics.median(trials) / statistics.median(plain) - 1.0,
+        "args": vars(args),
+    }
+    print(json.dumps(report, indent=1))
+    Path(args.out).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
