@@ -429,7 +429,8 @@ class TrialJob:
     `distributed`: this rank's place in a distributed trial (measure.ranks.RankGroup's spec;
     None for a single process). `loader_alone`: whether the trial probes the loader ceiling after
     its window (False for a config whose earlier trial probed it: NOTE [loader ceiling] in
-    measure/loop.py).
+    measure/loop.py). `cache`: the page-cache state the trial runs in ("as-is", "cold" or
+    "warm"), which the parent sets before it starts (on every node of a distributed sweep).
     """
 
     settings: LoaderSettings
@@ -443,6 +444,7 @@ class TrialJob:
     first_batch_timeout_s: float | None = None
     distributed: dict[str, Any] | None = None
     loader_alone: bool = True
+    cache: str = "as-is"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -457,6 +459,7 @@ class TrialJob:
             "first_batch_timeout_s": self.first_batch_timeout_s,
             "distributed": self.distributed,
             "loader_alone": self.loader_alone,
+            "cache": self.cache,
         }
 
     @classmethod
@@ -473,6 +476,7 @@ class TrialJob:
             first_batch_timeout_s=None if d.get("first_batch_timeout_s") is None else float(d["first_batch_timeout_s"]),
             distributed=d.get("distributed"),
             loader_alone=bool(d.get("loader_alone", True)),
+            cache=str(d.get("cache", "as-is")),
         )
 
 
@@ -560,10 +564,13 @@ class Trial:
     notes: list[Note] = field(default_factory=list)
     # Distributed sweeps (torchrun): the rank that measured this trial, the job's world size and,
     # on the trial the leader keeps per repeat (a copy of the slowest rank's), every rank's own
-    # trial (as dicts); see distributed.merge_trials.
+    # trial (as dicts); see distributed.merge_trials. `node_rank` and `host`: the node the rank
+    # ran on (its node rank in the job, and the host name).
     rank: int | None = None
     world_size: int | None = None
     rank_trials: list[dict[str, Any]] = field(default_factory=list)
+    node_rank: int | None = None
+    host: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -628,12 +635,45 @@ class Summary:
     rank_samples_per_s: list[float] = field(default_factory=list)
     rank_stall_fraction: list[float] = field(default_factory=list)
     slowest_rank: int | None = None
+    # Several nodes: each node's figures (analysis/ranks.py `node_figures`), the node of the
+    # slowest rank, and the MB/s read from storage summed over every node (what a shared
+    # storage served the job). [] / None for one node.
+    nodes: list[NodeFigures] = field(default_factory=list)
+    slowest_node: int | None = None
+    job_storage_mb_per_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Summary:
+        names = {f.name for f in dataclasses.fields(cls)}
+        s = cls(**{k: v for k, v in d.items() if k in names})
+        s.nodes = [n if isinstance(n, NodeFigures) else NodeFigures.from_dict(n) for n in s.nodes]
+        return s
+
+
+@dataclass
+class NodeFigures:
+    """One node of a distributed sweep, for one config (medians over repeats): its `ranks`,
+    samples/s summed over them, the stall fraction of its slowest rank, the CPU use of its ranks'
+    process trees (cores x 100, summed), the bytes its ranks read from storage over the window
+    and their MB/s (10^6 bytes/s), summed. None where a rank lacked the reading."""
+
+    node_rank: int
+    host: str | None
+    ranks: list[int]
+    samples_per_s: float
+    stall_fraction: float
+    cpu_util_pct: float | None = None
+    storage_read_bytes: int | None = None
+    storage_mb_per_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> NodeFigures:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

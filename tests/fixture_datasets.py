@@ -493,3 +493,42 @@ class FailsOutsideItsProcess(Dataset):
         if os.getpid() != self.pid:
             raise OSError(f"cannot read sample {i} outside process {self.pid}")
         return torch.zeros(2)
+
+
+class FolderLatency(Dataset):
+    """One sample per `sample_*` file under `root`, each read and then waited on for the
+    milliseconds written in `root/latency_ms` (storage latency, not CPU): a node's own data
+    folder decides how slow its loader is, with the same command line on every node."""
+
+    def __init__(self, root) -> None:
+        import os
+
+        self.paths = sorted(os.path.join(root, f) for f in os.listdir(root) if f.startswith("sample_"))
+        with open(os.path.join(root, "latency_ms")) as f:
+            self.sleep_s = float(f.read()) / 1000.0
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int):
+        with open(self.paths[i], "rb") as f:
+            x = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).clone()
+        time.sleep(self.sleep_s)
+        return x
+
+
+def make_folder_latency(root) -> Dataset:
+    return FolderLatency(root)
+
+
+def write_latency_folder(root, latency_ms: float, n: int = 256, size: int = 256) -> str:
+    """A data folder for `make_folder_latency`: `n` files of `size` bytes and its latency."""
+    import os
+
+    os.makedirs(root, exist_ok=True)
+    for i in range(n):
+        with open(os.path.join(root, f"sample_{i:05d}"), "wb") as f:
+            f.write(bytes([i % 251]) * size)
+    with open(os.path.join(root, "latency_ms"), "w") as f:
+        f.write(f"{latency_ms}\n")
+    return str(root)

@@ -315,20 +315,24 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
 @dataclass(frozen=True)
 class WhatIf:
     """A what-if question: `cpus` usable CPUs, or a storage device of `disk_mb_per_s` MB/s
-    (10^6 bytes) and, optionally, `disk_iops` reads/s."""
+    (10^6 bytes) and, optionally, `disk_iops` reads/s, or `ranks` ranks (analysis/ranks.py)."""
 
     cpus: int | None = None
     disk_mb_per_s: float | None = None
     disk_iops: float | None = None
+    ranks: int | None = None
 
 
 def parse_what_if(text: str) -> WhatIf:
-    """`cpus=K` or `disk=MBPS[,IOPS]` -> a WhatIf (ValueError naming the forms otherwise)."""
-    forms = "cpus=K (usable CPUs, e.g. cpus=8) or disk=MBPS[,IOPS] (a device's MB/s and reads/s, e.g. disk=150,200)"
+    """`cpus=K`, `disk=MBPS[,IOPS]` or `ranks=N` -> a WhatIf (ValueError naming the forms otherwise)."""
+    forms = ("cpus=K (usable CPUs, e.g. cpus=8), disk=MBPS[,IOPS] (a device's MB/s and reads/s, e.g. disk=150,200) "
+             "or ranks=N (data-parallel ranks, e.g. ranks=8)")
     key, _, value = str(text).partition("=")
     key, value = key.strip(), value.strip()
     if key == "cpus" and value.isdigit() and int(value) >= 1:
         return WhatIf(cpus=int(value))
+    if key == "ranks" and value.isdigit() and 1 <= int(value) <= 1_000_000:
+        return WhatIf(ranks=int(value))
     if key == "disk":
         parts = [p.strip() for p in value.split(",")]
         try:

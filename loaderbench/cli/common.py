@@ -89,27 +89,55 @@ def check_format(value: str, allowed: Sequence[str], flag: str = "--format") -> 
 
 WHAT_IF_HELP = ("cpus=K: also predict the knee and the curve with K usable CPUs; disk=MBPS[,IOPS]: with the "
                 "dataset's files on a device of MBPS MB/s (and IOPS reads/s). From the pipeline model fitted on "
-                "the measured configs (labelled a prediction); disk needs rows served from a cache (--cache both).")
+                "the measured configs (labelled a prediction); disk needs rows served from a cache (--cache both). "
+                "ranks=N: the recommended config's stall and samples/s at N data-parallel ranks, from its measured "
+                "per-rank waits. Give --what-if again to ask ranks=N beside cpus or disk.")
+WHAT_IF_METAVAR = "cpus=K|disk=MBPS[,IOPS]|ranks=N"
 
 
-def parse_what_if(spec: str | None) -> Any:
-    """`--what-if cpus=K | disk=MBPS[,IOPS]` -> an analysis.predict.WhatIf (None when not given);
-    UsageError naming the flag otherwise."""
-    if spec is None:
-        return None
+def parse_what_if(specs: Sequence[str] | str | None) -> list[Any]:
+    """`--what-if` values (the flag may be given more than once) -> analysis.predict.WhatIf
+    questions ([] when none was given). UsageError naming the flag for a bad value, or for two
+    questions of cpus= or disk= (one at a time; ranks=N combines with either)."""
+    if specs is None:
+        return []
     from loaderbench.analysis.predict import parse_what_if as parse
 
-    try:
-        return parse(spec)
-    except ValueError as exc:
-        raise UsageError(f"--what-if: {exc}") from None
+    out = []
+    for spec in [specs] if isinstance(specs, str) else specs:
+        try:
+            out.append(parse(spec))
+        except ValueError as exc:
+            raise UsageError(f"--what-if: {exc}") from None
+    if sum(1 for w in out if w.ranks is None) > 1 or sum(1 for w in out if w.ranks is not None) > 1:
+        raise UsageError("--what-if: one cpus= or disk= question and one ranks= question at most, "
+                         "e.g. --what-if cpus=8 --what-if ranks=16")
+    return out
 
 
-def apply_what_if(rs: Any, what: Any) -> None:
-    """Put the what-if prediction (`what`, a WhatIf) into `rs.analysis["what_if"]` (every output
-    format then carries it), for the recommended config's series."""
-    if what is None:
-        return
+def apply_what_if(rs: Any, questions: Sequence[Any]) -> None:
+    """Put each what-if prediction into the result's analysis (every output format then carries
+    it), for the recommended config's series: cpus/disk in `analysis["what_if"]`, ranks in
+    `analysis["what_if_ranks"]`."""
+    for what in questions:
+        if what.ranks is not None:
+            _apply_what_if_ranks(rs, what.ranks)
+        else:
+            _apply_what_if(rs, what)
+
+
+def _apply_what_if_ranks(rs: Any, ranks: int) -> None:
+    from loaderbench.analysis.ranks import what_if_ranks
+
+    rec = rs.recommendation
+    rows = [r for r in rs.results if r.status == "ok" and r.trials]
+    row = next((r for r in rows if rec is not None and r.settings == rec.settings), None)
+    found = None if row is None else what_if_ranks(row.trials, ranks, row.key())
+    rs.analysis["what_if_ranks"] = (found.to_dict() if found is not None
+                                    else {"ranks": ranks, "why": "no recommended config was measured"})
+
+
+def _apply_what_if(rs: Any, what: Any) -> None:
     from loaderbench.analysis.predict import what_if_cpus, what_if_disk
 
     rec = rs.recommendation

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from loaderbench.orchestration.ceilings import measure_ceilings
 from loaderbench.orchestration.config import SweepConfig
 from loaderbench.orchestration.drift import DRIFT_MIN_CONFIGS, check_drift
 from loaderbench.orchestration.grid import GridPoint
+from loaderbench.orchestration.nodes import preflight_peers
 from loaderbench.orchestration.observer import NullObserver, SweepObserver
 from loaderbench.orchestration.plan import Machine, baseline_cell, cache_plan, config_hash, plan, row_order
 from loaderbench.orchestration.preflight import (
@@ -54,6 +55,7 @@ def run_sweep(
     fresh_runner: Runner | None = None,
     files: list[Path] | None = None,
     started_at: float | None = None,
+    peers: Sequence[Any] = (),
 ) -> ResultSet:
     """Measure the configs of `config` (already resolved): with `config.search` "grid" every
     config, `config.repeats` times, interleaved across configs (repeat 1 of every config, then
@@ -71,6 +73,7 @@ def run_sweep(
     `--time-budget` counts from `started_at` (time.monotonic() when the command started; default
     now): the search starts no step that would end after it, keeping one trial's time for the
     step and, with `fresh_runner`, about two for the drift check (NOTE [time budget]).
+    `peers`: the other nodes of a distributed sweep, whose preflight runs too (nodes.Peer).
     KeyboardInterrupt is re-raised after the save.
     Returns the final ResultSet and where it was saved with summaries, verdicts and the recommendation.
     """
@@ -124,6 +127,7 @@ def run_sweep(
         save_fn(result_set, output)
 
     preflight(results, facts, environment, machine, obs)
+    preflight_peers(results, facts, peers, obs)
     if config.measure.epoch_batches:
         result_set.analysis["epoch_batches"] = config.measure.epoch_batches
     elif facts is not None and facts.num_samples and KINDS[config.dataset.kind].own_length:
@@ -165,6 +169,7 @@ def run_sweep(
             first_batch_timeout_s=first_batch_deadline(point.settings, results, config.config_timeout_s),
             # The loader ceiling once per config (NOTE [loader ceiling] in measure/loop.py).
             loader_alone=loader_alone or not any(t.loader_alone_samples_per_s is not None for t in res.trials),
+            cache=state,
         )
         t0 = time.monotonic()
         try:
@@ -204,6 +209,7 @@ def run_sweep(
                 results.append(ConfigResult(settings=settings, status="ok", cache="as-is"))
                 done.append(False)
                 preflight([results[-1]], facts, environment, machine, NullObserver())
+                preflight_peers([results[-1]], facts, peers, NullObserver())
             return run_trial(index[settings], repeat)
 
         def reserve_s() -> float:

@@ -27,6 +27,7 @@ from loaderbench.model import (
     WarningKind,
 )
 from loaderbench.render.findings import finding_sentences
+from loaderbench.render.nodes import node_lines, what_if_ranks_lines
 
 NA = "n/a"
 
@@ -249,9 +250,11 @@ def header_lines(rs: ResultSet) -> list[str]:
     ]
     dist = env.get("distributed") or {}
     if dist:
-        world = dist.get("world_size")
+        world, nnodes = dist.get("world_size"), dist.get("nnodes") or 1
+        where = (f"on {nnodes} nodes ({dist.get('local_world_size')} per node)" if nnodes > 1
+                 else f"({dist.get('local_world_size')} on this node)")
         lines.append(
-            f"distributed: {world} rank{'s' if world != 1 else ''} ({dist.get('local_world_size')} on this node), "
+            f"distributed: {world} rank{'s' if world != 1 else ''} {where}, "
             "each with its own DataLoader over its shard and its own device; samples/s and the "
             "ceilings are summed over ranks; stall, waits and the verdict are the slowest rank's "
             "(marked *); num_workers is per rank"
@@ -594,6 +597,7 @@ def footer_lines(rs: ResultSet) -> list[str]:
         per_gpu = per_rank_line(rs)
         if per_gpu:
             out.append(per_gpu)
+        out.extend(node_lines(rs))
         if f"worker_init_fn={WORKER_THREADS_FN}" in rec.dataloader_call and rec.settings.worker_threads:
             out.append(f"    {worker_threads_def(rec.settings.worker_threads)}  # at module level: spawn pickles it")
         out.append(f"    loader = {rec.dataloader_call}")
@@ -622,6 +626,8 @@ def footer_lines(rs: ResultSet) -> list[str]:
         out.extend(prediction_lines(rs.analysis["prediction"]))
     if (rs.analysis or {}).get("what_if"):
         out.extend(what_if_lines(rs.analysis["what_if"]))
+    if (rs.analysis or {}).get("what_if_ranks"):
+        out.extend(what_if_ranks_lines(rs.analysis["what_if_ranks"]))
     for fd in (rs.analysis or {}).get("config_findings") or []:
         f = Finding.from_dict(fd)
         if f.kind == FindingKind.MEMORY_PER_WORKER.value:
