@@ -476,7 +476,7 @@ class DistributedRunner:
     def __call__(self, job: TrialJob, *, on_batch: Callable[[int], None] | None = None) -> Outcome:
         """Run `job` on every rank (the same call as `run_isolated`) and merge their outcomes."""
         if self.lost is not None:
-            return Outcome(status="failed", error=f"not run: {self.lost}")
+            return Outcome(status="skipped", error=f"not run: {self.lost}")
         n = self.trial_id
         self.trial_id += 1
         self.store.set(f"job/{n}", json.dumps(job.to_dict()))
@@ -708,6 +708,13 @@ def launch_ranks(value: str | None, info: RankInfo | None, device: str, argv: li
     Returns (rank 0's exit code, a message to print or None)."""
     from loaderbench.errors import UsageError
 
+    if layout is not None and "torch" not in sys.modules:
+        # The agent's store client logs C++ warnings with stack dumps when another node's agent
+        # ends first (the job is over then); the ranks' own warnings are left alone.
+        os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+        import torch  # noqa: F401 - reads TORCH_CPP_LOG_LEVEL once, at load
+
+        del os.environ["TORCH_CPP_LOG_LEVEL"]
     if info is not None:
         flag = "--nproc-per-node" if value is not None else "--nnodes"
         raise UsageError(

@@ -256,9 +256,10 @@ def setting_name(path: str) -> str:
     if section == "dataset" and key == "factory":
         key = "kind"
     try:
-        return f"{option(section, key).flag_name} ({path})"
+        opt = option(section, key)
     except KeyError:
         return path
+    return f"{opt.flag_name} ({path})" if opt.cli else path
 
 
 def settings_differ(mine: Mapping[str, Any], theirs: Mapping[str, Any], me: str, them: str) -> str | None:

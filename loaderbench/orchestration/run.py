@@ -285,11 +285,16 @@ def first_batch_deadline(settings: LoaderSettings, results: list[ConfigResult], 
 
 def _apply(res: ConfigResult, outcome: Outcome) -> None:
     """Fold one trial's outcome into its config: add the trial (summaries are derived by
-    `analysis.analyze`), or mark the config failed/hung."""
+    `analysis.analyze`), or mark the config failed/hung, or skipped when the trial was not run
+    (a config with measured repeats keeps them, with a warning)."""
     if outcome.status == "ok" and outcome.trial is not None:
         res.trials.append(outcome.trial)
         for note in outcome.trial.notes:
             res.warn(note)
+        return
+    if outcome.status == "skipped" and res.trials:
+        # Not run (a distributed sweep that lost a node): the repeats measured before stay.
+        res.warn(Note.of(WarningKind.OTHER, f"a repeat was {outcome.error}"))
         return
     res.status = outcome.status  # type: ignore[assignment]
     res.error = outcome.error
