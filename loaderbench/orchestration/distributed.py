@@ -405,12 +405,12 @@ Prepare = Callable[[TrialJob], tuple[dict[str, Any] | None, Note | None]]
 
 def _measure_rank(
     store: Any, info: RankInfo, trial_id: int, job: TrialJob, on_batch: Callable[[int], None] | None,
-    *, lost: Callable[[], str | None] | None = None, prepare: Prepare | None = None,
+    *, lost: Callable[[], str | None] | None = None, prepare: Prepare | None = None, measure: Any = None,
 ) -> Outcome:
-    """Run this rank's measuring process for one trial; stop it early when another rank failed
-    or (`lost()`) stopped answering. `prepare(job)` runs first (a follower node's page-cache
-    control: the state reached and a note when it is not the one asked). The trial is stamped
-    with this rank's node and host."""
+    """Run this rank's measuring process for one trial (`measure`: run_isolated, or this rank's
+    WarmRunner); stop it early when another rank failed or (`lost()`) stopped answering.
+    `prepare(job)` runs first (a follower node's page-cache control: the state reached and a
+    note when it is not the one asked). The trial is stamped with this rank's node and host."""
     abort_key = f"abort/{trial_id}"
 
     def stop_reason() -> str | None:
@@ -431,7 +431,7 @@ def _measure_rank(
         "prefix": f"{_STORE_PREFIX}trial/{trial_id}/",
         "timeout_s": job.timeout_s,
     })
-    outcome = run_isolated(rank_job, on_batch=on_batch, stop_reason=stop_reason)
+    outcome = (measure or run_isolated)(rank_job, on_batch=on_batch, stop_reason=stop_reason)
     if outcome.trial is not None:
         outcome.trial.node_rank, outcome.trial.host = info.node_rank, info.host
         if cache_state is not None:
@@ -452,9 +452,11 @@ class DistributedRunner:
     (`liveness`, nodes.Liveness) is lost: the trial fails at once naming its node, and every
     later trial fails without running (`lost` says why)."""
 
-    def __init__(self, store: Any, info: RankInfo, names: list[str] | None = None, liveness: Any = None) -> None:
+    def __init__(self, store: Any, info: RankInfo, names: list[str] | None = None, liveness: Any = None,
+                 measure: Any = None) -> None:
         self.store = store
         self.info = info
+        self.measure = measure  # rank 0's own measuring process (a WarmRunner), else run_isolated
         self.trial_id = 0
         self.names = names
         self.liveness = liveness
@@ -481,7 +483,7 @@ class DistributedRunner:
         self.trial_id += 1
         self.store.set(f"job/{n}", json.dumps(job.to_dict()))
         try:
-            mine = _measure_rank(self.store, self.info, n, job, on_batch, lost=self._lost_now)
+            mine = _measure_rank(self.store, self.info, n, job, on_batch, lost=self._lost_now, measure=self.measure)
         except KeyboardInterrupt:
             self.store.set(f"abort/{n}", "interrupted on rank 0")
             raise
@@ -519,13 +521,14 @@ class DistributedRunner:
 
 def follow(store: Any, info: RankInfo, *, accept: Callable[[Any], TrialJob] | None = None,
            prepare: Prepare | None = None, leader_lost: Callable[[], bool] = lambda: False,
-           on_refused: Callable[[str], None] | None = None) -> int:
+           on_refused: Callable[[str], None] | None = None, measure: Any = None) -> int:
     """A follower's whole sweep: run each job the leader posts until it posts `stop`. Returns 0,
     or 1 when the leader stopped answering (`leader_lost()`) before it said stop.
 
     Each job read from the store runs as `accept(raw)` makes it (nodes.accept_job: this node's
     own settings); a job it refuses (nodes.JobRefused) is reported as a failed trial naming
-    this rank, and `on_refused(why)` tells the user. Waits for the next job for as long as the
+    this rank, and `on_refused(why)` tells the user. Each runs in `measure` (this rank's
+    WarmRunner, else a fresh process per trial). Waits for the next job for as long as the
     leader lives."""
     n = 0
     while True:
@@ -547,7 +550,7 @@ def follow(store: Any, info: RankInfo, *, accept: Callable[[Any], TrialJob] | No
             store.set(f"abort/{n}", f"{info.name()}: {why}")
             store.set(f"outcome/{n}/{info.rank}", json.dumps(_outcome_to_dict(Outcome(status="failed", error=why))))
         else:
-            _measure_rank(store, info, n, job, None, prepare=prepare)
+            _measure_rank(store, info, n, job, None, prepare=prepare, measure=measure)
         n += 1
 
 
@@ -768,7 +771,8 @@ def execute_as_leader(config: Any, output: Any, observer: Any, info: RankInfo) -
 
     store = open_store(info, timeout_s=600)
     beat = _open_heartbeat(info)
-    runner = DistributedRunner(store, info)
+    warm = _warm_runner(config)
+    runner = DistributedRunner(store, info, measure=warm)
     decided = False
     try:
         check_layout(info.local_world_size, config.measure.device, "torchrun --nproc-per-node")
@@ -788,6 +792,8 @@ def execute_as_leader(config: Any, output: Any, observer: Any, info: RankInfo) -
             nodes.post_decision(store, str(exc) if isinstance(exc, UsageError) else "the leader (rank 0) stopped")
         runner.finish(wait_s=0)
         beat.stop()
+        if warm is not None:
+            warm.close()
         raise
     hellos = [mine, *others]
     runner.names = [nodes.rank_name(h, info.nnodes) for h in hellos]
@@ -809,6 +815,8 @@ def execute_as_leader(config: Any, output: Any, observer: Any, info: RankInfo) -
     finally:
         runner.finish()
         beat.stop()
+        if warm is not None:
+            warm.close()
     if runner.lost is not None:
         from loaderbench.results import save_results
 
@@ -829,6 +837,7 @@ def run_follower(config: Any, info: RankInfo, say: Callable[[str], None] = lambd
 
     store = open_store(info, timeout_s=120)
     beat = _open_heartbeat(info)
+    warm = _warm_runner(config)
     try:
         try:
             check_layout(info.local_world_size, config.measure.device, "torchrun --nproc-per-node")
@@ -855,7 +864,7 @@ def run_follower(config: Any, info: RankInfo, say: Callable[[str], None] = lambd
         states = {"as-is", resolved.cache} | ({"cold", "warm"} if resolved.cache == "both" else set())
         code = follow(
             store, info, accept=lambda raw: nodes.accept_job(raw, resolved, machine, cache_states=sorted(states)),
-            prepare=prepare, leader_lost=lambda: watch.lost() is not None, on_refused=say,
+            prepare=prepare, leader_lost=lambda: watch.lost() is not None, on_refused=say, measure=warm,
         )
         if code:
             raise RankLost(f"{info.name()}: the leader (rank 0, node 0) stopped answering (no heartbeat for "
@@ -863,6 +872,22 @@ def run_follower(config: Any, info: RankInfo, say: Callable[[str], None] = lambd
         return 0
     finally:
         beat.stop()
+        if warm is not None:
+            warm.close()
+
+
+def _warm_runner(config: Any) -> Any:
+    """This rank's warm measuring process (`--isolation warm`, the default), started now so its
+    interpreter and torch's import overlap the handshake; None for a fresh process per trial.
+    It leaves each trial's process group after the trial (measure/child.py) and keeps nothing
+    of a distributed trial for the next (NOTE [warm measuring process] in measure/trial.py)."""
+    if config.isolation != "warm":
+        return None
+    from loaderbench.measure.warm import WarmRunner
+
+    warm = WarmRunner()
+    warm.prestart()
+    return warm
 
 
 def _cache_control(config: Any) -> Prepare:
