@@ -641,6 +641,10 @@ class Summary:
     nodes: list[NodeFigures] = field(default_factory=list)
     slowest_node: int | None = None
     job_storage_mb_per_s: float | None = None
+    # Several ranks: the share of the step time the job waited for the last rank's data (the
+    # per-step maximum over ranks of the data-wait; median over repeats), which the slowest
+    # rank's own stall undercounts when the ranks' waits come at different steps.
+    step_stall_fraction: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -458,7 +458,7 @@ def test_each_nodes_figures_sum_its_ranks_and_take_its_slowest_ranks_stall():
     assert n0.storage_mb_per_s == pytest.approx(20.0)
     assert (n1.ranks, n1.samples_per_s, n1.stall_fraction) == ([2, 3], pytest.approx(1200.0), pytest.approx(0.75))
     s = Summary(0, 0, 0, 0, 0, 0, 0, slowest_rank=3)
-    ranks_mod.add_node_statistics(s, [job_trial(a, b, c, d)])
+    ranks_mod.add_job_statistics(s, [job_trial(a, b, c, d)])
     assert s.slowest_node == 1 and s.job_storage_mb_per_s == pytest.approx(40.0)
     assert Summary.from_dict(s.to_dict()).nodes == [n0, n1]
     # One node (or trials that do not say theirs): no per-node view.
@@ -514,6 +514,12 @@ def test_what_if_ranks_from_two_ranks_counts_their_correlation():
     # The run's own per-step maximum: 100 ms of the 140 ms the four steps took.
     assert w.measured_stall_fraction == pytest.approx(0.100 / 0.140)
     assert ranks_mod.step_max_stall([t]) == pytest.approx(0.100 / 0.140)
+    # The job waited 100 of 140 ms; each rank's own stall is 60 / 140: the table's stall (the
+    # slowest rank's) undercounts the waiting when the ranks wait at different steps.
+    s = Summary(0, 0, 0, 0, 0, 0, 0)
+    ranks_mod.add_job_statistics(s, [t])
+    assert s.step_stall_fraction == pytest.approx(0.100 / 0.140) and s.nodes == []
+    assert ranks_mod.what_if_ranks([t], 2, "w0").stall_fraction == pytest.approx(0.100 / 0.140)
 
 
 def lockstep(a: list[float], b: list[float], which: int, compute_s: float = 0.010, bs: int = 16) -> Trial:
@@ -545,7 +551,7 @@ def test_the_what_if_question_parses_and_combines():
 def nodes_result() -> ResultSet:
     r = ConfigResult(settings=settings(2), status="ok")
     r.summary = Summary(2400.0, 0.75, 0, 0, 0, 0, 0, rank_stall_fraction=[0.5, 0.5, 0.5, 0.75], slowest_rank=3,
-                        slowest_node=1, job_storage_mb_per_s=40.0, nodes=[
+                        slowest_node=1, job_storage_mb_per_s=40.0, step_stall_fraction=0.8, nodes=[
                             NodeFigures(0, "a", [0, 1], 1600.0, 0.5, 120.0, 4_000_000, 20.0),
                             NodeFigures(1, "b", [2, 3], 800.0, 0.75, None, None, None)])
     env = {"distributed": {"nnodes": 2, "nodes": [
@@ -566,7 +572,8 @@ def test_the_per_node_lines_name_the_node_and_rank_that_bind():
         "  node 1 (b), ranks 2-3: 800 samples/s, stall 75%, 8 usable CPUs, workers NOT on the GPU's NUMA node "
         "(bind them: numactl) *",
         "Binds: node 1 (b), rank 3 (stall 75%): every step waits for its data, so the job runs at its pace; the "
-        "storage served 40.0 MB/s summed over the nodes.",
+        "job waited for data 80% of its step time (at each step, the rank whose batch came last); the storage "
+        "served 40.0 MB/s summed over the nodes.",
     ]
     assert node_lines(ResultSet(config={}, environment={}, results=[])) == []
 

@@ -105,10 +105,16 @@ def node_figures(trials: Sequence[Trial]) -> list[NodeFigures]:
     return out
 
 
-def add_node_statistics(summary: Summary, trials: Sequence[Trial]) -> None:
-    """Fill `summary.nodes`, `slowest_node` (the node of `summary.slowest_rank`) and
-    `job_storage_mb_per_s` (summed over nodes: what a storage shared by every node served)
-    for a config measured on several nodes; leaves them empty otherwise."""
+def add_job_statistics(summary: Summary, trials: Sequence[Trial]) -> None:
+    """For a config measured on several ranks: `summary.step_stall_fraction` (the per-step
+    maximum wait's share of the step, `step_max_stall`, median over repeats); on several nodes
+    also `nodes`, `slowest_node` (the node of `summary.slowest_rank`) and
+    `job_storage_mb_per_s` (summed over nodes: what a storage shared by every node served).
+    Leaves them empty otherwise."""
+    stalls = [step_max_stall([t]) for t in trials if t.rank_trials]
+    present = [x for x in stalls if x is not None]
+    if present:
+        summary.step_stall_fraction = float(statistics.median(present))
     nodes = node_figures(trials)
     if not nodes:
         return

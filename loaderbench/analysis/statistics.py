@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loaderbench.analysis.ranks import add_node_statistics
+from loaderbench.analysis.ranks import add_job_statistics
 from loaderbench.model import ConfigResult, ServedFrom, Summary, Trial
 
 # Input-bound bands of the stall fraction, as commonly used in data-stall analyses
@@ -184,7 +184,7 @@ def _rank_statistics(summary: Summary, trials: Sequence[Trial]) -> None:
     ]
     votes = [t.rank for t in trials if t.rank is not None]
     summary.slowest_rank = max(sorted(set(votes)), key=votes.count) if votes else None
-    add_node_statistics(summary, trials)  # several nodes: each node's figures
+    add_job_statistics(summary, trials)  # the per-step maximum wait; several nodes: each node's figures
 
 
 def relative_spread(summary: Summary) -> float:

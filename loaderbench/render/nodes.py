@@ -69,6 +69,9 @@ def node_lines(rs: ResultSet) -> list[str]:
                 f"(stall {stall:.0%}): every step waits for its data, so the job runs at its pace")
     else:
         text = "Binds: not known"
+    if s.step_stall_fraction is not None:
+        text += (f"; the job waited for data {s.step_stall_fraction:.0%} of its step time (at each step, the rank "
+                 "whose batch came last)")
     if s.job_storage_mb_per_s is not None:
         text += f"; the storage served {s.job_storage_mb_per_s:,.1f} MB/s summed over the nodes"
     return out + [text + "."]
