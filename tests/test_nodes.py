@@ -311,6 +311,29 @@ def test_a_rank_whose_heartbeat_stops_for_ten_seconds_is_lost(fake_clock: FakeCl
     assert gone.lost() is None
 
 
+def test_a_heartbeat_opens_a_new_client_after_a_failed_call():
+    import time
+
+    opened: list[FakeStore] = []
+
+    class Flaky(FakeStore):
+        def add(self, key: str, n: int) -> int:
+            if len(opened) == 1:
+                raise RuntimeError("timed out")  # the first client fails its first call
+            return super().add(key, n)
+
+    def open_client() -> FakeStore:
+        opened.append(Flaky())
+        return opened[-1]
+
+    beat = nodes.Heartbeat(open_client, rank=3, interval_s=0.01).start()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (len(opened) < 2 or opened[1].data.get("beat/3", 0) < 3):
+        time.sleep(0.01)
+    beat.stop()
+    assert len(opened) == 2 and opened[1].data["beat/3"] >= 3
+
+
 class Lost:
     """A Liveness that finds rank 1 lost at once."""
 

@@ -28,8 +28,9 @@ NOTE [several nodes]
         loader settings must be a cell its own grid can reach; anything else is refused, and
         the node says so.
       - Heartbeats (`beat/RANK`, a counter each rank bumps every second from a thread with its
-        own store client): a rank whose counter stops for LOST_AFTER_S is lost; the leader
-        fails the trial naming its node, runs nothing more, saves and exits 1.
+        own store client): a rank whose counter stops for LOST_AFTER_S (15 s, as long as torch's
+        rendezvous keep-alive allows a node) is lost; the leader fails the trial naming its
+        node, runs nothing more, saves and exits 1.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ NODE_RANK_VAR = "LOADERBENCH_NODE_RANK"
 JOINED_KEY = "loaderbench/nodes_joined"
 DEFAULT_RDZV_TIMEOUT_S = 600.0  # torch's c10d rendezvous join timeout
 BEAT_S = 1.0
-LOST_AFTER_S = 10.0
+LOST_AFTER_S = 15.0  # torch's rendezvous keep-alive: 3 beats of 5 s
 SAME_EXCEPT = "only --data, --output and --node-rank may differ"
 
 
@@ -352,7 +353,8 @@ def accept_job(raw: Any, config: SweepConfig, machine: Machine, *, cache_states:
 class Heartbeat:
     """This rank's sign of life: a thread that bumps `beat/RANK` in the job's store every
     `interval_s` seconds through its own client (`open_client()`; a store client is not shared
-    between threads). A store that went away ends the thread."""
+    between threads). A failed call opens a new client at the next beat (a loaded host may time
+    one out): the beats stop only with the process, or when told."""
 
     def __init__(self, open_client: Callable[[], Any], rank: int, interval_s: float = BEAT_S) -> None:
         self.open_client, self.rank, self.interval_s = open_client, rank, interval_s
@@ -360,13 +362,14 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._run, name="loaderbench-heartbeat", daemon=True)
 
     def _run(self) -> None:
-        try:
-            store = self.open_client()
-            while not self._stop.is_set():
+        store = None
+        while not self._stop.is_set():
+            try:
+                store = store or self.open_client()
                 store.add(f"beat/{self.rank}", 1)
-                self._stop.wait(self.interval_s)
-        except Exception:  # noqa: BLE001 - the store went away: whoever watches sees the beats stop
-            return
+            except Exception:  # noqa: BLE001 - try again with a new client; a store gone for good ends the job anyway
+                store = None
+            self._stop.wait(self.interval_s)
 
     def start(self) -> Heartbeat:
         self._thread.start()
