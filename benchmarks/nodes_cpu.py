@@ -36,8 +36,22 @@ def sweep_cmd(data: str, out: Path, *args: str, cpu: int | None = None) -> list[
     return [*pin, sys.executable, "-m", "loaderbench", "sweep", *DATASET, "--data", data, "--output", str(out), *args]
 
 
+def quiet(max_busy_pct: float = 25.0, wait_s: float = 900.0) -> float:
+    """Wait (up to `wait_s`) until the host's CPUs are under `max_busy_pct` busy over 3 s (run
+    between this script's own runs, that is everyone else's load): the 2-core machine is
+    shared, and a rank waiting on a busy core measures its neighbours. Returns that reading."""
+    import psutil
+
+    deadline = time.monotonic() + wait_s
+    while (busy := psutil.cpu_percent(interval=3.0)) >= max_busy_pct and time.monotonic() < deadline:
+        pass
+    return busy
+
+
 def run_all(cmds: list[list[str]], log: Path, stagger_s: float = 0.3) -> tuple[list[int], float]:
-    """Start the commands (staggered), wait for all; return codes and the wall time of the first."""
+    """Start the commands (staggered) once the host is quiet, wait for all; return codes and
+    the wall time of the first."""
+    print(f"  (CPUs {quiet():.0f}% busy before {log.name})", flush=True)
     t0 = time.monotonic()
     procs = []
     with open(log, "w") as fh:
@@ -68,7 +82,10 @@ def rows(path: Path) -> dict[str, dict]:
 def equal(rounds: int) -> None:
     """Target: per-node samples/s within 5% of each node's own single-node sweep; the job's sum
     within 5% of the sum; the 2-node sweep's wall time at most 1.3x the 1-node sweep's."""
-    datas = [write_latency_folder(OUT / f"equal-d{r}", 2.0) for r in (0, 1)]
+    # 4,096 samples: each rank's epoch (its half of its node's folder, as DistributedSampler
+    # cuts it) outlasts the window, so no worker restart at an epoch's start lands in it: with
+    # 256, the ranks of the 2-node job restarted their workers twice as often as one node alone.
+    datas = [write_latency_folder(OUT / f"equal-d{r}", 2.0, n=4096) for r in (0, 1)]
     grid = ["--compute", "sleep:10", "--batch-size", "8", "--num-workers", "0,1,2", "--min-time", "1",
             "--repeats", "3"]
     node_ratios, sum_ratios, walls = [], [], []

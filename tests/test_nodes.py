@@ -607,8 +607,9 @@ def test_the_what_if_ranks_line_is_labelled_a_prediction():
     one = trial(0.0, 0.010, waits=[0.0, 0.010, 0.020, 0.030], bs=16)
     (line,) = what_if_ranks_lines(ranks_mod.what_if_ranks([one], 2, "w0-b16").to_dict())
     assert line == (
-        "What if 2 ranks (a prediction from the per-step data-waits of this run's 1 rank [w0-b16]: each step waits "
-        "for the last rank's data, the per-step maximum over ranks, with independent draws; not a measurement): "
+        "What if 2 ranks (a prediction from the per-step data-waits of this run's 1 rank [w0-b16], each added rank "
+        "with a loader and CPUs like the measured ones: each step waits for the last rank's data, the per-step "
+        "maximum over ranks, with independent draws; not a measurement): "
         "stall ~68%, ~1,024 samples/s summed over ranks, step ~31.2 ms (this run: stall 60% as the per-step "
         "maximum, 640 samples/s).")
     assert what_if_ranks_lines({"ranks": 8, "why": "no recommended config was measured"}) == [

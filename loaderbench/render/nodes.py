@@ -89,8 +89,8 @@ def what_if_ranks_lines(what: dict[str, Any]) -> list[str]:
                 f"{what['draws']:.1f} independent groups")
     return [
         f"What if {n} ranks (a prediction from the per-step data-waits of this run's {k} rank{'s' if k != 1 else ''} "
-        f"[{what['config']}]: each step waits for the last rank's data, the per-step maximum over ranks, with {how}; "
-        f"not a measurement): stall ~{what['stall_fraction']:.0%}, ~{what['samples_per_s']:,.0f} samples/s summed "
+        f"[{what['config']}], each added rank with a loader and CPUs like the measured ones: each step waits for the "
+        f"last rank's data, the per-step maximum over ranks, with {how}; not a measurement): stall ~{what['stall_fraction']:.0%}, ~{what['samples_per_s']:,.0f} samples/s summed "
         f"over ranks, step ~{what['step_s'] * 1e3:,.1f} ms (this run: stall {what['measured_stall_fraction']:.0%} "
         f"as the per-step maximum, {what['measured_samples_per_s']:,.0f} samples/s)."
     ]
