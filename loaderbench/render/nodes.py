@@ -44,7 +44,7 @@ def _node_line(n: NodeFigures, facts: dict[str, Any], binds: bool) -> str:
         rate = "" if n.storage_mb_per_s is None else f" ({n.storage_mb_per_s:,.1f} MB/s)"
         parts.append(f"read from storage {n.storage_read_bytes / 1e6:,.1f} MB{rate}")
     if facts.get("usable_cpus") is not None:
-        parts.append(f"{facts['usable_cpus']} usable CPUs")
+        parts.append(f"{facts['usable_cpus']} usable CPU{'s' if facts['usable_cpus'] != 1 else ''}")
     mark = " *" if binds else ""
     return f"  {_node_name(n.node_rank, n.host)}, {_ranks(n.ranks)}: " + ", ".join(parts) + _numa(facts) + mark
 
