@@ -386,20 +386,6 @@ def _outcome_from_dict(d: dict[str, Any]) -> Outcome:
     )
 
 
-def _wait_key(store: Any, key: str, timeout_s: float | None, poll_s: float = 0.05) -> bool:
-    """Poll the store for `key` every `poll_s` seconds up to `timeout_s` (None: for ever); True
-    once it exists. (Polling `check` rather than a timed `wait`: a timed-out wait makes c10d
-    print socket warnings.)"""
-    import time
-
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while not store.check([key]):
-        if deadline is not None and time.monotonic() > deadline:
-            return False
-        time.sleep(poll_s)
-    return True
-
-
 Prepare = Callable[[TrialJob], tuple[dict[str, Any] | None, Note | None]]
 
 
