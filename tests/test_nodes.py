@@ -661,6 +661,26 @@ def test_the_what_if_question_parses_and_combines():
         parse_what_if(["ranks=0"])
 
 
+def test_show_answers_ranks_beside_cpus_in_every_format():
+    from typer.testing import CliRunner
+
+    from loaderbench.cli import app
+
+    kept = Path(__file__).resolve().parents[1] / "docs" / "data" / "nodes-2x1-cpu.json"
+    args = ["show", str(kept), "--what-if", "ranks=16", "--what-if", "cpus=4"]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "What if 4 usable CPUs (a prediction" in res.stdout
+    assert "What if 16 ranks (a prediction from the per-step data-waits of this run's 2 ranks (2 workers)" in res.stdout
+    data = json.loads(CliRunner().invoke(app, [*args, "--format", "json"]).stdout)
+    w = data["analysis"]["what_if_ranks"]
+    assert (w["ranks"], w["from_ranks"], w["settings"]["num_workers"], w["why"]) == (16, 2, 2, None)
+    assert data["analysis"]["what_if"]["question"]["cpus"] == 4
+    assert data["analysis"]["per_node"]["slowest_rank"] == 1
+    bad = CliRunner().invoke(app, ["show", str(kept), "--what-if", "ranks=2", "--what-if", "ranks=4"])
+    assert bad.exit_code == 2 and "--what-if: one cpus= or disk= question and one ranks= question at most" in bad.output
+
+
 # ---------------------------------------------------------------------------------------------
 # 10. The sentences
 
