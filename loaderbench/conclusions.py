@@ -22,6 +22,7 @@ from loaderbench.model import (
     FindingKind,
     InputBound,
     LoaderSettings,
+    NodeFigures,
     Record,
     ServedFrom,
     Verdict,
@@ -84,11 +85,14 @@ class PredictionErrors(Record):
 @dataclass(frozen=True)
 class WhatIf(Record):
     """A what-if question: `cpus` usable CPUs, or a storage device of `disk_mb_per_s` MB/s
-    (10^6 bytes) and, optionally, `disk_iops` reads/s."""
+    (10^6 bytes) and, optionally, `disk_iops` reads/s (the pipeline model answers these: a
+    `WhatIfAnswer`), or `ranks` data-parallel ranks (the measured per-step waits answer it: a
+    `RanksAnswer`, NOTE [what-if ranks] in analysis/ranks.py)."""
 
     cpus: int | None = None
     disk_mb_per_s: float | None = None
     disk_iops: float | None = None
+    ranks: int | None = None
 
 
 class WhyNoPrediction(str, Enum):
@@ -126,6 +130,31 @@ class WhatIfAnswer(Record):
     @property
     def knee_workers(self) -> int | None:
         return None if self.knee is None else self.knee.num_workers
+
+
+@dataclass(frozen=True)
+class RanksAnswer(Record):
+    """The answer to `--what-if ranks=N` for the recommended config (`settings`), a prediction
+    (NOTE [what-if ranks] in analysis/ranks.py): at `ranks` ranks, from a run of `from_ranks`
+    over `steps` measured steps, the samples/s summed over the ranks, the stall fraction, the
+    seconds per step and of it the wait for the last rank's data; `correlation`, the ranks'
+    measured wait correlation (None with one rank measured: independent draws) and `draws`, the
+    independent draws it counts as (e_eff). `measured_*`: the run's own samples/s and
+    per-step-maximum stall, for reference. `why` (and no figures) when there is no answer."""
+
+    ranks: int
+    settings: LoaderSettings | None = None
+    from_ranks: int = 1
+    steps: int = 0
+    samples_per_s: float | None = None
+    stall_fraction: float | None = None
+    step_s: float | None = None
+    wait_s: float | None = None
+    correlation: float | None = None
+    draws: float | None = None
+    measured_samples_per_s: float | None = None
+    measured_stall_fraction: float | None = None
+    why: WhyNoPrediction | None = None
 
 
 @dataclass(frozen=True)
@@ -765,15 +794,46 @@ class LoaderClass(Record):
     defaults: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class NodeRow(Record):
+    """One node in the per-node view: its figures for the config shown (`figures`), what its
+    preflight found (`usable_cpus`; `workers_on_gpu_numa_node`, None where not visible) and
+    whether it holds the rank that binds (`binds`)."""
+
+    figures: NodeFigures
+    usable_cpus: int | None = None
+    workers_on_gpu_numa_node: bool | None = None
+    binds: bool = False
+
+
+@dataclass(frozen=True)
+class PerNode(Record):
+    """A sweep on several nodes, for one config (`settings`: the recommended one, else the
+    fastest measured with per-node figures): each node (`nodes`), the rank that binds
+    (`slowest_rank`, its stall `slowest_rank_stall_fraction`; its node is the row marked
+    `binds`), the share of the step the job waited for its last rank's data
+    (`step_stall_fraction`) and the MB/s the storage served summed over the nodes
+    (`job_storage_mb_per_s`). num_workers is per rank."""
+
+    settings: LoaderSettings
+    nodes: list[NodeRow] = field(default_factory=list)
+    slowest_rank: int | None = None
+    slowest_rank_stall_fraction: float | None = None
+    step_stall_fraction: float | None = None
+    job_storage_mb_per_s: float | None = None
+
+
 @dataclass
 class Analysis(Record):
     """What `analysis.analyze()` derives from a result set's raw trials, beside each config's
     `Summary`: the recommendation, the compute ceilings as shown, the headroom from the user's
     settings, the loader ceiling, the fetch/prep splits, the notes on configs (findings beside
-    the recommendation), the predictions with their share of the ceiling, the what-if answer
-    and a watched loop's prediction, whether the sweep stopped early, whether cold runs were
-    ranked over warm ones, why loader ceilings were not probed, and the loader measured when it
-    is not torch's DataLoader or takes arguments of its own."""
+    the recommendation), the predictions with their share of the ceiling, the what-if answers
+    (the pipeline model's to cpus= or disk=, `what_if`; the per-step waits' to ranks=,
+    `what_if_ranks`) and a watched loop's prediction, whether the sweep stopped early, whether
+    cold runs were ranked over warm ones, why loader ceilings were not probed, the loader
+    measured when it is not torch's DataLoader or takes arguments of its own, and for a sweep
+    on several nodes the per-node view (`per_node`)."""
 
     recommendation: Recommendation
     compute_ceilings: list[CeilingShown] = field(default_factory=list)
@@ -783,8 +843,10 @@ class Analysis(Record):
     notes: list[Finding] = field(default_factory=list)
     predictions: list[Prediction] = field(default_factory=list)
     what_if: WhatIfAnswer | None = None
+    what_if_ranks: RanksAnswer | None = None
     more_workers: MoreWorkers | None = None
     partial: Partial | None = None
     cold_ranked: bool = False
     unprobed: list[str] = field(default_factory=list)
     loader: LoaderClass | None = None
+    per_node: PerNode | None = None

@@ -42,3 +42,9 @@ class OutputError(LoaderbenchError):
 class NothingMeasured(LoaderbenchError):
     """A sweep ran but no config finished (all failed, hung or were skipped): exit 2 after the
     table, so scripts and CI notice."""
+
+
+class RankLost(LoaderbenchError):
+    """A distributed sweep lost a node or its leader: what was measured is saved (exit 1)."""
+
+    exit_code = 1

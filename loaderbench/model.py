@@ -684,7 +684,8 @@ class TrialJob:
     `distributed`: this rank's place in a distributed trial (measure.ranks.RankGroup's spec;
     None for a single process). `loader_alone`: whether the trial probes the loader ceiling after
     its window (False for a config whose earlier trial probed it: NOTE [loader ceiling] in
-    measure/loop.py).
+    measure/loop.py). `cache`: the page-cache state the trial runs in ("as-is", "cold" or
+    "warm"), which the parent sets before it starts (on every node of a distributed sweep).
     """
 
     settings: LoaderSettings
@@ -698,6 +699,7 @@ class TrialJob:
     first_batch_timeout_s: float | None = None
     distributed: dict[str, Any] | None = None
     loader_alone: bool = True
+    cache: str = "as-is"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -712,6 +714,7 @@ class TrialJob:
             "first_batch_timeout_s": self.first_batch_timeout_s,
             "distributed": self.distributed,
             "loader_alone": self.loader_alone,
+            "cache": self.cache,
         }
 
     @classmethod
@@ -728,6 +731,7 @@ class TrialJob:
             first_batch_timeout_s=None if d.get("first_batch_timeout_s") is None else float(d["first_batch_timeout_s"]),
             distributed=d.get("distributed"),
             loader_alone=bool(d.get("loader_alone", True)),
+            cache=str(d.get("cache", "as-is")),
         )
 
 
@@ -830,10 +834,18 @@ class Trial:
     notes: list[Note] = field(default_factory=list)
     # Distributed sweeps (torchrun): the rank that measured this trial, the job's world size and,
     # on the trial the leader keeps per repeat (a copy of the slowest rank's), every rank's own
-    # trial (as dicts); see distributed.merge_trials.
+    # trial (as dicts); see distributed.merge_trials. `node_rank` and `host`: the node the rank
+    # ran on (its node rank in the job, and the host name).
     rank: int | None = None
     world_size: int | None = None
     rank_trials: list[dict[str, Any]] = field(default_factory=list)
+    node_rank: int | None = None
+    host: str | None = None
+
+    def per_rank(self) -> list[Trial]:
+        """The ranks' own trials of this repeat (index = rank): `rank_trials`, or this trial
+        itself for a single process."""
+        return [Trial.from_dict(d) for d in self.rank_trials] if self.rank_trials else [self]
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -895,6 +907,23 @@ class Ceiling(Record):
         slowest = max(ranks, key=lambda c: c.step_s)
         return dataclasses.replace(slowest, samples_per_s=sum(c.samples_per_s for c in ranks),
                                    rank_samples_per_s=tuple(c.samples_per_s for c in ranks), world_size=len(ranks))
+
+
+@dataclass
+class NodeFigures(Record):
+    """One node of a distributed sweep, for one config (medians over repeats): its `ranks`,
+    samples/s summed over them, the stall fraction of its slowest rank, the CPU use of its ranks'
+    process trees (cores x 100, summed), the bytes its ranks read from storage over the window
+    and their MB/s (10^6 bytes/s), summed. None where a rank lacked the reading."""
+
+    node_rank: int
+    host: str | None
+    ranks: list[int]
+    samples_per_s: float
+    stall_fraction: float
+    cpu_util_pct: float | None = None
+    storage_read_bytes: int | None = None
+    storage_mb_per_s: float | None = None
 
 
 @dataclass
@@ -962,6 +991,16 @@ class Summary(Record):
     ranked: bool = True  # False: it counts duplicate samples (a REPLICATED warning) and is never ranked
     part_cached: bool = False  # part of the samples came from a cache (MIXED, or a middling share read)
     other_cores: float | None = None  # other processes' and steal's cores on the usable CPUs
+    # Several ranks: the share of the step time the job waited for the last rank's data (the
+    # per-step maximum over ranks of the data-wait; median over repeats), which the slowest
+    # rank's own stall undercounts when the ranks' waits come at different steps. Several
+    # nodes: each node's figures, the node of the slowest rank, and the MB/s read from storage
+    # summed over every node (what a storage shared by every node served the job); [] / None for
+    # one node (add_job_statistics).
+    step_stall_fraction: float | None = None
+    nodes: list[NodeFigures] = field(default_factory=list)
+    slowest_node: int | None = None
+    job_storage_mb_per_s: float | None = None
     # -- the ceilings pass (analysis/ceiling.py) --
     ceiling_share: float | None = None  # samples/s over the compute ceiling
     rank_ceiling_shares: list[float] = field(default_factory=list)  # each rank's over its own ceiling

@@ -120,13 +120,26 @@ class PredictionCheck(Record):
 
 
 @dataclass
+class LostRank(Record):
+    """A rank a distributed sweep lost while it ran (orchestration/nodes.py NOTE [several
+    nodes]): its heartbeat stopped for `after_s` seconds; on several nodes, its node (`node_rank`,
+    `host`). The config it was in failed, naming it, and the configs after it were not run."""
+
+    rank: int
+    after_s: float
+    node_rank: int | None = None
+    host: str | None = None
+
+
+@dataclass
 class SweepRecord(Record):
     """What the orchestration recorded while the sweep ran: wall time (and since the command
     started, what --time-budget counts), configs planned, whether it was interrupted, batches
     per epoch (per rank), measuring processes started, where the time went, the search, the
     drift check, the model's predictions for the configs left unmeasured and its fitted inputs
     per series (`model`); for a watched loader of a class of its own, its settings left at
-    their defaults (`loader_defaults`, name -> value: inloop/loader.py loader_class_settings)."""
+    their defaults (`loader_defaults`, name -> value: inloop/loader.py loader_class_settings); a
+    rank a distributed sweep lost (`lost`)."""
 
     sweep_wall_s: float | None = None
     since_start_s: float | None = None
@@ -141,6 +154,7 @@ class SweepRecord(Record):
     prediction_check: PredictionCheck | None = None
     model: dict[str, FitInputs] = field(default_factory=dict)
     loader_defaults: dict[str, Any] = field(default_factory=dict)
+    lost: LostRank | None = None
 
 
 # ---------------------------------------------------------------------------------------------

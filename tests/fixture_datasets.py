@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import time
 from collections import namedtuple
@@ -594,3 +595,52 @@ def make_sequential_sampler(dataset):
     """The user's own sampler: the dataset in index order (the slow samples of a LongTail then
     fall once every 100 samples, the same in every window)."""
     return torch.utils.data.SequentialSampler(dataset)
+
+
+class FolderLatency(Dataset):
+    """One sample per `sample_*` file under `root`, each read and then waited on (storage
+    latency, not CPU) as `root/latency_ms` says: `BASE` milliseconds, or `BASE P SPIKE` for a
+    wait of SPIKE ms with probability P instead (a rare slow read), drawn independently in every
+    process. A node's own data folder decides how slow its loader is, with the same command
+    line on every node."""
+
+    def __init__(self, root) -> None:
+        import os
+
+        self.paths = sorted(os.path.join(root, f) for f in os.listdir(root) if f.startswith("sample_"))
+        with open(os.path.join(root, "latency_ms")) as f:
+            parts = [float(x) for x in f.read().split()]
+        self.base_s = parts[0] / 1000.0
+        self.p, self.spike_s = (parts[1], parts[2] / 1000.0) if len(parts) == 3 else (0.0, 0.0)
+        self._rng: random.Random | None = None
+        self._pid = 0
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int):
+        with open(self.paths[i], "rb") as f:
+            x = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).clone()
+        if self.p:
+            if self._rng is None or self._pid != os.getpid():
+                self._rng, self._pid = random.Random(os.urandom(8)), os.getpid()
+            time.sleep(self.spike_s if self._rng.random() < self.p else self.base_s)
+        else:
+            time.sleep(self.base_s)
+        return x
+
+
+def make_folder_latency(root) -> Dataset:
+    return FolderLatency(root)
+
+
+def write_latency_folder(root, latency_ms: float, n: int = 256, size: int = 256, spike: tuple[float, float] | None = None) -> str:
+    """A data folder for `make_folder_latency`: `n` files of `size` bytes and its latency
+    (`spike` = (probability, ms) for rare slow reads)."""
+    os.makedirs(root, exist_ok=True)
+    for i in range(n):
+        with open(os.path.join(root, f"sample_{i:05d}"), "wb") as f:
+            f.write(bytes([i % 251]) * size)
+    with open(os.path.join(root, "latency_ms"), "w") as f:
+        f.write(f"{latency_ms}" + ("" if spike is None else f" {spike[0]} {spike[1]}") + "\n")
+    return str(root)

@@ -1,7 +1,7 @@
 """The analysis as a forward pipeline of passes, and its one module of thresholds.
 
-`analyze()` runs its passes in order (statistics -> ceiling -> wait -> knee -> advice -> predict),
-each reading the typed records the passes before it wrote: a result set enters each module once
+`analyze()` runs its passes in order (statistics -> ceiling -> wait -> knee -> advice -> predict
+-> ranks), each reading the typed records the passes before it wrote: a result set enters each module once
 and never returns into one it left. Every threshold the analysis decides with lives in
 analysis/thresholds.py and says where its value comes from.
 """
@@ -62,15 +62,26 @@ def passes_entered(rs: ResultSet, **kwargs: object) -> list[str]:
 
 @pytest.mark.parametrize("path", KEPT, ids=lambda p: p.stem)
 def test_a_result_set_goes_through_the_passes_once_each_in_order(path):
-    entered = passes_entered(read_results(path))
-    assert entered == ["statistics", "ceiling", "wait", "knee", "advice"]
+    rs = read_results(path)
+    several_nodes = int(((rs.environment or {}).get("distributed") or {}).get("nnodes") or 1) > 1
+    entered = passes_entered(rs)
+    # A sweep on several nodes also gets its per-node view, last.
+    assert entered == ["statistics", "ceiling", "wait", "knee", "advice", *(["ranks"] if several_nodes else [])]
 
 
 def test_the_what_if_is_the_last_pass():
     rs = read_results(ROOT / "docs" / "data" / "search-default-h200.json")
-    entered = passes_entered(rs, what_if=WhatIf(cpus=8))
+    entered = passes_entered(rs, what_if=[WhatIf(cpus=8)])
     assert entered == ["statistics", "ceiling", "wait", "knee", "advice", "predict"]
     assert rs.analysis is not None and rs.analysis.what_if is not None and rs.analysis.what_if.knee is not None
+
+
+def test_the_what_if_ranks_comes_after_the_pipeline_models():
+    rs = read_results(ROOT / "docs" / "data" / "nodes-2x1-cpu.json")
+    entered = passes_entered(rs, what_if=[WhatIf(cpus=8), WhatIf(ranks=4)])
+    assert entered == ["statistics", "ceiling", "wait", "knee", "advice", "predict", "ranks"]
+    assert rs.analysis is not None and rs.analysis.per_node is not None
+    assert rs.analysis.what_if_ranks is not None and rs.analysis.what_if_ranks.from_ranks == 2
 
 
 # ---- thresholds --------------------------------------------------------------------------------

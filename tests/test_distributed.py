@@ -196,7 +196,10 @@ def test_torchrun_runs_the_same_sweep(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     data = json.loads(out.read_text())
-    assert data["environment"]["distributed"] == {"world_size": 2, "local_world_size": 2, "launcher": "torchrun"}
+    dist = data["environment"]["distributed"]
+    assert {k: dist[k] for k in ("world_size", "local_world_size", "launcher", "nnodes")} == {
+        "world_size": 2, "local_world_size": 2, "launcher": "torchrun", "nnodes": 1}
+    assert [n["ranks"] for n in dist["nodes"]] == [[0, 1]]
     (row,) = data["results"]
     assert len(row["trials"][0]["rank_trials"]) == 2
     assert p.stdout.count("results saved") == 0 and p.stderr.count("results saved") == 1  # rank 0 alone

@@ -518,14 +518,14 @@ def test_rank_info_reads_the_launcher_variables():
     })
     assert info == dist.RankInfo(
         rank=3, world_size=4, local_rank=1, local_world_size=2, master_addr="10.0.0.5",
-        master_port=29500, agent_store=True,
+        master_port=29500, agent_store=True, node_rank=1, nnodes=2,
     )
     assert not info.leader
     # Without LOCAL_* the whole job is on this node; no agent store; the default address.
     info = dist.RankInfo.from_environ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "1234"})
     assert info == dist.RankInfo(
         rank=0, world_size=2, local_rank=0, local_world_size=2, master_addr="127.0.0.1",
-        master_port=1234, agent_store=False,
+        master_port=1234, agent_store=False, node_rank=0, nnodes=1,
     )
     assert info.leader
     info = dist.RankInfo.from_environ({
@@ -702,22 +702,6 @@ def test_check_ranks_needs_a_gpu_and_a_cpu_per_rank():
         dist.check_ranks(4, gpus=2, usable_cpus=32, device="auto", flag="--nproc-per-node")
     with pytest.raises(UsageError, match=r"more ranks than the 2 usable CPUs .* at most --nproc-per-node 2"):
         dist.check_ranks(3, gpus=0, usable_cpus=2, device="auto", flag="--nproc-per-node")
-
-
-def test_the_leader_waits_for_every_follower_and_names_a_missing_one():
-    class Store:
-        def __init__(self, ready: int) -> None:
-            self.ready = ready
-
-        def add(self, key: str, n: int) -> int:
-            assert key == "followers_ready"
-            self.ready += n
-            return self.ready
-
-    info = dist.RankInfo(0, 3, 0, 3, "127.0.0.1", 1, agent_store=False)
-    dist.DistributedRunner(Store(2), info).wait_for_followers(timeout_s=0.5)  # both joined
-    with pytest.raises(UsageError, match=r"only 2 of WORLD_SIZE=3 ranks joined within 0.2 s"):
-        dist.DistributedRunner(Store(1), info).wait_for_followers(timeout_s=0.2, poll_s=0.05)
 
 
 def test_compare_calls_a_different_number_of_ranks_not_comparable():

@@ -51,15 +51,16 @@ def _rounded(value):
 
 
 @functools.cache
-def analysed(path: Path, cpus: int | None = None):
-    """The kept result file at `path`, analysed (with a what-if of `cpus` CPUs), once per test
-    session: nothing that reads it changes it."""
+def analysed(path: Path, cpus: int | None = None, ranks: int | None = None):
+    """The kept result file at `path`, analysed (with a what-if of `cpus` CPUs, and of `ranks`
+    ranks), once per test session: nothing that reads it changes it."""
     from loaderbench.analysis import analyze
     from loaderbench.conclusions import WhatIf
     from loaderbench.results import read_results
 
     rs = read_results(path)
-    analyze(rs, what_if=None if cpus is None else WhatIf(cpus=cpus))
+    analyze(rs, what_if=[*([] if cpus is None else [WhatIf(cpus=cpus)]),
+                         *([] if ranks is None else [WhatIf(ranks=ranks)])])
     return rs
 
 
@@ -88,8 +89,9 @@ def test_the_analysis_is_the_golden_json(path):
 def test_rendering_a_result_read_back_from_its_json_equals_rendering_it_from_memory(path):
     """render/ can only format what the result file holds: the table (at two widths), markdown
     and CSV of a result analysed in memory equal those of the same result read back from its
-    JSON, with no analysis run on it (the what-if asked of a search's result too; the table's
-    width changes only which columns fit, tested against the golden tables above)."""
+    JSON, with no analysis run on it (the what-if asked of a search's result too, and the
+    what-if ranks=N of a sweep on several nodes; the table's width changes only which columns
+    fit, tested against the golden tables above)."""
     from io import StringIO
 
     from rich.console import Console
@@ -102,7 +104,8 @@ def test_rendering_a_result_read_back_from_its_json_equals_rendering_it_from_mem
         render.render_table(rs, console)
         return [console.export_text(), render.to_markdown(rs), render.to_csv(rs)]
 
-    rs = analysed(path, 8 if "search" in path.stem or "whatif" in path.stem else None)
+    rs = analysed(path, 8 if "search" in path.stem or "whatif" in path.stem else None,
+                  16 if path.stem.startswith("nodes") else None)
     back = ResultSet.from_dict(json.loads(json.dumps(rs.to_dict())))
     assert back.analysis is not None
     assert rendered(back) == rendered(rs)

@@ -4,14 +4,16 @@ Pure: no torch, no I/O, so `show`, `compare` and `check` run it on a CPU-only ru
 importing torch. `analyze(result_set)` is the one entry point, a forward pipeline of passes, each
 writing a typed record the next one reads and none returning into a module already left:
 
-    trials --statistics--> Summary (samples per batch, mean step, spread, noise, ranking),
-           fetch/prep splits
+    trials --statistics--> Summary (samples per batch, mean step, spread, noise, ranking;
+           several ranks: the per-step maximum wait, each node's figures), fetch/prep splits
            --ceiling-->    each config's compute ceiling and shares of it; the ceilings as shown
            --wait-->       wait parts, then verdicts, bands, CPU saturation, stall periods
            --knee-->       Ranking (ranked, best, knee, ties a loader argument's listing decided)
            --advice-->     Recommendation (findings, the call and its imports), notes on configs,
                            headroom, loader ceiling (sustained rates; bounds counted apart)
            --predict-->    what-if answer, a watched loop's prediction
+           --ranks-->      several nodes: the per-node view of the recommended config; the
+                           what-if ranks=N from the per-step waits
 
 (tests/test_analysis_pipeline.py follows a result set through it.) Renderers only format the
 `Analysis` it returns (conclusions.py); every threshold it decides with is in thresholds.py.
@@ -19,9 +21,10 @@ writing a typed record the next one reads and none returning into a module alrea
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
-from loaderbench.analysis import advice, ceiling, knee, predict, statistics, wait
+from loaderbench.analysis import advice, ceiling, knee, predict, ranks, statistics, wait
 from loaderbench.analysis.thresholds import DEFAULT_TOLERANCE
 from loaderbench.conclusions import Analysis, Baseline, LoaderClass, Partial, WhatIf
 from loaderbench.model import ConfigResult
@@ -60,11 +63,14 @@ def _setting(r: ConfigResult, name: str) -> object:
         return None
 
 
-def analyze(result_set: ResultSet, *, what_if: WhatIf | None = None) -> Analysis:
+def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] = ()) -> Analysis:
     """(Re)derive every summary and verdict of `result_set` from its raw trials, and everything
     the outputs say, with this version's analysis (so `show` of an older file uses current
-    rules); `what_if` also answers a what-if question for the recommended config's series.
-    Sets each `results[*].summary` and `result_set.analysis`, and returns the `Analysis`."""
+    rules); `what_if` also answers the what-if questions asked (`--what-if`, at most one cpus=
+    or disk= question and one ranks= question: ValueError otherwise) for the recommended
+    config. Sets each `results[*].summary` and `result_set.analysis`, and returns the
+    `Analysis`."""
+    model_question, ranks_question = predict.split_what_if(what_if)
     rs = result_set
     cfg = rs.config or {}
     measure = cfg.get("measure") or {}
@@ -118,10 +124,16 @@ def analyze(result_set: ResultSet, *, what_if: WhatIf | None = None) -> Analysis
     by_batch = {c.ceiling.batch_size: c.samples_per_s for c in shown}
     analysis.predictions = [replace(p, ceiling_share=p.samples_per_s / by_batch[p.settings.batch_size]
                                     if by_batch.get(p.settings.batch_size) else None) for p in rs.sweep.predictions]
-    if what_if is not None:
-        analysis.what_if = predict.answer_what_if(what_if, results, recommendation.settings, tolerance, usable)
+    if model_question is not None:
+        analysis.what_if = predict.answer_what_if(model_question, results, recommendation.settings, tolerance,
+                                                  usable)
     if cfg.get("watch") and results:
         analysis.more_workers = predict.predict_more_workers(results[0], usable, tolerance)
+    # 7. several ranks and nodes: the per-node view, the what-if ranks=N.
+    if any(r.summary is not None and r.summary.nodes for r in candidates):
+        analysis.per_node = ranks.per_node(candidates, recommendation.settings, rs.environment)
+    if ranks_question is not None and ranks_question.ranks is not None:
+        analysis.what_if_ranks = ranks.answer_ranks(ranks_question.ranks, candidates, recommendation.settings)
     rs.analysis = analysis
     return analysis
 

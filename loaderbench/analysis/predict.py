@@ -57,7 +57,7 @@ from loaderbench.conclusions import (
 )
 from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, Verdict
 
-__all__ = ["Fit", "Prediction", "WhatIf", "fit", "predict", "what_if_cpus", "what_if_disk"]
+__all__ = ["Fit", "Prediction", "WhatIf", "fit", "parse_what_if", "predict", "split_what_if", "what_if_cpus", "what_if_disk"]
 
 
 def _ranked(results: Sequence[ConfigResult]) -> list[ConfigResult]:
@@ -306,12 +306,15 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
 
 
 def parse_what_if(text: str) -> WhatIf:
-    """`cpus=K` or `disk=MBPS[,IOPS]` -> a WhatIf (ValueError naming the forms otherwise)."""
-    forms = "cpus=K (usable CPUs, e.g. cpus=8) or disk=MBPS[,IOPS] (a device's MB/s and reads/s, e.g. disk=150,200)"
+    """`cpus=K`, `disk=MBPS[,IOPS]` or `ranks=N` -> a WhatIf (ValueError naming the forms otherwise)."""
+    forms = ("cpus=K (usable CPUs, e.g. cpus=8), disk=MBPS[,IOPS] (a device's MB/s and reads/s, e.g. disk=150,200) "
+             "or ranks=N (data-parallel ranks, e.g. ranks=8)")
     key, _, value = str(text).partition("=")
     key, value = key.strip(), value.strip()
     if key == "cpus" and value.isdigit() and int(value) >= 1:
         return WhatIf(cpus=int(value))
+    if key == "ranks" and value.isdigit() and 1 <= int(value) <= 1_000_000:
+        return WhatIf(ranks=int(value))
     if key == "disk":
         parts = [p.strip() for p in value.split(",")]
         try:
@@ -321,6 +324,18 @@ def parse_what_if(text: str) -> WhatIf:
         if 1 <= len(nums) <= 2 and all(math.isfinite(x) and x > 0 for x in nums):
             return WhatIf(disk_mb_per_s=nums[0], disk_iops=nums[1] if len(nums) == 2 else None)
     raise ValueError(f"expected {forms}, got {text!r}")
+
+
+def split_what_if(questions: Sequence[WhatIf]) -> tuple[WhatIf | None, WhatIf | None]:
+    """The questions asked (`--what-if`, given once or more) as (the cpus= or disk= one, the
+    ranks= one), each None when not asked. Raises ValueError for two of a kind: the pipeline
+    model answers one cpus= or disk= question at a time, and ranks=N combines with either."""
+    model = [q for q in questions if q.ranks is None]
+    ranks = [q for q in questions if q.ranks is not None]
+    if len(model) > 1 or len(ranks) > 1:
+        raise ValueError("one cpus= or disk= question and one ranks= question at most, "
+                         "e.g. --what-if cpus=8 --what-if ranks=16")
+    return (model[0] if model else None), (ranks[0] if ranks else None)
 
 
 def _curve(preds: Sequence[Prediction]) -> list[tuple[int, float]]:

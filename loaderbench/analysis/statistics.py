@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from loaderbench.analysis.thresholds import NOISY_SPREAD, PART_CACHED_MAX, PART_CACHED_MIN
 from loaderbench.conclusions import FetchPrep, FetchPrepBound
-from loaderbench.model import CeilingBound, ConfigResult, ServedFrom, Summary, Trial, WarningKind
+from loaderbench.model import CeilingBound, ConfigResult, NodeFigures, ServedFrom, Summary, Trial, WarningKind
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -212,6 +212,105 @@ def _rank_statistics(summary: Summary, trials: Sequence[Trial]) -> None:
     ]
     votes = [t.rank for t in trials if t.rank is not None]
     summary.slowest_rank = max(sorted(set(votes)), key=votes.count) if votes else None
+    add_job_statistics(summary, trials)  # the per-step maximum wait; several nodes: each node's figures
+
+
+# ---------------------------------------------------------------------------------------------
+# Several ranks and nodes: what the job waited for, and each node's figures.
+
+
+def per_step_max(waits_by_rank: Sequence[Sequence[float]],
+                 steps_by_rank: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
+    """Per measured step of one repeat of a job whose ranks move in lockstep (one list of
+    seconds per rank, index = rank): the data-wait the step saw, the maximum over the ranks
+    (NOTE [what-if ranks] in analysis/ranks.py: M_i), and the step time, the mean over the
+    ranks (T_i); as many steps as the shortest rank measured. Raises ValueError for no ranks.
+
+    >>> per_step_max([[0.01, 0.03], [0.02, 0.0]], [[0.04, 0.05], [0.04, 0.05]])
+    ([0.02, 0.03], [0.04, 0.05])
+    """
+    if not waits_by_rank:
+        raise ValueError("per_step_max needs at least one rank")
+    n = min(min(len(w) for w in waits_by_rank), min(len(s) for s in steps_by_rank))
+    return ([max(w[i] for w in waits_by_rank) for i in range(n)],
+            [statistics.fmean(s[i] for s in steps_by_rank) for i in range(n)])
+
+
+def step_max_stall(trials: Sequence[Trial]) -> float | None:
+    """The share of the step time a job waited for its last rank's data: the sum over steps of
+    the per-step maximum wait (`per_step_max`) over the sum of step times, over the repeats
+    `trials` (each with its ranks' own trials, or a single process's); None without steps."""
+    waits = steps = 0.0
+    for trial in trials:
+        ranks = trial.per_rank()
+        w, t = per_step_max([r.data_wait_s for r in ranks], [r.step_s for r in ranks])
+        waits, steps = waits + sum(w), steps + sum(t)
+    return min(1.0, waits / steps) if steps > 0 else None
+
+
+def _sum_or_none(values: Sequence[float | int | None]) -> float | None:
+    return None if not values or any(v is None for v in values) else float(sum(v for v in values if v is not None))
+
+
+def node_figures(trials: Sequence[Trial]) -> list[NodeFigures]:
+    """Each node's figures for one config from its repeats' trials (each with `rank_trials`
+    carrying `node_rank` and `host`): per repeat, samples/s summed over the node's ranks, the
+    stall fraction of its slowest rank, the CPU use (cores x 100), bytes read from storage and
+    MB/s summed over its ranks; then the median over repeats. [] when the trials come from one
+    node (or say nothing of their node).
+
+    >>> a = Trial(0, 0, [0.01] * 4, [0.01] * 4, [0.02] * 4, 64, 0.08, "host", node_rank=0, host="a")
+    >>> b = Trial(0, 0, [0.03] * 4, [0.01] * 4, [0.04] * 4, 64, 0.16, "host", node_rank=1, host="b")
+    >>> job = Trial(0, 0, [], [], [], 0, 0.0, "host", rank_trials=[a.to_dict(), b.to_dict()])
+    >>> [(n.node_rank, n.samples_per_s, n.stall_fraction) for n in node_figures([job])]
+    [(0, 800.0, 0.5), (1, 400.0, 0.75)]
+    """
+    per_repeat: list[dict[int, list[tuple[int, Trial]]]] = []
+    for trial in trials:
+        ranks = trial.per_rank()
+        if any(t.node_rank is None for t in ranks):
+            return []
+        nodes: dict[int, list[tuple[int, Trial]]] = {}
+        for r, t in enumerate(ranks):
+            nodes.setdefault(int(t.node_rank), []).append((r, t))  # type: ignore[arg-type]
+        per_repeat.append(nodes)
+    if not per_repeat or max(len(n) for n in per_repeat) < 2:
+        return []
+    out = []
+    for node in sorted(set().union(*per_repeat)):
+        rows = [nodes[node] for nodes in per_repeat if node in nodes]
+        read = _median_or_none([_sum_or_none([t.storage_read_bytes for _, t in row]) for row in rows])
+        out.append(NodeFigures(
+            node_rank=node,
+            host=rows[0][0][1].host,
+            ranks=[r for r, _ in rows[0]],
+            samples_per_s=float(statistics.median(sum(trial_samples_per_s(t) for _, t in row) for row in rows)),
+            stall_fraction=float(statistics.median(max(trial_stall_fraction(t) for _, t in row) for row in rows)),
+            cpu_util_pct=_median_or_none([_sum_or_none([t.cpu_util_pct for _, t in row]) for row in rows]),
+            storage_read_bytes=None if read is None else int(read),
+            storage_mb_per_s=_median_or_none([_sum_or_none([t.storage_mb_per_s for _, t in row]) for row in rows]),
+        ))
+    return out
+
+
+def add_job_statistics(summary: Summary, trials: Sequence[Trial]) -> None:
+    """For a config measured on several ranks: `summary.step_stall_fraction` (the per-step
+    maximum wait's share of the step, `step_max_stall`, median over repeats); on several nodes
+    also `nodes`, `slowest_node` (the node of `summary.slowest_rank`) and
+    `job_storage_mb_per_s` (summed over nodes: what a storage shared by every node served).
+    Leaves them empty otherwise."""
+    stalls = [step_max_stall([t]) for t in trials if t.rank_trials]
+    present = [x for x in stalls if x is not None]
+    if present:
+        summary.step_stall_fraction = float(statistics.median(present))
+    nodes = node_figures(trials)
+    if not nodes:
+        return
+    summary.nodes = nodes
+    if summary.slowest_rank is not None:
+        summary.slowest_node = next((n.node_rank for n in nodes if summary.slowest_rank in n.ranks), None)
+    rates = [n.storage_mb_per_s for n in nodes]
+    summary.job_storage_mb_per_s = _sum_or_none(rates)
 
 
 def relative_spread(summary: Summary) -> float:

@@ -99,31 +99,44 @@ def check_format(value: str, allowed: Sequence[str], flag: str = "--format") -> 
 
 WHAT_IF_HELP = ("cpus=K: also predict the knee and the curve with K usable CPUs; disk=MBPS[,IOPS]: with the "
                 "dataset's files on a device of MBPS MB/s (and IOPS reads/s). From the pipeline model fitted on "
-                "the measured configs (labelled a prediction); disk needs rows served from a cache (--cache both).")
+                "the measured configs (labelled a prediction); disk needs rows served from a cache (--cache both). "
+                "ranks=N: the recommended config's stall and samples/s at N data-parallel ranks, from its measured "
+                "per-rank waits. Give --what-if again to ask ranks=N beside cpus or disk.")
+WHAT_IF_METAVAR = "cpus=K|disk=MBPS[,IOPS]|ranks=N"
 
 
-def parse_what_if(spec: str | None) -> Any:
-    """`--what-if cpus=K | disk=MBPS[,IOPS]` -> an analysis.predict.WhatIf (None when not given);
-    UsageError naming the flag otherwise."""
-    if spec is None:
-        return None
+def parse_what_if(specs: Sequence[str] | str | None) -> list[Any]:
+    """`--what-if` values (the flag may be given more than once) -> conclusions.WhatIf
+    questions ([] when none was given). UsageError naming the flag for a bad value, or for two
+    questions of cpus= or disk= (one at a time; ranks=N combines with either:
+    analysis.predict.split_what_if)."""
+    if specs is None:
+        return []
     from loaderbench.analysis.predict import parse_what_if as parse
+    from loaderbench.analysis.predict import split_what_if
 
+    out = []
+    for spec in [specs] if isinstance(specs, str) else specs:
+        try:
+            out.append(parse(spec))
+        except ValueError as exc:
+            raise UsageError(f"--what-if: {exc}") from None
     try:
-        return parse(spec)
+        split_what_if(out)
     except ValueError as exc:
         raise UsageError(f"--what-if: {exc}") from None
+    return out
 
 
-def apply_what_if(rs: Any, what: Any) -> None:
-    """Answer the what-if question `what` (a conclusions.WhatIf; None: none asked) for the
-    recommended config's series: the analysis is run again with it, so `Analysis.what_if` and
-    every output format carry it."""
-    if what is None:
+def apply_what_if(rs: Any, questions: Sequence[Any]) -> None:
+    """Answer the what-if questions (conclusions.WhatIf, from `parse_what_if`; none asked: [])
+    for the recommended config: the analysis is run again with them, so `Analysis.what_if` /
+    `Analysis.what_if_ranks` and every output format carry the answers."""
+    if not questions:
         return
     from loaderbench.analysis import analyze
 
-    analyze(rs, what_if=what)
+    analyze(rs, what_if=questions)
 
 
 VERBOSE_HELP = ("Under the table, also the search and its drift check, the headroom, the loader ceiling and "

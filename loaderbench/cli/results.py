@@ -16,7 +16,7 @@ def show_command(
     result: Annotated[Path, typer.Argument(help="A result JSON written by `loaderbench sweep`.")],
     format: Annotated[str, typer.Option("--format", help="table | json | csv | markdown.")] = "table",
     wide: Annotated[bool, typer.Option("--wide", help="Every table column, whatever the terminal width.")] = False,
-    what_if: Annotated[str | None, typer.Option("--what-if", metavar="cpus=K|disk=MBPS[,IOPS]", help=common.WHAT_IF_HELP)] = None,
+    what_if: Annotated[list[str] | None, typer.Option("--what-if", metavar=common.WHAT_IF_METAVAR, help=common.WHAT_IF_HELP)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help=common.VERBOSE_HELP)] = False,
 ) -> None:
     """Render a saved result again."""

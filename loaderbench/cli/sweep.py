@@ -27,11 +27,24 @@ _FIXED: list[tuple[str, Any, Any]] = [
     ("wide", Annotated[bool, typer.Option("--wide", help="Every table column, whatever the terminal width.")], False),
     ("verbose", Annotated[bool, typer.Option("--verbose", help=common.VERBOSE_HELP)], False),
     ("plot", Annotated[bool, typer.Option("--plot", help="Also write a PNG plot beside the result file.")], False),
-    ("what_if", Annotated[str | None, typer.Option("--what-if", metavar="cpus=K|disk=MBPS[,IOPS]", help=common.WHAT_IF_HELP)], None),
+    ("what_if", Annotated[list[str] | None, typer.Option("--what-if", metavar=common.WHAT_IF_METAVAR, help=common.WHAT_IF_HELP)], None),
     ("nproc_per_node", Annotated[str | None, typer.Option(
         "--nproc-per-node", metavar="N",
         help="Distributed sweep: run every config on N ranks of this node at once, one GPU and one DataLoader "
              "each (launches what `torchrun --nproc-per-node N -m loaderbench sweep ...` runs).")], None),
+    ("nnodes", Annotated[str | None, typer.Option(
+        "--nnodes", metavar="N",
+        help="Distributed sweep on N nodes: run the same command on every node, with its own --node-rank and the "
+             "same --rdzv-endpoint (torch's c10d rendezvous; under Slurm SLURM_NNODES gives N).")], None),
+    ("node_rank", Annotated[str | None, typer.Option(
+        "--node-rank", metavar="R",
+        help="This node's rank, 0 to N-1; node 0 hosts the rendezvous and writes the result (under Slurm "
+             "SLURM_NODEID gives R).")], None),
+    ("rdzv_endpoint", Annotated[str | None, typer.Option(
+        "--rdzv-endpoint", metavar="HOST:PORT", help="Node 0's address and a free port on it, the same on every node.")],
+     None),
+    ("rdzv_timeout", Annotated[str | None, typer.Option(
+        "--rdzv-timeout", metavar="S", help="Seconds to wait for every node to join (default 600).")], None),
 ]
 
 
@@ -75,7 +88,8 @@ def sweep_command(**kwargs: Any) -> None:
     verbose: bool = kwargs["verbose"]
     plot: bool = kwargs["plot"]
     nproc_per_node: str | None = kwargs["nproc_per_node"]
-    what_if: str | None = kwargs["what_if"]
+    node_flags = (kwargs["nnodes"], kwargs["node_rank"], kwargs["rdzv_endpoint"], kwargs["rdzv_timeout"])
+    what_if: list[str] | None = kwargs["what_if"]
     flags = []
     for opt in _SWEEP_OPTIONS:
         value = kwargs[_param_name(opt)]
@@ -85,26 +99,9 @@ def sweep_command(**kwargs: Any) -> None:
 
     def body() -> None:
         from loaderbench.orchestration import distributed as dist
+        from loaderbench.orchestration.nodes import node_layout
 
         info = dist.RankInfo.from_environ()
-        if info is not None and not info.leader:
-            # A follower rank of a distributed sweep: runs what rank 0 posts, prints nothing.
-            # SIGTERM (the launcher ending the job) must end its measuring process too, which
-            # runs in its own session: run_isolated kills that tree on KeyboardInterrupt.
-            common.sigterm_as_interrupt()
-            try:
-                dist.follow(dist.open_store(info, timeout_s=120), info)
-            except KeyboardInterrupt:
-                raise typer.Exit(130) from None
-            except RuntimeError as exc:  # c10d's store errors (DistStoreError, ...) are RuntimeErrors
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                common.stderr().print(
-                    f"loaderbench: error: rank {info.rank} lost the job's store at "
-                    f"{info.master_addr}:{info.master_port} (did rank 0 end?): {first}",
-                    highlight=False, markup=False, soft_wrap=True,
-                )
-                raise typer.Exit(1) from None
-            return
         fmt = common.check_format(format, common.SWEEP_FORMATS)
         question = common.parse_what_if(what_if)
         overrides: dict[str, dict[str, Any]] = {}
@@ -112,10 +109,16 @@ def sweep_command(**kwargs: Any) -> None:
             if value is not None:
                 overrides.setdefault(section, {})[key] = cfgmod.parse_flag(section, key, value, flag)
         cfg = cfgmod.build_config(config, overrides)
-        if nproc_per_node is not None:
+        if info is not None and (nproc_per_node is not None or any(f is not None for f in node_flags)):
+            dist.launch_ranks(nproc_per_node, info, cfg.measure.device, None)  # refused: under a launcher
+        if info is not None and not info.leader:
+            follow_as_rank(cfg, info)
+            return
+        layout = node_layout(*node_flags) if info is None else None
+        if nproc_per_node is not None or layout is not None:
             if output is not None:
                 check_result_path(output)
-            code, message = dist.launch_ranks(nproc_per_node, info, cfg.measure.device, common.STATE.argv)
+            code, message = dist.launch_ranks(nproc_per_node, info, cfg.measure.device, common.STATE.argv, layout)
             if message:
                 common.say(f"loaderbench: error: {message}")
             raise typer.Exit(code)
@@ -149,8 +152,40 @@ def sweep_command(**kwargs: Any) -> None:
 
             png = plot_results(rs, out.with_suffix(".png"))
             common.stderr().print(f"plot saved to {png}", highlight=False, markup=False)
+        if rs.sweep.lost is not None:
+            from loaderbench.errors import RankLost
+            from loaderbench.render.nodes import lost_line
+
+            raise RankLost(f"{lost_line(rs.sweep.lost)}; the configs after it were not run (what was measured is "
+                           f"in {out})")
 
     common.guard(body)
+
+
+def follow_as_rank(cfg: Any, info: Any) -> None:
+    """A follower rank of a distributed sweep: runs what rank 0 posts, as its own command line
+    names it, and prints nothing but a refusal (its node's first rank alone, so one node says
+    it once). SIGTERM (the launcher ending the job) must end its measuring process too, which
+    runs in its own session: run_isolated kills that tree on KeyboardInterrupt."""
+    from loaderbench.errors import LoaderbenchError
+    from loaderbench.orchestration import distributed as dist
+
+    common.sigterm_as_interrupt()
+    speak = info.local_rank == 0
+    try:
+        dist.run_follower(cfg, info, say=(lambda why: common.say(f"loaderbench: {info.name()}: {why}")) if speak
+                          else (lambda _: None))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except LoaderbenchError as exc:
+        if speak:
+            common.fail(exc)
+        raise typer.Exit(exc.exit_code) from None
+    except RuntimeError as exc:  # c10d's store errors (DistStoreError, ...) are RuntimeErrors
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        common.say(f"loaderbench: error: {info.name()} lost the job's store at "
+                   f"{info.master_addr}:{info.master_port} (did rank 0 end?): {first}")
+        raise typer.Exit(1) from None
 
 
 

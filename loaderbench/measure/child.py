@@ -64,6 +64,11 @@ def serve() -> int:
             continue
         reset_between_configs()
         code = run_job(Path(parts[0]), Path(parts[1]))
+        if _left_group():
+            # A rank of a distributed trial: its compute step (DDP) was bound to the trial's
+            # process group, which is gone; the next trial builds everything afresh.
+            reset_between_configs()
+            keep_between_configs()
         sys.stdout.write("done\n")
         sys.stdout.flush()
         if code != 0:
@@ -97,6 +102,19 @@ def run_job(job_path: Path, result_path: Path) -> int:
         return 1
     _write(result_path, {"status": "ok", "trial": trial.to_dict()})
     return 0
+
+
+def _left_group() -> bool:
+    """Leave the process group a distributed trial joined (measure.ranks.RankGroup), so a warm
+    process can join the next trial's; True when there was one."""
+    if "torch.distributed" not in sys.modules:
+        return False
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
+    dist.destroy_process_group()
+    return True
 
 
 def _exit_now(code: int) -> None:

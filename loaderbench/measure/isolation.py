@@ -38,7 +38,7 @@ from loaderbench.model import Ceiling, LoaderSettings, Trial, TrialJob
 class Outcome:
     """How one isolated trial ended: a Trial, or a status and a one-line error."""
 
-    status: str  # ok | failed | hung | interrupted
+    status: str  # ok | failed | hung | interrupted | skipped (not run: a distributed sweep lost a node)
     trial: Trial | None = None
     ceiling: Ceiling | None = None
     error: str | None = None

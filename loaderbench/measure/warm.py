@@ -124,7 +124,11 @@ class WarmRunner:
             f.seek(offset)
             return f.read().decode(errors="replace")[-limit:]
 
-    def __call__(self, job: TrialJob, *, on_batch: Callable[[int], None] | None = None) -> Outcome:
+    def __call__(self, job: TrialJob, *, on_batch: Callable[[int], None] | None = None,
+                 stop_reason: Callable[[], str | None] | None = None) -> Outcome:
+        """Measure `job` in the warm process (started first when there is none). As with
+        `run_isolated`, `stop_reason()` is polled while it runs: a reason kills the process tree
+        (the next trial starts a fresh one) and fails the trial with that reason."""
         proc = self._proc if self._proc is not None and self._proc.poll() is None else None
         if proc is None:
             self._stop()
@@ -149,6 +153,10 @@ class WarmRunner:
                     now = time.monotonic()
                     if now >= deadline or (last is None and now >= first_deadline):
                         return self._hung(job, result_path, offset, last, now < deadline)
+                    reason = stop_reason() if stop_reason is not None else None
+                    if reason is not None:
+                        self._stop()
+                        return Outcome(status="failed", error=reason, last_batch=last)
                     continue
                 if line is None or line == "done":
                     break

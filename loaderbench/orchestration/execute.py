@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ def execute_sweep(
     runner: Runner = run_isolated,
     distributed: dict[str, Any] | None = None,
     started_at: float | None = None,
+    peers: Sequence[Any] = (),
 ) -> tuple[ResultSet, Path]:
     """The whole `loaderbench sweep`: resolve defaults for this machine, check the output
     location and the workload, capture the environment, run the sweep.
@@ -46,7 +48,8 @@ def execute_sweep(
     Raises LoaderbenchError subclasses for bad input before anything is measured, and
     KeyboardInterrupt (after saving what was measured) on Ctrl-C. A distributed sweep's leader
     passes `runner` (distributed.DistributedRunner), the machine with its ranks per node and
-    `distributed` (the job's layout, kept in the environment record). `started_at`
+    `distributed` (the job's layout, kept in the environment record) and `peers` (the other
+    nodes, whose preflight runs on the plan too: nodes.preflight_peers). `started_at`
     (time.monotonic() seconds) is when the command started, which `--time-budget` counts from
     (default: now).
     """
@@ -62,7 +65,7 @@ def execute_sweep(
                 proc.prestart()
         return _execute_sweep(config, output=output, observer=observer, cache_dir=cache_dir, machine=machine,
                               runner=runner, distributed=distributed, started_at=started_at, warm=warm,
-                              fresh=fresh)
+                              fresh=fresh, peers=peers)
     finally:
         for proc in (warm, fresh):
             if proc is not None:
@@ -71,7 +74,8 @@ def execute_sweep(
 
 def _execute_sweep(config: SweepConfig, *, output: Path | None, observer: SweepObserver | None, cache_dir: str | None,
                    machine: Machine | None, runner: Runner, distributed: dict[str, Any] | None, started_at: float,
-                   warm: WarmRunner | None, fresh: WarmRunner | None) -> tuple[ResultSet, Path]:
+                   warm: WarmRunner | None, fresh: WarmRunner | None,
+                   peers: Sequence[Any] = ()) -> tuple[ResultSet, Path]:
     from loaderbench.machine.env import capture_environment, preflight_warnings
     from loaderbench.results import check_result_path
 
@@ -116,7 +120,7 @@ def _execute_sweep(config: SweepConfig, *, output: Path | None, observer: SweepO
         else:
             rs = run_sweep(
                 config, output=out, environment=environment, machine=machine, observer=obs,
-                cache_dir=cache_dir, facts=facts, runner=runner, files=files, started_at=started_at,
+                cache_dir=cache_dir, facts=facts, runner=runner, files=files, started_at=started_at, peers=peers,
             )
     except KeyboardInterrupt as exc:
         raise SweepInterruptedAt(out) from exc

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from loaderbench.orchestration.ceilings import measure_ceilings
 from loaderbench.orchestration.config import SweepConfig
 from loaderbench.orchestration.drift import DRIFT_MIN_CONFIGS, check_drift
 from loaderbench.orchestration.grid import GridPoint
+from loaderbench.orchestration.nodes import preflight_peers
 from loaderbench.orchestration.observer import NullObserver, SweepObserver
 from loaderbench.orchestration.plan import Machine, baseline_cell, cache_plan, config_hash, plan, row_order
 from loaderbench.orchestration.preflight import (
@@ -54,6 +55,7 @@ def run_sweep(
     fresh_runner: Runner | None = None,
     files: list[Path] | None = None,
     started_at: float | None = None,
+    peers: Sequence[Any] = (),
 ) -> ResultSet:
     """Measure the configs of `config` (already resolved): with `config.search` "grid" every
     config, `config.repeats` times, interleaved across configs (repeat 1 of every config, then
@@ -71,6 +73,7 @@ def run_sweep(
     `--time-budget` counts from `started_at` (time.monotonic() when the command started; default
     now): the search starts no step that would end after it, keeping one trial's time for the
     step and, with `fresh_runner`, about two for the drift check (NOTE [time budget]).
+    `peers`: the other nodes of a distributed sweep, whose preflight runs too (nodes.Peer).
     KeyboardInterrupt is re-raised after the save.
     Returns the final ResultSet and where it was saved with summaries, verdicts and the recommendation.
     """
@@ -123,6 +126,7 @@ def run_sweep(
         save_fn(result_set, output)
 
     preflight(results, facts, environment, machine, obs)
+    preflight_peers(results, facts, peers, obs)
     if config.measure.epoch_batches:
         sweep.epoch_batches = config.measure.epoch_batches
     elif facts is not None and facts.num_samples and KINDS[config.dataset.kind].own_length:
@@ -164,6 +168,7 @@ def run_sweep(
             # The loader ceiling once per config (NOTE [loader ceiling] in measure/loop.py).
             loader_alone=loader_alone or not any(t.loader_alone_method is not None or t.loader_alone_samples_per_s
                                                  is not None for t in res.trials),
+            cache=state,
         )
         t0 = time.monotonic()
         try:
@@ -203,6 +208,7 @@ def run_sweep(
                 results.append(ConfigResult(settings=settings, status="ok", cache="as-is"))
                 done.append(False)
                 preflight([results[-1]], facts, environment, machine, NullObserver())
+                preflight_peers([results[-1]], facts, peers, NullObserver())
             return run_trial(index[settings], repeat)
 
         def reserve_s() -> float:
@@ -277,11 +283,16 @@ def first_batch_deadline(settings: LoaderSettings, results: list[ConfigResult], 
 
 def _apply(res: ConfigResult, outcome: Outcome) -> None:
     """Fold one trial's outcome into its config: add the trial (summaries are derived by
-    `analysis.analyze`), or mark the config failed/hung."""
+    `analysis.analyze`), or mark the config failed/hung, or skipped when the trial was not run
+    (a config with measured repeats keeps them, with a warning)."""
     if outcome.status == "ok" and outcome.trial is not None:
         res.trials.append(outcome.trial)
         for note in outcome.trial.notes:
             res.warn(note)
+        return
+    if outcome.status == "skipped" and res.trials:
+        # Not run (a distributed sweep that lost a node): the repeats measured before stay.
+        res.warn(Note.of(WarningKind.OTHER, f"a repeat was {outcome.error}"))
         return
     res.status = outcome.status  # type: ignore[assignment]
     res.error = outcome.error

@@ -1,5 +1,5 @@
 """What follows the table: the recommendation and its ready-to-paste call right under it, then a
-short block (what stopped the sweep early, a what-if, the notes on configs folded by kind with
+short block (what stopped the sweep early, the what-ifs, the notes on configs folded by kind with
 the configs they apply to), and what `--verbose` adds (the search and its drift check, the
 headroom, the loader ceiling, every note in full).
 
@@ -33,6 +33,7 @@ from loaderbench.model import (
 )
 from loaderbench.render.columns import LOADER_ARG, analysis_of, cuda_used, visible_columns
 from loaderbench.render.findings import Name, describe, finding_sentences, instead, loader_arg_words
+from loaderbench.render.nodes import node_lines, what_if_ranks_lines
 from loaderbench.results import ResultSet
 
 GPU_UTIL_LABEL = (
@@ -307,7 +308,8 @@ def _configs(names: list[str]) -> str:
 
 def recommendation_lines(rs: ResultSet, name: Name) -> list[str]:
     """The recommendation: its headline, the ready-to-paste code (one line each, never folded:
-    `render_table` prints lines that start with four spaces as they are), then why."""
+    `render_table` prints lines that start with four spaces as they are), then why; for a
+    distributed sweep each rank's figures, and on several nodes the per-node view."""
     rec = analysis_of(rs).recommendation
     if rec.settings is None:
         return ["Recommendation: none (no config was measured successfully)."]
@@ -327,12 +329,13 @@ def recommendation_lines(rs: ResultSet, name: Name) -> list[str]:
     per_gpu = per_rank_line(rs)
     if per_gpu:
         out.append(per_gpu)
+    out.extend(node_lines(analysis_of(rs).per_node, name))
     return out
 
 
 def footer_lines(rs: ResultSet, *, verbose: bool = False) -> list[str]:
     """What follows the table: the recommendation and its call right under it, then a short
-    block: what stopped the sweep early, a what-if or a watched loop's prediction, the notes on
+    block: what stopped the sweep early, the what-ifs or a watched loop's prediction, the notes on
     configs folded by kind with the configs they apply to, and a line naming what `verbose`
     adds (the search, the drift check, the headroom, the loader ceiling, each note in full)."""
     a = analysis_of(rs)
@@ -357,6 +360,8 @@ def footer_lines(rs: ResultSet, *, verbose: bool = False) -> list[str]:
         out.extend(prediction_lines(a.more_workers))
     if a.what_if is not None:
         out.extend(what_if_lines(a.what_if, name))
+    if a.what_if_ranks is not None:
+        out.extend(what_if_ranks_lines(a.what_if_ranks, name))
     out.extend(note_lines(rs, name, verbose=verbose))
     if verbose:
         out.extend(detail_lines(rs, name))

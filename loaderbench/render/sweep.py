@@ -56,9 +56,11 @@ def header_lines(rs: ResultSet) -> list[str]:
         lines.append(f"loader: {loader.name}{own}")
     dist = env.get("distributed") or {}
     if dist:
-        world = dist.get("world_size")
+        world, nnodes = dist.get("world_size"), dist.get("nnodes") or 1
+        where = (f"on {nnodes} nodes ({dist.get('local_world_size')} per node)" if nnodes > 1
+                 else f"({dist.get('local_world_size')} on this node)")
         lines.append(
-            f"distributed: {world} rank{'s' if world != 1 else ''} ({dist.get('local_world_size')} on this node), "
+            f"distributed: {world} rank{'s' if world != 1 else ''} {where}, "
             "each with its own DataLoader over its shard and its own device; samples/s and the "
             "ceilings are summed over ranks; stall, waits and the verdict are the slowest rank's "
             "(marked *); num_workers is per rank"
