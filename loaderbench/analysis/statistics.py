@@ -23,7 +23,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from loaderbench.analysis.thresholds import NOISY_SPREAD, PART_CACHED_MAX, PART_CACHED_MIN
+from loaderbench.analysis.thresholds import IDLE_WORKER_SHARE, NOISY_SPREAD, PART_CACHED_MAX, PART_CACHED_MIN
 from loaderbench.conclusions import FetchPrep, FetchPrepBound
 from loaderbench.model import CeilingBound, ConfigResult, ServedFrom, Summary, Trial, WarningKind
 
@@ -119,7 +119,8 @@ def summarize(trials: Sequence[Trial]) -> Summary:
         ),
         h2d_hidden_fraction=_median_or_none([t.h2d_hidden_fraction for t in trials]),
         batch_bytes=trials[0].batch_bytes,
-        loader_ceiling_samples_per_s=_median_or_none([t.loader_alone_samples_per_s for t in trials]),
+        loader_ceiling_samples_per_s=_median_or_none([t.loader_alone_samples_per_s for t in trials
+                                                      if t.loader_alone_method in (None, "sustained")]),
         storage_mb_per_s=_median_or_none([t.storage_mb_per_s for t in trials]),
         storage_fraction=_median_or_none(
             [t.storage_read_bytes / t.needed_bytes if t.storage_read_bytes is not None and t.needed_bytes else None
@@ -133,6 +134,7 @@ def summarize(trials: Sequence[Trial]) -> Summary:
     _rank_statistics(summary, trials)
     if summary.loader_ceiling_samples_per_s is None:
         summary.loader_ceiling_bound_samples_per_s, summary.loader_ceiling_bound = ceiling_bound(trials)
+    summary.worker_batches, summary.idle_workers = worker_shares(trials)
     summary.spread = relative_spread(summary)
     summary.noisy = summary.spread > NOISY_SPREAD
     summary.other_cores = other_cores(summary.other_cpu_util_pct, summary.steal_cpu_util_pct)
@@ -146,16 +148,43 @@ def ceiling_bound(trials: Sequence[Trial]) -> tuple[float | None, CeilingBound |
     """The loader ceiling of trials whose probe gave a bound, not a sustained rate (NOTE [loader
     ceiling] in measure/loop.py: `loader_alone_method` "bound"): the highest bound (the loader
     alone delivers at least that many samples/s) and why it is one (that trial's reason);
-    (None, None) when no trial has a bound."""
-    bounds = [t for t in trials if t.loader_alone_method == "bound" and t.loader_alone_bound_samples_per_s]
+    (None, None) when no trial has a bound.
+
+    A probe of a file written before sustained rates were measured (`loader_alone_method`
+    "legacy", set on reading it: schema.migrate) timed half a second of draws: below the row's
+    own rate where the workers' backlog was drained, far above it where they held finished
+    items. It is no rate and no bound; what the loader alone delivers at least is the rate the
+    row reached with the step (`LEGACY_PROBE`)."""
+    bounds = [(t.loader_alone_bound_samples_per_s, t.loader_alone_reason) for t in trials
+              if t.loader_alone_method == "bound" and t.loader_alone_bound_samples_per_s]
+    bounds += [(trial_samples_per_s(t), CeilingBound.LEGACY_PROBE.value) for t in trials
+               if t.loader_alone_method == "legacy" and t.step_s]
     if not bounds:
         return None, None
-    top = max(bounds, key=lambda t: t.loader_alone_bound_samples_per_s or 0.0)
+    top, reason = max(bounds, key=lambda b: b[0] or 0.0)
     try:
-        why = CeilingBound(top.loader_alone_reason)
+        why = CeilingBound(reason)
     except ValueError:
         why = CeilingBound.OTHER
-    return top.loader_alone_bound_samples_per_s, why
+    return top, why
+
+
+def worker_shares(trials: Sequence[Trial]) -> tuple[list[int], int | None]:
+    """The batches each DataLoader worker delivered in the window (`Trial.worker_batches`, of the
+    first trial that counted them) and how many workers took no real part: delivered no batch,
+    or under IDLE_WORKER_SHARE of an equal share (the window's batches / num_workers), in every
+    trial that counted them (the fewest over those trials: a worker idle by chance in one
+    short window is not named). ([], None) when no trial counted them.
+
+    >>> t = Trial(0.1, 0, [0.0] * 8, [0.01] * 8, [0.01] * 8, 8, 0.1, "host", worker_batches=[8, 0, 0, 0])
+    >>> worker_shares([t])
+    ([8, 0, 0, 0], 3)
+    """
+    counted = [t.worker_batches for t in trials if t.worker_batches and sum(t.worker_batches) > 0]
+    if not counted:
+        return [], None
+    idle = [sum(1 for b in wb if b < IDLE_WORKER_SHARE * sum(wb) / len(wb)) for wb in counted]
+    return list(counted[0]), min(idle)
 
 
 def summarize_result(result: ConfigResult) -> None:
@@ -170,7 +199,18 @@ def summarize_result(result: ConfigResult) -> None:
     s.samples_per_batch = samples_per_batch(result.trials, result.settings.batch_size)
     s.mean_step_s = s.samples_per_batch * (s.world_size or 1) / s.samples_per_s if s.samples_per_s > 0 else 0.0
     s.ranked = not result.has(WarningKind.REPLICATED)
+    s.worker_cores = worker_cores(s, result.settings.num_workers)
     result.summary = s
+
+
+def worker_cores(summary: Summary, num_workers: int) -> float | None:
+    """Cores each worker used on average over the window: (the process tree's CPU - the main
+    process's) / num_workers (medians over repeats). None without workers or readings, and for a
+    distributed job (its main-process reading is one rank's)."""
+    s = summary
+    if num_workers <= 0 or s.cpu_util_pct is None or s.main_cpu_util_pct is None or (s.world_size or 1) > 1:
+        return None
+    return max(0.0, s.cpu_util_pct - s.main_cpu_util_pct) / 100.0 / num_workers
 
 
 def samples_per_batch(trials: Sequence[Trial], batch_size: int) -> float:
