@@ -804,8 +804,13 @@ class Trial:
     # Per measured batch, the main-process seconds the sampler spent drawing indices inside that
     # batch's next() (sampling.TimedBatchSampler); [] when not measured (IterableDataset).
     sampler_s: list[float] = field(default_factory=list)
-    # Window positions (indices into the per-batch lists) of batches that started an epoch.
+    # Window positions (indices into the per-batch lists) of batches that started an epoch; the
+    # batches and samples per epoch of a loader that restarts every epoch (its batch sampler's
+    # length, the indices it draws; None when unknown: an IterableDataset, a user's sampler, one
+    # long epoch, or a watched loop). NOTE [epoch starts weighed once per epoch].
     epoch_start_batches: list[int] = field(default_factory=list)
+    epoch_batches: int | None = None
+    epoch_samples: int | None = None
     # Main-process seconds the sampler spent before the first batch arrived (drawing an epoch's
     # index list, and the index lists dispatched to the workers); None when not measured.
     first_batch_sampler_s: float | None = None
