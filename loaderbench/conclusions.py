@@ -133,7 +133,8 @@ class MoreWorkers(Record):
     """What more workers would likely give a loader-bound watched config (a prediction):
     `workers_needed` (batch build time over the step's cycle) and, with workers, the pipeline
     model's knee on this machine's CPUs; `clears` when that knee's predicted stall leaves the
-    input-bound bands (else it is where more workers stop helping)."""
+    input-bound bands (else it is where more workers stop helping), and not when the workers would
+    share the step's CPUs (`shares_cpus`)."""
 
     num_workers: int
     usable_cpus: int | None
@@ -143,6 +144,12 @@ class MoreWorkers(Record):
     knee_stall_fraction: float | None = None
     curve: list[tuple[int, float]] = field(default_factory=list)
     clears: bool = True
+    # At 0 workers: the cores the step used while it ran (`step_cores`) and those loading needs to
+    # keep pace with it (`load_cores`); `shares_cpus` when together they exceed the usable CPUs, so
+    # workers would take the step's CPUs and slow it (predict.step_shares_cpus).
+    step_cores: float | None = None
+    load_cores: float | None = None
+    shares_cpus: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
