@@ -186,6 +186,9 @@ def test_a_worker_under_a_quarter_of_an_equal_share_is_idle_only_when_every_tria
 
     summarize_config(r)
     assert r.summary.idle_workers == 0
+    # 10 batches from 16 workers: six had none in the window, as any round shorter than the
+    # workers leaves some; not judged (under 2 batches per worker).
+    assert idle(16, [1] * 10 + [0] * 6).summary.idle_workers is None
 
 
 # ---- 4. oversubscribed as measured; latency-bound -------------------------------------------------

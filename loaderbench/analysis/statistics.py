@@ -23,7 +23,13 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from loaderbench.analysis.thresholds import IDLE_WORKER_SHARE, NOISY_SPREAD, PART_CACHED_MAX, PART_CACHED_MIN
+from loaderbench.analysis.thresholds import (
+    IDLE_MIN_BATCHES_PER_WORKER,
+    IDLE_WORKER_SHARE,
+    NOISY_SPREAD,
+    PART_CACHED_MAX,
+    PART_CACHED_MIN,
+)
 from loaderbench.conclusions import FetchPrep, FetchPrepBound
 from loaderbench.model import CeilingBound, ConfigResult, ServedFrom, Summary, Trial, WarningKind
 
@@ -228,14 +234,16 @@ def worker_shares(trials: Sequence[Trial]) -> tuple[list[int], int | None]:
     """The batches each DataLoader worker delivered in the window (`Trial.worker_batches`, of the
     first trial that counted them) and how many workers took no real part: delivered no batch,
     or under IDLE_WORKER_SHARE of an equal share (the window's batches / num_workers), in every
-    trial that counted them (the fewest over those trials: a worker idle by chance in one
-    short window is not named). ([], None) when no trial counted them.
+    trial that counted them over at least IDLE_MIN_BATCHES_PER_WORKER batches per worker (the
+    fewest over those trials: a worker idle by chance in one short window is not named). ([],
+    None) when no trial counted them so.
 
     >>> t = Trial(0.1, 0, [0.0] * 8, [0.01] * 8, [0.01] * 8, 8, 0.1, "host", worker_batches=[8, 0, 0, 0])
     >>> worker_shares([t])
     ([8, 0, 0, 0], 3)
     """
-    counted = [t.worker_batches for t in trials if t.worker_batches and sum(t.worker_batches) > 0]
+    counted = [t.worker_batches for t in trials
+               if t.worker_batches and sum(t.worker_batches) >= IDLE_MIN_BATCHES_PER_WORKER * len(t.worker_batches)]
     if not counted:
         return [], None
     idle = [sum(1 for b in wb if b < IDLE_WORKER_SHARE * sum(wb) / len(wb)) for wb in counted]

@@ -125,6 +125,9 @@ STEP_SLOWED_MIN_S = 0.001
 # / num_workers) takes no real part in it: with the DataLoader's in-order round robin every working
 # worker delivers its equal share to within one batch, so a quarter is far from any working one.
 IDLE_WORKER_SHARE = 0.25
+# choice: ...judged only in a window of at least 2 batches per worker: a window shorter than a round
+# of the workers (10 batches from 16 workers) leaves working workers without a batch in it.
+IDLE_MIN_BATCHES_PER_WORKER = 2
 # choice: a loader-bound row whose workers use under 30% of a core each on average waits on
 # latency (storage, the network), not CPU: a sample's CPU time under 30% of its wall time in the
 # worker, where more requests in flight help past the core count.
