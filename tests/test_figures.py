@@ -163,7 +163,9 @@ def test_idle_workers_are_named_and_never_read_as_a_receive_floor():
             "Split it into at least num_workers shards") in text
     [nc] = [f for f in rs.recommendation.findings if isinstance(f, NotCleared)]
     assert nc.cause is NotClearedCause.IDLE_WORKERS and nc.working_workers == 1
+    assert "Only 1 of its 2 workers delivered batches: the loader binds through the one that works" in text
     assert "try more workers" not in text and "receive floor" not in text
+    assert not any(isinstance(f, RemainingWait) for f in rs.recommendation.findings)  # not a receive wait
     # Every worker at work: the same row is a receive floor.
     rs = result_set([idle(2, [10, 10])], step_s=0.010)
     assert rs.results[0].summary.verdict is Verdict.RECEIVE_FLOOR

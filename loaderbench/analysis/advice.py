@@ -371,13 +371,16 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     the knee is another. A wait of batches not built in time with no measured remedy is left to
     NotCleared. A remedy measured without gain on a row whose step slowed beside the loader
     (`Summary.step_slowed`) is no evidence: it goes in `slowed`; more workers are judged from the
-    fastest row with more workers whose step did not slow, where there is one."""
+    fastest row with more workers whose step did not slow, where there is one, and never offered
+    to a row with idle workers (its wait is on the workers that work, never the receive)."""
     ks = _s(knee)
     if ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.STEP_SLOWED, Verdict.LOADER_ALONE):
         return []
     parts = ks.wait_parts_s
     step = ks.mean_step_s or ks.step_p50_s
     main = max(WaitPart, key=lambda p: parts.get(p, 0.0))
+    if ks.idle_workers and main is WaitPart.RECEIVE:
+        main = WaitPart.LOADER  # idle workers: the step waits on the workers that work (IdleWorkers)
     s = knee.settings
     trial = knee.trials[0] if knee.trials else None
     remedies: list[Remedy] = []
@@ -408,7 +411,7 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     elif main is WaitPart.LOADER:
         more = [r for r in ok if r.settings.num_workers > s.num_workers
                 and replace(r.settings, num_workers=s.num_workers) == s and r.cache == knee.cache]
-        if more:
+        if more and not ks.idle_workers:  # idle workers: more get no work either
             steady = [r for r in more if not _s(r).step_slowed]
             top = max(steady or more, key=lambda r: _s(r).samples_per_s)
             remedies.append(_remedy(RemedyKind.MORE_WORKERS, knee, top))

@@ -302,9 +302,9 @@ def _not_cleared_text(f: NotCleared, name: Name) -> str:
                  "(`--what-if disk=MBPS` predicts another device).")
     elif f.cause is NotClearedCause.IDLE_WORKERS:
         working, w = f.working_workers or 0, f.settings.num_workers
-        cause = (f" Only {working} of its {w} workers delivered batches: the loader binds through the worker"
-                 f"{'s' if working != 1 else ''} that work, and more workers do not help (the note on idle workers says "
-                 "what does).")
+        cause = (f" Only {working} of its {w} workers delivered batches: the loader binds through "
+                 + ("the one that works" if working == 1 else f"the {working} that work")
+                 + ", and more workers do not help (the note on idle workers says what does).")
     elif f.cause is NotClearedCause.NOT_REACHED:
         counts = ", ".join(str(w) for w in f.not_reached)
         cause = (f" The grid's configs with more workers ({counts}) were not reached: the sweep was stopped "
