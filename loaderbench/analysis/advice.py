@@ -736,7 +736,8 @@ def cores_slower(subject: ConfigResult, ok: Sequence[ConfigResult], usable_cpus:
     not slower per core), while their workers spent at least CORES_SLOWER times the CPU per
     sample of the loader-bound configs with at most `subject`'s workers (same cache state): the
     CPUs delivered less per core as workers were added (other load, logical CPUs sharing
-    physical cores, memory bandwidth), which more workers do not cure. Data: the cheapest
+    physical cores, memory bandwidth), which more workers do not cure. A row whose step slowed
+    beside the loader is no evidence of it. Data: the cheapest
     fewer-worker row (`w_lo`, `lo_ms`), the dearest more-worker row (`w_hi`, `hi_ms`), the cores
     the tree used there and what other processes took; None otherwise."""
     ss = _s(subject)
@@ -747,7 +748,7 @@ def cores_slower(subject: ConfigResult, ok: Sequence[ConfigResult], usable_cpus:
     low = [(ms, r) for r in ok if bound(r) and r.settings.num_workers <= subject.settings.num_workers
            and (ms := worker_cpu_ms_per_sample(r)) is not None]
     high = [(ms, r) for r in ok if bound(r) and r.settings.num_workers > subject.settings.num_workers
-            and _s(r).samples_per_s < (1.0 + th.MATCHED) * ss.samples_per_s
+            and _s(r).samples_per_s < (1.0 + th.MATCHED) * ss.samples_per_s and not _s(r).step_slowed
             and not cpu_saturated(_s(r).cpu_util_pct, _s(r).other_cores, usable_cpus)
             and (ms := worker_cpu_ms_per_sample(r)) is not None]
     if not low or not high:
