@@ -692,7 +692,7 @@ def worker_slower(results: Sequence[ConfigResult]) -> list[Finding]:
     """WorkerSlower when the fewest-workers row of a series builds a batch per worker
     (`worker_build_s`) WORKER_BUILD_SLOWER times or more slower than the 0-worker row of the
     same settings builds it in the main process (`main_build_s`): work parallel in a process
-    that never forked runs serially in a forked worker (C39 of the cases: a tokenizer's pool
+    that never forked runs serially in a forked worker (a tokenizer's pool
     turned off after fork). One finding, for the largest factor."""
     found: list[tuple[float, WorkerSlower]] = []
     ok = [r for r in results if r.status == "ok" and r.summary is not None]

@@ -113,10 +113,10 @@ SAMPLER_NAMED_S = 0.01
 # ceiling and its mean compute over 5% above the step alone (the timing's own noise is under that).
 STEP_SLOWER_SHARE = 0.95
 STEP_SLOWER_COMPUTE = 1.05
-# choice: a row whose mean step (compute per batch) ran over 10% slower beside the loader than the
-# step alone is named as such, not compute-bound: the training process was short of CPU or the host
-# was disturbed. Twice STEP_SLOWER_COMPUTE's margin; the motivating H200 row ran 67.9 ms against
-# 55.0 ms in every other row (+23%, docs/benchmarks.md).
+# choice: a row whose median step (the compute column) ran over 10% slower beside the loader than
+# the step alone is named as such, not compute-bound: the training process was short of CPU or the
+# host was disturbed. Twice STEP_SLOWER_COMPUTE's margin (the timing's own noise is under 5%); a
+# slowed row of a default H200 sweep ran 67.9 ms against 55.0 ms in every other row (+23%).
 STEP_SLOWED = 0.10
 # choice: ...and by at least 1 ms: a sleep step oversleeps by 0.1-0.4 ms on a busy 2-CPU machine, a
 # few percent of a short step, which is the timer's, not a slowed step.
