@@ -162,7 +162,8 @@ class MoreWorkers(Record):
     """What more workers would likely give a loader-bound watched config (a prediction):
     `workers_needed` (batch build time over the step's cycle) and, with workers, the pipeline
     model's knee on this machine's CPUs; `clears` when that knee's predicted stall leaves the
-    input-bound bands (else it is where more workers stop helping)."""
+    input-bound bands (else it is where more workers stop helping), and not when the workers would
+    share the step's CPUs (`shares_cpus`)."""
 
     num_workers: int
     usable_cpus: int | None
@@ -172,6 +173,12 @@ class MoreWorkers(Record):
     knee_stall_fraction: float | None = None
     curve: list[tuple[int, float]] = field(default_factory=list)
     clears: bool = True
+    # At 0 workers: the cores the step used while it ran (`step_cores`) and those loading needs to
+    # keep pace with it (`load_cores`); `shares_cpus` when together they exceed the usable CPUs, so
+    # workers would take the step's CPUs and slow it (predict.step_shares_cpus).
+    step_cores: float | None = None
+    load_cores: float | None = None
+    shares_cpus: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,7 +231,10 @@ class RemedyKind(str, Enum):
 @dataclass(frozen=True)
 class Remedy(Record):
     """A remedy, measured (`settings`: the config with it, its figures and `gain` over the
-    knee) or not (`flag`: what would measure it, None for a remedy that is no setting)."""
+    knee) or not (`flag`: what would measure it, None for a remedy that is no setting; `in_grid`:
+    the sweep's grid already lists it, so no flag is missing: the sweep stopped before it, or
+    the search did not measure it). `step_slowdown`: the measured config's step ran that much
+    slower beside the loader than alone (over STEP_SLOWED): its figure is no evidence either way."""
 
     remedy: RemedyKind
     measured: bool
@@ -234,13 +244,15 @@ class Remedy(Record):
     ceiling_share: float | None = None
     knee_ceiling_share: float | None = None
     gain: float | None = None
+    in_grid: bool = False
+    step_slowdown: float | None = None
 
 
 @dataclass
 class Knee(Finding):
     """The recommended config: its throughput, stall and input-bound band, its share of the
-    compute ceiling, and the other settings the sweep varied (`swept`: grid axes, then loader
-    arguments; named at the knee's values)."""
+    compute ceiling, the other settings the sweep varied (`swept`: grid axes, then loader
+    arguments; named at the knee's values), and the spread of its repeats."""
 
     kind: ClassVar[FindingKind] = FindingKind.KNEE
     settings: LoaderSettings
@@ -249,6 +261,11 @@ class Knee(Finding):
     band: InputBound
     ceiling_share: float | None = None
     swept: list[str] = field(default_factory=list)
+    # The spread of its repeats ((max - min) / median) and how many there were; `tolerance`, the
+    # knee's: a spread past it makes the figure uncertain by more than the pick's own margin.
+    spread: float = 0.0
+    repeats: int = 1
+    tolerance: float = 0.0
 
 
 @dataclass
@@ -301,7 +318,8 @@ class LoaderAlone(Finding):
 class RemainingWait(Finding):
     """What the wait of a config that still waits is made of (`part`, the largest, and every
     part of at least PART_REPORTED of the step in `parts_share`), what the batch is made of,
-    and the remedies that act on the largest part (measured ones only where they gained).
+    and the remedies that act on the largest part (measured ones only where they gained; one
+    measured without gain on a row whose step slowed is in `slowed`, not `measured_no_gain`).
     `of_knee`: the recommended config; else a config with workers bound by the hand-off."""
 
     kind: ClassVar[FindingKind] = FindingKind.REMAINING_WAIT
@@ -322,6 +340,8 @@ class RemainingWait(Finding):
     batch_bytes: int | None = None
     remedies: list[Remedy] = field(default_factory=list)
     measured_no_gain: list[Remedy] = field(default_factory=list)
+    # Measured without gain, but on a row whose step slowed beside the loader: no evidence.
+    slowed: list[Remedy] = field(default_factory=list)
 
 
 class NotClearedCause(str, Enum):
@@ -333,6 +353,8 @@ class NotClearedCause(str, Enum):
     NOT_BUILD_RATE = "not_build_rate"  # building batches does not explain the wait
     CORES_SLOWER = "cores_slower"  # the cores delivered less as workers were added
     MORE_WORKERS_FAILED = "more_workers_failed"  # configs with more workers did not run
+    IDLE_WORKERS = "idle_workers"  # some workers get no work: the dataset gives work to fewer
+    NOT_REACHED = "not_reached"  # the grid's configs with more workers were not reached (stopped)
     GRID_EDGE = "grid_edge"  # the config has the most workers measured
 
 
@@ -417,6 +439,10 @@ class NotCleared(Finding):
     failed: list[FailedConfig] = field(default_factory=list)
     workers_needed: int | None = None
     per_rank: bool = False
+    # IDLE_WORKERS: the workers that took part of the config's; NOT_REACHED: the grid's worker
+    # counts past it that the stopped sweep did not reach.
+    working_workers: int | None = None
+    not_reached: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -430,7 +456,9 @@ class LowestStall(Finding):
 @dataclass
 class StepSlower(Finding):
     """The knee reaches `share` of the compute ceiling because its step runs slower beside the
-    loader (`compute_mean_s` vs `alone_s`); `cpu_saturated` when the CPUs are the cause."""
+    loader (`compute_mean_s` vs `alone_s`); `cpu_saturated` when the CPUs are the cause, with
+    the CPUs to leave free for the training process (`leave_free_cpus`, from the main process's
+    measured `main_cores`: `advice.leave_free_cpus`)."""
 
     kind: ClassVar[FindingKind] = FindingKind.STEP_SLOWER
     settings: LoaderSettings
@@ -442,6 +470,8 @@ class StepSlower(Finding):
     cpu_saturated: bool = False
     cpu_cores: float | None = None
     usable_cpus: int | None = None
+    main_cores: float | None = None
+    leave_free_cpus: int | None = None
 
 
 @dataclass
@@ -503,6 +533,7 @@ class Startup(Finding):
     slower: bool = False
     gap_s: float | None = None
     persistent_gap_s: float | None = None
+    in_grid: bool = False  # unmeasured, but the grid lists persistent workers: not reached
 
 
 @dataclass
@@ -529,11 +560,17 @@ class Threads(Finding):
 
 @dataclass
 class Oversubscribed(Finding):
-    """The knee has more workers (or threads) than CPUs; `message` is the warning's."""
+    """The knee was oversubscribed as measured: its CPU demand (the process tree's `cpu_cores`
+    plus what other processes took, `other_cores`) reached the usable CPUs (wait.cpu_saturated).
+    `message` is the preflight's warning (more workers or threads than CPUs: it *could*
+    oversubscribe); without that demand measured, the preflight's warning stays a warning."""
 
     kind: ClassVar[FindingKind] = FindingKind.OVERSUBSCRIBED
     settings: LoaderSettings
     message: str
+    cpu_cores: float | None = None
+    other_cores: float | None = None
+    usable_cpus: int | None = None
 
 
 @dataclass
@@ -547,6 +584,9 @@ class MemoryPerWorker(Finding):
     ref: LoaderSettings
     ref_mib_per_worker: float
     differs: list[Difference] = field(default_factory=list)
+    # The rows' PSS as the table's column shows it (MiB).
+    pss_mib: float | None = None
+    ref_pss_mib: float | None = None
 
 
 @dataclass
@@ -603,6 +643,9 @@ class ServedFromCache(Finding):
     uneven: list[str] = field(default_factory=list)
     storage_rows: list[LoaderSettings] = field(default_factory=list)
     fix: CacheFix | None = None
+    # What would serve the uneven rows alike: REREAD where they were measured cold (the window
+    # read again pages it had loaded itself), else COLD.
+    uneven_fix: CacheFix | None = None
 
 
 @dataclass
@@ -640,11 +683,159 @@ class Noisy(Finding):
     threshold: float
 
 
+@dataclass(frozen=True)
+class SlowedRow(Record):
+    """One row whose step ran slower beside the loader than alone: median compute per batch
+    `compute_p50_s` against `alone_s` (`slowdown` = their ratio - 1), and the CPUs: the process
+    tree's `cpu_cores`, the main process's `main_cores`, other processes' `other_cores`, of
+    `usable_cpus`; `cpu_saturated` when that demand reached them (the training process was
+    short of CPU; else the host was disturbed); `leave_free_cpus`, the CPUs the training process
+    needs to itself (advice.leave_free_cpus); `repeats`, its trials."""
+
+    settings: LoaderSettings
+    compute_p50_s: float
+    alone_s: float
+    slowdown: float
+    cpu_cores: float | None = None
+    main_cores: float | None = None
+    other_cores: float | None = None
+    usable_cpus: int | None = None
+    cpu_saturated: bool = False
+    leave_free_cpus: int | None = None
+    repeats: int = 1
+
+
+@dataclass
+class StepSlowed(Finding):
+    """Rows whose step ran over `threshold` slower beside the loader than alone (their verdict
+    is `step slowed` where it would otherwise be compute-bound): they do not show what the step
+    alone binds, and advice does not rest on them."""
+
+    kind: ClassVar[FindingKind] = FindingKind.STEP_SLOWED
+    rows: list[SlowedRow] = field(default_factory=list)
+    threshold: float = 0.0
+
+
+@dataclass(frozen=True)
+class IdleRow(Record):
+    """One row whose workers did not all take part: of `num_workers`, `no_batch` delivered no
+    batch and `few` under IDLE_WORKER_SHARE of an equal share; `worker_batches`, the batches
+    each delivered (index = worker id)."""
+
+    settings: LoaderSettings
+    num_workers: int
+    no_batch: int
+    few: int
+    worker_batches: list[int] = field(default_factory=list)
+
+    @property
+    def working(self) -> int:
+        return self.num_workers - self.no_batch - self.few
+
+
+@dataclass
+class IdleWorkers(Finding):
+    """Rows with workers that delivered no batch, or under `share` of an equal share: the
+    dataset gives work to fewer workers (an IterableDataset split by shard or file into fewer
+    shards than workers), so more workers change nothing and the row is bound by those that
+    work, never by the receive."""
+
+    kind: ClassVar[FindingKind] = FindingKind.IDLE_WORKERS
+    rows: list[IdleRow] = field(default_factory=list)
+    share: float = 0.0
+
+
+@dataclass
+class LatencyBound(Finding):
+    """A loader-bound config (`settings`: the best, or the knee) whose workers used under
+    `threshold` of a core each on average (`worker_cores`): they wait on latency (storage, a
+    network), not on the CPUs; requests in flight help past the core count (`usable_cpus`).
+    `most_workers`: the most workers measured. The remedies are named in render/."""
+
+    kind: ClassVar[FindingKind] = FindingKind.LATENCY_BOUND
+    settings: LoaderSettings
+    worker_cores: float
+    threshold: float
+    usable_cpus: int | None = None
+    most_workers: int | None = None
+
+
+@dataclass(frozen=True)
+class EpochIterRow(Record):
+    """A row with persistent workers whose epochs' first batches waited `gap_s` on average
+    (less the sampler's draw) against `build_s`, one worker's steady build of a batch
+    (`build_rule`: "sustained" from the loader ceiling, "window" an upper bound from the window:
+    num_workers x its mean step); `epochs`, the epoch starts timed; `iterable`: an
+    IterableDataset."""
+
+    settings: LoaderSettings
+    gap_s: float
+    build_s: float
+    build_rule: str
+    epochs: int
+    iterable: bool = False
+
+
+@dataclass
+class EpochIter(Finding):
+    """With persistent workers nothing starts again at an epoch start: the first batch costs one
+    build (the pipeline refilling). Rows where it cost `factor` builds or more point at work the
+    dataset (or the sampler) does in its own `__iter__` at every epoch (a buffer filled, an
+    index rebuilt)."""
+
+    kind: ClassVar[FindingKind] = FindingKind.EPOCH_ITER
+    rows: list[EpochIterRow] = field(default_factory=list)
+    factor: float = 0.0
+
+
+@dataclass
+class WorkerSlower(Finding):
+    """One worker builds a batch in `worker_build_s` (config `settings`, `build_rule` as in
+    EpochIterRow) where the main process builds it in `main_build_s` at 0 workers (`main`):
+    `factor` or more times slower, the sign of a library that turns its threads off in forked
+    children (a tokenizer, an OpenMP pool), which parallel work in the main process does not
+    show."""
+
+    kind: ClassVar[FindingKind] = FindingKind.WORKER_SLOWER
+    settings: LoaderSettings
+    worker_build_s: float
+    build_rule: str
+    main: LoaderSettings
+    main_build_s: float
+    factor: float
+
+
+@dataclass(frozen=True)
+class Peer(Record):
+    """A config measured within the tolerance of the knee's throughput, cheaper by the
+    structural order and no dearer on a measured cost, but not picked: outside the tolerance of
+    the best (`below_best`, its shortfall: 1 - its samples/s / the best's), where the knee is
+    inside; `repeats`, its trials."""
+
+    settings: LoaderSettings
+    samples_per_s: float
+    below_best: float
+    repeats: int = 1
+
+
+@dataclass
+class EqualCheaper(Finding):
+    """Configs cheaper (or as cheap) than the knee measured within the tolerance of its
+    throughput (`peers`) yet not picked: the pick between them and the knee rests on less than
+    the tolerance, so they are named as equal (a rerun may pick one of them)."""
+
+    kind: ClassVar[FindingKind] = FindingKind.EQUAL_CHEAPER
+    peers: list[Peer] = field(default_factory=list)
+    knee_samples_per_s: float = 0.0
+    tolerance: float = 0.0
+
+
 FINDINGS: dict[FindingKind, type[Finding]] = {
     cls.kind: cls for cls in (
         Knee, AlsoFastest, BestWithinTolerance, LoaderAlone, RemainingWait, NotCleared, LowestStall, StepSlower,
         StepBinds, Transfer, MoreNotBetter, Startup, EpochFaster, Threads, Oversubscribed, MemoryPerWorker,
-        PartialBatches, ServedFromCache, OtherLoad, NoneMeasured, Noisy, ListedFirst,
+        PartialBatches, ServedFromCache, OtherLoad, NoneMeasured, Noisy, ListedFirst, StepSlowed, IdleWorkers,
+        LatencyBound, EpochIter, WorkerSlower, EqualCheaper,
     )
 }
 """The payload class of every finding kind."""
@@ -723,7 +914,10 @@ class LoaderCeiling(Record):
     `ranked` configs, a bound only (at least the row's own samples/s) on `bounded` of them;
     `lower_bound` when the loop's own throughput was higher than every sustained rate; `binds`
     None when nothing is concluded (from sustained rates only: a bound says the loader alone
-    delivers at least a figure, never how much more)."""
+    delivers at least a figure, never how much more). `bound_only`: no ranked config has a
+    sustained rate; `samples_per_s` (at `settings`) is then the highest bound, the loader alone
+    delivers at least that, and `binds` is COMPUTE (the loop itself ran at the compute ceiling)
+    or None."""
 
     samples_per_s: float
     settings: LoaderSettings
@@ -734,6 +928,7 @@ class LoaderCeiling(Record):
     binds: CeilingBinds | None = None
     matched_within: float = 0.0
     bounded: int = 0
+    bound_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -832,8 +1027,8 @@ class Analysis(Record):
     (the pipeline model's to cpus= or disk=, `what_if`; the per-step waits' to ranks=,
     `what_if_ranks`) and a watched loop's prediction, whether the sweep stopped early, whether
     cold runs were ranked over warm ones, why loader ceilings were not probed, the loader
-    measured when it is not torch's DataLoader or takes arguments of its own, and for a sweep
-    on several nodes the per-node view (`per_node`)."""
+    measured when it is not torch's DataLoader or takes arguments of its own, a search's configs
+    off the grid, and for a sweep on several nodes the per-node view (`per_node`)."""
 
     recommendation: Recommendation
     compute_ceilings: list[CeilingShown] = field(default_factory=list)
@@ -850,3 +1045,6 @@ class Analysis(Record):
     unprobed: list[str] = field(default_factory=list)
     loader: LoaderClass | None = None
     per_node: PerNode | None = None
+    # A search's measured configs whose worker count the grid does not list (every count
+    # between the grid's, or past them as the search widened), in the order measured.
+    off_grid: list[LoaderSettings] = field(default_factory=list)

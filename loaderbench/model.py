@@ -149,6 +149,7 @@ class Verdict(str, Enum):
     """
 
     COMPUTE_BOUND = "compute-bound"  # the step (almost) never waited
+    STEP_SLOWED = "step slowed"  # the step (almost) never waited, but ran over 10% slower than alone
     LOADER_BOUND = "loader-bound"  # workers (or, with 0 workers, the main process) late building batches
     RECEIVE_FLOOR = "receive floor"  # the main process taking finished batches from workers
     H2D_PAGEABLE = "H2D-bound (pageable copy)"  # the host-to-device copy, from pageable memory
@@ -175,6 +176,7 @@ class CeilingBound(str, Enum):
     TIME_CAP = "time_cap"  # a worker could not build its batches within the probe's time
     EPOCH_END = "epoch_end"  # the epoch ended before every worker built its batches in the probe
     BELOW_STEP_RATE = "below_step_rate"  # the probe read below the row's own samples/s with the step
+    LEGACY_PROBE = "legacy_probe"  # probed before sustained rates: half a second of draws, not a rate
     OTHER = "other"  # a reason this version does not know
 
 
@@ -215,6 +217,12 @@ class FindingKind(str, Enum):
     NONE_MEASURED = "none-measured"  # nothing could be ranked
     NOISY = "noisy"  # a config's repeats spread too far to trust small differences
     LISTED_FIRST = "listed-first"  # the order of a loader argument's values decided a tie at the knee
+    STEP_SLOWED = "step-slowed"  # rows whose step ran over 10% slower than alone beside the loader
+    IDLE_WORKERS = "idle-workers"  # workers that delivered no batch, or under a quarter of an equal share
+    LATENCY_BOUND = "latency-bound"  # loader-bound rows whose workers wait more than they compute
+    EPOCH_ITER = "epoch-iter"  # with persistent workers, each epoch's first batch many builds long
+    WORKER_SLOWER = "worker-slower-than-main"  # one worker builds a batch several times slower than 0 workers
+    EQUAL_CHEAPER = "equal-cheaper"  # cheaper configs measured within the tolerance of the pick, not picked
 
 
 class WarningKind(str, Enum):
@@ -243,6 +251,7 @@ class WarningKind(str, Enum):
 _WARNING_PREFIXES: tuple[tuple[str, WarningKind], ...] = (
     ("IterableDataset duplicated across workers", WarningKind.REPLICATED),
     ("oversubscribed", WarningKind.OVERSUBSCRIBED),
+    ("could oversubscribe", WarningKind.OVERSUBSCRIBED),
     ("/dev/shm", WarningKind.SHARED_MEMORY),
     ("pinning ineffective", WarningKind.PINNING_INEFFECTIVE),
     ("--cache ", WarningKind.CACHE_NOT_ACHIEVED),
@@ -799,8 +808,13 @@ class Trial:
     # Per measured batch, the main-process seconds the sampler spent drawing indices inside that
     # batch's next() (sampling.TimedBatchSampler); [] when not measured (IterableDataset).
     sampler_s: list[float] = field(default_factory=list)
-    # Window positions (indices into the per-batch lists) of batches that started an epoch.
+    # Window positions (indices into the per-batch lists) of batches that started an epoch; the
+    # batches and samples per epoch of a loader that restarts every epoch (its batch sampler's
+    # length, the indices it draws; None when unknown: an IterableDataset, a user's sampler, one
+    # long epoch, or a watched loop). NOTE [epoch starts weighed once per epoch].
     epoch_start_batches: list[int] = field(default_factory=list)
+    epoch_batches: int | None = None
+    epoch_samples: int | None = None
     # Main-process seconds the sampler spent before the first batch arrived (drawing an epoch's
     # index list, and the index lists dispatched to the workers); None when not measured.
     first_batch_sampler_s: float | None = None
@@ -813,7 +827,9 @@ class Trial:
     # loader alone delivers at least `loader_alone_bound_samples_per_s`, never less than the row's
     # own samples/s; `loader_alone_reason` says why no rate: "time_cap", "epoch_end" or
     # "below_step_rate", the probe reading `loader_alone_probe_samples_per_s` below the row's
-    # rate), or None (not probed, or probed before the method was recorded).
+    # rate), "legacy" (a file's probe from before sustained rates, set on reading it: shown as a
+    # bound at the row's own rate, schema.migrate) or None (not probed; a rate set without a method
+    # counts as sustained).
     loader_alone_samples_per_s: float | None = None
     loader_alone_note: str | None = None  # why the loader ceiling was not probed, or is only a bound
     loader_alone_method: str | None = None
@@ -1001,12 +1017,23 @@ class Summary(Record):
     nodes: list[NodeFigures] = field(default_factory=list)
     slowest_node: int | None = None
     job_storage_mb_per_s: float | None = None
+    # The workers' own CPU: (the tree's - the main process's) / num_workers, in cores (None without
+    # workers or readings); batches each worker delivered in the first trial that counted them
+    # (index = worker id), and the workers that delivered none or under IDLE_WORKER_SHARE of an
+    # equal share in every trial that counted them (None: not counted).
+    worker_cores: float | None = None
+    worker_batches: list[int] = field(default_factory=list)
+    idle_workers: int | None = None
     # -- the ceilings pass (analysis/ceiling.py) --
     ceiling_share: float | None = None  # samples/s over the compute ceiling
+    # The mean compute per batch (the step beside the loader) over the step alone (the compute
+    # ceiling's), less 1: 0.23 = the step ran 23% slower beside the loader. None: no ceiling.
+    step_slowdown: float | None = None
     rank_ceiling_shares: list[float] = field(default_factory=list)  # each rank's over its own ceiling
     # -- the verdicts pass (analysis/wait.py) --
     band: InputBound | None = None
     cpu_saturated: bool | None = None  # the tree and other load used the usable CPUs (None: unknown)
+    step_slowed: bool = False  # the step ran over STEP_SLOWED slower beside the loader (wait.step_slowed)
 
 
 @dataclass

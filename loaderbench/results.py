@@ -17,7 +17,7 @@ from typing import Any
 from loaderbench.conclusions import Analysis, FitInputs, Prediction, PredictionErrors, Recommendation
 from loaderbench.errors import OutputError, ResultsFormatError
 from loaderbench.model import SCHEMA_VERSION, Ceiling, ConfigResult, Record
-from loaderbench.schema import migrate
+from loaderbench.schema import mark_legacy_probes, migrate
 
 # ---------------------------------------------------------------------------------------------
 # What the orchestration records while a sweep runs (`ResultSet.sweep`)
@@ -347,7 +347,7 @@ def read_results(path: Path | str) -> ResultSet:
             f"{path}: a `loaderbench storage` probe, not a sweep result; pass a file written by "
             "`loaderbench sweep`"
         )
-    data = migrate(data, path)
+    data = mark_legacy_probes(migrate(data, path))
     try:
         return ResultSet.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:

@@ -31,6 +31,12 @@ The versions (example files of each live in tests/data/ for good):
   what-if) and each summary's judgements (noise, ranking, ceiling shares, CPU saturation).
 
 Every migration records the version a file was written with in `schema_written`.
+
+Read rule for every version (`mark_legacy_probes`, after `migrate`, which keeps a current file as
+it is): a trial with a loader ceiling but no `loader_alone_method` key was probed before
+sustained rates were measured (half a second of draws, NOTE [loader ceiling] in
+measure/loop.py); its method is set to "legacy", which the analysis shows as a bound, never a
+rate (this version writes the key on every trial, with or without a probe).
 A newer version is refused with the version it needs; anything else that is not a loaderbench
 result is refused naming what is missing. Each refusal is a `ResultsFormatError` (exit code 2).
 
@@ -205,3 +211,23 @@ def migrate(data: Any, path: Path | str) -> dict[str, Any]:
             "pass a file written by `loaderbench sweep --output`"
         )
     return out
+
+
+def mark_legacy_probes(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a result file in the current format, as `migrate` returns it) with
+    `loader_alone_method` "legacy" on every trial (and rank's trial) that has a loader ceiling
+    and no method key: a probe of a version before sustained rates (the read rule above;
+    results.read_results applies it). In place; returns `data`."""
+    def mark(t: Any) -> None:
+        if not isinstance(t, dict):
+            return
+        if t.get("loader_alone_samples_per_s") is not None and "loader_alone_method" not in t:
+            t["loader_alone_method"] = "legacy"
+        for rank_trial in t.get("rank_trials") or []:
+            mark(rank_trial)
+
+    for r in data.get("results") or []:
+        if isinstance(r, dict):
+            for t in r.get("trials") or []:
+                mark(t)
+    return data

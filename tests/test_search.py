@@ -10,21 +10,25 @@ from dataclasses import replace
 import pytest
 
 from loaderbench.analysis import summarize_config
+from loaderbench.analysis.ceiling import set_ceilings
 from loaderbench.analysis.knee import find_knee
 from loaderbench.analysis.predict import Fit, predict, series_of, softmin
-from loaderbench.model import ConfigResult, LoaderSettings
+from loaderbench.analysis.wait import judge
+from loaderbench.model import Ceiling, ConfigResult, LoaderSettings, Verdict
 from loaderbench.orchestration.search import Search
 from tests.helpers import FakeClock, settings, trial
 
 
 def pipeline(build_ms_per_sample: float, step_ms: float, *, bs: int = 16, cpus: int = 16,
              cpu_per_sample_s: float = 0.0, receive_ms: float = 0.2,
-             outliers: dict[tuple[int, int], float] | None = None):
+             outliers: dict[tuple[int, int], float] | None = None,
+             slowed: dict[tuple[int, int], float] | None = None):
     """A loader whose workers each build a batch in bs x build_ms, a step of step_ms, on `cpus`
     CPUs: the measured throughput of W workers is min(W x r, cpus / kappa, C) with r = 1000 /
     build_ms samples/s per worker (0 workers: build, then step). `outliers` maps (workers,
-    repeat) to a factor on that trial's throughput (a trial that reads low). Returns
-    measure(settings, repeat)."""
+    repeat) to a factor on that trial's throughput (a trial that reads low); `slowed` maps them to
+    a factor on that trial's step time (a step that ran slower beside the loader: the trial's
+    throughput falls by as much). Returns measure(settings, repeat)."""
     r = 1000.0 / build_ms_per_sample
     c = bs * 1000.0 / step_ms
     calls: list[tuple[LoaderSettings, int]] = []
@@ -41,8 +45,10 @@ def pipeline(build_ms_per_sample: float, step_ms: float, *, bs: int = 16, cpus: 
             loader = min(w * r, cpu_cap)
             rate = min(loader, c)
         rate *= (outliers or {}).get((w, repeat), 1.0)
+        slow = (slowed or {}).get((w, repeat), 1.0)
+        rate /= slow
         step_s = bs / rate
-        compute_s = step_ms / 1000.0
+        compute_s = step_ms / 1000.0 * slow
         t = trial(max(0.0, step_s - compute_s), compute_s, n=30, bs=bs)
         t.loader_alone_samples_per_s = loader
         t.receive_s = [receive_ms / 1000.0] * 4 if w else []
@@ -50,7 +56,9 @@ def pipeline(build_ms_per_sample: float, step_ms: float, *, bs: int = 16, cpus: 
         res = results.setdefault(s, ConfigResult(settings=s, status="ok"))
         res.trials.append(t)
         summarize_config(res)
-        res.summary.compute_ceiling_samples_per_s = c
+        # The ceilings and verdicts passes, as the sweep's analysis runs them after every trial.
+        set_ceilings([res], {bs: Ceiling.analytic(bs, step_ms / 1000.0)}, "sleep")
+        judge([res], usable_cpus=cpus)
         return res
 
     return measure, calls
@@ -497,3 +505,40 @@ def test_the_worker_counts_of_the_zero_worker_series_never_loop():
     assert search.workers_of(zero.settings) == [0]
     knee = find_knee(search.run(), tolerance=0.05)
     assert knee.settings.num_workers == 3  # 32 ms per batch per worker over a 12 ms step
+
+
+def test_a_trial_whose_step_slowed_is_repeated_before_it_decides_the_ranking():
+    # 32 ms per batch per worker, a 12 ms step (1,333 samples/s): the knee is 3 workers. The first
+    # trial of 4 workers ran its step 25% slower beside the loader (15 ms: 1,067 samples/s, 20%
+    # below): more workers than the knee, so the model does not dispute it, and too far below the
+    # best to compete. At its step's own pace it would reach the best: it is repeated up to
+    # --repeats, and its median then reads what its other trials do.
+    cells = grid(range(0, 9))
+    measure, calls = pipeline(2.0, 12.0, slowed={(4, 0): 1.25})
+    search = Search(cells, measure=measure, tolerance=0.05, repeats=3, budget_s=600, usable_cpus=16,
+                    cuda=False, dense_workers=False, clock=FakeClock())
+    ran = {r.settings.num_workers: r for r in search.run()}
+    assert [rep for s, rep in calls if s.num_workers == 4] == [0, 1, 2]
+    assert ran[4].summary.samples_per_s == pytest.approx(16 / 0.012) and not ran[4].summary.step_slowed
+    assert find_knee(list(ran.values()), tolerance=0.05).settings.num_workers == 3
+    # The same trial without the slowed step (it read 20% low for another reason): one trial.
+    measure, calls = pipeline(2.0, 12.0, outliers={(4, 0): 0.8})
+    Search(cells, measure=measure, tolerance=0.05, repeats=3, budget_s=600, usable_cpus=16, cuda=False,
+           dense_workers=False, clock=FakeClock()).run()
+    assert [rep for s, rep in calls if s.num_workers == 4] == [0]
+
+
+def test_the_search_does_not_widen_past_the_cpus_for_workers_that_get_no_work():
+    # 2 workers on 2 CPUs, loader-bound with the CPUs barely used (0.4 cores): widened past the
+    # CPUs, unless one of the two workers delivered no batch (the dataset gives work to 1).
+    t = trial(0.020, 0.010)
+    t.worker_batches, t.cpu_util_pct = [20, 0], 40.0
+    starved = ConfigResult(settings=settings(2), status="ok", trials=[t])
+    summarize_config(starved)
+    search = Search([settings(0), settings(1), settings(2)], measure=lambda s, i: starved, tolerance=0.05,
+                    repeats=1, budget_s=60, usable_cpus=2, cuda=False, dense_workers=True)
+    search.results[settings(2)] = starved
+    assert starved.summary.verdict is Verdict.LOADER_BOUND
+    assert search._starved_at(settings(2), 2) is False
+    starved.summary.idle_workers = 0
+    assert search._starved_at(settings(2), 2) is True

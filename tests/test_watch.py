@@ -408,3 +408,27 @@ def test_a_prediction_that_leaves_a_stall_does_not_say_it_clears_it():
     assert "clear" not in still
     [cleared] = prediction_lines(replace(base, knee_stall_fraction=0.03, clears=True))
     assert "about 4 workers would clear it" in cleared
+
+
+def test_at_0_workers_the_prediction_says_when_workers_would_share_the_steps_cpus():
+    from loaderbench.analysis.predict import predict_more_workers
+    from loaderbench.render.watch import prediction_lines
+    from tests.helpers import result, settings, trial
+
+    # The main process loads for 48 ms, then steps for 52 ms (48% stall) on 2 usable CPUs. It used
+    # 1.52 cores: one while loading (0.48) and 2 while stepping (1.04 / 0.52): a step on 2 threads.
+    # Workers building at the step's pace need 0.48 / 0.52 = 0.92 cores more: 2.9 > 2 CPUs.
+    t = trial(0.048, 0.052)
+    t.main_cpu_util_pct = t.cpu_util_pct = 152.0
+    pred = predict_more_workers(result(settings(0), t), usable=2, tolerance=0.05)
+    assert pred.workers_needed == 1 and pred.shares_cpus and not pred.clears
+    assert (pred.step_cores, pred.load_cores) == (2.0, 0.923)
+    [line] = prediction_lines(pred)
+    assert ("about 1 worker would build batches fast enough (num_workers=0 now), but the step itself used ~2.0 of the "
+            "2 usable CPUs and loading needs ~0.9 more: workers would take the step's CPUs and slow it") in line
+    assert "would clear it" not in line
+    # A step on one thread (1.0 core in all): a worker has the other CPU, and clears it.
+    t.main_cpu_util_pct = t.cpu_util_pct = 100.0
+    pred = predict_more_workers(result(settings(0), t), usable=2, tolerance=0.05)
+    assert pred.step_cores == 1.0 and not pred.shares_cpus and pred.clears
+    assert "about 1 worker would clear it" in prediction_lines(pred)[0]

@@ -26,8 +26,8 @@ from dataclasses import replace
 
 from loaderbench.analysis import advice, ceiling, knee, predict, ranks, statistics, wait
 from loaderbench.analysis.thresholds import DEFAULT_TOLERANCE
-from loaderbench.conclusions import Analysis, Baseline, LoaderClass, Partial, WhatIf
-from loaderbench.model import ConfigResult
+from loaderbench.conclusions import Analysis, Baseline, Knee, LoaderClass, Partial, StepSlower, WhatIf
+from loaderbench.model import ConfigResult, LoaderSettings
 from loaderbench.results import ResultSet
 
 __all__ = ["analyze", "baseline_row", "summarize_config"]
@@ -97,13 +97,20 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] = ()) -> Analysi
     candidates = [r for r in results if r.cache != "warm"] or results
     ranking = knee.rank(candidates, tolerance=tolerance)
     # 5. findings and the recommendation
+    partial = _partial(rs)
     recommendation = advice.recommend(
         candidates, ranking=ranking, usable_cpus=usable, loader_only=loader_only,
         epoch_batches=int(epoch_batches) if epoch_batches else None, dataset=cfg.get("dataset"),
+        grid=cfg.get("grid"), stopped=partial is not None,
     )
     row, which = baseline_row(rs)
+    # The knee's slowed step is named by the recommendation (StepSlower), not again as a note.
+    named = [f.settings for f in recommendation.findings if isinstance(f, StepSlower)]
     notes = [*advice.memory_per_worker(results), *advice.partial_batches(results, cfg.get("dataset")),
-             *advice.served_from_cache(results), *advice.noisy(results)]
+             *advice.served_from_cache(results),
+             *advice.noisy(results, next((f for f in recommendation.findings if isinstance(f, Knee)), None)),
+             *advice.step_slowed_rows(results, usable, named), *advice.idle_workers(results),
+             *advice.epoch_iter(results), *advice.worker_slower(results)]
     analysis = Analysis(
         recommendation=recommendation,
         compute_ceilings=shown,
@@ -111,13 +118,14 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] = ()) -> Analysi
         loader_ceiling=advice.loader_ceiling([r for r in results if r.ranked]),
         fetch_prep=fetch_prep,
         notes=notes,
-        partial=_partial(rs),
+        partial=partial,
         cold_ranked=any(r.cache == "cold" for r in results) and any(r.cache == "warm" for r in results),
         unprobed=sorted({t.loader_alone_note for r in results if r.summary is not None
                          and r.summary.loader_ceiling_samples_per_s is None
                          and r.summary.loader_ceiling_bound_samples_per_s is None
                          for t in r.trials if t.loader_alone_note}),
         loader=loader_class(rs),
+        off_grid=off_grid(rs),
     )
     # 6. predictions: the table's predicted rows against their ceiling, the what-if, a watched
     # loop's prediction.
@@ -150,6 +158,16 @@ def loader_class(rs: ResultSet) -> LoaderClass | None:
     if not (name or args or defaults):
         return None
     return LoaderClass(name=name or None, args=list(args), defaults=defaults)
+
+
+def off_grid(rs: ResultSet) -> list[LoaderSettings]:
+    """The configs a search measured whose worker count the config's grid does not list (a
+    dense search measures every count between the grid's; a widening goes past them); [] for a
+    grid sweep or a file without its grid."""
+    listed = ((rs.config or {}).get("grid") or {}).get("num_workers")
+    if rs.sweep.search is None or not isinstance(listed, list):
+        return []
+    return [r.settings for r in rs.results if r.status != "skipped" and r.settings.num_workers not in listed]
 
 
 def _partial(rs: ResultSet) -> Partial | None:

@@ -22,6 +22,7 @@ NOTE [advice the measurements support]
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
@@ -42,11 +43,17 @@ from loaderbench.conclusions import (
     DeviceBinds,
     Difference,
     EpochFaster,
+    EpochIter,
+    EpochIterRow,
+    EqualCheaper,
     FailedConfig,
     Finding,
     Headroom,
     HeadroomBinds,
+    IdleRow,
+    IdleWorkers,
     Knee,
+    LatencyBound,
     LoaderAlone,
     LoaderCeiling,
     LowestStall,
@@ -66,11 +73,14 @@ from loaderbench.conclusions import (
     RemedyKind,
     ServedFromCache,
     ServedRow,
+    SlowedRow,
     Startup,
     StepBinds,
+    StepSlowed,
     StepSlower,
     Threads,
     Transfer,
+    WorkerSlower,
 )
 from loaderbench.model import (
     GRID_AXES,
@@ -223,21 +233,29 @@ def recommend(
     epoch_batches: int | None = None,
     dataset: dict[str, Any] | None = None,
     ranking: Ranking | None = None,
+    grid: dict[str, Any] | None = None,
+    stopped: bool = False,
 ) -> Recommendation:
     """The knee (analysis/knee.py: `ranking`, the knee pass's record of `results`, made here
     when not given) as a recommendation, with the findings that explain it.
 
-    Findings, in order: Knee; AlsoFastest or BestWithinTolerance; ListedFirst (a tie the order
-    of a loader argument's values decided, knee.listed_first_ties); LoaderAlone (with
+    Findings, in order: Knee (with the spread of its repeats); AlsoFastest or
+    BestWithinTolerance; EqualCheaper (cheaper configs within the tolerance of the knee, not
+    picked); ListedFirst (a tie the order of a loader argument's values decided,
+    knee.listed_first_ties); LoaderAlone (with
     `loader_only`, `--compute none`); RemainingWait (the knee still waits: what the wait is made
     of and the remedies, per NOTE [advice the measurements support]); NotCleared (even the best
     config is loader-bound: CPU saturation, a replicated IterableDataset, the storage device,
-    a wait building does not explain, cores that slowed, or the grid's edge with the
-    workers-needed estimate); LowestStall; StepSlower / StepBinds / Transfer (why the curve
+    a wait building does not explain, cores that slowed, workers left idle, the grid's configs
+    with more workers not reached before the sweep was `stopped`, or the grid's edge with the
+    workers-needed estimate); LatencyBound (its workers wait, not compute); LowestStall;
+    StepSlower / StepBinds / Transfer (why the curve
     flattens past the knee, against each config's compute ceiling); MoreNotBetter; Startup and
     EpochFaster (with `epoch_batches`, batches per epoch per rank: worker start-up against the
-    epoch, predicted where the window did not span an epoch); Threads; Oversubscribed;
-    OtherLoad. CPU saturation is on `usable_cpus` (wait.cpu_saturated).
+    epoch, predicted where the window did not span an epoch); Threads; Oversubscribed (only
+    where the knee's measured CPU demand reached the usable CPUs); OtherLoad. CPU saturation is
+    on `usable_cpus` (wait.cpu_saturated). `grid`: the config's [grid] table (a remedy or variant
+    it lists is never asked for with a flag: `Remedy.in_grid`).
     """
     ranking = ranking or rank(results, tolerance=tolerance)
     knee, best, ok = ranking.knee, ranking.best, ranking.ranked
@@ -253,6 +271,7 @@ def recommend(
                and not (ax.workers_only and knee.settings.num_workers == 0)
                and len({getattr(r.settings, ax.name) for r in ok}) > 1]
         + [k for k, _ in knee.settings.loader_args if len({dict(r.settings.loader_args).get(k) for r in ok}) > 1],
+        spread=ks.spread, repeats=ks.repeats, tolerance=ranking.tolerance,
     )]
     if best is not knee:
         out.append(BestWithinTolerance(
@@ -262,20 +281,22 @@ def recommend(
     else:
         out.append(AlsoFastest(replicated_excluded=any(r.has(WarningKind.REPLICATED) for r in results
                                                        if r.status == "ok")))
+    out.extend(equal_cheaper(ranking))
     # Where the order in which the user listed a loader argument's values decided the pick.
     out.extend(ranking.listed_first)
     if loader_only:
         out.append(LoaderAlone(best.settings, bs.samples_per_s, bs.step_p50_s))
     else:
-        out.extend(remaining_wait(knee, ok))
+        out.extend(remaining_wait(knee, ok, grid=grid))
         # Workers that bought nothing because the hand-off binds: when the knee has no workers,
         # say why (a batch of many tiny tensors, or numpy arrays, makes every worker config
         # wait on the main process).
         handoff = [r for r in ok if r.settings.num_workers > 0 and _s(r).verdict is Verdict.RECEIVE_FLOOR]
         if handoff and knee.settings.num_workers == 0:
             top = max(handoff, key=lambda r: _s(r).samples_per_s)
-            out.extend(remaining_wait(top, ok, of_knee=False))
-    out.extend(not_cleared(best, knee, ok, results, usable_cpus))
+            out.extend(remaining_wait(top, ok, of_knee=False, grid=grid))
+    out.extend(not_cleared(best, knee, ok, results, usable_cpus, grid=grid, stopped=stopped))
+    out.extend(latency_bound(best, knee, ok, usable_cpus))
     if not any(isinstance(f, (NotCleared, RemainingWait)) for f in out):
         low = min(_s(r).stall_fraction for r in ok)
         if 0 < low < th.LOADER_BOUND_STALL:
@@ -283,12 +304,10 @@ def recommend(
     if not loader_only:
         out.extend(plateau(ok, knee, best, usable_cpus))
     if epoch_batches:
-        out.extend(startup(ok, knee, epoch_batches, ranking.tolerance))
+        out.extend(startup(ok, knee, epoch_batches, ranking.tolerance, grid=grid))
     if knee.settings.worker_threads is not None or knee.settings.main_threads is not None:
         out.append(Threads(knee.settings, knee.settings.worker_threads, knee.settings.main_threads))
-    for w in knee.warnings:
-        if w.kind is WarningKind.OVERSUBSCRIBED:
-            out.append(Oversubscribed(knee.settings, w.message))
+    out.extend(oversubscribed(knee, usable_cpus))
     out.extend(other_load(ok, usable_cpus))
     threads = knee.settings.worker_threads
     return Recommendation(
@@ -316,39 +335,62 @@ def _variant(knee: ConfigResult, ok: Sequence[ConfigResult], **change: Any) -> C
     return next((r for r in ok if r.settings == want and r.cache == knee.cache), None)
 
 
-def _remedy(kind: RemedyKind, knee: ConfigResult, alt: ConfigResult | None, flag: str | None = None) -> Remedy:
-    """A remedy as data: measured (with its figures and gain over the knee) or not (with the
-    flag that would measure it)."""
+_REMEDY_AXIS = {RemedyKind.PREFETCH: "prefetch", RemedyKind.PIN_MEMORY: "pin_memory",
+                RemedyKind.PERSISTENT_WORKERS: "persistent_workers"}
+
+
+def in_grid(grid: dict[str, Any] | None, axis: str) -> bool:
+    """Whether the sweep's [grid] table (`grid`, the config's) lists more than one value of
+    `axis`: a variant on it needs no flag, it was in the plan."""
+    values = (grid or {}).get(axis)
+    return isinstance(values, list) and len({repr(v) for v in values}) > 1
+
+
+def _remedy(kind: RemedyKind, knee: ConfigResult, alt: ConfigResult | None, flag: str | None = None,
+            grid: dict[str, Any] | None = None) -> Remedy:
+    """A remedy as data: measured (with its figures, gain over the knee, and the slowdown of its
+    step where that ran over STEP_SLOWED slower than alone) or not (with the flag that would
+    measure it, unless the grid lists it already: `in_grid`)."""
     ks = _s(knee)
     if alt is None or alt.summary is None:
-        return Remedy(kind, measured=False, flag=flag)
-    return Remedy(kind, measured=True, settings=alt.settings, samples_per_s=alt.summary.samples_per_s,
-                  ceiling_share=alt.summary.ceiling_share, knee_ceiling_share=ks.ceiling_share,
-                  gain=alt.summary.samples_per_s / ks.samples_per_s - 1.0 if ks.samples_per_s > 0 else 0.0)
+        listed = kind in _REMEDY_AXIS and in_grid(grid, _REMEDY_AXIS[kind])
+        return Remedy(kind, measured=False, flag=None if listed else flag, in_grid=listed)
+    a = alt.summary
+    return Remedy(kind, measured=True, settings=alt.settings, samples_per_s=a.samples_per_s,
+                  ceiling_share=a.ceiling_share, knee_ceiling_share=ks.ceiling_share,
+                  gain=a.samples_per_s / ks.samples_per_s - 1.0 if ks.samples_per_s > 0 else 0.0,
+                  step_slowdown=a.step_slowdown if a.step_slowed else None)
 
 
-def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool = True) -> list[Finding]:
+def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool = True,
+                   grid: dict[str, Any] | None = None) -> list[Finding]:
     """RemainingWait for a config that still waits (stall at least 5%, or a tail): the largest
     part of its wait, every part of at least PART_REPORTED of the step, what the batch is made
     of, and the remedies that act on the largest part (NOTE [advice the measurements support]).
     `of_knee`: the recommended config; else a config with workers bound by the hand-off when
     the knee is another. A wait of batches not built in time with no measured remedy is left to
-    NotCleared."""
+    NotCleared. A remedy measured without gain on a row whose step slowed beside the loader
+    (`Summary.step_slowed`) is no evidence: it goes in `slowed`; more workers are judged from the
+    fastest row with more workers whose step did not slow, where there is one, and never offered
+    to a row with idle workers (its wait is on the workers that work, never the receive)."""
     ks = _s(knee)
-    if ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.LOADER_ALONE):
+    if ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.STEP_SLOWED, Verdict.LOADER_ALONE):
         return []
     parts = ks.wait_parts_s
     step = ks.mean_step_s or ks.step_p50_s
     main = max(WaitPart, key=lambda p: parts.get(p, 0.0))
+    if ks.idle_workers and main is WaitPart.RECEIVE:
+        main = WaitPart.LOADER  # idle workers: the step waits on the workers that work (IdleWorkers)
     s = knee.settings
     trial = knee.trials[0] if knee.trials else None
     remedies: list[Remedy] = []
     if main is WaitPart.H2D:
         if s.pin_memory:
-            remedies.append(_remedy(RemedyKind.PREFETCH, knee, _variant(knee, ok, prefetch=True), "--prefetch off,on"))
+            remedies.append(_remedy(RemedyKind.PREFETCH, knee, _variant(knee, ok, prefetch=True), "--prefetch off,on",
+                                    grid))
         else:
             remedies.append(_remedy(RemedyKind.PIN_MEMORY, knee, _variant(knee, ok, pin_memory=True),
-                                    "--pin-memory off,on"))
+                                    "--pin-memory off,on", grid))
     elif main is WaitPart.RECEIVE:
         if trial is not None and (trial.tensor_leaves or 0) >= th.SMALL_TENSORS:
             remedies.append(Remedy(RemedyKind.PACK_TENSORS, measured=False))
@@ -361,16 +403,17 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         if trial is not None and trial.h2d_bytes_per_batch is not None and not s.pin_memory:
             # With CUDA: the pin-memory thread takes batches from the workers, off the step's thread.
             remedies.append(_remedy(RemedyKind.PIN_MEMORY, knee, _variant(knee, ok, pin_memory=True),
-                                    "--pin-memory off,on"))
+                                    "--pin-memory off,on", grid))
     elif main is WaitPart.EPOCH_START:
         if s.num_workers > 0 and not s.persistent_workers:
             remedies.append(_remedy(RemedyKind.PERSISTENT_WORKERS, knee, _variant(knee, ok, persistent_workers=True),
-                                    "--persistent-workers off,on"))
+                                    "--persistent-workers off,on", grid))
     elif main is WaitPart.LOADER:
         more = [r for r in ok if r.settings.num_workers > s.num_workers
                 and replace(r.settings, num_workers=s.num_workers) == s and r.cache == knee.cache]
-        if more:
-            top = max(more, key=lambda r: _s(r).samples_per_s)
+        if more and not ks.idle_workers:  # idle workers: more get no work either
+            steady = [r for r in more if not _s(r).step_slowed]
+            top = max(steady or more, key=lambda r: _s(r).samples_per_s)
             remedies.append(_remedy(RemedyKind.MORE_WORKERS, knee, top))
     elif main is WaitPart.SAMPLER:
         remedies.append(Remedy(RemedyKind.LAZY_SAMPLER, measured=False))
@@ -387,7 +430,8 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         numpy_leaves=None if trial is None else trial.numpy_leaves,
         batch_bytes=ks.batch_bytes,
         remedies=[r for r in remedies if not r.measured or (r.gain or 0.0) > 0],
-        measured_no_gain=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0],
+        measured_no_gain=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0 and r.step_slowdown is None],
+        slowed=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0 and r.step_slowdown is not None],
     )]
 
 
@@ -410,7 +454,7 @@ def _other_named(other: float | None) -> bool:
 
 
 def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResult], results: Sequence[ConfigResult],
-                usable_cpus: int | None) -> list[Finding]:
+                usable_cpus: int | None, *, grid: dict[str, Any] | None = None, stopped: bool = False) -> list[Finding]:
     """NotCleared when the best ranked config is loader-bound (or, if the best is bound by
     something else, the knee is), with the cause: CPU saturation (wait.cpu_saturated: the
     process tree and the other load used CPU_SATURATED of the usable CPUs; `mostly_other` when
@@ -420,9 +464,12 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     step takes them, and the stall its rate explains, `build_rate_stall`, is under half the
     measured one: more workers are not the cure; `in_tail` when its p95 is over
     TAIL_OVER_MEDIAN x its median); cores that slowed as workers were added (`cores_slower`);
-    or the grid's edge (the config has the most workers measured: more may help, with the
-    workers-needed estimate, a prediction), unless configs with more workers were tried and
-    failed, hung or were skipped (MORE_WORKERS_FAILED, with their errors)."""
+    workers that delivered no batch or too few (IDLE_WORKERS: the dataset gives work to fewer
+    workers, more change nothing); or the grid's edge (the config has the most workers
+    measured: more may help, with the workers-needed estimate, a prediction), unless configs
+    with more workers were tried and failed, hung or were skipped (MORE_WORKERS_FAILED, with
+    their errors), or the grid (`grid`) lists more workers that a `stopped` sweep did not reach
+    (NOT_REACHED: no flag is missing)."""
     subject = next((r for r in (best, knee) if r.summary is not None
                     and r.summary.verdict is Verdict.LOADER_BOUND), None)
     if subject is None:
@@ -439,6 +486,9 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
                          mostly_other=named and (bs.other_cores or 0.0) >= cores)
     elif any(r.has(WarningKind.REPLICATED) for r in results):
         f.cause = NotClearedCause.REPLICATED
+    elif bs.idle_workers:
+        f.cause = NotClearedCause.IDLE_WORKERS
+        f.working_workers = subject.settings.num_workers - bs.idle_workers
     elif (device := _device_binds(subject, ok)) is not None:
         f.cause, f.device = NotClearedCause.STORAGE, device
     elif (explained is not None and bs.loader_ceiling_samples_per_s and bs.compute_ceiling_samples_per_s
@@ -453,11 +503,16 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     elif subject.settings.num_workers == max(r.settings.num_workers for r in ok):
         beyond = [r for r in results if r.status in ("failed", "hung", "skipped")
                   and r.settings.num_workers > subject.settings.num_workers]
+        listed = sorted({int(w) for w in (grid or {}).get("num_workers") or []
+                         if isinstance(w, int) and w > subject.settings.num_workers})
         if beyond:
             # More workers were tried and did not run: "try more workers" would send the user
             # back to them; the rows say why they failed.
             f.cause = NotClearedCause.MORE_WORKERS_FAILED
             f.failed = [FailedConfig(r.settings, r.status, r.error) for r in beyond]
+        elif stopped and listed:
+            # The grid lists them: the sweep was stopped before it reached them.
+            f.cause, f.not_reached = NotClearedCause.NOT_REACHED, listed
         else:
             f.cause = NotClearedCause.GRID_EDGE
             f.workers_needed, f.per_rank = bs.workers_needed, (bs.world_size or 1) > 1
@@ -482,6 +537,188 @@ def other_load(ok: Sequence[ConfigResult], usable_cpus: int | None) -> list[Find
                       usable_cpus=usable_cpus)]
 
 
+def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResult],
+                  usable_cpus: int | None) -> list[Finding]:
+    """LatencyBound when the best config (else the knee) is loader-bound with workers that used
+    under LATENCY_WORKER_CORES of a core each on average (`Summary.worker_cores`: the tree's CPU
+    less the main process's, over num_workers), with no idle workers among them and the CPUs not
+    saturated (workers starved of CPU by other load use little of it too): a sample's CPU
+    time is a small part of its wall time in the worker, so it waits on latency (storage, a
+    network), and requests in flight, not cores, set the rate."""
+    subject = next((r for r in (best, knee) if r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND
+                    and r.settings.num_workers > 0), None)
+    if subject is None:
+        return []
+    ss = _s(subject)
+    if (ss.worker_cores is None or ss.worker_cores >= th.LATENCY_WORKER_CORES or ss.idle_workers
+            or cpu_saturated(ss.cpu_util_pct, ss.other_cores, usable_cpus)):
+        return []
+    return [LatencyBound(subject.settings, worker_cores=ss.worker_cores, threshold=th.LATENCY_WORKER_CORES,
+                         usable_cpus=usable_cpus, most_workers=max(r.settings.num_workers for r in ok))]
+
+
+def oversubscribed(knee: ConfigResult, usable_cpus: int | None) -> list[Finding]:
+    """Oversubscribed for the knee when the preflight warned that it could oversubscribe (more
+    workers or threads than usable CPUs) and its measured CPU demand, the process tree's plus
+    the other load's, reached them (wait.cpu_saturated); a config whose workers wait on I/O
+    keeps only the preflight's warning."""
+    ks = _s(knee)
+    warning = next((w for w in knee.warnings if w.kind is WarningKind.OVERSUBSCRIBED), None)
+    if warning is None or not cpu_saturated(ks.cpu_util_pct, ks.other_cores, usable_cpus):
+        return []
+    return [Oversubscribed(knee.settings, warning.message, cpu_cores=(ks.cpu_util_pct or 0.0) / 100.0,
+                           other_cores=ks.other_cores, usable_cpus=usable_cpus)]
+
+
+def equal_cheaper(ranking: Ranking) -> list[Finding]:
+    """EqualCheaper from the knee pass's `Ranking.peers` (knee.cheaper_peers): cheaper configs
+    measured within the tolerance of the knee's throughput, not picked, named as equal."""
+    knee = ranking.knee
+    if knee is None or not ranking.peers:
+        return []
+    return [EqualCheaper(peers=list(ranking.peers), knee_samples_per_s=_s(knee).samples_per_s,
+                         tolerance=ranking.tolerance)]
+
+
+def leave_free_cpus(main_cores: float | None, slowdown: float | None) -> int | None:
+    """CPUs to leave free for the training process, whose step ran `slowdown` slower beside the
+    loader while its main process used `main_cores`: the same work at the step's own pace,
+    main_cores x (1 + slowdown), rounded up to whole CPUs, at least 1. None unmeasured.
+
+    >>> leave_free_cpus(0.8, 0.23)
+    1
+    >>> leave_free_cpus(1.5, 0.5)
+    3
+    """
+    if main_cores is None:
+        return None
+    return max(1, math.ceil(main_cores * (1.0 + max(0.0, slowdown or 0.0)) - 1e-9))
+
+
+def step_slowed_rows(results: Sequence[ConfigResult], usable_cpus: int | None,
+                     named: Sequence[LoaderSettings] = ()) -> list[Finding]:
+    """StepSlowed for the measured rows whose step ran over STEP_SLOWED slower beside the loader
+    than alone (`Summary.step_slowed`), with their CPUs: the process tree's, the main process's and
+    the other load's, whether that reached the usable CPUs, and the CPUs to leave free
+    (`leave_free_cpus`). Rows in `named` (the knee, when its StepSlower finding names it) are
+    left out."""
+    rows = []
+    for r in results:
+        s = r.summary
+        if s is None or r.status != "ok" or not s.step_slowed or r.settings in named:
+            continue
+        alone = s.compute_p50_s / (1.0 + (s.step_slowdown or 0.0))
+        main = None if s.main_cpu_util_pct is None else s.main_cpu_util_pct / 100.0
+        rows.append(SlowedRow(
+            r.settings, s.compute_p50_s, alone, s.step_slowdown or 0.0,
+            cpu_cores=None if s.cpu_util_pct is None else s.cpu_util_pct / 100.0, main_cores=main,
+            other_cores=s.other_cores, usable_cpus=usable_cpus,
+            cpu_saturated=bool(cpu_saturated(s.cpu_util_pct, s.other_cores, usable_cpus)),
+            leave_free_cpus=leave_free_cpus(main, s.step_slowdown), repeats=s.repeats))
+    return [StepSlowed(rows=rows, threshold=th.STEP_SLOWED)] if rows else []
+
+
+def idle_workers(results: Sequence[ConfigResult]) -> list[Finding]:
+    """IdleWorkers for the measured rows with workers that delivered no batch or under
+    IDLE_WORKER_SHARE of an equal share in every trial that counted them (`Summary.idle_workers`):
+    how many delivered none, how many too few, and what each delivered."""
+    rows = []
+    for r in results:
+        s = r.summary
+        if s is None or r.status != "ok" or not s.idle_workers or not s.worker_batches:
+            continue
+        wb = s.worker_batches
+        share = th.IDLE_WORKER_SHARE * sum(wb) / len(wb)
+        none = sum(1 for b in wb if b == 0)
+        few = sum(1 for b in wb if 0 < b < share)
+        rows.append(IdleRow(r.settings, r.settings.num_workers, no_batch=none, few=few, worker_batches=list(wb)))
+    return [IdleWorkers(rows=rows, share=th.IDLE_WORKER_SHARE)] if rows else []
+
+
+def worker_build_s(r: ConfigResult) -> tuple[float, str] | None:
+    """Seconds one worker of `r` takes to build a batch in the steady state, and how it is known:
+    "sustained", num_workers x samples per batch / the sustained loader ceiling (NOTE [loader
+    ceiling]); else "window", num_workers x the mean step of a loader-bound window (the workers
+    deliver one batch a step: an upper bound on the build). None without workers or either."""
+    s = r.summary
+    w = r.settings.num_workers
+    if s is None or w <= 0 or not s.samples_per_batch:
+        return None
+    if s.loader_ceiling_samples_per_s:
+        return w * s.samples_per_batch * (s.world_size or 1) / s.loader_ceiling_samples_per_s, "sustained"
+    if s.verdict is Verdict.LOADER_BOUND and s.mean_step_s and not s.idle_workers:
+        return w * s.mean_step_s, "window"
+    return None
+
+
+def epoch_iter(results: Sequence[ConfigResult]) -> list[Finding]:
+    """EpochIter for the measured rows with persistent workers whose epoch starts (the waits of
+    the window's epoch-start batches less the sampler's draw in them, mean over the trials)
+    cost EPOCH_ITER_FACTOR or more steady builds of a batch (`worker_build_s`) and at least
+    EPOCH_ITER_MIN_S: with nothing to start again, the time goes to the dataset's (or the
+    sampler's) own `__iter__`."""
+    rows = []
+    for r in results:
+        s = r.summary
+        if s is None or r.status != "ok" or not (r.settings.num_workers > 0 and r.settings.persistent_workers):
+            continue
+        gaps = [max(0.0, t.data_wait_s[i] - (t.sampler_s[i] if i < len(t.sampler_s) else 0.0))
+                for t in r.trials for i in t.epoch_start_batches if i < len(t.data_wait_s)]
+        build = worker_build_s(r)
+        if not gaps or build is None or build[0] <= 0:
+            continue
+        gap = statistics.fmean(gaps)
+        if gap >= max(th.EPOCH_ITER_MIN_S, th.EPOCH_ITER_FACTOR * build[0]):
+            iterable = any(t.samples_rule == "items" for t in r.trials)
+            rows.append(EpochIterRow(r.settings, gap_s=gap, build_s=build[0], build_rule=build[1], epochs=len(gaps),
+                                     iterable=iterable))
+    return [EpochIter(rows=rows, factor=th.EPOCH_ITER_FACTOR)] if rows else []
+
+
+def main_build_s(r: ConfigResult) -> float | None:
+    """Seconds the main process takes to build a batch at 0 workers: samples per batch over the
+    sustained loader ceiling, else the window's loader part of the wait per batch (with 0
+    workers the step waits while the batch is built, nothing in flight). None otherwise."""
+    s = r.summary
+    if s is None or r.settings.num_workers != 0 or not s.samples_per_batch:
+        return None
+    if s.loader_ceiling_samples_per_s:
+        return s.samples_per_batch * (s.world_size or 1) / s.loader_ceiling_samples_per_s
+    part = s.wait_parts_s.get(WaitPart.LOADER)
+    return part if part else None
+
+
+def worker_slower(results: Sequence[ConfigResult]) -> list[Finding]:
+    """WorkerSlower when the fewest-workers row of a series builds a batch per worker
+    (`worker_build_s`) WORKER_BUILD_SLOWER times or more slower than the 0-worker row of the
+    same settings builds it in the main process (`main_build_s`): work parallel in a process
+    that never forked runs serially in a forked worker (a tokenizer's pool
+    turned off after fork). One finding, for the largest factor."""
+    found: list[tuple[float, WorkerSlower]] = []
+    ok = [r for r in results if r.status == "ok" and r.summary is not None]
+    for zero in ok:
+        main = main_build_s(zero)
+        if zero.settings.num_workers != 0 or not main:
+            continue
+        peers = [r for r in ok if r.settings.num_workers > 0 and r.cache == zero.cache
+                 and without_workers(r.settings) == without_workers(zero.settings)]
+        if not peers:
+            continue
+        fewest = min(peers, key=lambda r: (r.settings.num_workers, r.settings.structural_key()))
+        build = worker_build_s(fewest)
+        if build is not None and build[0] >= th.WORKER_BUILD_SLOWER * main:
+            found.append((build[0] / main, WorkerSlower(fewest.settings, worker_build_s=build[0], build_rule=build[1],
+                                                        main=zero.settings, main_build_s=main,
+                                                        factor=th.WORKER_BUILD_SLOWER)))
+    return [max(found, key=lambda x: x[0])[1]] if found else []
+
+
+def without_workers(s: LoaderSettings) -> LoaderSettings:
+    """`s` at 0 workers, every setting that needs workers at its idle value: the 0-worker config
+    of its series."""
+    return replace(s, num_workers=0, **{a.name: a.idle for a in GRID_AXES if a.workers_only})
+
+
 def worker_cpu_ms_per_sample(r: ConfigResult) -> float | None:
     """The workers' CPU time per sample of a measured config, in ms: (process tree's CPU - the
     main process's) / samples/s, medians over repeats. None without workers or readings, and
@@ -499,7 +736,8 @@ def cores_slower(subject: ConfigResult, ok: Sequence[ConfigResult], usable_cpus:
     not slower per core), while their workers spent at least CORES_SLOWER times the CPU per
     sample of the loader-bound configs with at most `subject`'s workers (same cache state): the
     CPUs delivered less per core as workers were added (other load, logical CPUs sharing
-    physical cores, memory bandwidth), which more workers do not cure. Data: the cheapest
+    physical cores, memory bandwidth), which more workers do not cure. A row whose step slowed
+    beside the loader is no evidence of it. Data: the cheapest
     fewer-worker row (`w_lo`, `lo_ms`), the dearest more-worker row (`w_hi`, `hi_ms`), the cores
     the tree used there and what other processes took; None otherwise."""
     ss = _s(subject)
@@ -510,7 +748,7 @@ def cores_slower(subject: ConfigResult, ok: Sequence[ConfigResult], usable_cpus:
     low = [(ms, r) for r in ok if bound(r) and r.settings.num_workers <= subject.settings.num_workers
            and (ms := worker_cpu_ms_per_sample(r)) is not None]
     high = [(ms, r) for r in ok if bound(r) and r.settings.num_workers > subject.settings.num_workers
-            and _s(r).samples_per_s < (1.0 + th.MATCHED) * ss.samples_per_s
+            and _s(r).samples_per_s < (1.0 + th.MATCHED) * ss.samples_per_s and not _s(r).step_slowed
             and not cpu_saturated(_s(r).cpu_util_pct, _s(r).other_cores, usable_cpus)
             and (ms := worker_cpu_ms_per_sample(r)) is not None]
     if not low or not high:
@@ -560,11 +798,12 @@ def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, 
     """Why the curve flattens past the knee, with the evidence: the step itself (StepBinds, its
     share of the compute ceiling), the step slowed beside the loader (StepSlower: mean compute
     vs the step alone, CPU saturation), the worker->main transfer (Transfer, MB/s), and what
-    configs past the knee cost in CPU for what they gain (MoreNotBetter)."""
+    configs past the knee cost in CPU for what they gain (MoreNotBetter; never from a row whose
+    step slowed beside the loader)."""
     out: list[Finding] = []
     ks, bs = _s(knee), _s(best)
     ceiling = ks.compute_ceiling_samples_per_s
-    fed = ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.RECEIVE_FLOOR)
+    fed = ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.STEP_SLOWED, Verdict.RECEIVE_FLOOR)
     if fed and ceiling:
         share = ks.samples_per_s / ceiling
         # The ceiling is the whole job's in a distributed sweep: one rank's step moves a batch.
@@ -573,11 +812,13 @@ def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, 
         # contention, an all-reduce waiting for a late rank) costs throughput too.
         compute_mean_s = (ks.mean_step_s or 0.0) * (1.0 - ks.stall_fraction)
         if share < th.STEP_SLOWER_SHARE and compute_mean_s > th.STEP_SLOWER_COMPUTE * alone_s:
+            main = None if ks.main_cpu_util_pct is None else ks.main_cpu_util_pct / 100.0
             out.append(StepSlower(
                 knee.settings, share=share, ceiling=ceiling, compute_mean_s=compute_mean_s,
                 compute_p50_s=ks.compute_p50_s, alone_s=alone_s,
                 cpu_saturated=bool(cpu_saturated(ks.cpu_util_pct, ks.other_cores, usable_cpus)),
-                cpu_cores=None if ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0, usable_cpus=usable_cpus))
+                cpu_cores=None if ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0, usable_cpus=usable_cpus,
+                main_cores=main, leave_free_cpus=leave_free_cpus(main, compute_mean_s / alone_s - 1.0)))
         elif ks.verdict is Verdict.COMPUTE_BOUND:
             # (A knee at the receive floor is explained by its own finding: the hand-off binds.)
             out.append(StepBinds(knee.settings, share=share, ceiling=ceiling))
@@ -590,8 +831,10 @@ def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, 
             out.append(Transfer(best.settings, mb_per_s=mbps, receive_s=bs.receive_p50_s, batch_bytes=bs.batch_bytes,
                                 tensor_leaves=tensors, numpy_leaves=None if trial is None else trial.numpy_leaves,
                                 many_tensors=(tensors or 0) >= th.SMALL_TENSORS))
+    # A row whose step slowed beside the loader says nothing of what more workers give.
     costly = [r for r in ok if r is not knee and r.settings.num_workers > knee.settings.num_workers
-              and r.summary is not None and r.summary.cpu_util_pct is not None and ks.cpu_util_pct is not None]
+              and r.summary is not None and r.summary.cpu_util_pct is not None and ks.cpu_util_pct is not None
+              and not r.summary.step_slowed]
     if costly:
         top = max(costly, key=lambda r: _s(r).cpu_util_pct or 0.0)
         ts = _s(top)
@@ -635,7 +878,8 @@ def _window_spans_epochs(r: ConfigResult) -> bool:
     return any(t.epoch_start_batches for t in r.trials)
 
 
-def startup(ok: Sequence[ConfigResult], knee: ConfigResult, epoch_batches: int, tolerance: float) -> list[Finding]:
+def startup(ok: Sequence[ConfigResult], knee: ConfigResult, epoch_batches: int, tolerance: float,
+            grid: dict[str, Any] | None = None) -> list[Finding]:
     """Worker start-up against epochs of `epoch_batches` batches.
 
     Startup when the knee (workers, not persistent) would spend over STARTUP_SHARE of an epoch
@@ -647,7 +891,8 @@ def startup(ok: Sequence[ConfigResult], knee: ConfigResult, epoch_batches: int, 
     the knee's by more than the tolerance and, where both windows spanned epochs, its epoch-start
     gaps under PERSISTENT_GAP_OF_KNEE of the knee's. EpochFaster when, counting each config's
     epoch-start cost in every epoch (`epoch_start_s`), another config is predicted faster per
-    epoch than the knee by more than the tolerance.
+    epoch than the knee by more than the tolerance. An unmeasured persistent variant that the
+    grid (`grid`) lists is `in_grid`: not reached, no flag to add.
     """
     out: list[Finding] = []
     ks = _s(knee)
@@ -661,7 +906,7 @@ def startup(ok: Sequence[ConfigResult], knee: ConfigResult, epoch_batches: int, 
         alt = _variant(knee, ok, persistent_workers=True)
         f = Startup(knee.settings, first_batch_s=ks.first_batch_s, start_s=start_s, sampler_s=sampler_s, share=share,
                     epoch_batches=epoch_batches, sampler_named=sampler_s >= th.SAMPLER_NAMED_S,
-                    measured=alt is not None)
+                    measured=alt is not None, in_grid=alt is None and in_grid(grid, "persistent_workers"))
         gaps = [g for t in knee.trials for g in t.epoch_gap_s]
         if alt is not None and alt.summary is not None:
             alt_gaps = [g for t in alt.trials for g in t.epoch_gap_s]
@@ -705,7 +950,11 @@ def memory_per_worker(results: Sequence[ConfigResult]) -> list[Finding]:
     times (and MEMORY_PER_WORKER_MIN_BYTES more than) that of another measured config with the
     same workers and batch size that differs from it in one setting only: that setting (a start
     method that starts every worker as a fresh interpreter, a worker-side cache) multiplies
-    memory per worker. Per worker = (PSS - PSS of the 0-worker config, when measured) / workers."""
+    memory per worker. Per worker = (PSS - PSS of the 0-worker config, when measured) / workers.
+    The finding must agree with the PSS column: the rows' PSS must differ by MEMORY_TOTAL_FACTOR
+    too, and persistent_workers is never the setting (the same workers, sampled at another
+    moment of their life: a non-persistent row's may be young or gone when PSS is read). The
+    finding quotes both rows' PSS."""
     ok = [r for r in results if r.status == "ok" and r.summary is not None and r.summary.memory_pss_bytes]
     base = {r.settings.batch_size: _s(r).memory_pss_bytes for r in ok if r.settings.num_workers == 0}
     out: list[Finding] = []
@@ -720,14 +969,17 @@ def memory_per_worker(results: Sequence[ConfigResult]) -> list[Finding]:
         # The reference differs in one setting only, so the difference is that setting's.
         peers = [p for p in ok if p is not r and p.settings.num_workers == r.settings.num_workers
                  and p.settings.batch_size == r.settings.batch_size
-                 and len(_differs(r.settings, p.settings)) == 1]
+                 and len(d := _differs(r.settings, p.settings)) == 1 and d[0].axis != "persistent_workers"]
         if not peers:
             continue
         low = min(peers, key=per_worker)
         mine, theirs = per_worker(r), per_worker(low)
-        if mine >= th.MEMORY_PER_WORKER_FACTOR * theirs and mine - theirs >= th.MEMORY_PER_WORKER_MIN_BYTES:
+        pss, ref_pss = float(_s(r).memory_pss_bytes or 0), float(_s(low).memory_pss_bytes or 0)
+        if (mine >= th.MEMORY_PER_WORKER_FACTOR * theirs and mine - theirs >= th.MEMORY_PER_WORKER_MIN_BYTES
+                and pss >= th.MEMORY_TOTAL_FACTOR * ref_pss):
             out.append(MemoryPerWorker(r.settings, mib_per_worker=mine / 2**20, ref=low.settings,
-                                       ref_mib_per_worker=theirs / 2**20, differs=_differs(r.settings, low.settings)))
+                                       ref_mib_per_worker=theirs / 2**20, differs=_differs(r.settings, low.settings),
+                                       pss_mib=pss / 2**20, ref_pss_mib=ref_pss / 2**20))
     return out
 
 
@@ -796,17 +1048,26 @@ def served_from_cache(results: Sequence[ConfigResult]) -> list[Finding]:
             fix = CacheFix.REREAD
         else:
             fix = CacheFix.COLD
+    # Rows measured cold yet served unalike: the window read again what it had just loaded (a
+    # dataset shorter than the window): --cache cold was given, and a longer dataset or fewer
+    # batches is what serves them alike.
+    uneven_fix = (None if not uneven else CacheFix.REREAD if all(state == "cold" for state in uneven)
+                  else CacheFix.COLD)
     return [ServedFromCache(
-        rows=rows, all_rows=every, uneven=sorted(uneven), fix=fix,
+        rows=rows, all_rows=every, uneven=sorted(uneven), fix=fix, uneven_fix=uneven_fix,
         storage_rows=sorted((r.settings for r in measured if r.cache in uneven and _s(r).served_from
                              is ServedFrom.STORAGE), key=lambda s: s.key()),
     )]
 
 
-def noisy(results: Sequence[ConfigResult]) -> list[Finding]:
-    """Noisy for every config whose repeats spread past NOISY_SPREAD of their median."""
+def noisy(results: Sequence[ConfigResult], knee: Knee | None = None) -> list[Finding]:
+    """Noisy for every config whose repeats spread past NOISY_SPREAD of their median, but the
+    knee when its own finding (`knee`) carries a spread past its tolerance (said once, beside
+    the recommendation)."""
+    said = (knee.settings if knee is not None and knee.repeats > 1 and knee.spread > knee.tolerance > 0
+            else None)
     return [Noisy(r.settings, r.cache, spread=_s(r).spread, repeats=_s(r).repeats, threshold=th.NOISY_SPREAD)
-            for r in results if r.summary is not None and r.summary.noisy]
+            for r in results if r.summary is not None and r.summary.noisy and r.settings != said]
 
 
 def _differs(a: LoaderSettings, b: LoaderSettings) -> list[Difference]:
@@ -850,7 +1111,9 @@ def _probe_contradicts_window(r: ConfigResult) -> bool:
 
 def loader_ceiling(ranked: Sequence[ConfigResult]) -> LoaderCeiling | None:
     """The loader ceiling (NOTE [loader ceiling] in the measuring loop) over the `ranked`
-    configs, set against the compute ceiling; None when no ranked config has a sustained rate.
+    configs, set against the compute ceiling; None when no ranked config was probed. With bounds
+    only (`bound_only`), the highest bound, and COMPUTE only when the loop itself reached the
+    compute ceiling (within MATCHED / 2).
 
     Only sustained rates are compared: a config whose probe gave a bound (the loader alone
     delivers at least its figure: `Summary.loader_ceiling_bound_samples_per_s`) is counted in
@@ -863,13 +1126,16 @@ def loader_ceiling(ranked: Sequence[ConfigResult]) -> LoaderCeiling | None:
     (within MATCHED / 2), else None: a bound says nothing of how much more the loader delivers.
     """
     probed = [r for r in ranked if _s(r).loader_ceiling_samples_per_s and not _probe_contradicts_window(r)]
-    if not probed:
+    bounds = [r for r in ranked if _s(r).loader_ceiling_bound_samples_per_s]
+    if not probed and not bounds:
         return None
+    if not probed:
+        return _bounds_only(ranked, bounds)
     top = max(probed, key=lambda r: _s(r).loader_ceiling_samples_per_s or 0.0)
     lc = _s(top).loader_ceiling_samples_per_s or 0.0
     best = max(ranked, key=lambda r: _s(r).samples_per_s)
     measured = _s(best).samples_per_s
-    bounded = sum(1 for r in ranked if _s(r).loader_ceiling_bound_samples_per_s is not None)
+    bounded = len(bounds)
     out = LoaderCeiling(lc, top.settings, len(probed), len(ranked), matched_within=th.MATCHED, bounded=bounded)
     if lc < measured:
         out = replace(out, lower_bound=MeasuredRate(best.settings, measured))
@@ -883,5 +1149,21 @@ def loader_ceiling(ranked: Sequence[ConfigResult]) -> LoaderCeiling | None:
             binds = CeilingBinds.MATCHED
         else:
             binds = CeilingBinds.LOADER if lc < cc else CeilingBinds.COMPUTE
+        out = replace(out, compute_ceiling=cc, binds=binds)
+    return out
+
+
+def _bounds_only(ranked: Sequence[ConfigResult], bounds: Sequence[ConfigResult]) -> LoaderCeiling:
+    """The loader ceiling where every probe gave a bound (`loader_ceiling`): the highest bound,
+    which the loader alone delivers at least; which ceiling binds only when the fastest row ran
+    at the compute ceiling (then the step binds whatever more the loader delivers)."""
+    top = max(bounds, key=lambda r: _s(r).loader_ceiling_bound_samples_per_s or 0.0)
+    bound = _s(top).loader_ceiling_bound_samples_per_s or 0.0
+    best = max(ranked, key=lambda r: _s(r).samples_per_s)
+    cc = _s(best).compute_ceiling_samples_per_s
+    out = LoaderCeiling(bound, top.settings, 0, len(ranked), matched_within=th.MATCHED, bounded=len(bounds),
+                        bound_only=True)
+    if cc:
+        binds = CeilingBinds.COMPUTE if _s(best).samples_per_s >= (1.0 - th.MATCHED / 2) * cc else None
         out = replace(out, compute_ceiling=cc, binds=binds)
     return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from loaderbench.conclusions import CeilingShown
-from loaderbench.model import Ceiling, ConfigResult
+from loaderbench.model import Ceiling, ConfigResult, Summary
 
 PER_BATCH_STEPS = ("sleep", "spin")
 """Compute kinds whose step takes the same time for any batch."""
@@ -35,6 +35,28 @@ def compute_ceiling(result: ConfigResult, ceilings: Mapping[int, Ceiling], compu
         fed = float(c.samples_per_batch or result.settings.batch_size)
         return c.samples_per_s * s.samples_per_batch / fed
     return c.samples_per_s
+
+
+def step_alone_s(summary: Summary) -> float | None:
+    """Seconds the step alone takes for one of the config's batches (its samples per batch over
+    the compute ceiling; the whole job's in a distributed sweep, where one rank's step moves a
+    batch), None without a ceiling."""
+    s = summary
+    c = s.compute_ceiling_samples_per_s
+    if not c or not s.samples_per_batch:
+        return None
+    return s.samples_per_batch * (s.world_size or 1) / c
+
+
+def step_slowdown(summary: Summary) -> float | None:
+    """How much slower the step ran beside the loader than alone: the median compute per batch
+    (the table's "compute ms") over `step_alone_s`, less 1 (0.23: 23% slower); None without a
+    ceiling. The median, not the mean: one late step (a page fault, a collection) is not a step
+    that runs slower, and the row's compute column shows the median."""
+    alone = step_alone_s(summary)
+    if not alone or summary.compute_p50_s <= 0:
+        return None
+    return summary.compute_p50_s / alone - 1.0
 
 
 def rank_ceiling_shares(rank_samples_per_s: Sequence[float], rank_ceiling_samples_per_s: Sequence[float]) -> list[float]:
@@ -61,6 +83,7 @@ def set_ceilings(results: Sequence[ConfigResult], ceilings: Mapping[int, Ceiling
         s.compute_ceiling_samples_per_s = compute_ceiling(r, ceilings, compute_kind)
         c = s.compute_ceiling_samples_per_s
         s.ceiling_share = s.samples_per_s / c if c else None
+        s.step_slowdown = step_slowdown(s)
         own = ceilings.get(r.settings.batch_size)
         s.rank_ceiling_shares = [] if own is None else rank_ceiling_shares(s.rank_samples_per_s, own.rank_samples_per_s)
 

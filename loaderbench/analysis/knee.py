@@ -37,7 +37,7 @@ from loaderbench.analysis.thresholds import (
     DEFAULT_TOLERANCE,
     NOISE_CAP,
 )
-from loaderbench.conclusions import ListedFirst
+from loaderbench.conclusions import ListedFirst, Peer
 from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings
 
 _COSTS: tuple[tuple[str, float, float], ...] = (
@@ -55,20 +55,47 @@ def rankable(results: Sequence[ConfigResult]) -> list[ConfigResult]:
 @dataclass(frozen=True)
 class Ranking:
     """The knee pass's record: the configs ranked (in the sweep's order), the best and the knee
-    (None when nothing was ranked), at `tolerance`, and the ties at the knee that the order of
-    a loader argument's values decided (`listed_first`). The findings pass reads it."""
+    (None when nothing was ranked), at `tolerance`, the ties at the knee that the order of
+    a loader argument's values decided (`listed_first`), and the cheaper configs measured
+    within the tolerance of the knee but not picked (`peers`, `cheaper_peers`). The findings
+    pass reads it."""
 
     ranked: list[ConfigResult]
     best: ConfigResult | None
     knee: ConfigResult | None
     tolerance: float
     listed_first: list[ListedFirst] = field(default_factory=list)
+    peers: list[Peer] = field(default_factory=list)
 
 
 def rank(results: Sequence[ConfigResult], *, tolerance: float = DEFAULT_TOLERANCE) -> Ranking:
     """The knee pass over `results` (summarised and judged)."""
-    return Ranking(rankable(results), best_of(results), find_knee(results, tolerance=tolerance), tolerance,
-                   listed_first_ties(results, tolerance=tolerance))
+    ranking = Ranking(rankable(results), best_of(results), find_knee(results, tolerance=tolerance), tolerance,
+                      listed_first_ties(results, tolerance=tolerance))
+    return replace(ranking, peers=cheaper_peers(ranking))
+
+
+def cheaper_peers(ranking: Ranking) -> list[Peer]:
+    """The ranked configs before the knee in the structural order (fewer workers, settings off),
+    of its cache state, measured within the tolerance of the knee's own throughput and no dearer
+    than it on any measured cost (NOTE [cost order], the two alone), but not picked: outside the
+    tolerance of the best, where the knee is inside. The pick between them and the knee rests on
+    less than the tolerance: a rerun may pick one of them."""
+    knee, best = ranking.knee, ranking.best
+    if knee is None or best is None or knee.summary is None or best.summary is None:
+        return []
+    k, b = knee.summary.samples_per_s, best.summary.samples_per_s
+    out = []
+    for r in ranking.ranked:
+        s = r.summary
+        if (s is None or r is knee or r.cache != knee.cache
+                or r.settings.structural_key() >= knee.settings.structural_key()
+                or s.samples_per_s < (1.0 - ranking.tolerance) * k or qualifies(r, best, ranking.tolerance)
+                or not any(x is r for x in cheapest_pool([knee, r]))):
+            continue
+        out.append(Peer(r.settings, s.samples_per_s, below_best=1.0 - s.samples_per_s / b if b > 0 else 0.0,
+                        repeats=s.repeats))
+    return out
 
 
 def best_of(results: Sequence[ConfigResult]) -> ConfigResult | None:

@@ -468,8 +468,9 @@ def predict_more_workers(row: ConfigResult, usable: int | None, tolerance: float
     """What more workers would likely give a loader-bound watched config, from the sweep's
     models fitted on this one config: `workers_needed` (batch build time over the step's cycle,
     analysis/wait.py) and, with workers, the pipeline model's predicted knee on this machine's
-    CPUs (`what_if_cpus`). None when the config is not loader-bound. A prediction, never a
-    measurement: the renderers say so."""
+    CPUs (`what_if_cpus`); at 0 workers, whether workers would share the step's CPUs
+    (`step_shares_cpus`: then they do not clear it as predicted). None when the config is not
+    loader-bound. A prediction, never a measurement: the renderers say so."""
     s = row.summary
     if s is None or s.verdict is not Verdict.LOADER_BOUND:
         return None
@@ -481,6 +482,31 @@ def predict_more_workers(row: ConfigResult, usable: int | None, tolerance: float
             stall = what.knee_stall_fraction
             out = replace(out, knee_workers=what.knee_workers, knee_samples_per_s=what.knee_samples_per_s,
                           knee_stall_fraction=stall, curve=what.curve, clears=stall is None or stall < CLEARS_STALL)
+    if row.settings.num_workers == 0 and usable:
+        shared = step_shares_cpus(s.main_cpu_util_pct, s.stall_fraction, usable)
+        if shared is not None:
+            out = replace(out, step_cores=shared[0], load_cores=shared[1], shares_cpus=shared[2],
+                          clears=out.clears and not shared[2])
     if out.workers_needed is None and out.knee_workers is None:
         return None
     return out
+
+
+def step_shares_cpus(main_cpu_util_pct: float | None, stall_fraction: float,
+                     usable: int) -> tuple[float, float, bool] | None:
+    """Whether workers would share the step's CPUs, from a 0-worker window where the main
+    process loads, then steps: (the cores the step used while it ran, the cores loading needs to
+    keep pace with it, whether together they exceed `usable`). Loading in the main process
+    takes one core for the stall's share of the time, so the step used (main process's cores -
+    stall) / (1 - stall); workers building at the step's pace need stall / (1 - stall) cores.
+    A step on more threads than the CPUs leave it (torch's own intra-op threads on a CPU step)
+    slows as workers take them: the stall moves into the step. None without the reading.
+
+    >>> step_shares_cpus(152.0, 0.48, 2)  # a 2-thread step: 2.0 cores, loading 0.92 more
+    (2.0, 0.923, True)
+    """
+    if main_cpu_util_pct is None or not 0.0 < stall_fraction < 1.0:
+        return None
+    step = max(0.0, (main_cpu_util_pct / 100.0 - stall_fraction) / (1.0 - stall_fraction))
+    load = stall_fraction / (1.0 - stall_fraction)
+    return round(step, 3), round(load, 3), step + load > usable

@@ -23,7 +23,13 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from loaderbench.analysis.thresholds import NOISY_SPREAD, PART_CACHED_MAX, PART_CACHED_MIN
+from loaderbench.analysis.thresholds import (
+    IDLE_MIN_BATCHES_PER_WORKER,
+    IDLE_WORKER_SHARE,
+    NOISY_SPREAD,
+    PART_CACHED_MAX,
+    PART_CACHED_MIN,
+)
 from loaderbench.conclusions import FetchPrep, FetchPrepBound
 from loaderbench.model import CeilingBound, ConfigResult, NodeFigures, ServedFrom, Summary, Trial, WarningKind
 
@@ -46,21 +52,76 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def trial_samples_per_s(trial: Trial) -> float:
-    """Measured samples / measured time (sum of step times), in samples/s; 0 for no time.
+    """Measured samples / measured time (sum of step times), in samples/s; 0 for no time. A
+    window that caught epoch starts in a loader of known epochs gives a whole epoch's rate
+    instead (`epoch_weighed`, NOTE [epoch starts weighed once per epoch]).
 
     A distributed trial (with `rank_trials`, see distributed.merge_trials) is the whole job's:
     the sum over ranks of each rank's own samples/s (every rank moves its own samples).
     """
     if trial.rank_trials:
         return sum(trial_samples_per_s(Trial.from_dict(t)) for t in trial.rank_trials)
+    epoch = epoch_weighed(trial)
+    if epoch is not None:
+        return epoch[0]
     total_s = sum(trial.step_s)
     return trial.samples / total_s if total_s > 0 else 0.0
 
 
 def trial_stall_fraction(trial: Trial) -> float:
-    """Total data-wait / total step time (0..1): the share of the step the consumer was starved."""
+    """Total data-wait / total step time (0..1): the share of the step the consumer was starved
+    (a whole epoch's where `epoch_weighed` gives one)."""
+    epoch = epoch_weighed(trial)
+    if epoch is not None:
+        return epoch[1]
     total_s = sum(trial.step_s)
     return min(1.0, max(0.0, sum(trial.data_wait_s) / total_s)) if total_s > 0 else 0.0
+
+
+def epoch_weighed(trial: Trial) -> tuple[float, float] | None:
+    """(samples/s, stall fraction) of one whole epoch as the window measured it: the epoch's
+    samples (`Trial.epoch_samples`) over one epoch-start batch's step (the mean over the starts
+    the window caught) plus `Trial.epoch_batches` - 1 of its other batches' steps (their mean);
+    the stall likewise. None without an epoch start in the window, an epoch of one batch, or an
+    unknown epoch (then the window's own samples over its own time stand).
+
+    NOTE [epoch starts weighed once per epoch]
+        An epoch start (workers starting again unless persistent, the pipeline refilling, the
+        sampler's first index lists) recurs once per epoch of E batches, and each epoch ends on
+        a short batch when E x batch_size overshoots it. A window of n batches that is not a
+        whole number of epochs holds the start 0, 1 or 2 times wherever it happened to begin,
+        so a short epoch was weighed by chance: an ImageFolder of 500 images at batch 64 (7.8
+        batches an epoch, one start in a 10-batch window) read 4-15% above a plain loop over
+        real epochs, and one of 100 images at batch 16 that caught two starts in 10 batches
+        read 12% below. Windows over files stay in as few epochs as they can (a later epoch
+        reads what the first left in the page cache) and cannot always end on an epoch's edge
+        (NOTE [whole epochs in the window] in measure/loop.py), so the weighing is done here:
+        an epoch costs one start, measured at the window's own epoch boundary, and E - 1
+        ordinary batches, and holds the epoch's own samples. Where the window holds no start,
+        nothing was measured to weigh (the start-up finding predicts its share instead).
+
+    >>> from loaderbench.model import Trial
+    >>> waits = [0.0, 0.0, 0.4] + [0.0] * 7
+    >>> t = Trial(0.1, 3, waits, [0.05] * 10, [w + 0.05 for w in waits], 152, 0.9, "host",
+    ...           epoch_start_batches=[2], epoch_batches=8, epoch_samples=120)
+    >>> [round(x, 4) for x in epoch_weighed(t)]  # 120 / (0.45 + 7 x 0.05); 0.4 / 0.8
+    [150.0, 0.5]
+    """
+    e, samples = trial.epoch_batches, trial.epoch_samples
+    n = len(trial.step_s)
+    starts = sorted({i for i in trial.epoch_start_batches if 0 <= i < min(n, len(trial.data_wait_s))})
+    if not e or e < 2 or not samples or not starts or len(starts) >= n:
+        return None
+    chosen = set(starts)
+    rest = [i for i in range(n) if i not in chosen]
+    waits = trial.data_wait_s
+    epoch_s = (statistics.fmean(trial.step_s[i] for i in starts)
+               + (e - 1) * statistics.fmean(trial.step_s[i] for i in rest))
+    wait_s = (statistics.fmean(waits[i] for i in starts if i < len(waits))
+              + (e - 1) * statistics.fmean(waits[i] for i in rest if i < len(waits)))
+    if epoch_s <= 0:
+        return None
+    return samples / epoch_s, min(1.0, max(0.0, wait_s / epoch_s))
 
 
 def _median_or_none(values: Sequence[float | None]) -> float | None:
@@ -119,7 +180,8 @@ def summarize(trials: Sequence[Trial]) -> Summary:
         ),
         h2d_hidden_fraction=_median_or_none([t.h2d_hidden_fraction for t in trials]),
         batch_bytes=trials[0].batch_bytes,
-        loader_ceiling_samples_per_s=_median_or_none([t.loader_alone_samples_per_s for t in trials]),
+        loader_ceiling_samples_per_s=_median_or_none([t.loader_alone_samples_per_s for t in trials
+                                                      if t.loader_alone_method in (None, "sustained")]),
         storage_mb_per_s=_median_or_none([t.storage_mb_per_s for t in trials]),
         storage_fraction=_median_or_none(
             [t.storage_read_bytes / t.needed_bytes if t.storage_read_bytes is not None and t.needed_bytes else None
@@ -133,6 +195,7 @@ def summarize(trials: Sequence[Trial]) -> Summary:
     _rank_statistics(summary, trials)
     if summary.loader_ceiling_samples_per_s is None:
         summary.loader_ceiling_bound_samples_per_s, summary.loader_ceiling_bound = ceiling_bound(trials)
+    summary.worker_batches, summary.idle_workers = worker_shares(trials)
     summary.spread = relative_spread(summary)
     summary.noisy = summary.spread > NOISY_SPREAD
     summary.other_cores = other_cores(summary.other_cpu_util_pct, summary.steal_cpu_util_pct)
@@ -146,16 +209,45 @@ def ceiling_bound(trials: Sequence[Trial]) -> tuple[float | None, CeilingBound |
     """The loader ceiling of trials whose probe gave a bound, not a sustained rate (NOTE [loader
     ceiling] in measure/loop.py: `loader_alone_method` "bound"): the highest bound (the loader
     alone delivers at least that many samples/s) and why it is one (that trial's reason);
-    (None, None) when no trial has a bound."""
-    bounds = [t for t in trials if t.loader_alone_method == "bound" and t.loader_alone_bound_samples_per_s]
+    (None, None) when no trial has a bound.
+
+    A probe of a file written before sustained rates were measured (`loader_alone_method`
+    "legacy", set on reading it: schema.migrate) timed half a second of draws: below the row's
+    own rate where the workers' backlog was drained, far above it where they held finished
+    items. It is no rate and no bound; what the loader alone delivers at least is the rate the
+    row reached with the step (`LEGACY_PROBE`)."""
+    bounds = [(t.loader_alone_bound_samples_per_s, t.loader_alone_reason) for t in trials
+              if t.loader_alone_method == "bound" and t.loader_alone_bound_samples_per_s]
+    bounds += [(trial_samples_per_s(t), CeilingBound.LEGACY_PROBE.value) for t in trials
+               if t.loader_alone_method == "legacy" and t.step_s]
     if not bounds:
         return None, None
-    top = max(bounds, key=lambda t: t.loader_alone_bound_samples_per_s or 0.0)
+    top, reason = max(bounds, key=lambda b: b[0] or 0.0)
     try:
-        why = CeilingBound(top.loader_alone_reason)
+        why = CeilingBound(reason)
     except ValueError:
         why = CeilingBound.OTHER
-    return top.loader_alone_bound_samples_per_s, why
+    return top, why
+
+
+def worker_shares(trials: Sequence[Trial]) -> tuple[list[int], int | None]:
+    """The batches each DataLoader worker delivered in the window (`Trial.worker_batches`, of the
+    first trial that counted them) and how many workers took no real part: delivered no batch,
+    or under IDLE_WORKER_SHARE of an equal share (the window's batches / num_workers), in every
+    trial that counted them over at least IDLE_MIN_BATCHES_PER_WORKER batches per worker (the
+    fewest over those trials: a worker idle by chance in one short window is not named). ([],
+    None) when no trial counted them so.
+
+    >>> t = Trial(0.1, 0, [0.0] * 8, [0.01] * 8, [0.01] * 8, 8, 0.1, "host", worker_batches=[8, 0, 0, 0])
+    >>> worker_shares([t])
+    ([8, 0, 0, 0], 3)
+    """
+    counted = [t.worker_batches for t in trials
+               if t.worker_batches and sum(t.worker_batches) >= IDLE_MIN_BATCHES_PER_WORKER * len(t.worker_batches)]
+    if not counted:
+        return [], None
+    idle = [sum(1 for b in wb if b < IDLE_WORKER_SHARE * sum(wb) / len(wb)) for wb in counted]
+    return list(counted[0]), min(idle)
 
 
 def summarize_result(result: ConfigResult) -> None:
@@ -170,7 +262,18 @@ def summarize_result(result: ConfigResult) -> None:
     s.samples_per_batch = samples_per_batch(result.trials, result.settings.batch_size)
     s.mean_step_s = s.samples_per_batch * (s.world_size or 1) / s.samples_per_s if s.samples_per_s > 0 else 0.0
     s.ranked = not result.has(WarningKind.REPLICATED)
+    s.worker_cores = worker_cores(s, result.settings.num_workers)
     result.summary = s
+
+
+def worker_cores(summary: Summary, num_workers: int) -> float | None:
+    """Cores each worker used on average over the window: (the process tree's CPU - the main
+    process's) / num_workers (medians over repeats). None without workers or readings, and for a
+    distributed job (its main-process reading is one rank's)."""
+    s = summary
+    if num_workers <= 0 or s.cpu_util_pct is None or s.main_cpu_util_pct is None or (s.world_size or 1) > 1:
+        return None
+    return max(0.0, s.cpu_util_pct - s.main_cpu_util_pct) / 100.0 / num_workers
 
 
 def samples_per_batch(trials: Sequence[Trial], batch_size: int) -> float:

@@ -98,6 +98,10 @@ PARTIAL = 0.9
 # differs in it alone, and at least 64 MiB more (below that, page-sharing noise).
 MEMORY_PER_WORKER_FACTOR = 2.0
 MEMORY_PER_WORKER_MIN_BYTES = 64 * 2**20
+# choice: ...and only when the rows' PSS, as the table's column shows it, differs by a quarter or
+# more: per-worker figures 86 vs 10 MiB on rows whose PSS differed by 12% (a row's workers young or
+# gone when sampled) are no setting that multiplies memory.
+MEMORY_TOTAL_FACTOR = 1.25
 # choice: worker start-up is worth a finding when it is over 5% of an epoch (the first band's edge).
 STARTUP_SHARE = 0.05
 # choice: persistent workers are advised when their epoch-start gaps are under half the knee's.
@@ -109,6 +113,35 @@ SAMPLER_NAMED_S = 0.01
 # ceiling and its mean compute over 5% above the step alone (the timing's own noise is under that).
 STEP_SLOWER_SHARE = 0.95
 STEP_SLOWER_COMPUTE = 1.05
+# choice: a row whose median step (the compute column) ran over 10% slower beside the loader than
+# the step alone is named as such, not compute-bound: the training process was short of CPU or the
+# host was disturbed. Twice STEP_SLOWER_COMPUTE's margin (the timing's own noise is under 5%); a
+# slowed row of a default H200 sweep ran 67.9 ms against 55.0 ms in every other row (+23%).
+STEP_SLOWED = 0.10
+# choice: ...and by at least 1 ms: a sleep step oversleeps by 0.1-0.4 ms on a busy 2-CPU machine, a
+# few percent of a short step, which is the timer's, not a slowed step.
+STEP_SLOWED_MIN_S = 0.001
+# choice: a worker that delivered under a quarter of an equal share of a window's batches (batches
+# / num_workers) takes no real part in it: with the DataLoader's in-order round robin every working
+# worker delivers its equal share to within one batch, so a quarter is far from any working one.
+IDLE_WORKER_SHARE = 0.25
+# choice: ...judged only in a window of at least 2 batches per worker: a window shorter than a round
+# of the workers (10 batches from 16 workers) leaves working workers without a batch in it.
+IDLE_MIN_BATCHES_PER_WORKER = 2
+# choice: a loader-bound row whose workers use under 30% of a core each on average waits on
+# latency (storage, the network), not CPU: a sample's CPU time under 30% of its wall time in the
+# worker, where more requests in flight help past the core count.
+LATENCY_WORKER_CORES = 0.30
+# choice: with persistent workers, an epoch's first batch that waits 4 or more times a steady
+# batch's build (and at least 50 ms) is not the pipeline refilling (one build): work the dataset
+# (or sampler) does in its own __iter__ at every epoch start.
+EPOCH_ITER_FACTOR = 4.0
+EPOCH_ITER_MIN_S = 0.05
+# choice: one worker building a batch 3 or more times slower than the main process does at 0
+# workers is "several times" slower (the motivating tokenizer case ran about 8x: a library that
+# turns its threads off in forked children); contention between 2-3 processes on 2 CPUs stays
+# under 2x.
+WORKER_BUILD_SLOWER = 3.0
 # choice: configs past the knee are "more, not better" when they use over half a core more.
 MORE_NOT_BETTER_CORES = 0.5
 # choice: building batches does not explain the wait when the stall its rate explains is under

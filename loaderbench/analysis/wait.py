@@ -46,6 +46,8 @@ from loaderbench.analysis.thresholds import (
     PERIOD_MIN_WAIT_OF_STEP,
     PERIOD_MIN_WAIT_S,
     PERIOD_STALL_OVER_REST,
+    STEP_SLOWED,
+    STEP_SLOWED_MIN_S,
     TAIL_MIN_STALL,
     TAIL_WAIT_OF_STEP,
 )
@@ -130,8 +132,8 @@ def split_waits(results: Sequence[ConfigResult]) -> None:
 
 def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_cpus: int | None = None) -> None:
     """The verdicts pass: every summarised config's verdict (and whether it rests on the tail),
-    input-bound band, CPU saturation (on `usable_cpus`) and, loader-bound, its stall period and
-    workers-needed estimate."""
+    input-bound band, CPU saturation (on `usable_cpus`), whether its step slowed beside the
+    loader and, loader-bound, its stall period and workers-needed estimate."""
     for r in results:
         s = r.summary
         if s is None:
@@ -139,9 +141,21 @@ def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_
         s.verdict, s.tail_only = verdict_for(r, loader_only=loader_only)
         s.band = InputBound.LOADER_ALONE if loader_only else input_bound_band(s.stall_fraction)
         s.cpu_saturated = cpu_saturated(s.cpu_util_pct, s.other_cores, usable_cpus)
+        s.step_slowed = step_slowed(s)
         if s.verdict is Verdict.LOADER_BOUND:
             s.stall_period_batches = stall_period(r.trials[0].data_wait_s, r.trials[0].step_s)
             s.workers_needed = workers_needed(r)
+
+
+def step_slowed(summary: Summary) -> bool:
+    """Whether the step ran over STEP_SLOWED slower beside the loader than alone (and by at least
+    STEP_SLOWED_MIN_S: `Summary.step_slowdown`, the ceilings pass's): the training process was
+    short of CPU (the workers took its cores) or the host was disturbed, so the row does not
+    show what the step alone binds."""
+    x = summary.step_slowdown
+    if x is None or x <= STEP_SLOWED:
+        return False
+    return summary.compute_p50_s - summary.compute_p50_s / (1.0 + x) >= STEP_SLOWED_MIN_S
 
 
 def has_tail_stalls(summary: Summary) -> bool:
@@ -161,8 +175,10 @@ _PART_VERDICT = {
 def verdict_for(result: ConfigResult, *, loader_only: bool = False) -> tuple[Verdict, bool]:
     """(verdict, tail_only) of a measured config from its summary and wait parts.
 
-    Compute-bound under 5% stall unless the tail alone (p95 wait at least half a step, with at
-    least 2% stall) says the step starves now and then. Otherwise the largest wait part names
+    A row with idle workers (`Summary.idle_workers`) whose largest part is the receive is
+    loader-bound: the step waits on the workers that work. Compute-bound under 5% stall unless the tail alone (p95 wait at least half a step, with at
+    least 2% stall) says the step starves now and then, or the step itself ran over 10% slower
+    than alone (`step_slowed`: STEP_SLOWED, the step did not bind as it does alone). Otherwise the largest wait part names
     it; an H2D part is `H2D_PAGEABLE` without pin_memory, else `H2D_NOT_HIDDEN`. `loader_only`
     (`--compute none`) gives LOADER_ALONE. Raises ValueError without a summary.
     """
@@ -174,11 +190,15 @@ def verdict_for(result: ConfigResult, *, loader_only: bool = False) -> tuple[Ver
     tail_only = False
     if s.stall_fraction < LOADER_BOUND_STALL:
         if not (has_tail_stalls(s) and s.stall_fraction >= TAIL_MIN_STALL):
-            return Verdict.COMPUTE_BOUND, False
+            return (Verdict.STEP_SLOWED if step_slowed(s) else Verdict.COMPUTE_BOUND), False
         tail_only = True
     part = dominant_part(s.wait_parts_s) or WaitPart.LOADER
     if part is WaitPart.H2D:
         return (Verdict.H2D_NOT_HIDDEN if result.settings.pin_memory else Verdict.H2D_PAGEABLE), tail_only
+    if part is WaitPart.RECEIVE and s.idle_workers:
+        # Workers that deliver nothing leave the step waiting on the few that work: the loader
+        # binds through them, whatever the hand-off of a built batch costs.
+        return Verdict.LOADER_BOUND, tail_only
     return _PART_VERDICT[part], tail_only
 
 
@@ -260,10 +280,12 @@ def workers_needed(result: ConfigResult) -> int | None:
     builds a batch in about W x mean step; with 0 workers the main process builds it in the
     loader part of the wait. The cycle a worker must beat is the median compute plus the
     receive, H2D and sampler parts per batch (paid on the main thread whatever W is). Returns
-    None for a config that is not loader-bound.
+    None for a config that is not loader-bound, or whose idle workers show that more workers get
+    no work (`Summary.idle_workers`).
     """
     s = result.summary
-    if s is None or s.verdict is not Verdict.LOADER_BOUND or s.compute_p50_s <= 0 or s.samples_per_s <= 0:
+    if (s is None or s.verdict is not Verdict.LOADER_BOUND or s.compute_p50_s <= 0 or s.samples_per_s <= 0
+            or s.idle_workers):
         return None
     parts = s.wait_parts_s
     w = result.settings.num_workers

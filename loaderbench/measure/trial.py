@@ -543,6 +543,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     iterable = isinstance(dataset, IterableDataset)
     epochs = epoch_mode(dataset_spec, measure, iterable)
     batch_sampler: TimedBatchSampler | None = None
+    epoch_samples: int | None = None  # the indices an epoch draws, where that is its samples
     if not iterable:
         if epochs and measure.epoch_batches:
             per_epoch = measure.epoch_batches * settings.batch_size
@@ -558,6 +559,8 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         )
         kwargs["batch_sampler"] = batch_sampler
         del kwargs["batch_size"]
+        if epochs and not dataset_spec.sampler and not dataset_spec.samples_per_batch:
+            epoch_samples = per_epoch
     loader = build_loader(dataset, dataset_spec, kwargs)
 
     step = _reused("step", (compute_spec.to_dict(), str(device), group is not None),
@@ -738,6 +741,8 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         loader_alone_intervals=alone.get("intervals"),
         loader_alone_worker_batches=list(alone.get("worker_batches") or []),
         worker_batches=worker_batches(loop.batch_workers, settings.num_workers),
+        epoch_batches=_epoch_len(batch_sampler) if epochs else None,
+        epoch_samples=epoch_samples,
         probe_s=alone.get("probe_s"),
         setup_s=setup_s,
         stop_s=stop_s,

@@ -145,21 +145,24 @@ def room_for_workers(workers: int, *, measured_workers: int, measured_pss_bytes:
 
 def oversubscription(settings: LoaderSettings, usable_cpus: int, main_threads: int | None) -> str | None:
     """A warning when workers exceed the usable CPUs, when workers x their intra-op threads do,
-    or when workers + the main process's intra-op threads exceed twice the usable CPUs."""
+    or when workers + the main process's intra-op threads exceed twice the usable CPUs: before
+    measuring, the config *could* oversubscribe the CPUs (workers that wait on I/O do not); the
+    analysis calls it oversubscribed only where its measured CPU demand reached them
+    (advice.oversubscribed)."""
     if settings.num_workers > usable_cpus:
         return (
-            f"oversubscribed: {settings.num_workers} workers on {usable_cpus} usable CPUs "
+            f"could oversubscribe: {settings.num_workers} workers on {usable_cpus} usable CPUs "
             "(num_workers sets processes; they share the CPUs)"
         )
     wt = settings.worker_threads or 1
     if settings.num_workers * wt > usable_cpus:
         return (
-            f"oversubscribed: {settings.num_workers} workers x {wt} intra-op threads = "
+            f"could oversubscribe: {settings.num_workers} workers x {wt} intra-op threads = "
             f"{settings.num_workers * wt} threads on {usable_cpus} usable CPUs"
         )
     if main_threads and settings.num_workers and settings.num_workers + main_threads > 2 * usable_cpus:
         return (
-            f"oversubscribed: {settings.num_workers} worker processes + {main_threads} intra-op "
+            f"could oversubscribe: {settings.num_workers} worker processes + {main_threads} intra-op "
             f"threads in the main process on {usable_cpus} usable CPUs "
             "(torch.set_num_threads sets threads, num_workers sets processes)"
         )

@@ -20,7 +20,9 @@ NOTE [model-guided search]
       6. repeats where they decide: the configs between half and twice the tolerance below the
          best (a repeat may move them across the knee's edge), and a config with fewer workers
          than the knee that measured once far below a prediction that made it the knee (NOTE
-         [a measurement the model disputes]), with the best and the knee, get repeats,
+         [a measurement the model disputes]), and a config whose step slowed beside the loader
+         that could otherwise reach the best (`Search.slowed`), with the best and the knee, get
+         repeats,
          interleaved, up to --repeats, while --time-budget lasts and any config is left near
          the edge; the knee is taken again after each round, and a new knee gets its
          neighbours measured.
@@ -187,14 +189,16 @@ class Search:
 
     def _starved_at(self, base: LoaderSettings, workers: int) -> bool:
         """Whether `workers` of `base`'s series measured loader-bound with CPUs to spare (the
-        process tree under the saturation mark): more workers than CPUs may still help, so the
-        search goes on past the usable CPUs instead of advising to try more workers."""
+        process tree under the saturation mark) and every worker at work (no idle workers:
+        `Summary.idle_workers`): more workers than CPUs may still help, so the search goes on
+        past the usable CPUs instead of advising to try more workers."""
         if workers <= 0:
             return False  # 0 workers has no workers to be starved: the main process loads
         r = self.results.get(with_workers(base, workers))
         s = None if r is None or r.status != "ok" else r.summary
-        if s is None or s.verdict is not Verdict.LOADER_BOUND or s.cpu_util_pct is None or not self.model_cpus:
-            return False
+        if (s is None or s.verdict is not Verdict.LOADER_BOUND or s.cpu_util_pct is None or not self.model_cpus
+                or s.idle_workers):
+            return False  # idle workers: the dataset gives work to fewer, more get none
         return not cpu_saturated(s.cpu_util_pct, s.other_cores, self.model_cpus)
 
     def io_bound(self) -> bool:
@@ -400,7 +404,8 @@ class Search:
         with the best and the knee when there is any such config. A config within half the
         tolerance is equal to the best whatever a repeat says, one further than twice the
         tolerance is out (analysis.knee.qualifies caps noise there), so neither gets repeats,
-        unless the model disputes its one trial (`disputed`)."""
+        unless the model disputes its one trial (`disputed`) or its step slowed beside the loader
+        (`slowed`)."""
         ok = rankable(self.measured())
         if not ok:
             return []
@@ -409,11 +414,26 @@ class Search:
         edge = [r for r in ok if (1.0 - 2 * self.tolerance) * top <= r.summary.samples_per_s  # type: ignore[union-attr]
                 < (1.0 - self.tolerance / 2) * top]
         edge += [r for r in self.disputed() if r not in edge]
+        edge += [r for r in self.slowed() if r not in edge]
         if not edge:
             return []
         knee = find_knee(ok, tolerance=self.tolerance)
         chosen = {r.settings: r for r in [*edge, best, *([knee] if knee is not None else [])]}
         return sorted(chosen.values(), key=lambda r: r.settings.structural_key())
+
+    def slowed(self) -> list[ConfigResult]:
+        """Configs whose step ran over STEP_SLOWED slower beside the loader than alone
+        (`Summary.step_slowed`: the training process short of CPU, or a disturbed host) and
+        that could decide the pick: at their step's own pace (samples/s x (1 + the slowdown))
+        they would reach the tolerance of the best (the best itself does). They get repeats,
+        up to --repeats, like a competitor, until their median no longer slowed: a row must not
+        rank low, or a pick rest on it, because of one disturbed trial."""
+        ok = rankable(self.measured())
+        if not ok:
+            return []
+        top = max(r.summary.samples_per_s for r in ok)  # type: ignore[union-attr]
+        return [r for r in ok if r.summary is not None and r.summary.step_slowed
+                and r.summary.samples_per_s * (1.0 + (r.summary.step_slowdown or 0.0)) >= (1.0 - self.tolerance) * top]
 
     def disputed(self) -> list[ConfigResult]:
         """Configs whose one trial decides the pick against the model: measured once, with

@@ -15,6 +15,7 @@ from loaderbench.model import (
     ConfigResult,
     LoaderSettings,
     Summary,
+    Verdict,
     WarningKind,
     loader_arg_text,
 )
@@ -93,7 +94,7 @@ def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
             "cpu_cores": _fmt(m.cpu_util_pct, ".1f", 0.01),
             "memory_mib": _fmt(None if m.memory_pss_bytes is None else float(m.memory_pss_bytes), ".0f", 2**-20),
             "first_batch_s": _fmt(m.first_batch_s, ".2f"),
-            "verdict": verdict_text(m),
+            "verdict": verdict_text(m, s.num_workers),
         }
     )
     cells.update(rank_cells(m))
@@ -138,14 +139,20 @@ def _pct(x: float) -> str:
     return f"{x:.0%}" if x >= 0.10 else f"{x:.1%}"
 
 
-def verdict_text(m: Summary) -> str:
+def verdict_text(m: Summary, num_workers: int | None = None) -> str:
     """A summary's verdict as the table prints it: the verdict, then `(stall every N batches)`
-    for a periodic loader-bound wait, `(tail)` when only the tail of the waits says so."""
+    for a periodic loader-bound wait, `(tail)` when only the tail of the waits says so; `step
+    slowed +23%` with how much slower the step ran than alone; `(3 of 4 workers idle)` where
+    workers of the row's `num_workers` delivered no batch or too few."""
     text = "" if m.verdict is None else m.verdict.value
+    if m.verdict is Verdict.STEP_SLOWED and m.step_slowdown is not None:
+        text += f" {m.step_slowdown:+.0%}"
     if m.stall_period_batches:
         text += f" (stall every {m.stall_period_batches} batches)"
     elif m.tail_only:
         text += " (tail)"
+    if m.idle_workers and num_workers:
+        text += f" ({m.idle_workers} of {num_workers} workers idle)"
     return text
 
 

@@ -11,8 +11,12 @@ from loaderbench.conclusions import (
     AlsoFastest,
     BestWithinTolerance,
     EpochFaster,
+    EpochIter,
+    EqualCheaper,
     Finding,
+    IdleWorkers,
     Knee,
+    LatencyBound,
     ListedFirst,
     LoaderAlone,
     LowestStall,
@@ -27,9 +31,11 @@ from loaderbench.conclusions import (
     RemedyKind,
     Startup,
     StepBinds,
+    StepSlowed,
     StepSlower,
     Threads,
     Transfer,
+    WorkerSlower,
 )
 from loaderbench.model import AXES_BY_NAME, GRID_AXES, LoaderSettings, WaitPart, loader_arg_text
 
@@ -94,6 +100,8 @@ def _remedy_text(r: Remedy, name: Name) -> str:
     """One remedy of a RemainingWait finding (see NOTE [advice the measurements support])."""
     what = _REMEDY_WORDS[r.remedy]
     if not r.measured or r.settings is None:
+        if r.in_grid:
+            return what + " (in the grid, but not measured: the sweep stopped before it)"
         return what + (f" (not measured: add {r.flag})" if r.flag else "")
     share = ""
     if r.ceiling_share is not None and r.knee_ceiling_share is not None:
@@ -122,6 +130,16 @@ _PART_WORDS = {
 }
 
 
+def spread_sentence(f: Knee) -> str:
+    """The uncertainty of the pick's own figure, when its repeats spread past the tolerance ('' when
+    they did not): said beside the recommendation, not in its one-line headline."""
+    if f.repeats < 2 or f.spread <= f.tolerance or f.tolerance <= 0:
+        return ""
+    return (f"Its {f.repeats} repeats spread {f.spread:.0%} of their median (±{f.spread / 2:.0%}), past the "
+            f"{f.tolerance:.0%} tolerance: its figure, and the pick among configs within that much of it, are "
+            "uncertain by as much (measure longer: --batches, --min-time, or --repeats).")
+
+
 def finding_sentences(findings: Sequence[Finding], name: Name = describe) -> list[str]:
     """The recommendation's findings as sentences (the only place they are worded), each config
     named by `name`."""
@@ -134,6 +152,18 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
         return "none (no config was measured successfully)."
     if isinstance(f, Knee):
         return f"{name(f.settings)}: {_rate(f.samples_per_s)}, stall {f.stall_fraction:.1%} ({f.band.value})."
+    if isinstance(f, EqualCheaper):
+        return _equal_cheaper_text(f, name)
+    if isinstance(f, StepSlowed):
+        return _step_slowed_text(f, name)
+    if isinstance(f, IdleWorkers):
+        return _idle_text(f, name)
+    if isinstance(f, EpochIter):
+        return _epoch_iter_text(f, name)
+    if isinstance(f, WorkerSlower):
+        return _worker_slower_text(f, name)
+    if isinstance(f, LatencyBound):
+        return _latency_text(f, name)
     if isinstance(f, BestWithinTolerance):
         what = ", ".join(instead(d.axis, d.value, d.other) for d in f.differs)
         text = (f"The best config ({name(f.settings)}) reaches {_rate(f.samples_per_s)}, within "
@@ -173,7 +203,12 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
             text += (f" The process tree used {f.cpu_cores or 0.0:.1f} of {f.usable_cpus} usable CPUs: the "
                      "main process (kernel launches, the pin thread) competes with the workers for CPU, so "
                      "the binding resource is the CPU; cheaper decoding (or GPU decoding) or more CPUs would "
-                     "lift it.")
+                     "lift it")
+            n = f.leave_free_cpus
+            if n is not None and f.main_cores is not None:
+                text += (f"; or leave {n} CPU{'s' if n != 1 else ''} free for the training process (its main "
+                         f"process used {f.main_cores:.1f} cores at the slowed pace)")
+            text += "."
         return text
     if isinstance(f, StepBinds):
         return (f"Past the knee the step itself binds: the knee runs at {f.share:.0%} of the compute "
@@ -207,7 +242,11 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
         ]
         return "Threads: " + ", ".join(p for p in parts if p) + "."
     if isinstance(f, Oversubscribed):
-        return f"Note: {f.message}."
+        other = (f" and other processes {f.other_cores:.1f}" if f.other_cores is not None
+                 and f.other_cores >= 0.05 else "")
+        what = f.message.split(": ", 1)[-1]
+        return (f"Oversubscribed, as measured: {what}, and the process tree used {f.cpu_cores or 0.0:.1f} "
+                f"cores{other} of the {f.usable_cpus} usable CPUs.")
     if isinstance(f, OtherLoad):
         of = f" of the {f.usable_cpus} usable CPUs" if f.usable_cpus else ""
         steal = f", {f.steal_cores:.1f} of them the hypervisor's steal" if f.steal_named else ""
@@ -261,6 +300,15 @@ def _not_cleared_text(f: NotCleared, name: Name) -> str:
         cause = (f" The storage device binds: the configs with {counts} workers read {rate} MB/s from it "
                  "alike, so more workers read no faster; faster storage or a cache would help "
                  "(`--what-if disk=MBPS` predicts another device).")
+    elif f.cause is NotClearedCause.IDLE_WORKERS:
+        working, w = f.working_workers or 0, f.settings.num_workers
+        cause = (f" Only {working} of its {w} workers delivered batches: the loader binds through "
+                 + ("the one that works" if working == 1 else f"the {working} that work")
+                 + ", and more workers do not help (the note on idle workers says what does).")
+    elif f.cause is NotClearedCause.NOT_REACHED:
+        counts = ", ".join(str(w) for w in f.not_reached)
+        cause = (f" The grid's configs with more workers ({counts}) were not reached: the sweep was stopped "
+                 "before them; run it again to measure them (the grid already lists them).")
     elif f.cause is NotClearedCause.MORE_WORKERS_FAILED:
         tried = "; ".join(f"{name(x.settings)} {x.status}" + (f" ({x.error})" if x.error else "")
                           for x in f.failed[:3])
@@ -298,6 +346,8 @@ def _startup_text(f: Startup, name: Name) -> str:
         else:
             text += (f"; persistent_workers=True does not remove it here ({name(f.alt)}{gaps}): "
                      "the gap is not worker start-up.")
+    elif f.in_grid:
+        text += ": persistent_workers=True would pay it once (in the grid, but not reached: the sweep stopped first)."
     else:
         text += ": persistent_workers=True would pay it once (not measured: add --persistent-workers off,on)."
     return text
@@ -339,4 +389,91 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
     for r in f.measured_no_gain:
         text += (f" Measured without gain ({_REMEDY_NAMES[r.remedy]}): {name(r.settings) if r.settings else ''}, "
                  f"{_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}).")
+    for r in f.slowed:
+        text += (f" Measured, but no evidence ({_REMEDY_NAMES[r.remedy]}): {name(r.settings) if r.settings else ''}, "
+                 f"{_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}), its step {r.step_slowdown or 0.0:+.0%} "
+                 "slower beside the loader than alone (the training process short of CPU, or the host disturbed).")
     return text
+
+
+def _equal_cheaper_text(f: EqualCheaper, name: Name) -> str:
+    peers = "; ".join(
+        f"{name(p.settings)} {_rate(p.samples_per_s)} ({p.below_best:.1%} below the best, outside the "
+        f"{f.tolerance:.0%} tolerance where the pick is inside; " + (f"{p.repeats} repeats)" if p.repeats > 1
+                                                                     else "one trial)")
+        for p in f.peers)
+    one = len(f.peers) == 1
+    return (f"Equal within the {f.tolerance:.0%} tolerance of the pick's {_rate(f.knee_samples_per_s)}, and "
+            f"cheaper: {peers}. {'It is' if one else 'They are'} as good as the pick within this run's measurement; "
+            f"a rerun may pick {'it' if one else 'one of them'}.")
+
+
+def _latency_text(f: LatencyBound, name: Name) -> str:
+    past = (f" (past the {f.usable_cpus} usable CPUs: they wait rather than compute)" if f.usable_cpus else "")
+    return (f"Latency-bound ({name(f.settings)}): its workers used {f.worker_cores:.2f} of a core each on average "
+            f"(under {f.threshold:.0%}): a sample waits on storage or the network far longer than it computes, so "
+            f"requests in flight set the rate, not the CPUs. What helps: more workers{past}; threads inside a "
+            "worker (a pool fetching a batch's samples at once); batched fetching (a `__getitems__` that reads a "
+            "batch in one request); fewer, larger reads (samples packed into shards).")
+
+
+def _step_slowed_text(f: StepSlowed, name: Name) -> str:
+    rows = []
+    for r in f.rows:
+        text = (f"{name(r.settings)} {r.slowdown:+.0%} ({r.compute_p50_s * 1e3:.1f} ms a step against "
+                f"{r.alone_s * 1e3:.1f} ms alone")
+        other = (f" and other processes {r.other_cores:.1f}" if r.other_cores is not None and r.other_cores >= 0.05
+                 else "")
+        if r.cpu_saturated and r.cpu_cores is not None:
+            text += f"; the process tree used {r.cpu_cores:.1f} cores{other} of the {r.usable_cpus} usable CPUs"
+            if r.leave_free_cpus is not None:
+                n = r.leave_free_cpus
+                text += (f": leave {n} CPU{'s' if n != 1 else ''} free for the training process (fewer workers, "
+                         "or workers kept off its cores)")
+        elif r.cpu_cores is not None and r.usable_cpus:
+            text += (f"; {r.cpu_cores:.1f} cores{other} of the {r.usable_cpus} usable CPUs busy, not all: the host "
+                     "was disturbed, or the workers competed for memory bandwidth")
+        rows.append(text + (f"; {r.repeats} trials" if r.repeats > 1 else "; one trial") + ")")
+    return (f"Step slowed beside the loader (over {f.threshold:.0%} slower than alone): " + "; ".join(rows)
+            + ". The training process was short of CPU (the workers took its cores) or the host was disturbed: "
+            "these rows do not show what the step alone binds, and no advice rests on them.")
+
+
+def _idle_text(f: IdleWorkers, name: Name) -> str:
+    rows = []
+    for r in f.rows:
+        parts = []
+        if r.no_batch:
+            parts.append(f"{r.no_batch} of {r.num_workers} workers delivered no batch")
+        if r.few:
+            parts.append(f"{r.few} of {r.num_workers} under a quarter of an equal share")
+        rows.append(f"{name(r.settings)}: " + " and ".join(parts)
+                    + f" ({', '.join(str(b) for b in r.worker_batches)} batches): the dataset gives work to "
+                    + str(r.working))
+    return ("Idle workers: " + "; ".join(rows) + ". Split it into at least num_workers shards (an IterableDataset "
+            "split by shard or file gives nothing to the workers beyond the number of shards, e.g. with "
+            "torch.utils.data.get_worker_info()): until then more workers change nothing, and these rows are bound "
+            "by the workers that work, not by the receive.")
+
+
+def _epoch_iter_text(f: EpochIter, name: Name) -> str:
+    rows = "; ".join(
+        f"{name(r.settings)}: each epoch's first batch waited {r.gap_s:.2f} s, {r.gap_s / r.build_s:.0f}x a steady "
+        f"batch's build ({r.build_s * 1e3:.1f} ms{' at most' if r.build_rule == 'window' else ''}), over "
+        f"{r.epochs} epoch start{'s' if r.epochs != 1 else ''}" for r in f.rows)
+    iterable = any(r.iterable for r in f.rows)
+    where = ("the dataset's own __iter__ (a shuffle buffer filled, an index or file list rebuilt at every epoch)"
+             if iterable else "the sampler's or the dataset's own __iter__ (an index rebuilt at every epoch)")
+    return (f"Epoch starts with persistent workers: {rows}. Nothing starts again with persistent workers (a "
+            f"first batch costs one build), so the time goes to {where}: do that work once, or spread it over the "
+            "epoch.")
+
+
+def _worker_slower_text(f: WorkerSlower, name: Name) -> str:
+    ratio = f.worker_build_s / f.main_build_s if f.main_build_s > 0 else 0.0
+    return (f"One worker builds a batch {ratio:.1f}x slower than the main process: {name(f.settings)} takes "
+            f"{f.worker_build_s * 1e3:.1f} ms per batch in each worker{' at most' if f.build_rule == 'window' else ''}"
+            f", the main process {f.main_build_s * 1e3:.1f} ms at 0 workers ({name(f.main)}). The sign of a library "
+            "that runs threads in a process that never forked and turns them off in forked workers (a tokenizer's "
+            "pool, OpenMP): more workers pay it back only in numbers; batch that work in the main process, or set "
+            "the library's own threads in worker_init_fn.")

@@ -12,17 +12,23 @@ from collections.abc import Callable
 
 from loaderbench.conclusions import (
     Baseline,
+    BestWithinTolerance,
     CacheFix,
     CeilingBinds,
+    EpochIter,
+    EqualCheaper,
     FetchPrep,
+    IdleWorkers,
     Knee,
     LoaderCeiling,
     MemoryPerWorker,
     Noisy,
     PartialBatches,
     ServedFromCache,
+    StepSlowed,
     WhatIfAnswer,
     WhyNoPrediction,
+    WorkerSlower,
 )
 from loaderbench.model import (
     GRID_AXES,
@@ -32,7 +38,15 @@ from loaderbench.model import (
     WarningKind,
 )
 from loaderbench.render.columns import LOADER_ARG, analysis_of, cuda_used, visible_columns
-from loaderbench.render.findings import Name, describe, finding_sentences, instead, loader_arg_words
+from loaderbench.render.findings import (
+    Name,
+    describe,
+    finding_sentence,
+    finding_sentences,
+    instead,
+    loader_arg_words,
+    spread_sentence,
+)
 from loaderbench.render.nodes import node_lines, what_if_ranks_lines
 from loaderbench.results import ResultSet
 
@@ -88,11 +102,17 @@ def served_from_cache_lines(f: ServedFromCache, name: Name = describe, *, verbos
         )
     for state in f.uneven:
         label = "" if state in (None, "as-is") else f" ({state})"
-        out.append(
-            f"The rows{label} were not served alike: {_configs([name(s) for s in f.storage_rows])} from the device, "
-            "the rows above from a cache (the configs before them, or their own repeats, warmed it): ranking them "
-            "compares the device with a cache; run with --cache cold, or a dataset that keeps nothing it read."
-        )
+        if f.uneven_fix is CacheFix.REREAD:
+            # Evicted before every config, yet part cached: the window read its own pages again.
+            because = ("the rows above from a cache the window filled itself: it read past the end of an epoch "
+                   "and read again what it had just loaded (a dataset shorter than the window): ranking them "
+                   "compares the device with a cache; use a longer dataset, or fewer batches (--max-batches).")
+        else:
+            because = ("the rows above from a cache (the configs before them, or their own repeats, warmed it): "
+                   "ranking them compares the device with a cache; run with --cache cold, or a dataset that "
+                   "keeps nothing it read.")
+        out.append(f"The rows{label} were not served alike: {_configs([name(s) for s in f.storage_rows])} from the "
+                   f"device, {because}")
     if f.all_rows and f.fix is not None:
         fix = {
             CacheFix.DATASET_CACHE: "the dataset (or its workers) keeps what it read: turn that cache off to measure "
@@ -116,6 +136,17 @@ def loader_ceiling_line(rs: ResultSet) -> str:
 
 
 def _loader_ceiling_text(lc: LoaderCeiling, name: Name) -> str:
+    if lc.bound_only:
+        text = (f"Loader ceiling (the loader alone, H2D included): at least {lc.samples_per_s:,.0f} samples/s "
+                f"({name(lc.settings)}; a bound on {'every one' if lc.bounded == lc.ranked else lc.bounded} of the "
+                f"{lc.ranked} configs, no sustained rate)")
+        if lc.compute_ceiling and lc.binds is CeilingBinds.COMPUTE:
+            return text + (f"; compute ceiling {lc.compute_ceiling:,.0f} samples/s: the compute step binds (the loop "
+                           "itself ran at it).")
+        if lc.compute_ceiling:
+            return text + (f"; compute ceiling {lc.compute_ceiling:,.0f} samples/s: which one binds is not known "
+                           "(the loader alone delivers at least that much, how much more was not measured).")
+        return text + "."
     text = (f"Loader ceiling (the loader alone, H2D included): {lc.samples_per_s:,.0f} samples/s at best "
             f"({name(lc.settings)})")
     if lc.probed < lc.ranked:
@@ -177,11 +208,13 @@ def search_lines(rs: ResultSet, name: Name | None = None) -> list[str]:
     disputed = list(dict.fromkeys(called(st.config) for st in (log.steps if log else []) if st.repeat))
     why = (f"; {', '.join(disputed)} repeated because its first trial read far below the model's prediction, "
            "which would make it the knee" if disputed else "")
-    text = (f"Search (model-guided, --search auto): measured {measured} config{'s' if measured != 1 else ''} "
-            f"(of a grid of {None if log is None else log.grid_configs}{over}) in {took}: the predicted knee, its "
-            "neighbours and the variants there; "
+    rec = analysis_of(rs).recommendation.findings
+    close = any(isinstance(f, (EqualCheaper, BestWithinTolerance)) for f in rec)
+    text = (f"Search (model-guided, --search auto): {_measured_of_grid(rs, name)}{over}) in {took}: the predicted "
+            "knee, its neighbours and the variants there; "
             + (f"repeats where they decide: {'; '.join(repeated)}{why}" if repeated
-               else "no config competed closely enough to need repeats")
+               else "no repeats, though configs measured within the tolerance of the pick competed with it"
+               if close else "no config competed closely enough to need repeats")
             + f" ({(log.stopped if log else None) or 'done'}).")
     out = [text]
     check = sw.prediction_check
@@ -197,6 +230,22 @@ def search_lines(rs: ResultSet, name: Name | None = None) -> list[str]:
                    "receive floor, compute ceiling), never ranked or recommended"
                    + (f"; its error: {'; '.join(parts)}." if parts else "."))
     return out + drift_lines(rs, name)
+
+
+def _measured_of_grid(rs: ResultSet, name: Name) -> str:
+    """How many configs a search measured against its grid, the configs off the grid named
+    (`Analysis.off_grid`): "measured 7 configs (5 of a grid of 12, and 2 worker counts the grid
+    does not list: 3 and 6 workers" (left open for what follows)."""
+    log = rs.sweep.search
+    measured = sum(1 for r in rs.results if r.status != "skipped")
+    off = analysis_of(rs).off_grid
+    grid = None if log is None else log.grid_configs
+    text = f"measured {measured} config{'s' if measured != 1 else ''} ("
+    if not off:
+        return text + f"of a grid of {grid}"
+    n = len(off)
+    return (text + f"{measured - n} of a grid of {grid}, and {n} with a worker count the grid does not list: "
+            + _grouped(rs, [(s, "") for s in off]))
 
 
 def drift_lines(rs: ResultSet, name: Name) -> list[str]:
@@ -323,7 +372,7 @@ def recommendation_lines(rs: ResultSet, name: Name) -> list[str]:
     out.append(f"    loader = {rec.dataloader_call}")
     if rec.use_prefetcher:
         out.append(f"    loader = {rec.prefetcher_call or 'loaderbench.CUDAPrefetcher(loader)'}  # copy batch N+1 on a side stream")
-    why = " ".join(finding_sentences(rest, name))
+    why = " ".join([t for t in (spread_sentence(k) for k in knee) if t] + finding_sentences(rest, name))
     if why:
         out.append(why)
     per_gpu = per_rank_line(rs)
@@ -406,6 +455,9 @@ _BOUND_WORDS = {
     CeilingBound.TIME_CAP: "a worker could not build its batches within the probe's time",
     CeilingBound.EPOCH_END: "the epoch ended before every worker built its batches in the probe",
     CeilingBound.BELOW_STEP_RATE: "the probe read below the row's own samples/s with the step",
+    CeilingBound.LEGACY_PROBE: ("probed by an older version that timed half a second of draws, not the workers' "
+                                "sustained rate (a drained backlog reads low, items held finished read high): only "
+                                "the row's own samples/s is known"),
     CeilingBound.OTHER: "the probe gave no sustained rate",
 }
 
@@ -430,8 +482,11 @@ def _more(rs: ResultSet) -> str:
     search = rs.sweep.search
     if search is not None:
         measured = sum(1 for r in rs.results if r.status != "skipped")
-        parts.append(f"the search ({measured} of {search.grid_configs} configs measured)"
-                     + (" and its predictions" if rs.sweep.predictions else ""))
+        off = len(a.off_grid)
+        count = (f"{measured} of {search.grid_configs} configs measured" if not off else
+                 f"{measured} configs measured: {measured - off} of the grid's {search.grid_configs} and {off} with "
+                 "worker counts it does not list")
+        parts.append(f"the search ({count})" + (" and its predictions" if rs.sweep.predictions else ""))
     if rs.sweep.drift is not None:
         parts.append("the drift check")
     if a.headroom is not None:
@@ -460,7 +515,7 @@ def _more(rs: ResultSet) -> str:
 
 _WARNING_LABELS = {
     WarningKind.REPLICATED: "counts duplicate samples (not ranked)",
-    WarningKind.OVERSUBSCRIBED: "oversubscribed (more workers or threads than usable CPUs)",
+    WarningKind.OVERSUBSCRIBED: "could oversubscribe, before measuring (more workers or threads than usable CPUs)",
     WarningKind.SHARED_MEMORY: "batches in flight close to the free /dev/shm",
     WarningKind.PINNING_INEFFECTIVE: "pin_memory on, but no tensor came back pinned",
     WarningKind.CACHE_NOT_ACHIEVED: "the --cache state asked for was not reached",
@@ -474,7 +529,9 @@ _WARNING_LABELS = {
 
 def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]:
     """The notes on configs, each kind once with the configs it applies to: noise, batches that
-    held fewer samples than batch_size, rows served from a cache, and the configs' warnings (by
+    held fewer samples than batch_size, rows served from a cache, rows whose step slowed beside
+    the loader, idle workers, epoch starts that point at `__iter__`, a worker slower than the
+    main process, and the configs' warnings (by
     kind; with `verbose`, each message once with its configs, every row served from a cache
     and the notes on memory per worker)."""
     a = analysis_of(rs)
@@ -503,6 +560,8 @@ def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]
             out.extend(served_from_cache_lines(f, name, verbose=verbose, grouped=lambda c: _grouped(rs, c)))
         elif isinstance(f, MemoryPerWorker) and verbose:
             out.append(_memory_text(f, name))
+        elif isinstance(f, (StepSlowed, IdleWorkers, EpochIter, WorkerSlower)):
+            out.append(finding_sentence(f, name))
     kinds: dict[WarningKind, dict[str, list[tuple[LoaderSettings, str]]]] = {}
     for r in rs.results:
         for w in r.warnings:
@@ -527,8 +586,11 @@ def _memory_text(f: MemoryPerWorker, name: Name) -> str:
         "pin_memory": "pinned (page-locked) copies of the batches in flight, held by the main process",
         "prefetch": "the CUDA prefetcher holds one more batch, on the device and pinned on the host",
     }.get(setting, "this setting multiplies memory per worker")
+    rows = ""
+    if f.pss_mib is not None and f.ref_pss_mib:
+        rows = f"; the rows' PSS {f.pss_mib:,.0f} vs {f.ref_pss_mib:,.0f} MiB ({f.pss_mib / f.ref_pss_mib - 1:+.0%})"
     return (f"Memory per worker ({name(f.settings)}): {f.mib_per_worker:,.0f} MiB (PSS) vs "
-            f"{f.ref_mib_per_worker:,.0f} MiB with {name(f.ref)} ({differs}): {why}.")
+            f"{f.ref_mib_per_worker:,.0f} MiB with {name(f.ref)} ({differs}{rows}): {why}.")
 
 
 def _fetch_prep_text(fp: FetchPrep, rs: ResultSet, name: Name) -> str:

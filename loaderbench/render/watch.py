@@ -34,6 +34,15 @@ def prediction_lines(prediction: MoreWorkers | None) -> list[str]:
             + f"; measure it with num_workers={knee} (or `loaderbench sweep`)."
         ]
     needed = prediction.workers_needed
+    if needed is not None and prediction.shares_cpus:
+        return [
+            f"Prediction (batch build time over the step's cycle, not a measurement): about {needed} "
+            f"{_workers(needed)} would build batches fast enough (num_workers={w} now), but the step itself used "
+            f"~{prediction.step_cores or 0.0:.1f} of the {prediction.usable_cpus} usable CPUs and loading needs "
+            f"~{prediction.load_cores or 0.0:.1f} more: workers would take the step's CPUs and slow it, so the "
+            "stall would move into the step rather than clear (fewer threads for the step, e.g. "
+            f"torch.set_num_threads, leave them room); measure it with num_workers={needed}."
+        ]
     if needed is not None:
         return [
             f"Prediction (batch build time over the step's cycle, not a measurement): about {needed} "
