@@ -486,7 +486,6 @@ def test_a_short_epoch_folder_reads_as_a_plain_loop_over_real_epochs(tmp_path):
     # over real epochs on a 2-CPU machine. Weighed as one start and 6 ordinary batches per epoch
     # of 100 samples, the figure is within 5% of the plain loop timed here, before and after
     # (1.00-1.04 of it in runs on a quiet 2-CPU machine; `truth`: other load moves either side).
-    import statistics
     import time
 
     from torch.utils.data import DataLoader
@@ -519,5 +518,7 @@ def test_a_short_epoch_folder_reads_as_a_plain_loop_over_real_epochs(tmp_path):
     row = json.loads(out.read_text())["results"][0]
     assert all(t["epoch_batches"] == 7 and t["epoch_samples"] == 100 and t["epoch_start_batches"]
                for t in row["trials"])
-    reference = statistics.fmean([before, after])
-    assert row["summary"]["samples_per_s"] == pytest.approx(reference, rel=0.05)
+    # Within 5% of the plain loop: of the range it spanned before and after, when other load
+    # moved it between the two (the sweep ran in between).
+    lo, hi = min(before, after), max(before, after)
+    assert 0.95 * lo <= row["summary"]["samples_per_s"] <= 1.05 * hi, (row["summary"]["samples_per_s"], before, after)
