@@ -79,6 +79,7 @@ PIN = "pin"
 H2D = "H2D"
 
 _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
+CAPTURE = 16  # JPEGs kept for the decoders' timing (measure/alternatives.py)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,21 +394,25 @@ class Interceptions:
             names[base] += 1
             return base if names[base] == 1 else f"{base} #{names[base]}"
 
-        def wrap_list(compose: Any) -> None:
+        objects: list[tuple[str, Any]] = []
+
+        def wrap_list(compose: Any, first: bool) -> None:
             wrapped: list[Any] = []
             for t in compose.transforms:
                 if _is_compose(t):
-                    wrap_list(t)
+                    wrap_list(t, first)
                     wrapped.append(t)
                     continue
                 name = stage_name(t)
                 transform_stages.append(Stage(name, StageKind.TRANSFORM.value, where))
                 wrapped.append(TimedTransform(name, t, timer))
+                if first:
+                    objects.append((name, t))
             self._patches.append((compose, "transforms", compose.transforms, wrapped))
 
         found = find_transforms(dataset)
-        for compose in found.composes:
-            wrap_list(compose)
+        for k, compose in enumerate(found.composes):
+            wrap_list(compose, k == 0)
         lone_wrappers: dict[int, TimedTransform] = {}
         for owner, attr, t in found.lone:
             if id(t) not in lone_wrappers:
@@ -416,6 +421,14 @@ class Interceptions:
                 lone_wrappers[id(t)] = TimedTransform(name, t, timer)
             self._patches.append((owner, attr, t, lone_wrappers[id(t)]))
         self.transforms = transform_stages
+        if not objects and lone_wrappers:
+            objects = [(w.name, w.transform) for w in lone_wrappers.values()][:1]
+        # The transforms themselves, (stage name, transform) in pipeline order (the first
+        # Compose found, opened up; else a lone transform): what measure/alternatives.py times
+        # again after each decoder.
+        self.transform_objects: list[tuple[str, Any]] = objects
+        # JPEG bytes the decoders are given, kept while a list is set here (at most CAPTURE).
+        self.capture: list[bytes] | None = None
         self.stages = [Stage(READ, StageKind.READ.value, where), Stage(DECODE, StageKind.DECODE.value, where),
                        *transform_stages]
         originals: dict[int, Any] = {}  # id(original function) -> replacement, for the module scan
@@ -440,6 +453,8 @@ class Interceptions:
         open_orig = Image.open
 
         def pil_open(*args: Any, **kwargs: Any) -> Any:
+            if self.capture is not None and len(self.capture) < CAPTURE and timer.active():
+                self._keep(args[0] if args else kwargs.get("fp"))
             im = timer.call(DECODE, StageKind.DECODE, open_orig, args, kwargs)
             if timer.active():
                 timer.decoders[f"PIL {getattr(im, 'format', None) or 'image'}"] += 1
@@ -482,6 +497,11 @@ class Interceptions:
 
         def decoder(name: str, orig: Callable[..., Any]) -> Callable[..., Any]:
             def decode(*args: Any, **kwargs: Any) -> Any:
+                if (self.capture is not None and len(self.capture) < CAPTURE and timer.active() and args
+                        and name in ("decode_jpeg", "decode_image", "read_image")):
+                    first = args[0]
+                    for item in first if isinstance(first, (list, tuple)) else [first]:
+                        self._keep(item)
                 if timer.active() and not timer.inside(StageKind.DECODE):
                     fmt = {"decode_jpeg": "JPEG", "decode_png": "PNG"}.get(name) or (
                         _sniff(args[0]) if args and name == "decode_image" else "")
@@ -521,6 +541,15 @@ class Interceptions:
                 if replacement is not None and (id(module), name) not in done:
                     self._patches.append((module, name, value, replacement))
                     done.add((id(module), name))
+
+    def _keep(self, source: Any) -> None:
+        """Keep the JPEG in `source` (a decoder's input) for the decoders' timing."""
+        from loaderbench.measure.alternatives import jpeg_of
+
+        if self.capture is not None and len(self.capture) < CAPTURE:
+            data = jpeg_of(source)
+            if data is not None:
+                self.capture.append(data)
 
     # -- in place for one fetch ---------------------------------------------------------------
 
@@ -610,6 +639,7 @@ class SampleProfiler:
         self.timer = StageTimer(wall, cpu, queued if callable(queued) else None)
         self.wall, self.cpu = wall, cpu
         self.interceptions = Interceptions(dataset, self.timer, where=where)
+        self.last_queued_s: float | None = None
 
     def staged(self, fetch: Callable[[], Any]) -> tuple[Any, SampleTiming, dict[str, int]]:
         """`fetch()` with the interceptions in place: (item, its timing, decoder calls)."""
@@ -625,10 +655,14 @@ class SampleProfiler:
             queued_s=t.queued_s, getitem_queued_s=q1 - q0 if timer.measures_queue else None), t.decoders
 
     def plain(self, fetch: Callable[[], Any]) -> tuple[Any, float]:
-        """`fetch()` with nothing intercepted: (item, wall seconds)."""
-        w0 = self.wall()
+        """`fetch()` with nothing intercepted: (item, wall seconds); the seconds its thread was
+        queued for a CPU meanwhile are in `last_queued_s` (None where not measured)."""
+        queued = self.timer.queued
+        q0, w0 = queued(), self.wall()
         item = fetch()
-        return item, self.wall() - w0
+        wall_s = self.wall() - w0
+        self.last_queued_s = queued() - q0 if self.timer.measures_queue else None
+        return item, wall_s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -770,7 +804,9 @@ class ProfilePlan:
     `in_worker`: the sample stages timed in a DataLoader worker rather than in this process;
     `top`: functions kept from the profiler pass (`attribute` False: no profiler pass);
     `seed`: of the sample indices; `device`: 'cpu' or 'cuda:N' (pin and H2D need CUDA);
-    `receive_batches`: batches timed by the receive probe."""
+    `receive_batches`: batches timed by the receive probe; `alternatives`: also time what the
+    what-ifs beyond the settings need (measure/alternatives.py: the JPEG decoders on the
+    dataset's own images, nvJPEG on a CUDA device, a batched fetch)."""
 
     samples: int = 200
     time_budget_s: float = 20.0
@@ -780,6 +816,7 @@ class ProfilePlan:
     device: str = "cpu"
     receive_batches: int = 5
     attribute: bool = True
+    alternatives: bool = False
 
 
 def _indices(length: int, count: int, seed: int) -> list[int]:
@@ -849,6 +886,11 @@ def profile_stages(
         shares = {"samples": 0.6, "loader": 0.8, "attribution": 1.0}
     else:
         shares = {"samples": 0.75, "attribution": 1.0}
+    if not plan.attribute:  # no profiler pass: the passes before it share its time
+        last = max(v for k, v in shares.items() if k != "attribution") if len(shares) > 1 else 1.0
+        shares = {k: v / last for k, v in shares.items() if k != "attribution"}
+    if plan.alternatives:  # the other passes end earlier, leaving the last 20% for the alternatives
+        shares = {k: 0.8 * v for k, v in shares.items()} | {"alternatives": 1.0}
     deadlines = _Deadlines(plan.time_budget_s, shares, clock)
     if not iterable and len(dataset) == 0:
         raise ValueError("the dataset is empty: nothing to profile")
@@ -909,11 +951,57 @@ def profile_stages(
                          main_side, batch_clock)
         if plan.attribute:
             _attribution(profiler, dataset, second or None, record, deadlines, plan)
+        if plan.alternatives:
+            _alternatives(profiler, dataset, first + second, iterable, settings, plan, record, decoders, deadlines,
+                          threads if threads is not None else threads_before)
     finally:
         torch.set_num_threads(threads_before)
     record.decoders = dict(decoders)
     record.wall_s = clock() - t_start
     return record
+
+
+def _alternatives(profiler: SampleProfiler, dataset: Any, indices: list[int], iterable: bool,
+                  settings: LoaderSettings, plan: ProfilePlan, record: StageRecord, decoders: Counter[str],
+                  deadlines: _Deadlines, threads: int) -> None:
+    """The last pass of `profile_stages` with `plan.alternatives` (measure/alternatives.py): a
+    map-style dataset without `__getitems__` asked for several samples at once; where the
+    passes before saw JPEGs decoded, a few more samples fetched to keep their JPEGs, the two CPU
+    decoders timed on them with the dataset's transforms, and nvJPEG on a CUDA device."""
+    from loaderbench.measure import alternatives as alt
+
+    def over() -> bool:
+        return deadlines.over("alternatives")
+
+    if not iterable and not over():
+        record.batched_fetch = alt.probe_batched_fetch(dataset, indices[::-1], items=min(16, settings.batch_size),
+                                                       over=over)
+    if not any("JPEG" in d or "decode_jpeg" in d for d in decoders) or over():
+        return
+    kept: list[bytes] = []
+    profiler.interceptions.capture = kept
+    it = iter(dataset) if iterable else None
+    try:
+        for k in range(2 * CAPTURE):
+            if len(kept) >= CAPTURE or over():
+                break
+            i = indices[k % len(indices)] if indices else 0
+            try:
+                fetch: Callable[[], Any] = (functools.partial(next, it) if it is not None
+                                            else functools.partial(dataset.__getitem__, i))
+                item, _, _ = profiler.staged(fetch)
+            except StopIteration:
+                break
+            del item
+    finally:
+        profiler.interceptions.capture = None
+    record.jpegs_captured = len(kept)
+    if not kept or over():
+        return
+    record.decoder_timing = alt.time_decoders(kept, profiler.interceptions.transform_objects, threads=threads,
+                                              over=over)
+    if plan.device.startswith("cuda") and not over():
+        record.gpu_decode = alt.time_gpu_decode(kept, settings.batch_size, plan.device)
 
 
 def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm: list[int], iterable: bool,
@@ -946,6 +1034,8 @@ def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm
             else:
                 item, wall_s = profiler.plain(fetch(i))
                 record.plain_s.append(wall_s)
+                if profiler.last_queued_s is not None:
+                    record.plain_queued_s.append(profiler.last_queued_s)
         except StopIteration:
             break
         items.append(item)
