@@ -420,3 +420,202 @@ def test_the_what_if_sentences_say_prediction_and_what_binds():
     assert lines[1].startswith("  16 usable CPUs: predicted ~") and lines[1].endswith(", then the usable CPUs bind.")
     assert any(x.startswith("  Decode with torchvision.io on the CPU: predicted ~1.") for x in lines)
     assert all("predicted" in x for x in lines[1:])
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. The sweep profiles its pick, within its budget, and tries in_order=False for a long tail
+# ---------------------------------------------------------------------------------------------
+
+
+def _sweep_config(**measure):
+    from loaderbench.model import ComputeSpec
+    from loaderbench.orchestration.config import build_config
+    from loaderbench.orchestration.plan import Machine, resolve_defaults
+
+    cfg = build_config(None, {
+        "dataset": {"kind": "tensor"},
+        "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
+        "grid": {"num_workers": (0, 2), "batch_size": (16,)},
+        "measure": {"repeats": 2, "search": "grid", **measure},
+    })
+    return resolve_defaults(cfg, Machine(cuda=False, usable_cpus=2))
+
+
+class InOrderRunner:
+    """A fake runner: 0 workers wait 32 ms per batch, 2 workers 6 ms in order and 2 ms with
+    in_order=False, a 12 ms step of 16 (1,333/s at most)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, bool, int]] = []
+
+    def __call__(self, job, **kw):
+        from loaderbench.measure.isolation import Outcome
+        from tests.helpers import trial
+
+        s = job.settings
+        self.calls.append((s.num_workers, s.in_order, job.seed))
+        wait = 0.032 if s.num_workers == 0 else (0.006 if s.in_order else 0.002)
+        return Outcome(status="ok", trial=trial(wait, 0.012))
+
+
+def test_the_sweep_profiles_its_pick_and_measures_in_order_off_for_a_long_tail(tmp_path):
+    from loaderbench.orchestration.plan import Machine
+    from loaderbench.orchestration.profile import sweep_profile_budget_s
+    from loaderbench.orchestration.run import run_sweep
+
+    asked = []
+
+    def profiler(cfg, pick, budget_s):
+        asked.append((pick, budget_s))
+        return SweepProfile(pick, record=stage_record([0.002] * 196 + [0.040] * 4, {"A": 1.0}), wall_s=1.5,
+                            budget_s=budget_s)
+
+    runner = InOrderRunner()
+    cfg = _sweep_config()
+    rs = run_sweep(cfg, output=tmp_path / "r.json", environment={"usable_cpus": 2}, machine=Machine(cuda=False, usable_cpus=2),
+                   runner=runner, save=lambda r, p: None, profiler=profiler)
+    # --search grid: the profile's budget is its share of --time-budget (120 s: 6 s).
+    assert asked == [(settings(2), sweep_profile_budget_s(cfg.time_budget_s))] and asked[0][1] == pytest.approx(6.0)
+    assert rs.sweep.profile.in_order is InOrderTrial.TRIED and rs.sweep.timing.profile_s >= 0.0
+    # The grid's 4 trials, then in_order=False at the pick, twice (--repeats 2; the pick has its two).
+    assert runner.calls[4:] == [(2, False, 0), (2, False, 1)]
+    assert rs.recommendation.settings == replace(settings(2), in_order=False)  # 2 ms against 6 ms of wait
+    (f,) = [f for f in rs.analysis.recommendation.findings if isinstance(f, LongTail)]
+    assert f.recommended and f.trial is InOrderTrial.TRIED
+    # --no-profile: no profile, no in_order trial.
+    runner = InOrderRunner()
+    rs = run_sweep(replace(cfg, profile=False), output=tmp_path / "r.json", environment={"usable_cpus": 2},
+                   machine=Machine(cuda=False, usable_cpus=2), runner=runner, save=lambda r, p: None, profiler=profiler)
+    assert rs.sweep.profile is None and len(runner.calls) == 4 and len(asked) == 1
+
+
+def test_a_short_tail_or_a_pick_without_workers_tries_nothing(tmp_path):
+    from loaderbench.orchestration.plan import Machine
+    from loaderbench.orchestration.run import run_sweep
+
+    for times, grid, trial in (([0.002] * 200, (0, 2), None), ([0.002] * 196 + [0.040] * 4, (0,), InOrderTrial.NO_WORKERS)):
+        runner = InOrderRunner()
+        cfg = _sweep_config().with_grid(num_workers=grid)
+        rs = run_sweep(cfg, output=tmp_path / "r.json", environment={"usable_cpus": 2},
+                       machine=Machine(cuda=False, usable_cpus=2), runner=runner, save=lambda r, p: None,
+                       profiler=lambda c, pick, b, t=times: SweepProfile(pick, record=stage_record(t, {"A": 1.0})))
+        assert rs.sweep.profile.in_order is trial and all(in_order for _, in_order, _ in runner.calls)
+
+
+def test_the_profiles_budget_is_a_share_of_the_time_budget_within_its_bounds():
+    from loaderbench.orchestration.profile import sweep_profile_budget_s
+
+    assert sweep_profile_budget_s(120.0) == pytest.approx(6.0)
+    assert sweep_profile_budget_s(10.0) == pytest.approx(2.0)  # at least 2 s
+    assert sweep_profile_budget_s(3600.0) == pytest.approx(15.0)  # at most 15 s
+    assert sweep_profile_budget_s(120.0, left_s=3.0) == pytest.approx(3.0)  # what --time-budget has left
+    assert sweep_profile_budget_s(120.0, left_s=-5.0) == pytest.approx(2.0)  # spent: the least a profile takes
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. What the profile times besides the stages (measure/alternatives.py)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_jpegs_a_decoder_is_given_are_kept_whatever_form_they_come_in(tmp_path):
+    import io
+
+    import torch
+
+    from loaderbench.measure.alternatives import jpeg_of
+    from tests.profile_datasets import jpeg_bytes
+
+    data = jpeg_bytes(64, 48)
+    path = tmp_path / "a.jpg"
+    path.write_bytes(data)
+    bio = io.BytesIO(b"xx" + data)
+    bio.seek(2)
+    with open(path, "rb") as fh:
+        assert jpeg_of(fh) == data and fh.tell() == 0  # read, then put back
+    assert jpeg_of(str(path)) == data and jpeg_of(path) == data and jpeg_of(bio) == data and bio.tell() == 2
+    assert jpeg_of(torch.frombuffer(bytearray(data), dtype=torch.uint8)) == data and jpeg_of(data) == data
+    assert jpeg_of(b"\x89PNG....") is None and jpeg_of(42) is None and jpeg_of(tmp_path / "missing") is None
+
+
+def test_the_two_cpu_decoders_are_timed_on_the_datasets_jpegs_with_its_transforms():
+    from loaderbench.measure.alternatives import time_decoders
+    from loaderbench.workload.datasets import imagenet_train_transform
+    from tests.profile_datasets import jpeg_bytes
+
+    compose = imagenet_train_transform()
+    names = [type(t).__name__ for t in compose.transforms]
+    t = time_decoders([jpeg_bytes(seed=i) for i in range(4)], list(zip(names, compose.transforms)), threads=1,
+                      rounds=2)
+    assert t is not None and (t.images, t.rounds, t.threads) == (4, 2, 1)
+    assert t.transforms == names == ["RandomResizedCrop", "RandomHorizontalFlip", "PILToTensor"]
+    assert t.dropped == ["PILToTensor"] and t.stopped_at is None and t.per_transform["PILToTensor"][1] == 0.0
+    assert min(t.pil_cpu_ms, t.torchvision_cpu_ms, t.transforms_pil_cpu_ms, t.transforms_tensor_cpu_ms) > 0
+    # The thread's CPU time: libjpeg-turbo behind both, torchvision without PIL's image object and
+    # conversion; v2's crop on a uint8 tensor against PIL's (a ratio within one test, not a nominal time).
+    assert t.torchvision_cpu_ms < t.pil_cpu_ms
+    assert time_decoders([], [], threads=1) is None
+
+
+def test_a_transform_that_refuses_a_tensor_ends_the_comparison_there():
+    from loaderbench.measure.alternatives import time_decoders
+    from tests.profile_datasets import jpeg_bytes
+
+    class PilOnly:
+        def __call__(self, im):
+            return im.rotate(10)  # a tensor has no rotate
+
+    class Later:
+        def __call__(self, x):
+            return x
+
+    t = time_decoders([jpeg_bytes()], [("PilOnly", PilOnly()), ("Later", Later())], threads=1, rounds=1)
+    assert t.stopped_at == "PilOnly" and t.transforms == [] and t.transforms_pil_cpu_ms is None
+
+
+def test_a_batched_fetch_measures_the_fixed_cost_of_a_call():
+    from loaderbench.measure.alternatives import probe_batched_fetch
+    from tests.profile_datasets import make_arrow_like, make_arrow_like_batched
+
+    # 8 ms fixed per query, 0.05 ms per row (sleeps: what they cost does not depend on the load).
+    t = probe_batched_fetch(make_arrow_like(), list(range(200)), items=16, rounds=3)
+    assert t is not None and t.items == 16 and t.rounds == 3
+    assert t.fixed_ms == pytest.approx(8.0, rel=0.25) and t.batch_ms < 3 * t.one_ms
+    assert probe_batched_fetch(make_arrow_like_batched(), list(range(200))) is None  # the DataLoader batches it
+    from loaderbench.workload.datasets import TensorCostDataset
+
+    assert probe_batched_fetch(TensorCostDataset(64, (4,), 0.0, 0.0), list(range(64))) is None  # refuses a list
+
+
+def test_the_sweeps_profile_keeps_the_jpegs_and_times_the_decoders():
+    from loaderbench.measure.stages import CAPTURE, ProfilePlan, profile_stages
+    from loaderbench.workload.datasets import SyntheticJPEGDataset, load_synthetic_jpegs
+
+    ds = SyntheticJPEGDataset(load_synthetic_jpegs(48, (320, 240), 90, 0))
+    record = profile_stages(ds, settings(0), ProfilePlan(samples=20, time_budget_s=30.0, attribute=False,
+                                                         alternatives=True))
+    assert record.jpegs_captured == CAPTURE and record.decoder_timing is not None
+    assert record.decoder_timing.images == CAPTURE and record.batched_fetch is None  # a list index raises
+    assert record.gpu_decode is None and len(record.plain_queued_s) in (0, len(record.plain_s))
+    # The interceptions are gone: the dataset decodes as before.
+    assert ds[0][0].shape == (3, 224, 224)
+
+
+def test_nvjpeg_is_not_timed_without_cuda():
+    from loaderbench.measure.alternatives import time_gpu_decode
+    from tests.profile_datasets import jpeg_bytes
+
+    assert time_gpu_decode([jpeg_bytes()], 16, "cpu") is None and time_gpu_decode([], 16, "cuda:0") is None
+
+
+@pytest.mark.gpu
+def test_nvjpeg_is_timed_per_batch_on_the_gpu():
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from loaderbench.measure.alternatives import time_gpu_decode
+    from tests.profile_datasets import jpeg_bytes
+
+    t = time_gpu_decode([jpeg_bytes(seed=i) for i in range(4)], 32, "cuda:0", reps=3)
+    assert t is not None and (t.batch_size, t.reps, t.device) == (32, 3, "cuda:0")
+    assert 0 < t.decode_ms_per_batch <= t.decode_crop_ms_per_batch and t.cpu_ms_per_batch >= 0
