@@ -474,8 +474,9 @@ def test_the_sweep_profiles_its_pick_and_measures_in_order_off_for_a_long_tail(t
     cfg = _sweep_config()
     rs = run_sweep(cfg, output=tmp_path / "r.json", environment={"usable_cpus": 2}, machine=Machine(cuda=False, usable_cpus=2),
                    runner=runner, save=lambda r, p: None, profiler=profiler)
-    # --search grid: the profile's budget is its share of --time-budget (120 s: 6 s).
-    assert asked == [(settings(2), sweep_profile_budget_s(cfg.time_budget_s))] and asked[0][1] == pytest.approx(6.0)
+    # A fake sweep takes no time: the profile's budget is its least (8% of the sweep so far).
+    assert asked == [(settings(2), sweep_profile_budget_s(cfg.time_budget_s, elapsed_s=0.0))]
+    assert asked[0][1] == pytest.approx(0.5)
     assert rs.sweep.profile.in_order is InOrderTrial.TRIED and rs.sweep.timing.profile_s >= 0.0
     # The grid's 4 trials, then in_order=False at the pick, twice (--repeats 2; the pick has its two).
     assert runner.calls[4:] == [(2, False, 0), (2, False, 1)]
@@ -505,11 +506,15 @@ def test_a_short_tail_or_a_pick_without_workers_tries_nothing(tmp_path):
 def test_the_profiles_budget_is_a_share_of_the_time_budget_within_its_bounds():
     from loaderbench.orchestration.profile import sweep_profile_budget_s
 
-    assert sweep_profile_budget_s(120.0) == pytest.approx(6.0)
-    assert sweep_profile_budget_s(10.0) == pytest.approx(2.0)  # at least 2 s
-    assert sweep_profile_budget_s(3600.0) == pytest.approx(15.0)  # at most 15 s
-    assert sweep_profile_budget_s(120.0, left_s=3.0) == pytest.approx(3.0)  # what --time-budget has left
-    assert sweep_profile_budget_s(120.0, left_s=-5.0) == pytest.approx(2.0)  # spent: the least a profile takes
+    # What the search keeps for it: 8% of --time-budget.
+    assert sweep_profile_budget_s(120.0) == pytest.approx(9.6)
+    # Once the sweep ran: 8% of its time so far, at least 0.5 s, at most 15 s.
+    assert sweep_profile_budget_s(120.0, elapsed_s=20.0) == pytest.approx(1.6)
+    assert sweep_profile_budget_s(120.0, elapsed_s=2.0) == pytest.approx(0.5)
+    assert sweep_profile_budget_s(3600.0, elapsed_s=3000.0) == pytest.approx(15.0)
+    # At most what --time-budget has left, and a spent budget still gets the least a profile takes.
+    assert sweep_profile_budget_s(120.0, left_s=1.0, elapsed_s=100.0) == pytest.approx(1.0)
+    assert sweep_profile_budget_s(120.0, left_s=-5.0, elapsed_s=100.0) == pytest.approx(0.5)
 
 
 # ---------------------------------------------------------------------------------------------

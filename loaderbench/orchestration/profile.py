@@ -143,24 +143,29 @@ def execute_profile(
 #     beyond the settings need (the JPEG decoders on the dataset's own images, nvJPEG on a CUDA
 #     device, a batched fetch: measure/alternatives.py) and without the profiler's pass over the
 #     rest of __getitem__ (`loaderbench profile` names those functions). Its budget is
-#     SWEEP_PROFILE_SHARE of --time-budget, between SWEEP_PROFILE_MIN_S and SWEEP_PROFILE_MAX_S
-#     and never past what is left of --time-budget (at least SWEEP_PROFILE_MIN_S); the search
-#     keeps that much for it (run.py), so the profile counts against --time-budget. Each pass
-#     ends at its share of the budget or when its samples are timed: on the 2-core machine the
-#     embedded JPEGs' profile took 3-4 s of a 6 s budget (docs/benchmarks.md, section 13). A
-#     dataset that fails while profiled does not fail the sweep: the record keeps the error.
+#     SWEEP_PROFILE_SHARE of the sweep's time before it, between SWEEP_PROFILE_MIN_S and
+#     SWEEP_PROFILE_MAX_S, and never past what is left of --time-budget (at least the minimum); the
+#     search keeps that share of --time-budget for it (run.py), so the profile counts against
+#     --time-budget and stays under a tenth of the sweep's wall time. Each pass ends at its share
+#     of the budget or when its samples are timed: the embedded JPEGs' full profile (200 samples)
+#     takes about 1.6 s on the 2-core machine, where the default sweep takes 10-30 s, so a short
+#     sweep gets a shorter profile (fewer samples, named as cut short) rather than one that
+#     doubles its time (docs/benchmarks.md, section 13). A dataset that fails while profiled does
+#     not fail the sweep: the record keeps the error.
 
-SWEEP_PROFILE_SHARE = 0.05
-SWEEP_PROFILE_MIN_S = 2.0
+SWEEP_PROFILE_SHARE = 0.08
+SWEEP_PROFILE_MIN_S = 0.5
 SWEEP_PROFILE_MAX_S = 15.0
 SWEEP_PROFILE_SAMPLES = DEFAULT_SAMPLES
 
 
-def sweep_profile_budget_s(time_budget_s: float, left_s: float | None = None) -> float:
+def sweep_profile_budget_s(time_budget_s: float, left_s: float | None = None, elapsed_s: float | None = None) -> float:
     """The seconds the sweep's profile may take (NOTE [the sweep's stage profile]): a share of
-    --time-budget within its bounds, at most `left_s` (what --time-budget has left) but never
-    under the minimum."""
-    budget = min(SWEEP_PROFILE_MAX_S, max(SWEEP_PROFILE_MIN_S, SWEEP_PROFILE_SHARE * time_budget_s))
+    the sweep's time so far (`elapsed_s`; without it, of --time-budget: what the search keeps)
+    within its bounds, at most `left_s` (what --time-budget has left) but never under the
+    minimum."""
+    basis = time_budget_s if elapsed_s is None else elapsed_s
+    budget = min(SWEEP_PROFILE_MAX_S, max(SWEEP_PROFILE_MIN_S, SWEEP_PROFILE_SHARE * basis))
     if left_s is not None:
         budget = min(budget, max(SWEEP_PROFILE_MIN_S, left_s))
     return budget
@@ -192,7 +197,7 @@ def profile_pick(config: SweepConfig, settings: LoaderSettings, budget_s: float,
             from loaderbench.workload.decode import EncodedCollate
 
             collate = EncodedCollate(collate or default_collate)
-        left = max(0.5, budget_s - (time.perf_counter() - t0))
+        left = max(0.2, budget_s - (time.perf_counter() - t0))
         plan = ProfilePlan(samples=SWEEP_PROFILE_SAMPLES, time_budget_s=left, seed=config.seed, device=device,
                            attribute=False, alternatives=True)
         record = profile_stages(dataset, settings, plan, collate_fn=collate)

@@ -253,7 +253,8 @@ def run_sweep(
         left = config.time_budget_s - (time.monotonic() - started_at) if searched else None
         obs.phase("profiling the pick: where each sample's time goes")
         t_profile = time.monotonic()
-        sweep.profile = profiler(config, pick, sweep_profile_budget_s(config.time_budget_s, left))
+        sweep.profile = profiler(config, pick, sweep_profile_budget_s(config.time_budget_s, left,
+                                                                      elapsed_s=time.monotonic() - started_at))
         timing.profile_s = time.monotonic() - t_profile
         snapshot()
         try_in_order(result_set, config, pick, measure, trial_walls, started_at if searched else None, obs)
