@@ -624,3 +624,28 @@ def test_nvjpeg_is_timed_per_batch_on_the_gpu():
     t = time_gpu_decode([jpeg_bytes(seed=i) for i in range(4)], 32, "cuda:0", reps=3)
     assert t is not None and (t.batch_size, t.reps, t.device) == (32, 3, "cuda:0")
     assert 0 < t.decode_ms_per_batch <= t.decode_crop_ms_per_batch and t.cpu_ms_per_batch >= 0
+
+
+def test_show_answers_combined_changes_from_the_kept_profile_in_every_format():
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from loaderbench.cli import app
+
+    kept = str(Path(__file__).resolve().parent / "data" / "results-v3-profile-cpu.json")
+    args = ["show", kept, "--what-if", "cpus=4", "--what-if", "decode=torchvision", "--what-if", "stage=collate:inf"]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    flat = " ".join(res.stdout.splitlines())  # the console wraps a long sentence at a space
+    line = flat[flat.index("What if "):flat.index("Stage profile of the pick")]
+    assert line.startswith("What if 4 usable CPUs, decode with torchvision.io on the CPU, collate removed (a prediction")
+    assert "collate 0.082 -> 0.000 ms per sample" in line and "binds" in line
+    data = json.loads(CliRunner().invoke(app, [*args, "--format", "json"]).stdout)
+    w = data["analysis"]["what_if"]
+    assert w["question"] == {"cpus": 4, "disk_mb_per_s": None, "disk_iops": None, "ranks": None,
+                             "stages": [{"name": "collate", "speedup": None}], "decode": "torchvision"}
+    assert w["why"] is None and w["binds"] in {b.value for b in Binds} and w["usable_cpus"] == 4
+    assert data["analysis"]["profile"]["sample_build_ms"]["p50"] > 0
+    bad = CliRunner().invoke(app, ["show", kept, "--what-if", "stage=collate"])
+    assert bad.exit_code == 2 and "--what-if: expected cpus=K" in bad.output and "stage=NAME:F" in bad.output

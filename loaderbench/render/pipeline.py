@@ -204,7 +204,8 @@ def profile_lines(profile: StageProfile, name: Name) -> list[str]:
                    + (f" (a long tail: {t.threshold:g}x or more)." if t.long else "."))
     d = profile.decoder_timing
     if d is not None:
-        text = (f"  JPEG decoders on {d.images} of the dataset's JPEGs ({d.threads} thread, CPU ms per image): PIL "
+        text = (f"  JPEG decoders on {d.images} of the dataset's JPEGs ({d.threads} intra-op thread"
+                f"{'s' if d.threads != 1 else ''}, CPU ms per image): PIL "
                 f"{_ms(d.pil_cpu_ms)}, torchvision.io {_ms(d.torchvision_cpu_ms)}")
         if d.transforms_pil_cpu_ms is not None and d.transforms_tensor_cpu_ms is not None:
             text += (f"; the transforms after the decode ({', '.join(d.transforms)}) {_ms(d.transforms_pil_cpu_ms)} "
