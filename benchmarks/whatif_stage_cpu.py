@@ -4,7 +4,8 @@
 
 The dataset (tests/profile_datasets.py TwoStages): each sample a small tensor through a
 torchvision Compose of two CPU spins, `CpuSpin` (A ms of the thread's CPU) then `CpuCrop` (B ms),
-A = 2 and B = 6 by default. Each round sweeps it (`--search grid`, `--num-workers` the list given,
+A = 2 and B = 6 by default (`--clock wall`: `Spin` and `Crop2`, spins of wall time, whose cost
+other load on a shared machine does not stretch). Each round sweeps it (`--search grid`, `--num-workers` the list given,
 a sleep step of `--step-ms`) with the stage profile of the pick, asks the pipeline model
 `stage=CpuSpin:F` and `stage=CpuCrop:F` for each factor F, and sweeps the dataset made with that
 stage F times cheaper (`--no-profile`), in the same round. Reported per question and worker count:
@@ -34,7 +35,7 @@ def sweep(a_ms: float, b_ms: float, args: argparse.Namespace, out: Path, profile
     import loaderbench
 
     return loaderbench.sweep(
-        FACTORY, dataset_kwargs={"a_ms": a_ms, "b_ms": b_ms}, num_workers=args.workers, batch_size=args.batch_size,
+        FACTORY, dataset_kwargs={"a_ms": a_ms, "b_ms": b_ms, "cpu": args.clock == "cpu"}, num_workers=args.workers, batch_size=args.batch_size,
         step=f"sleep:{args.step_ms:g}", search="grid", repeats=args.repeats, min_time_s=args.min_time,
         profile=profile, output=str(out), label=f"a{a_ms:g}-b{b_ms:g}",
     ).result_set
@@ -55,6 +56,8 @@ def main() -> int:
     ap.add_argument("--step-ms", type=float, default=2.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--min-time", type=float, default=2.0)
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                    help="cpu: spins of the thread's CPU time (CpuSpin, CpuCrop); wall: of wall time (Spin, Crop2)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     from loaderbench.analysis import analyze
@@ -69,7 +72,8 @@ def main() -> int:
         prof = base.analysis.profile
         shares = {} if prof is None else {s.name: (s.ms_per_sample, s.cpu_ms_per_sample, s.share) for s in prof.stages}
         entry: dict[str, Any] = {"base": rates(base), "profile_stages": shares, "questions": []}
-        for stage, a, b in [("CpuSpin", "a", None), ("CpuCrop", None, "b")]:
+        names = ("CpuSpin", "CpuCrop") if args.clock == "cpu" else ("Spin", "Crop2")
+        for stage, a, b in [(names[0], "a", None), (names[1], None, "b")]:
             for f in factors:
                 q = f"stage={stage}:{f:g}"
                 what = analyze(base, what_if=[parse_what_if(q)]).what_if

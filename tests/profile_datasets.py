@@ -214,11 +214,13 @@ class TwoStages(Dataset):
     """Each sample: a small tensor through a torchvision Compose of two CPU spins of known cost,
     `CpuSpin(a_ms)` then `CpuCrop(b_ms)` (the thread's CPU time, so other load stretches their
     wall time but not their work): what `--what-if stage=NAME:F` is checked against, with the
-    same dataset made with that stage F times cheaper."""
+    same dataset made with that stage F times cheaper. With `cpu` False, spins of wall time
+    (`Spin`, `Crop2`): their cost does not stretch with other load on the machine."""
 
-    def __init__(self, n: int, a_ms: float, b_ms: float) -> None:
+    def __init__(self, n: int, a_ms: float, b_ms: float, cpu: bool = True) -> None:
         self.n = n
-        self.transform = transforms.Compose([CpuSpin(a_ms), CpuCrop(b_ms)])
+        first, last = (CpuSpin, CpuCrop) if cpu else (Spin, Crop2)
+        self.transform = transforms.Compose([first(a_ms), last(b_ms)])
 
     def __len__(self) -> int:
         return self.n
@@ -227,8 +229,8 @@ class TwoStages(Dataset):
         return self.transform(torch.full((8,), float(i))), i % 10
 
 
-def make_two_stages(a_ms: float = 2.0, b_ms: float = 6.0, n: int = 100_000) -> Dataset:
-    return TwoStages(n, a_ms, b_ms)
+def make_two_stages(a_ms: float = 2.0, b_ms: float = 6.0, n: int = 100_000, cpu: bool = True) -> Dataset:
+    return TwoStages(n, a_ms, b_ms, cpu)
 
 
 class ArrowLike(Dataset):
