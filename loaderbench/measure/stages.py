@@ -886,11 +886,11 @@ def profile_stages(
         shares = {"samples": 0.6, "loader": 0.8, "attribution": 1.0}
     else:
         shares = {"samples": 0.75, "attribution": 1.0}
-    if not plan.attribute:  # no profiler pass: the passes before it share its time
+    if plan.alternatives:
+        shares = _shares_with_alternatives(in_worker=in_worker, workers=workers > 0, attribute=plan.attribute)
+    elif not plan.attribute:  # no profiler pass: the passes before it share its time
         last = max(v for k, v in shares.items() if k != "attribution") if len(shares) > 1 else 1.0
         shares = {k: v / last for k, v in shares.items() if k != "attribution"}
-    if plan.alternatives:  # the other passes end earlier, leaving the last 20% for the alternatives
-        shares = {k: 0.8 * v for k, v in shares.items()} | {"alternatives": 1.0}
     deadlines = _Deadlines(plan.time_budget_s, shares, clock)
     if not iterable and len(dataset) == 0:
         raise ValueError("the dataset is empty: nothing to profile")
@@ -943,17 +943,23 @@ def profile_stages(
                          Stage(COLLATE, StageKind.COLLATE.value, where),
                          Stage(RECEIVE, StageKind.RECEIVE.value, "main"), Stage(PIN, StageKind.PIN.value, "main"),
                          Stage(H2D, StageKind.H2D.value, "main")]
+        threads_now = threads if threads is not None else threads_before
         if not in_worker:
             _in_process(profiler, dataset, first, warm or [0, 0, 0], iterable, settings.batch_size, collate, record,
                         decoders, deadlines, main_side, plan.samples, batch_clock)
+        # The alternatives need the decoders pass 1 saw: right after it (before the DataLoader's
+        # receive, which the sweep measures itself), or after the DataLoader pass in a worker.
+        if plan.alternatives and not in_worker:
+            _alternatives(profiler, dataset, first + second, iterable, settings, plan, record, decoders, deadlines,
+                          threads_now)
         if workers:
             _loader_pass(dataset, first, iterable, settings, plan, collate, record, decoders, deadlines,
                          main_side, batch_clock)
+        if plan.alternatives and in_worker:
+            _alternatives(profiler, dataset, first + second, iterable, settings, plan, record, decoders, deadlines,
+                          threads_now)
         if plan.attribute:
             _attribution(profiler, dataset, second or None, record, deadlines, plan)
-        if plan.alternatives:
-            _alternatives(profiler, dataset, first + second, iterable, settings, plan, record, decoders, deadlines,
-                          threads if threads is not None else threads_before)
     finally:
         torch.set_num_threads(threads_before)
     record.decoders = dict(decoders)
@@ -961,10 +967,25 @@ def profile_stages(
     return record
 
 
+def _shares_with_alternatives(*, in_worker: bool, workers: bool, attribute: bool) -> dict[str, float]:
+    """Where each pass of a profile with the alternatives ends, as a share of the budget, in the
+    order they run: the samples (weight 0.5), the alternatives (0.2), the DataLoader (0.25), the
+    profiler pass (0.25); the passes that run share the whole budget in those proportions."""
+    order = [*([] if in_worker else [("samples", 0.5), ("alternatives", 0.2)]),
+             *([("loader", 0.25)] if workers else []), *([("alternatives", 0.2)] if in_worker else []),
+             *([("attribution", 0.25)] if attribute else [])]
+    total = sum(w for _, w in order)
+    out, at = {}, 0.0
+    for name, w in order:
+        at += w / total
+        out[name] = at
+    return out
+
+
 def _alternatives(profiler: SampleProfiler, dataset: Any, indices: list[int], iterable: bool,
                   settings: LoaderSettings, plan: ProfilePlan, record: StageRecord, decoders: Counter[str],
                   deadlines: _Deadlines, threads: int) -> None:
-    """The last pass of `profile_stages` with `plan.alternatives` (measure/alternatives.py): a
+    """The pass of `profile_stages` with `plan.alternatives` (measure/alternatives.py): a
     map-style dataset without `__getitems__` asked for several samples at once; where the
     passes before saw JPEGs decoded, a few more samples fetched to keep their JPEGs, the two CPU
     decoders timed on them with the dataset's transforms, and nvJPEG on a CUDA device."""
@@ -1093,6 +1114,11 @@ def _loader_pass(dataset: Any, indices: list[int], iterable: bool, settings: Loa
             if not in_worker and received >= plan.receive_batches:
                 break
             _wait_for_a_batch(loader, lambda: deadlines.over("loader"))
+            if deadlines.over("loader") and (received or not in_worker):
+                # the budget ended while the batch was still being built: next() would time the
+                # wait for a worker, not the receive (NOTE [timing the receive])
+                record.cut_short.append("loader")
+                break
             received_timing = BatchTiming(samples=0, wall_s={}, cpu_s={})
             try:
                 out = clock.time(received_timing, RECEIVE, next, it)
