@@ -649,3 +649,14 @@ def test_show_answers_combined_changes_from_the_kept_profile_in_every_format():
     assert data["analysis"]["profile"]["sample_build_ms"]["p50"] > 0
     bad = CliRunner().invoke(app, ["show", kept, "--what-if", "stage=collate"])
     assert bad.exit_code == 2 and "--what-if: expected cpus=K" in bad.output and "stage=NAME:F" in bad.output
+
+
+def test_the_sweeps_profile_gives_the_samples_most_of_its_budget():
+    from loaderbench.measure.stages import _shares_with_alternatives as shares
+
+    # Where each pass ends, in the order they run: the samples first (their tail needs a few
+    # hundred), then the alternatives (they need the decoders the samples saw), then the receive.
+    assert shares(in_worker=False, workers=True, attribute=False) == pytest.approx(
+        {"samples": 0.6, "alternatives": 0.8, "loader": 1.0})
+    assert shares(in_worker=False, workers=False, attribute=False) == pytest.approx({"samples": 0.75, "alternatives": 1.0})
+    assert list(shares(in_worker=True, workers=True, attribute=True)) == ["loader", "alternatives", "attribution"]

@@ -969,10 +969,11 @@ def profile_stages(
 
 def _shares_with_alternatives(*, in_worker: bool, workers: bool, attribute: bool) -> dict[str, float]:
     """Where each pass of a profile with the alternatives ends, as a share of the budget, in the
-    order they run: the samples (weight 0.5), the alternatives (0.2), the DataLoader (0.25), the
-    profiler pass (0.25); the passes that run share the whole budget in those proportions."""
-    order = [*([] if in_worker else [("samples", 0.5), ("alternatives", 0.2)]),
-             *([("loader", 0.25)] if workers else []), *([("alternatives", 0.2)] if in_worker else []),
+    order they run: the samples (weight 0.6: their tail needs a few hundred), the alternatives
+    (0.2), the DataLoader (0.2), the profiler pass (0.25); the passes that run share the whole
+    budget in those proportions."""
+    order = [*([] if in_worker else [("samples", 0.6), ("alternatives", 0.2)]),
+             *([("loader", 0.2)] if workers else []), *([("alternatives", 0.2)] if in_worker else []),
              *([("attribution", 0.25)] if attribute else [])]
     total = sum(w for _, w in order)
     out, at = {}, 0.0
