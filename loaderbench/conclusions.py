@@ -18,8 +18,11 @@ from enum import Enum
 from typing import Any, ClassVar
 
 from loaderbench.model import (
+    BatchedFetchTiming,
     Ceiling,
+    DecoderTiming,
     FindingKind,
+    GpuDecodeTiming,
     InputBound,
     LoaderSettings,
     NodeFigures,
@@ -83,16 +86,97 @@ class PredictionErrors(Record):
 
 
 @dataclass(frozen=True)
+class StageChange(Record):
+    """One stage of the stage profile made `speedup` times faster (`--what-if stage=NAME:F`);
+    `speedup` None: the stage removed (F=inf)."""
+
+    name: str
+    speedup: float | None = None
+
+
+class Decoder(str, Enum):
+    """A decoder a `--what-if decode=` question swaps in."""
+
+    TORCHVISION = "torchvision"  # torchvision.io.decode_jpeg on the CPU
+    NVJPEG = "nvjpeg"  # torchvision.io.decode_jpeg(list, device="cuda"): nvJPEG on the GPU
+
+
+@dataclass(frozen=True)
 class WhatIf(Record):
-    """A what-if question: `cpus` usable CPUs, or a storage device of `disk_mb_per_s` MB/s
-    (10^6 bytes) and, optionally, `disk_iops` reads/s (the pipeline model answers these: a
-    `WhatIfAnswer`), or `ranks` data-parallel ranks (the measured per-step waits answer it: a
-    `RanksAnswer`, NOTE [what-if ranks] in analysis/ranks.py)."""
+    """A what-if question, each `--what-if` one change and several combined into one: `cpus`
+    usable CPUs; a storage device of `disk_mb_per_s` MB/s (10^6 bytes) and, optionally,
+    `disk_iops` reads/s; stages of the stage profile made faster (`stages`); another JPEG
+    decoder (`decode`). The pipeline model answers these: a `WhatIfAnswer`. `ranks`
+    data-parallel ranks is answered from the measured per-step waits: a `RanksAnswer`, NOTE
+    [what-if ranks] in analysis/ranks.py."""
 
     cpus: int | None = None
     disk_mb_per_s: float | None = None
     disk_iops: float | None = None
     ranks: int | None = None
+    stages: tuple[StageChange, ...] = ()
+    decode: Decoder | None = None
+
+    @property
+    def changes_build(self) -> bool:
+        """Whether the question changes what building a sample costs (a stage, the decoder)."""
+        return bool(self.stages) or self.decode is not None
+
+
+class Binds(str, Enum):
+    """What binds a predicted config: the resource whose rate is the lowest where the curve
+    flattens (NOTE [pipeline model] in analysis/predict.py)."""
+
+    WORKERS = "workers"  # the workers' own rate: more workers would go further
+    CPUS = "cpus"  # the usable CPUs: every sample costs the process tree CPU time
+    STORAGE = "storage"  # the storage device's MB/s or reads/s
+    RECEIVE = "receive"  # the main process taking each batch from a worker (the receive floor)
+    STEP = "step"  # the training step (the compute ceiling)
+    GPU_DECODE = "gpu-decode"  # decoding on the GPU, on a side stream, takes longer than the step
+
+
+class DecodeMode(str, Enum):
+    """Where a `decode=` what-if puts the decode."""
+
+    CPU = "cpu"  # in the workers, on the CPU
+    SERIALISED = "serialised"  # on the GPU, before the step, on its stream: the step waits for it
+    OVERLAPPED = "overlapped"  # on the GPU, on a side stream, while the step before runs
+
+
+@dataclass(frozen=True)
+class StageShift(Record):
+    """One stage as a what-if changes it: its milliseconds per sample as profiled
+    (`ms_per_sample`: wall less the time queued for a CPU; `cpu_ms_per_sample`) and after the
+    change, and its `share` of building a sample (the build stages' milliseconds; None for the
+    main process's receive, which the receive floor models)."""
+
+    name: str
+    ms_per_sample: float
+    new_ms_per_sample: float
+    cpu_ms_per_sample: float
+    new_cpu_ms_per_sample: float
+    share: float | None
+
+
+@dataclass(frozen=True)
+class WhatIfCase(Record):
+    """One case of a what-if's answer (a `decode=nvjpeg` answer has two: the decode serialised
+    with the step, and overlapped on a side stream): its knee, that knee's samples/s and stall,
+    what binds, the curve by num_workers, and the step's milliseconds per batch with the decode
+    in it (`step_ms_per_batch`, serialised: step + decode; overlapped: the longer of the two)."""
+
+    mode: DecodeMode | None = None
+    knee: LoaderSettings | None = None
+    knee_samples_per_s: float | None = None
+    knee_stall_fraction: float | None = None
+    binds: Binds | None = None
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    shown_workers: list[int] = field(default_factory=list)
+    step_ms_per_batch: float | None = None
+
+    @property
+    def knee_workers(self) -> int | None:
+        return None if self.knee is None else self.knee.num_workers
 
 
 class WhyNoPrediction(str, Enum):
@@ -103,6 +187,15 @@ class WhyNoPrediction(str, Enum):
     BYTES_UNKNOWN = "bytes-unknown"  # the bytes per sample are not known
     NO_CACHED_ROWS = "no-cached-rows"  # no row was served from a cache
     NO_LOADER_RATE = "no-loader-rate"  # the rows served from a cache give no loader rate
+    NO_PROFILE = "no-profile"  # no stage profile (--no-profile, or a file written before the sweep took one)
+    STAGE_UNKNOWN = "stage-unknown"  # no stage of that name in the profile
+    STAGE_NOT_BUILT = "stage-not-built"  # pin or H2D: the main process's copy, not building a sample
+    NO_JPEG_DECODE = "no-jpeg-decode"  # the profile shows no PIL or torchvision JPEG decode
+    SAME_DECODER = "same-decoder"  # the pipeline decodes so already
+    NO_DECODER_TIMING = "no-decoder-timing"  # the decoders were not timed on the dataset's JPEGs
+    NO_CUDA = "no-cuda"  # decoding on the GPU needs CUDA, and the sweep ran without it
+    NO_GPU_TIMING = "no-gpu-timing"  # nvJPEG was not timed on this GPU
+    COMBINED = "combined"  # a change that does not combine with another asked (see the answer's `note`)
 
 
 @dataclass(frozen=True)
@@ -112,7 +205,17 @@ class WhatIfAnswer(Record):
     the curve of predicted samples/s by num_workers; `shown_workers`, the worker counts a
     sentence quotes (0, powers of two, the CPU count and the knee's neighbours). The storage
     what-if adds what the device feeds and what the model was fitted on. `why` when there is no
-    answer."""
+    answer. `binds`: what binds where the curve flattens; `usable_cpus` the CPUs predicted for;
+    `base`: the recommended config and its measured samples/s (`base_samples_per_s`). A
+    question that changes what building a sample costs (NOTE [what-ifs beyond the knobs] in
+    analysis/predict.py) adds the stages it changes (`shifts`), how much faster one worker builds
+    a sample (`loader_speedup`) and how much more the loader delivers at its best
+    (`loader_gain`); a decoder swapped, the decoder it replaces (`decode_from`), the measured
+    ratios of the new decode and of the transforms after it to the old (`decoder_factor`,
+    `transforms_factor`) and the timings they come from; decoding on the GPU, its timing
+    (`gpu`) and two cases (`cases`: serialised with the step, overlapped on a side stream), the
+    first also in the answer's own knee fields. `stage_names`: the profile's stages (for an
+    unknown name)."""
 
     question: WhatIf
     knee: LoaderSettings | None = None
@@ -126,6 +229,20 @@ class WhatIfAnswer(Record):
     device_samples_per_s: float | None = None
     from_rows: list[LoaderSettings] = field(default_factory=list)
     why: WhyNoPrediction | None = None
+    binds: Binds | None = None
+    usable_cpus: int | None = None
+    base: LoaderSettings | None = None
+    base_samples_per_s: float | None = None
+    shifts: list[StageShift] = field(default_factory=list)
+    loader_speedup: float | None = None
+    loader_gain: float | None = None
+    decode_from: str | None = None
+    decoder_factor: float | None = None
+    transforms_factor: float | None = None
+    decoder_timing: DecoderTiming | None = None
+    gpu: GpuDecodeTiming | None = None
+    cases: list[WhatIfCase] = field(default_factory=list)
+    stage_names: list[str] = field(default_factory=list)
 
     @property
     def knee_workers(self) -> int | None:
@@ -179,6 +296,200 @@ class MoreWorkers(Record):
     step_cores: float | None = None
     load_cores: float | None = None
     shares_cpus: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# The stage profile's table (analysis/stages.py; `loaderbench profile`, and the sweep's of its pick)
+# ---------------------------------------------------------------------------------------------
+
+
+class StageNA(str, Enum):
+    """Why a stage has no figure: the value is its key in JSON; render/stages.py words it."""
+
+    NO_CUDA = "no-cuda"  # pin and H2D need a CUDA device
+    PIN_OFF = "pin-memory-off"  # pin_memory=False: nothing is pinned
+    NO_WORKERS = "no-workers"  # num_workers=0: no batch comes from a worker
+    NOT_REACHED = "not-reached"  # the time budget ended before a batch was timed
+
+
+@dataclass(frozen=True)
+class StageRow(Record):
+    """One stage: `ms_per_sample` wall, `cpu_ms_per_sample` CPU (the calling thread's) and
+    `queued_ms_per_sample` (runnable, queued for a CPU: other load; None where not measured),
+    per sample (a per-batch stage's time over its batch's samples); `share` of all stages' ms
+    per sample; `calls_per_sample` (read, decode, transforms: how often it was entered; 0:
+    never seen); `waiting`: blocked for most of its wall time (`waiting()`); `queued`: a
+    QUEUED_THAT_COUNTS share of it queued for a CPU; `na`: why there is no figure (then the
+    numbers are None)."""
+
+    name: str
+    kind: str
+    where: str
+    ms_per_sample: float | None
+    cpu_ms_per_sample: float | None
+    share: float | None
+    queued_ms_per_sample: float | None = None
+    calls_per_sample: float | None = None
+    waiting: bool = False
+    queued: bool = False
+    na: str | None = None
+
+    @property
+    def blocked_ms_per_sample(self) -> float | None:
+        """Wall time neither on a CPU nor queued for one (I/O, a lock, a sleep), per sample."""
+        if self.ms_per_sample is None or self.cpu_ms_per_sample is None:
+            return None
+        return max(0.0, self.ms_per_sample - self.cpu_ms_per_sample - (self.queued_ms_per_sample or 0.0))
+
+    @property
+    def blocked_fraction(self) -> float | None:
+        """The blocked time over the wall time less the time queued for a CPU (what the stage
+        would take on a quiet machine); None without a figure."""
+        blocked = self.blocked_ms_per_sample
+        if blocked is None or self.ms_per_sample is None:
+            return None
+        unqueued = self.ms_per_sample - (self.queued_ms_per_sample or 0.0)
+        return blocked / unqueued if unqueued > 0 else None
+
+
+@dataclass(frozen=True)
+class BuildPercentiles(Record):
+    """Per-sample build time (one `__getitem__`, without the profile's interceptions), ms."""
+
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+
+@dataclass(frozen=True)
+class BuildTail(Record):
+    """The per-sample build time's tail, from the profile's samples' `__getitem__` less the time
+    their thread was queued for a CPU (what each took on a quiet machine; `basis` "wall" where
+    that is not measured): `p50_ms`, `p99_ms`, and `slowest_ms`, the mean of the slowest 1% of
+    the `samples` (at least one); `ratio`, the larger of p99 and that mean over the p50; `slow`,
+    the samples at least `threshold` x the p50; `long` when the ratio is at least `threshold`
+    and `slow` at least TAIL_MIN_SAMPLES (NOTE [the tail of a sample's build time] in
+    analysis/stages.py)."""
+
+    p50_ms: float
+    p99_ms: float
+    slowest_ms: float
+    samples: int
+    ratio: float
+    threshold: float
+    long: bool
+    basis: str = "wall less queued"
+    slow: int = 0
+
+
+@dataclass(frozen=True)
+class ProfileCost(Record):
+    """What the profile costs, and how long it took.
+
+    `samples` timed with the interceptions and `plain_samples` others without, in turn;
+    `profiled_ms_per_sample` / `plain_ms_per_sample`: their mean `__getitem__`; `overhead`:
+    profiled / plain - 1 (the two sets are different samples of one dataset: a difference of a
+    few % is within the spread of their costs). `attribution_*`: the same for the profiler pass
+    (cProfile on, outside the recognised stages). None where not measured.
+    `wall_s` of the whole profile against `time_budget_s`; `cut_short`: the passes the budget
+    ended early ("samples", "loader", "attribution")."""
+
+    samples: int
+    plain_samples: int
+    plain_ms_per_sample: float | None
+    profiled_ms_per_sample: float | None
+    overhead: float | None
+    attribution_samples: int
+    attribution_plain_ms_per_sample: float | None
+    attribution_ms_per_sample: float | None
+    attribution_overhead: float | None
+    wall_s: float
+    time_budget_s: float
+    cut_short: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FunctionRow(Record):
+    """One function of the rest of `__getitem__`, from the profiler pass: `self_ms_per_sample`
+    (its own code, under cProfile, which slows Python-heavy code) and `share_of_rest` (of the
+    rest's time in the same pass)."""
+
+    function: str
+    location: str
+    self_ms_per_sample: float
+    share_of_rest: float | None
+    calls_per_sample: float
+    called_from: str | None = None
+
+
+@dataclass(frozen=True)
+class StageProfile(Record):
+    """The stage profile: `stages` in pipeline order (read, decode, the transforms, the rest
+    of `__getitem__`, collate, receive, pin, H2D); `sample_build_ms` (None without timed
+    samples); `cost`; `functions` of the rest (top by self time) and `unlisted_share` (the
+    part of the rest in none of them: other functions, and code the profiler does not see, such
+    as `__getitem__`'s own lines after a recognised stage); `decoders` seen (decode calls per decoder); `samples` and `batches`
+    timed (`batches_collated`: the collate timed; `batches_received`: from a worker); where
+    the samples were built (`sampled_in`) with how many intra-op threads; `transforms_found`:
+    whether a Compose (or a lone transform) was found. `rest_counts`: the rest of
+    `__getitem__` is at least SHARE_THAT_COUNTS of a sample's time (its functions are worth
+    reading). `queued_share`: of the samples' `__getitem__` wall time, the part the thread was
+    queued for a CPU (other load; None where not measured), and `other_load` when it is at least
+    QUEUED_SHARE_THAT_COUNTS. `waiting_blocked_over` and `rest_share_min`: the thresholds a
+    stage's `waiting` and `rest_counts` were judged with (BLOCKED_FRACTION, SHARE_THAT_COUNTS),
+    for the sentences that name them. `tail`: the per-sample build time's tail (`BuildTail`).
+    The sweep's profile of its pick also has the `settings` and `device` profiled, whether the
+    loader binds there (`loader_binds`: the short block then sums the profile up), the profile's
+    wall time over the sweep's (`sweep_share`), and what else it timed: the JPEG decoders on the
+    dataset's own images (`decoder_timing`), nvJPEG on the GPU (`gpu_decode`), a batched fetch
+    (`batched_fetch`)."""
+
+    stages: list[StageRow]
+    sample_build_ms: BuildPercentiles | None
+    cost: ProfileCost
+    functions: list[FunctionRow]
+    unlisted_share: float | None
+    decoders: dict[str, int]
+    samples: int
+    batches_collated: int
+    batches_received: int
+    sampled_in: str
+    torch_threads: int | None
+    transforms_found: bool
+    iterable: bool
+    rest_counts: bool
+    queued_share: float | None
+    other_load: bool = False
+    waiting_blocked_over: float = 0.0
+    rest_share_min: float = 0.0
+    tail: BuildTail | None = None
+    settings: LoaderSettings | None = None
+    device: str | None = None
+    loader_binds: bool = False
+    sweep_share: float | None = None
+    decoder_timing: DecoderTiming | None = None
+    gpu_decode: GpuDecodeTiming | None = None
+    batched_fetch: BatchedFetchTiming | None = None
+
+    def stage(self, name: str) -> StageRow:
+        """The row of stage `name` (KeyError when there is none)."""
+        for row in self.stages:
+            if row.name == name:
+                return row
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        d["rest_functions"] = d.pop("functions")  # the name `loaderbench profile --format json` gives them
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StageProfile:  # type: ignore[override]
+        d = dict(d)
+        if "rest_functions" in d:
+            d["functions"] = d.pop("rest_functions")
+        return cls(**fields_from_json(cls, d))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -828,6 +1139,61 @@ class EqualCheaper(Finding):
     peers: list[Peer] = field(default_factory=list)
     knee_samples_per_s: float = 0.0
     tolerance: float = 0.0
+class InOrderTrial(str, Enum):
+    """Whether the sweep tried `in_order=False` at its pick after the stage profile found a long
+    per-sample tail (orchestration/run.py), and if not, why."""
+
+    TRIED = "tried"  # measured at the pick's settings
+    IN_GRID = "in-grid"  # the grid had in_order off already (--in-order on,off)
+    NO_WORKERS = "no-workers"  # the pick has no workers: in_order means nothing
+    OLD_TORCH = "old-torch"  # this torch's DataLoader has no in_order (torch >= 2.6)
+    LOADER_CLASS = "loader-class"  # the loader class takes no in_order
+    BUDGET = "budget"  # --time-budget left no time for it
+    FAILED = "failed"  # it was tried and did not run (the row says why)
+
+
+@dataclass
+class LongTail(Finding):
+    """The per-sample build time has a long tail (`tail`, from the stage profile of the pick,
+    `settings`): a batch waits for its slowest sample, and in order a ready batch waits for an
+    earlier one. `trial`: whether `in_order=False` was measured; if so, the fastest such row
+    (`off`, `off_samples_per_s`) against the fastest in-order row of the same settings
+    otherwise (`on_samples_per_s`), `faster` when beyond the tolerance, and `recommended` when
+    the pick has it."""
+
+    kind: ClassVar[FindingKind] = FindingKind.LONG_TAIL
+    settings: LoaderSettings
+    tail: BuildTail
+    trial: InOrderTrial | None = None
+    off: LoaderSettings | None = None
+    off_samples_per_s: float | None = None
+    on_samples_per_s: float | None = None
+    gain: float | None = None
+    faster: bool = False
+    recommended: bool = False
+
+
+@dataclass
+class BatchedFetch(Finding):
+    """A map-style dataset without `__getitems__` whose fixed cost per call is a large share of
+    building a sample (a column store pays a query's fixed cost once per row where
+    `__getitems__` pays it once per batch): the measured fetches (`timing`), the fixed
+    cost and the cost per item, that fixed cost's `share` of the profiled build time per sample
+    (`build_ms`, at least `threshold`), and with `__getitems__` over batches of `batch_size` the
+    build time per sample expected (`new_build_ms`: the fixed cost paid once per batch) and how
+    much faster one worker would build (`loader_gain`, a prediction)."""
+
+    kind: ClassVar[FindingKind] = FindingKind.BATCHED_FETCH
+    settings: LoaderSettings
+    timing: BatchedFetchTiming
+    fixed_ms: float
+    per_item_ms: float
+    share: float
+    threshold: float
+    build_ms: float
+    batch_size: int
+    new_build_ms: float
+    loader_gain: float
 
 
 FINDINGS: dict[FindingKind, type[Finding]] = {
@@ -835,7 +1201,7 @@ FINDINGS: dict[FindingKind, type[Finding]] = {
         Knee, AlsoFastest, BestWithinTolerance, LoaderAlone, RemainingWait, NotCleared, LowestStall, StepSlower,
         StepBinds, Transfer, MoreNotBetter, Startup, EpochFaster, Threads, Oversubscribed, MemoryPerWorker,
         PartialBatches, ServedFromCache, OtherLoad, NoneMeasured, Noisy, ListedFirst, StepSlowed, IdleWorkers,
-        LatencyBound, EpochIter, WorkerSlower, EqualCheaper,
+        LatencyBound, EpochIter, WorkerSlower, EqualCheaper, LongTail, BatchedFetch,
     )
 }
 """The payload class of every finding kind."""
@@ -1018,6 +1384,53 @@ class PerNode(Record):
     job_storage_mb_per_s: float | None = None
 
 
+class ChangeKind(str, Enum):
+    """A change to the pipeline, beyond the DataLoader's settings (`BeyondKnobs`)."""
+
+    DECODER = "decoder"  # another JPEG decoder: torchvision.io on the CPU, or nvJPEG on the GPU
+    MORE_CPUS = "more-cpus"  # more usable CPUs
+    CHEAPER_STAGE = "cheaper-stage"  # the largest stage of building a sample made cheaper
+    BATCHED_FETCH = "batched-fetch"  # __getitems__: a dataset's fixed cost per call paid once per batch
+
+
+@dataclass(frozen=True)
+class PipelineChange(Record):
+    """One change of `BeyondKnobs`: what it is (`kind`, and the what-if `question` it amounts
+    to), the pipeline model's answer (`answer`, a prediction; None for a change only measured),
+    a measured row with the change where the sweep has one (`measured`, its samples/s), the
+    predicted `gain` (the answer's knee samples/s over the pick's measured samples/s), and
+    whether the predicted stall leaves the input-bound bands (`clears`)."""
+
+    kind: ChangeKind
+    question: WhatIf | None = None
+    answer: WhatIfAnswer | None = None
+    measured: LoaderSettings | None = None
+    measured_samples_per_s: float | None = None
+    gain: float | None = None
+    clears: bool = False
+
+
+@dataclass(frozen=True)
+class BeyondKnobs(Record):
+    """Where the DataLoader's settings stop: no measured setting clears the loader bottleneck
+    (the recommendation's NotCleared), and the changes to the pipeline that would act on it
+    (NOTE [what-ifs beyond the knobs] in analysis/predict.py), those with a measured row first,
+    then the predicted ones by their gain: `settings` and `samples_per_s` / `stall_fraction`
+    of the pick they start from; `profiled` when the sweep's stage profile was there (the
+    changes to a stage need it); what binds the pick's series on this machine and the most the
+    model predicts for it (`binds`, `plateau_samples_per_s`, a prediction); `tolerance`, the
+    gain a predicted change must pass to be listed."""
+
+    settings: LoaderSettings
+    samples_per_s: float
+    stall_fraction: float
+    changes: list[PipelineChange] = field(default_factory=list)
+    profiled: bool = False
+    binds: Binds | None = None
+    plateau_samples_per_s: float | None = None
+    tolerance: float = 0.0
+
+
 @dataclass
 class Analysis(Record):
     """What `analysis.analyze()` derives from a result set's raw trials, beside each config's
@@ -1028,7 +1441,9 @@ class Analysis(Record):
     `what_if_ranks`) and a watched loop's prediction, whether the sweep stopped early, whether
     cold runs were ranked over warm ones, why loader ceilings were not probed, the loader
     measured when it is not torch's DataLoader or takes arguments of its own, a search's configs
-    off the grid, and for a sweep on several nodes the per-node view (`per_node`)."""
+    off the grid, and for a sweep on several nodes the per-node view (`per_node`); the sweep's stage profile of its pick
+    (`profile`: where each sample's time goes) and, where no setting clears the loader
+    bottleneck, the changes to the pipeline that would (`beyond_knobs`)."""
 
     recommendation: Recommendation
     compute_ceilings: list[CeilingShown] = field(default_factory=list)
@@ -1048,3 +1463,5 @@ class Analysis(Record):
     # A search's measured configs whose worker count the grid does not list (every count
     # between the grid's, or past them as the search widened), in the order measured.
     off_grid: list[LoaderSettings] = field(default_factory=list)
+    profile: StageProfile | None = None
+    beyond_knobs: BeyondKnobs | None = None

@@ -223,6 +223,8 @@ class FindingKind(str, Enum):
     EPOCH_ITER = "epoch-iter"  # with persistent workers, each epoch's first batch many builds long
     WORKER_SLOWER = "worker-slower-than-main"  # one worker builds a batch several times slower than 0 workers
     EQUAL_CHEAPER = "equal-cheaper"  # cheaper configs measured within the tolerance of the pick, not picked
+    LONG_TAIL = "long-tail"  # the per-sample build time has a long tail; in_order=False measured against it
+    BATCHED_FETCH = "batched-fetch"  # a dataset without __getitems__ pays a large fixed cost per item
 
 
 class WarningKind(str, Enum):
@@ -1126,6 +1128,12 @@ class StageKind(str, Enum):
         """Whether the stage is timed once per batch (and divided by its samples)."""
         return self in (StageKind.COLLATE, StageKind.RECEIVE, StageKind.PIN, StageKind.H2D)
 
+    @property
+    def builds(self) -> bool:
+        """Whether the stage is part of building a batch (in a worker, or in the main process
+        with num_workers=0): a sample's stages and the collate, not the main process's part."""
+        return self not in (StageKind.RECEIVE, StageKind.PIN, StageKind.H2D)
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -1216,6 +1224,75 @@ class FunctionTime:
                    calls=int(d["calls"]), called_from=d.get("called_from"))
 
 
+@dataclass(frozen=True)
+class DecoderTiming(Record):
+    """The JPEG decoders timed on `images` of the dataset's own JPEGs (captured while the stage
+    profile ran), in turns over `rounds`, with `threads` intra-op threads (measure/alternatives.py
+    NOTE [the other decoder, timed]): per image, PIL's decode to RGB and torchvision.io's
+    `decode_jpeg` on the CPU, in wall and the thread's CPU milliseconds. `transforms`: the names
+    of the dataset's transforms that followed the decode, timed on PIL's image
+    (`transforms_pil_*`) and on torchvision's uint8 tensor (`transforms_tensor_*`); `dropped`: the
+    conversions a tensor does not need (PILToTensor, ToImage), `stopped_at`: the transform that
+    refused the tensor (the ones from it on are kept at their PIL cost; None when every one took
+    it); `per_transform`: each of them, (CPU ms on PIL's image, CPU ms on the tensor; 0 when
+    dropped). None where not measured."""
+
+    images: int
+    rounds: int
+    threads: int
+    pil_ms: float
+    pil_cpu_ms: float
+    torchvision_ms: float
+    torchvision_cpu_ms: float
+    transforms: list[str] = field(default_factory=list)
+    transforms_pil_ms: float | None = None
+    transforms_pil_cpu_ms: float | None = None
+    transforms_tensor_ms: float | None = None
+    transforms_tensor_cpu_ms: float | None = None
+    dropped: list[str] = field(default_factory=list)
+    stopped_at: str | None = None
+    per_transform: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuDecodeTiming(Record):
+    """nvJPEG's batched decode on `device`, timed on a batch of `batch_size` of the dataset's own
+    JPEGs (the captured ones, repeated), `reps` times after a warm-up: the GPU milliseconds per
+    batch (CUDA events) of `torchvision.io.decode_jpeg(list, device=...)` alone and with each
+    image cropped and flipped on the GPU afterwards (workload/decode.GPUDecode), and the calling
+    thread's CPU milliseconds per batch (torchvision waits for its decode)."""
+
+    device: str
+    batch_size: int
+    reps: int
+    decode_ms_per_batch: float
+    decode_crop_ms_per_batch: float
+    cpu_ms_per_batch: float
+
+
+@dataclass(frozen=True)
+class BatchedFetchTiming(Record):
+    """A map-style dataset without `__getitems__` asked for `items` samples at once
+    (`dataset[list of indices]`), against the same samples one by one, in turns over `rounds`:
+    milliseconds per one-item call (`one_ms`) and per list call (`batch_ms`), wall. From them a
+    fixed cost per call f and a cost per item v (t(1) = f + v, t(k) = f + k v)."""
+
+    items: int
+    rounds: int
+    one_ms: float
+    batch_ms: float
+
+    @property
+    def per_item_ms(self) -> float:
+        """v = (t(k) - t(1)) / (k - 1), at least 0."""
+        return max(0.0, (self.batch_ms - self.one_ms) / max(1, self.items - 1))
+
+    @property
+    def fixed_ms(self) -> float:
+        """f = t(1) - v, at least 0: what every one-item call pays whatever it fetches."""
+        return max(0.0, self.one_ms - self.per_item_ms)
+
+
 @dataclass
 class StageRecord:
     """The raw stage profile of one dataset and one set of DataLoader settings.
@@ -1223,7 +1300,8 @@ class StageRecord:
     `stages`: every stage looked for, in pipeline order. `samples`: the per-sample timings (the
     sample stages), `batches`: the per-batch ones. `plain_s`: `__getitem__` seconds of as many
     other samples fetched without the interceptions, in turn with the timed ones (NOTE [stage
-    profile] in measure/stages.py). `functions`: the profiler's pass over `__getitem__` with
+    profile] in measure/stages.py), and `plain_queued_s` the seconds each was queued for a CPU
+    (empty where not measured). `functions`: the profiler's pass over `__getitem__` with
     the recognised stages left out, over `attribution_samples` samples whose `__getitem__` took
     `attribution_getitem_s` under the profiler (of which `attribution_stages_s` in recognised
     stages), in turn with `attribution_plain_samples` others that took `attribution_plain_s`
@@ -1233,6 +1311,10 @@ class StageRecord:
     `wall_s`: the whole profile's seconds, against `time_budget_s`; `cut_short`: the parts that
     the budget ended before their sample count. `iterable`: an IterableDataset (items timed
     alternately with and without the interceptions, not the same items twice).
+    What else the profile may time (`ProfilePlan.alternatives`; measure/alternatives.py): the JPEG
+    decoders on the dataset's own images (`decoder_timing`, from `jpegs_captured` JPEGs), nvJPEG
+    on the GPU (`gpu_decode`), and a batched fetch of a dataset without `__getitems__`
+    (`batched_fetch`); None where not timed.
     """
 
     stages: list[Stage]
@@ -1241,6 +1323,7 @@ class StageRecord:
     settings: LoaderSettings
     device: str
     plain_s: list[float] = field(default_factory=list)
+    plain_queued_s: list[float] = field(default_factory=list)
     functions: list[FunctionTime] = field(default_factory=list)
     attribution_samples: int = 0
     attribution_getitem_s: float = 0.0
@@ -1254,6 +1337,10 @@ class StageRecord:
     time_budget_s: float = 0.0
     cut_short: list[str] = field(default_factory=list)
     iterable: bool = False
+    decoder_timing: DecoderTiming | None = None
+    gpu_decode: GpuDecodeTiming | None = None
+    batched_fetch: BatchedFetchTiming | None = None
+    jpegs_captured: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -1263,6 +1350,7 @@ class StageRecord:
             "settings": self.settings.to_dict(),
             "device": self.device,
             "plain_s": list(self.plain_s),
+            "plain_queued_s": list(self.plain_queued_s),
             "functions": [f.to_dict() for f in self.functions],
             "attribution_samples": self.attribution_samples,
             "attribution_getitem_s": self.attribution_getitem_s,
@@ -1276,6 +1364,10 @@ class StageRecord:
             "time_budget_s": self.time_budget_s,
             "cut_short": list(self.cut_short),
             "iterable": self.iterable,
+            "decoder_timing": None if self.decoder_timing is None else self.decoder_timing.to_dict(),
+            "gpu_decode": None if self.gpu_decode is None else self.gpu_decode.to_dict(),
+            "batched_fetch": None if self.batched_fetch is None else self.batched_fetch.to_dict(),
+            "jpegs_captured": self.jpegs_captured,
         }
 
     @classmethod
@@ -1287,6 +1379,7 @@ class StageRecord:
             settings=LoaderSettings.from_dict(d["settings"]),
             device=str(d["device"]),
             plain_s=[float(x) for x in d.get("plain_s") or []],
+            plain_queued_s=[float(x) for x in d.get("plain_queued_s") or []],
             functions=[FunctionTime.from_dict(f) for f in d.get("functions") or []],
             attribution_samples=int(d.get("attribution_samples", 0)),
             attribution_getitem_s=float(d.get("attribution_getitem_s", 0.0)),
@@ -1300,4 +1393,8 @@ class StageRecord:
             time_budget_s=float(d.get("time_budget_s", 0.0)),
             cut_short=list(d.get("cut_short") or []),
             iterable=bool(d.get("iterable", False)),
+            decoder_timing=None if not d.get("decoder_timing") else DecoderTiming.from_dict(d["decoder_timing"]),
+            gpu_decode=None if not d.get("gpu_decode") else GpuDecodeTiming.from_dict(d["gpu_decode"]),
+            batched_fetch=None if not d.get("batched_fetch") else BatchedFetchTiming.from_dict(d["batched_fetch"]),
+            jpegs_captured=int(d.get("jpegs_captured", 0)),
         )

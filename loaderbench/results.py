@@ -14,9 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loaderbench.conclusions import Analysis, FitInputs, Prediction, PredictionErrors, Recommendation
+from loaderbench.conclusions import (
+    Analysis,
+    FitInputs,
+    InOrderTrial,
+    Prediction,
+    PredictionErrors,
+    Recommendation,
+)
 from loaderbench.errors import OutputError, ResultsFormatError
-from loaderbench.model import SCHEMA_VERSION, Ceiling, ConfigResult, Record
+from loaderbench.model import SCHEMA_VERSION, Ceiling, ConfigResult, LoaderSettings, Record, StageRecord
 from loaderbench.schema import mark_legacy_probes, migrate
 
 # ---------------------------------------------------------------------------------------------
@@ -30,7 +37,7 @@ class Timing(Record):
     `trial_wall_s`, in them the DataLoader's set-up, the worker start-up to the first batch, the
     warm-up, the measured windows, the probes after the windows and stopping the workers; the
     compute ceiling; `other_s`, the rest of the trials' wall time (the measuring process's round
-    trip)."""
+    trip); `profile_s`, the stage profile of the pick (the dataset built again included)."""
 
     trials: int = 0
     trial_wall_s: float = 0.0
@@ -42,6 +49,7 @@ class Timing(Record):
     stop_s: float = 0.0
     ceiling_s: float = 0.0
     other_s: float = 0.0
+    profile_s: float = 0.0
 
     PARTS = ("setup_s", "first_batch_s", "warmup_s", "window_s", "probe_s", "stop_s")
 
@@ -132,6 +140,23 @@ class LostRank(Record):
 
 
 @dataclass
+class SweepProfile(Record):
+    """The stage profile the sweep took of its pick after the search (orchestration/profile.py
+    `profile_pick`; `--no-profile` turns it off): the `settings` profiled, the raw `record`
+    (analysis/stages.py derives the table; None when the profile did not run: `error`, one
+    line), its wall seconds with the dataset built again (`wall_s`) against the budget it was
+    given (`budget_s`), and whether the sweep then tried `in_order=False` at the pick for a long
+    per-sample tail (`in_order`, None when the tail was not long)."""
+
+    settings: LoaderSettings
+    record: StageRecord | None = None
+    wall_s: float = 0.0
+    budget_s: float = 0.0
+    error: str | None = None
+    in_order: InOrderTrial | None = None
+
+
+@dataclass
 class SweepRecord(Record):
     """What the orchestration recorded while the sweep ran: wall time (and since the command
     started, what --time-budget counts), configs planned, whether it was interrupted, batches
@@ -139,7 +164,7 @@ class SweepRecord(Record):
     drift check, the model's predictions for the configs left unmeasured and its fitted inputs
     per series (`model`); for a watched loader of a class of its own, its settings left at
     their defaults (`loader_defaults`, name -> value: inloop/loader.py loader_class_settings); a
-    rank a distributed sweep lost (`lost`)."""
+    rank a distributed sweep lost (`lost`); the stage profile of the pick (`profile`)."""
 
     sweep_wall_s: float | None = None
     since_start_s: float | None = None
@@ -155,6 +180,7 @@ class SweepRecord(Record):
     model: dict[str, FitInputs] = field(default_factory=dict)
     loader_defaults: dict[str, Any] = field(default_factory=dict)
     lost: LostRank | None = None
+    profile: SweepProfile | None = None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -208,3 +208,63 @@ class Broken(Dataset):
 
 def make_broken() -> Dataset:
     return Broken()
+
+
+class TwoStages(Dataset):
+    """Each sample: a small tensor through a torchvision Compose of two CPU spins of known cost,
+    `CpuSpin(a_ms)` then `CpuCrop(b_ms)` (the thread's CPU time, so other load stretches their
+    wall time but not their work): what `--what-if stage=NAME:F` is checked against, with the
+    same dataset made with that stage F times cheaper. With `cpu` False, spins of wall time
+    (`Spin`, `Crop2`): their cost does not stretch with other load on the machine."""
+
+    def __init__(self, n: int, a_ms: float, b_ms: float, cpu: bool = True) -> None:
+        self.n = n
+        first, last = (CpuSpin, CpuCrop) if cpu else (Spin, Crop2)
+        self.transform = transforms.Compose([first(a_ms), last(b_ms)])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Any:
+        return self.transform(torch.full((8,), float(i))), i % 10
+
+
+def make_two_stages(a_ms: float = 2.0, b_ms: float = 6.0, n: int = 100_000, cpu: bool = True) -> Dataset:
+    return TwoStages(n, a_ms, b_ms, cpu)
+
+
+class ArrowLike(Dataset):
+    """A column store's rows (as a Hugging Face dataset over Arrow): one query costs `fixed_ms`
+    (a sleep: formatting, slicing, conversion) plus `per_row_ms` per row; `__getitem__` takes an
+    index (one row) or a list of indices (one query for all), and there is no `__getitems__`, so
+    a DataLoader pays the fixed cost once per row."""
+
+    def __init__(self, n: int, fixed_ms: float, per_row_ms: float) -> None:
+        self.n, self.fixed_s, self.per_row_s = n, fixed_ms / 1000.0, per_row_ms / 1000.0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _query(self, rows: list[int]) -> list[dict[str, Any]]:
+        time.sleep(self.fixed_s + self.per_row_s * len(rows))
+        return [{"input_ids": torch.full((128,), r % 1000), "label": r % 2} for r in rows]
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, list):
+            return self._query(key)
+        return self._query([int(key)])[0]
+
+
+class ArrowLikeBatched(ArrowLike):
+    """The same with `__getitems__`: the DataLoader fetches a batch in one query."""
+
+    def __getitems__(self, keys: list[int]) -> list[dict[str, Any]]:
+        return self._query(list(keys))
+
+
+def make_arrow_like(fixed_ms: float = 8.0, per_row_ms: float = 0.05, n: int = 4096) -> Dataset:
+    return ArrowLike(n, fixed_ms, per_row_ms)
+
+
+def make_arrow_like_batched(fixed_ms: float = 8.0, per_row_ms: float = 0.05, n: int = 4096) -> Dataset:
+    return ArrowLikeBatched(n, fixed_ms, per_row_ms)

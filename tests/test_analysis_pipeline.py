@@ -1,7 +1,7 @@
 """The analysis as a forward pipeline of passes, and its one module of thresholds.
 
-`analyze()` runs its passes in order (statistics -> ceiling -> wait -> knee -> advice -> predict
--> ranks), each reading the typed records the passes before it wrote: a result set enters each module once
+`analyze()` runs its passes in order (statistics -> ceiling -> wait -> knee -> stages -> advice
+-> predict -> ranks), each reading the typed records the passes before it wrote: a result set enters each module once
 and never returns into one it left. Every threshold the analysis decides with lives in
 analysis/thresholds.py and says where its value comes from.
 """
@@ -16,7 +16,7 @@ import pytest
 
 from loaderbench.analysis import analyze
 from loaderbench.analysis.knee import Ranking
-from loaderbench.conclusions import WhatIf
+from loaderbench.conclusions import NotCleared, WhatIf
 from loaderbench.model import ConfigResult, Summary, Trial
 from loaderbench.results import ResultSet, read_results
 
@@ -65,8 +65,13 @@ def test_a_result_set_goes_through_the_passes_once_each_in_order(path):
     rs = read_results(path)
     several_nodes = int(((rs.environment or {}).get("distributed") or {}).get("nnodes") or 1) > 1
     entered = passes_entered(rs)
-    # A sweep on several nodes also gets its per-node view, last.
-    assert entered == ["statistics", "ceiling", "wait", "knee", "advice", *(["ranks"] if several_nodes else [])]
+    # Where no setting clears the loader bottleneck, the pipeline model lists the changes that would
+    # (BeyondKnobs); a sweep on several nodes also gets its per-node view, last.
+    assert rs.analysis is not None
+    beyond = rs.analysis.beyond_knobs is not None
+    assert beyond == any(isinstance(f, NotCleared) for f in rs.analysis.recommendation.findings)
+    assert entered == ["statistics", "ceiling", "wait", "knee", "advice", *(["predict"] if beyond else []),
+                       *(["ranks"] if several_nodes else [])]
 
 
 def test_the_what_if_is_the_last_pass():

@@ -129,13 +129,14 @@ SWEEP_LEVEL = {
     "tolerance": ("--tolerance", "10%", "10%", 0.10),
     "cache": ("--cache", "cold", "cold", "cold"),
     "drop_caches": ("--drop-caches", None, True, True),
+    "profile": ("--no-profile", None, False, False),
 }
 # The defaults as `loaderbench sweep --help` states them, and as SweepConfig holds them.
 SWEEP_DEFAULTS = {"repeats": 3, "search": "auto", "isolation": "warm", "time_budget_s": 120.0,
-                  "config_timeout_s": 600.0, "tolerance": 0.05, "cache": "as-is", "drop_caches": False}
+                  "config_timeout_s": 600.0, "tolerance": 0.05, "cache": "as-is", "drop_caches": False, "profile": True}
 HELP_DEFAULTS = {"repeats": "(default 3)", "search": "auto: measure where", "isolation": "warm: one measuring",
                  "time_budget_s": "(default 120)", "config_timeout_s": "(default 600)", "tolerance": "(default 5%)",
-                 "cache": "(default as-is)", "drop_caches": "drop all caches"}
+                 "cache": "(default as-is)", "drop_caches": "drop all caches", "profile": "(taken by default"}
 PACKAGE = Path(__file__).resolve().parents[1] / "loaderbench"
 
 
@@ -153,7 +154,8 @@ def test_every_sweep_level_option_comes_from_its_one_declaration(tmp_path):
     flags = {p.name: p.opts for p in typer.main.get_command(app).commands["sweep"].params}
     api_options = api._options()
     default = build_config()
-    toml = "[measure]\n" + "".join(f"{k} = {v[2]!r}\n".replace("True", "true") for k, v in SWEEP_LEVEL.items())
+    toml = "[measure]\n" + "".join(f"{k} = {v[2]!r}\n".replace("True", "true").replace("False", "false")
+                                    for k, v in SWEEP_LEVEL.items())
     from_file = build_config(write(tmp_path, toml))
     for o in SWEEP_OPTIONS:
         flag, raw, toml_value, parsed = SWEEP_LEVEL[o.key]
@@ -167,7 +169,9 @@ def test_every_sweep_level_option_comes_from_its_one_declaration(tmp_path):
         assert HELP_DEFAULTS[o.key] in o.help
         # the TOML key, the flag's parser, the Python keyword
         assert getattr(from_file, o.key) == pytest.approx(parsed)
-        assert parse_flag("measure", o.key, raw if raw is not None else "on", flag) == pytest.approx(parsed)
+        # a bare flag: on, or off for one that turns its option off (--no-profile)
+        bare = "off" if o.negates else "on"
+        assert parse_flag("measure", o.key, raw if raw is not None else bare, flag) == pytest.approx(parsed)
         assert api_options[o.key] is o
         cfg, _ = api.build_api_config("synthetic", {o.key: toml_value})
         assert getattr(cfg, o.key) == pytest.approx(parsed)

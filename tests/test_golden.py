@@ -2,8 +2,7 @@
 tests/data/expected/ (the table at 200 and at 100 columns, and markdown), with the conclusions
 this version of the analysis draws from its raw samples, and their analysis is the golden JSON
 beside them (NAME.analysis.json). Regenerate a golden file on purpose, after checking the
-difference: `COLUMNS=200 loaderbench show FILE > tests/data/expected/NAME.table.txt`; the golden
-analyses with `python3 -m tests.test_golden`."""
+difference: `python3 -m tests.test_golden` writes them all (the renderings and the analyses)."""
 
 from __future__ import annotations
 
@@ -28,10 +27,11 @@ def test_every_result_file_has_golden_renderings():
     assert kept - {p.stem for p in FILES} == {"gpu-truth-h200"}
 
 
+RENDERINGS = [("table.txt", [], "200"), ("table100.txt", [], "100"), ("md", ["--format", "markdown"], "200")]
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
-@pytest.mark.parametrize("suffix, args, columns", [
-    ("table.txt", [], "200"), ("table100.txt", [], "100"), ("md", ["--format", "markdown"], "200"),
-])
+@pytest.mark.parametrize("suffix, args, columns", RENDERINGS)
 def test_show_renders_the_golden_file(path, suffix, args, columns):
     res = CliRunner().invoke(app, ["show", str(path), *args], env={"COLUMNS": columns})
     assert res.exit_code == 0, res.output
@@ -146,7 +146,11 @@ def test_the_recommendation_and_its_one_line_call_sit_right_under_the_table(path
 
 
 if __name__ == "__main__":
-    # Regenerate the golden analyses (after an intended change; read the diff before committing):
-    # python3 -m tests.test_golden
+    # Regenerate the golden analyses and renderings (after an intended change; read the diff
+    # before committing): python3 -m tests.test_golden
     for p in FILES:
         (EXPECTED / f"{p.stem}.analysis.json").write_text(json.dumps(analysis_document(p), indent=1) + "\n")
+        for suffix, args, columns in RENDERINGS:
+            res = CliRunner().invoke(app, ["show", str(p), *args], env={"COLUMNS": columns})
+            assert res.exit_code == 0, res.output
+            (EXPECTED / f"{p.stem}.{suffix}").write_text(res.stdout)

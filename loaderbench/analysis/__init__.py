@@ -9,9 +9,13 @@ writing a typed record the next one reads and none returning into a module alrea
            --ceiling-->    each config's compute ceiling and shares of it; the ceilings as shown
            --wait-->       wait parts, then verdicts, bands, CPU saturation, stall periods
            --knee-->       Ranking (ranked, best, knee, ties a loader argument's listing decided)
-           --advice-->     Recommendation (findings, the call and its imports), notes on configs,
-                           headroom, loader ceiling (sustained rates; bounds counted apart)
-           --predict-->    what-if answer, a watched loop's prediction
+           --stages-->     the sweep's stage profile of its pick (StageProfile), when it took one
+           --advice-->     Recommendation (findings, the call and its imports; the profile's
+                           long tail and fixed cost per fetch), notes on configs, headroom,
+                           loader ceiling (sustained rates; bounds counted apart)
+           --predict-->    what-if answer (every change asked, combined), a watched loop's
+                           prediction, and where no setting clears the loader bottleneck the
+                           changes to the pipeline that would (BeyondKnobs)
            --ranks-->      several nodes: the per-node view of the recommended config; the
                            what-if ranks=N from the per-step waits
 
@@ -24,10 +28,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from loaderbench.analysis import advice, ceiling, knee, predict, ranks, statistics, wait
+from loaderbench.analysis import advice, ceiling, knee, predict, ranks, stages, statistics, wait
 from loaderbench.analysis.thresholds import DEFAULT_TOLERANCE
-from loaderbench.conclusions import Analysis, Baseline, Knee, LoaderClass, Partial, StepSlower, WhatIf
-from loaderbench.model import ConfigResult, LoaderSettings
+from loaderbench.conclusions import (
+    Analysis,
+    Baseline,
+    Knee,
+    LoaderClass,
+    NotCleared,
+    Partial,
+    StageProfile,
+    StepSlower,
+    WhatIf,
+)
+from loaderbench.model import ConfigResult, LoaderSettings, Verdict
 from loaderbench.results import ResultSet
 
 __all__ = ["analyze", "baseline_row", "summarize_config"]
@@ -63,16 +77,19 @@ def _setting(r: ConfigResult, name: str) -> object:
         return None
 
 
-def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] = ()) -> Analysis:
+def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -> Analysis:
     """(Re)derive every summary and verdict of `result_set` from its raw trials, and everything
     the outputs say, with this version's analysis (so `show` of an older file uses current
-    rules); `what_if` also answers the what-if questions asked (`--what-if`, at most one cpus=
-    or disk= question and one ranks= question: ValueError otherwise) for the recommended
-    config. Sets each `results[*].summary` and `result_set.analysis`, and returns the
+    rules); `what_if` also answers the what-if questions asked (`--what-if`, one change each:
+    every change for the pipeline model combined into one question, and a ranks= question;
+    ValueError for a change given twice) for the recommended config; None: the changes the
+    sweep's config asked (TOML `what_if`), if any. Sets each `results[*].summary` and `result_set.analysis`, and returns the
     `Analysis`."""
-    model_question, ranks_question = predict.split_what_if(what_if)
     rs = result_set
     cfg = rs.config or {}
+    if what_if is None:
+        what_if = [predict.parse_what_if(q) for q in cfg.get("what_if") or ()]
+    model_question, ranks_question = predict.split_what_if(what_if)
     measure = cfg.get("measure") or {}
     tolerance = float(measure.get("tolerance", DEFAULT_TOLERANCE))
     compute_kind = (cfg.get("compute") or {}).get("kind")
@@ -96,13 +113,20 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] = ()) -> Analysi
     # than the page cache, sees; the warm runs give the prep stall in the fetch/prep split).
     candidates = [r for r in results if r.cache != "warm"] or results
     ranking = knee.rank(candidates, tolerance=tolerance)
-    # 5. findings and the recommendation
+    # 5. findings and the recommendation; the stage profile of the pick (its tail, a fixed cost
+    # per fetch)
     partial = _partial(rs)
     recommendation = advice.recommend(
         candidates, ranking=ranking, usable_cpus=usable, loader_only=loader_only,
         epoch_batches=int(epoch_batches) if epoch_batches else None, dataset=cfg.get("dataset"),
         grid=cfg.get("grid"), stopped=partial is not None,
     )
+    profile = stage_profile(rs, ranking.knee, any(isinstance(f, NotCleared) for f in recommendation.findings))
+    taken = rs.sweep.profile
+    recommendation.findings.extend([
+        *advice.long_tail(ranking.ranked, ranking.knee, profile, None if taken is None else taken.in_order, tolerance),
+        *advice.batched_fetch(profile, ranking.knee),
+    ])
     row, which = baseline_row(rs)
     # The knee's slowed step is named by the recommendation (StepSlower), not again as a note.
     named = [f.settings for f in recommendation.findings if isinstance(f, StepSlower)]
@@ -132,9 +156,12 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] = ()) -> Analysi
     by_batch = {c.ceiling.batch_size: c.samples_per_s for c in shown}
     analysis.predictions = [replace(p, ceiling_share=p.samples_per_s / by_batch[p.settings.batch_size]
                                     if by_batch.get(p.settings.batch_size) else None) for p in rs.sweep.predictions]
+    analysis.profile = profile
     if model_question is not None:
         analysis.what_if = predict.answer_what_if(model_question, results, recommendation.settings, tolerance,
-                                                  usable)
+                                                  usable, profile)
+    if recommendation.settings is not None and any(isinstance(f, NotCleared) for f in recommendation.findings):
+        analysis.beyond_knobs = predict.beyond_knobs(candidates, recommendation.settings, tolerance, usable, profile)
     if cfg.get("watch") and results:
         analysis.more_workers = predict.predict_more_workers(results[0], usable, tolerance)
     # 7. several ranks and nodes: the per-node view, the what-if ranks=N.
@@ -144,6 +171,23 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] = ()) -> Analysi
         analysis.what_if_ranks = ranks.answer_ranks(ranks_question.ranks, candidates, recommendation.settings)
     rs.analysis = analysis
     return analysis
+
+
+def stage_profile(rs: ResultSet, knee_row: ConfigResult | None, not_cleared: bool = False) -> StageProfile | None:
+    """The stages pass: the sweep's stage profile of its pick (`SweepRecord.profile`) as its
+    table (analysis/stages.py), with the settings and device profiled, its wall time over the
+    sweep's, and whether the loader binds at the knee (its verdict loader-bound, or
+    `not_cleared`: no setting clears the loader bottleneck; the short block then sums the
+    profile up); None when the sweep took none."""
+    taken = rs.sweep.profile
+    if taken is None or taken.record is None:
+        return None
+    table = stages.summarize_profile(taken.record)
+    wall = rs.sweep.sweep_wall_s
+    s = None if knee_row is None else knee_row.summary
+    return replace(table, settings=taken.settings, device=taken.record.device,
+                   loader_binds=not_cleared or (s is not None and s.verdict is Verdict.LOADER_BOUND),
+                   sweep_share=taken.wall_s / wall if wall else None)
 
 
 def loader_class(rs: ResultSet) -> LoaderClass | None:

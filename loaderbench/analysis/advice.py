@@ -34,6 +34,7 @@ from loaderbench.analysis.wait import cpu_saturated
 from loaderbench.conclusions import (
     AlsoFastest,
     Baseline,
+    BatchedFetch,
     BestWithinTolerance,
     BuildRate,
     CacheFix,
@@ -52,10 +53,12 @@ from loaderbench.conclusions import (
     HeadroomBinds,
     IdleRow,
     IdleWorkers,
+    InOrderTrial,
     Knee,
     LatencyBound,
     LoaderAlone,
     LoaderCeiling,
+    LongTail,
     LowestStall,
     MeasuredRate,
     MemoryPerWorker,
@@ -74,6 +77,7 @@ from loaderbench.conclusions import (
     ServedFromCache,
     ServedRow,
     SlowedRow,
+    StageProfile,
     Startup,
     StepBinds,
     StepSlowed,
@@ -88,6 +92,7 @@ from loaderbench.model import (
     InputBound,
     LoaderSettings,
     ServedFrom,
+    StageKind,
     Summary,
     Verdict,
     WaitPart,
@@ -1167,3 +1172,52 @@ def _bounds_only(ranked: Sequence[ConfigResult], bounds: Sequence[ConfigResult])
         binds = CeilingBinds.COMPUTE if _s(best).samples_per_s >= (1.0 - th.MATCHED / 2) * cc else None
         out = replace(out, compute_ceiling=cc, binds=binds)
     return out
+# -- The stage profile's findings: a long per-sample tail, a large fixed cost per fetch ---------
+
+
+def _same_but_in_order(a: LoaderSettings, b: LoaderSettings) -> bool:
+    return replace(a, in_order=True) == replace(b, in_order=True)
+
+
+def long_tail(ok: Sequence[ConfigResult], knee: ConfigResult | None, profile: StageProfile | None,
+              trial: InOrderTrial | None, tolerance: float) -> list[Finding]:
+    """LongTail when the stage profile of the pick found a long per-sample tail (BuildTail.long,
+    NOTE [the tail of a sample's build time] in analysis/stages.py): with the fastest measured
+    `in_order=False` row of the knee's other settings against the fastest in-order one, `faster`
+    beyond `tolerance`, and `recommended` when the knee has it (the ranking picks it only where
+    it measured faster, or as fast and cheaper: NOTE [cost order]). `trial`: what the sweep
+    recorded about trying it (None: not recorded; IN_GRID is inferred from a measured row)."""
+    if profile is None or profile.tail is None or not profile.tail.long or knee is None:
+        return []
+    same = [r for r in ok if _same_but_in_order(r.settings, knee.settings)]
+    off = [r for r in same if not r.settings.in_order]
+    on = [r for r in same if r.settings.in_order]
+    f = LongTail(knee.settings, profile.tail, trial=trial, recommended=not knee.settings.in_order)
+    if off and on:
+        best_off = max(off, key=lambda r: _s(r).samples_per_s)
+        best_on = max(on, key=lambda r: _s(r).samples_per_s)
+        f.off, f.off_samples_per_s, f.on_samples_per_s = best_off.settings, _s(best_off).samples_per_s, _s(best_on).samples_per_s
+        f.gain = f.off_samples_per_s / f.on_samples_per_s - 1.0 if f.on_samples_per_s > 0 else None
+        f.faster = f.gain is not None and f.gain > tolerance
+        if f.trial is None:
+            f.trial = InOrderTrial.IN_GRID
+    return [f]
+
+
+def batched_fetch(profile: StageProfile | None, knee: ConfigResult | None) -> list[Finding]:
+    """BatchedFetch when the stage profile's batched fetch of a dataset without `__getitems__`
+    (model.BatchedFetchTiming: one call for several items against one call per item) shows a
+    fixed cost per call of at least BATCHED_FETCH_FIXED_SHARE of the profiled build time per
+    sample: paid once per batch of the knee's batch size, the build time per sample becomes
+    T - f (1 - 1/B), one worker T / that faster (a prediction)."""
+    if profile is None or profile.batched_fetch is None or knee is None:
+        return []
+    t = profile.batched_fetch
+    build = sum(max(0.0, (r.ms_per_sample or 0.0) - (r.queued_ms_per_sample or 0.0)) for r in profile.stages
+                if StageKind(r.kind).builds and r.ms_per_sample is not None)
+    if build <= 0 or t.fixed_ms / build < th.BATCHED_FETCH_FIXED_SHARE:
+        return []
+    batch = knee.settings.batch_size
+    new = max(build - t.fixed_ms * (1.0 - 1.0 / batch), 1e-9)
+    return [BatchedFetch(knee.settings, t, t.fixed_ms, t.per_item_ms, t.fixed_ms / build,
+                         th.BATCHED_FETCH_FIXED_SHARE, build, batch, new, build / new)]

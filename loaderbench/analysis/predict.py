@@ -33,29 +33,42 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from loaderbench.analysis.thresholds import (
     AT_THE_LOWER_RATE,
+    BATCHED_FETCH_FIXED_SHARE,
     BOUND_STALL,
     CLEARS_STALL,
     DEFAULT_SHARPNESS,
     HARD_CORNER_RATIO,
     SHARPNESS_MAX,
     SHARPNESS_MIN,
+    STAGE_SHARE_THAT_COUNTS,
     UNCONTENDED_SHARE,
 )
 from loaderbench.conclusions import (
+    BeyondKnobs,
+    Binds,
+    ChangeKind,
+    DecodeMode,
+    Decoder,
     FitInputs,
     MoreWorkers,
+    PipelineChange,
     Prediction,
     PredictionErrors,
+    StageChange,
+    StageProfile,
+    StageRow,
+    StageShift,
     WhatIf,
     WhatIfAnswer,
+    WhatIfCase,
     WhyNoPrediction,
 )
-from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, Verdict
+from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, StageKind, Verdict
 
 __all__ = ["Fit", "Prediction", "WhatIf", "fit", "parse_what_if", "predict", "split_what_if", "what_if_cpus", "what_if_disk"]
 
@@ -305,10 +318,21 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
     return out
 
 
+WHAT_IF_FORMS = (
+    "cpus=K (usable CPUs, e.g. cpus=8), disk=MBPS[,IOPS] (a device's MB/s and reads/s, e.g. disk=150,200), "
+    "stage=NAME:F (a stage of the profile F times faster, inf removes it, e.g. stage=decode:2), "
+    "decode=torchvision or decode=nvjpeg (another JPEG decoder) or ranks=N (data-parallel ranks, e.g. ranks=8)"
+)
+
+
 def parse_what_if(text: str) -> WhatIf:
-    """`cpus=K`, `disk=MBPS[,IOPS]` or `ranks=N` -> a WhatIf (ValueError naming the forms otherwise)."""
-    forms = ("cpus=K (usable CPUs, e.g. cpus=8), disk=MBPS[,IOPS] (a device's MB/s and reads/s, e.g. disk=150,200) "
-             "or ranks=N (data-parallel ranks, e.g. ranks=8)")
+    """One `--what-if` change -> a WhatIf holding it: `cpus=K`, `disk=MBPS[,IOPS]` (the commas
+    stay inside the change), `stage=NAME:F` (NAME as the stage table names it, F > 0 or `inf`),
+    `decode=torchvision|nvjpeg` or `ranks=N`. ValueError naming the forms otherwise.
+
+    >>> parse_what_if("stage=rest of __getitem__:inf").stages
+    (StageChange(name='rest of __getitem__', speedup=None),)
+    """
     key, _, value = str(text).partition("=")
     key, value = key.strip(), value.strip()
     if key == "cpus" and value.isdigit() and int(value) >= 1:
@@ -323,19 +347,54 @@ def parse_what_if(text: str) -> WhatIf:
             nums = []
         if 1 <= len(nums) <= 2 and all(math.isfinite(x) and x > 0 for x in nums):
             return WhatIf(disk_mb_per_s=nums[0], disk_iops=nums[1] if len(nums) == 2 else None)
-    raise ValueError(f"expected {forms}, got {text!r}")
+    if key == "stage":
+        name, sep, factor = value.rpartition(":")
+        try:
+            f = float(factor)
+        except ValueError:
+            f = math.nan
+        if sep and name.strip() and (f > 0 or f == math.inf):
+            return WhatIf(stages=(StageChange(name.strip(), None if f == math.inf else f),))
+    if key == "decode" and value in {d.value for d in Decoder}:
+        return WhatIf(decode=Decoder(value))
+    raise ValueError(f"expected {WHAT_IF_FORMS}, got {text!r}")
 
 
 def split_what_if(questions: Sequence[WhatIf]) -> tuple[WhatIf | None, WhatIf | None]:
-    """The questions asked (`--what-if`, given once or more) as (the cpus= or disk= one, the
-    ranks= one), each None when not asked. Raises ValueError for two of a kind: the pipeline
-    model answers one cpus= or disk= question at a time, and ranks=N combines with either."""
-    model = [q for q in questions if q.ranks is None]
-    ranks = [q for q in questions if q.ranks is not None]
-    if len(model) > 1 or len(ranks) > 1:
-        raise ValueError("one cpus= or disk= question and one ranks= question at most, "
-                         "e.g. --what-if cpus=8 --what-if ranks=16")
-    return (model[0] if model else None), (ranks[0] if ranks else None)
+    """The questions asked (`--what-if`, each one change) combined: (every change for the
+    pipeline model in one question, the ranks= question), each None when not asked. Raises
+    ValueError for a change given twice (two cpus=, disk=, decode= or ranks=, two stage= of one
+    stage, or decode= beside stage=decode:F: both change the decode), naming it."""
+    merged: dict[str, object] = {}
+    stages: dict[str, StageChange] = {}
+    ranks: WhatIf | None = None
+
+    def twice(what: str) -> ValueError:
+        return ValueError(f"{what} is given twice: each change once, and different changes combine, "
+                          "e.g. --what-if cpus=8 --what-if decode=torchvision")
+
+    for q in questions:
+        if q.ranks is not None:
+            if ranks is not None:
+                raise twice("ranks=")
+            ranks = WhatIf(ranks=q.ranks)
+        for name in ("cpus", "decode"):
+            if getattr(q, name) is not None:
+                if name in merged:
+                    raise twice(f"{name}=")
+                merged[name] = getattr(q, name)
+        if q.disk_mb_per_s is not None:
+            if "disk_mb_per_s" in merged:
+                raise twice("disk=")
+            merged.update(disk_mb_per_s=q.disk_mb_per_s, disk_iops=q.disk_iops)
+        for st in q.stages:
+            if st.name in stages:
+                raise twice(f"stage={st.name}")
+            stages[st.name] = st
+    if "decode" in merged and "decode" in stages:
+        raise ValueError("decode= and stage=decode:F both change the decode: ask one of them")
+    model = WhatIf(stages=tuple(stages.values()), **merged) if merged or stages else None  # type: ignore[arg-type]
+    return model, ranks
 
 
 def _curve(preds: Sequence[Prediction]) -> list[tuple[int, float]]:
@@ -373,13 +432,17 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     if knee is None:
         return None
     curve = _curve(preds)
+    best = max(preds, key=lambda p: (p.samples_per_s, -p.settings.num_workers))
+    model = fit(results, series_of(base), measured_cpus or cpus)
     return WhatIfAnswer(WhatIf(cpus=cpus), knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
                         knee_stall_fraction=knee.stall_fraction, curve=curve,
-                        shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus))
+                        shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
+                        binds=binds_at(model, best.settings.num_workers, cpus), usable_cpus=cpus)
 
 
 def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s: float, iops: float | None,
-                 tolerance: float, usable_cpus: int | None, max_workers: int | None = None) -> WhatIfAnswer:
+                 tolerance: float, usable_cpus: int | None, max_workers: int | None = None,
+                 cpus: int | None = None) -> WhatIfAnswer:
     """Predicted throughput of `base`'s series if the dataset's files were read from a device of
     `mb_per_s` MB/s (10^6 bytes) and `iops` reads/s, at every worker count from 0 to
     `max_workers` (default 2 x usable_cpus), and its predicted knee.
@@ -400,10 +463,13 @@ def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s
         anchored to the measured rows (the model's own error at the nearest measured worker
         count), then capped by D (with 0 workers, reading and stepping in turn:
         1 / (1/D + 1/C)).
+    With `cpus` (a `cpus=` change asked beside it) the curve is for that many usable CPUs (the
+    model still fitted, and anchored, with the `usable_cpus` the rows were measured with).
     Returns the question, the measured inputs and, when they are known, the knee and the curve;
     else `why` (no rows served from a cache, or no bytes per sample).
     """
-    question = WhatIf(disk_mb_per_s=mb_per_s, disk_iops=iops)
+    question = WhatIf(disk_mb_per_s=mb_per_s, disk_iops=iops, cpus=cpus)
+    eval_cpus = cpus or usable_cpus
     ok = _ranked(results)
     cached = [r for r in ok if r.summary is not None and r.summary.served_from is not None
               and r.summary.served_from.is_cache]
@@ -423,11 +489,11 @@ def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s
         per_worker=None if not fit_.per_worker else 1.0 / (1.0 / fit_.per_worker + fetch_s),
         zero_workers=None if not fit_.zero_workers else 1.0 / (1.0 / fit_.zero_workers + fetch_s),
     )
-    top = max_workers if max_workers is not None else 2 * (usable_cpus or 1)
+    top = max_workers if max_workers is not None else 2 * (eval_cpus or 1)
     cells = [with_workers(base, w) for w in range(0, top + 1)]
     unbound = []
     for cell in cells:
-        rate = disk.samples_per_s(cell.num_workers, usable_cpus)
+        rate = disk.samples_per_s(cell.num_workers, eval_cpus)
         if rate is not None and math.isfinite(rate):
             unbound.append(Prediction(cell, rate, disk.stall_fraction(rate)))
     # Anchored to the rows served from a cache (their measured rates where the model is off),
@@ -446,22 +512,365 @@ def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s
     if knee is None:
         return replace(inputs, why=WhyNoPrediction.NO_LOADER_RATE)
     curve = _curve(preds)
+    best = max(preds, key=lambda p: (p.samples_per_s, -p.settings.num_workers))
     return replace(inputs, knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
                    knee_stall_fraction=knee.stall_fraction, curve=curve,
-                   shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), None))
+                   shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
+                   binds=binds_at(replace(disk, device=device), best.settings.num_workers, eval_cpus),
+                   usable_cpus=eval_cpus)
 
 
 def answer_what_if(question: WhatIf, results: Sequence[ConfigResult], base: LoaderSettings | None,
-                   tolerance: float, measured_cpus: int | None) -> WhatIfAnswer:
-    """The answer to `question` for the series of `base` (the recommended settings; None when
-    nothing was measured), fitted on `results` measured with `measured_cpus` CPUs."""
+                   tolerance: float, measured_cpus: int | None, profile: StageProfile | None = None) -> WhatIfAnswer:
+    """The answer to `question` (every change asked, combined: `split_what_if`) for the series of
+    `base` (the recommended settings; None when nothing was measured), fitted on `results`
+    measured with `measured_cpus` CPUs; a change to a stage or the decoder reads the sweep's
+    stage profile of its pick (`profile`: NOTE [what-ifs beyond the knobs])."""
     if base is None:
         return WhatIfAnswer(question, why=WhyNoPrediction.NOTHING_MEASURED)
-    if question.cpus is not None:
-        found = what_if_cpus(results, base, question.cpus, tolerance, measured_cpus=measured_cpus)
-        return found or WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED)
-    assert question.disk_mb_per_s is not None
-    return what_if_disk(results, base, question.disk_mb_per_s, question.disk_iops, tolerance, measured_cpus)
+    if question.changes_build:
+        return what_if_pipeline(question, results, base, tolerance, measured_cpus, profile)
+    if question.disk_mb_per_s is not None:
+        return what_if_disk(results, base, question.disk_mb_per_s, question.disk_iops, tolerance, measured_cpus,
+                            cpus=question.cpus)
+    assert question.cpus is not None
+    found = what_if_cpus(results, base, question.cpus, tolerance, measured_cpus=measured_cpus)
+    return found or WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED)
+
+
+def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: float = 1.0,
+             gpu_decode: bool = False) -> Binds | None:
+    """What binds `model` at `workers` workers on `usable_cpus` CPUs (NOTE [pipeline model]):
+    the lowest of the loader's bounds (one worker's rate x workers, the CPUs' U / kappa, the
+    device) when the loader (times `loader_scale`, the anchoring) is below the main thread's
+    rate, else the larger of the main thread's two parts, the step and the receive (`gpu_decode`:
+    the model's step is a decode on the GPU that takes longer than the step it overlaps). None
+    when nothing is known."""
+    load = model.loader(workers, usable_cpus)
+    if load is None:
+        return None
+    load *= loader_scale
+    if workers == 0:
+        main = model.compute
+    else:
+        main = model.compute if not model.main else (
+            model.main if not model.compute else 1.0 / (1.0 / model.compute + 1.0 / model.main))
+    if main is None or load < main:
+        if workers == 0:
+            return Binds.WORKERS
+        bounds = [(workers * (model.per_worker or math.inf) * loader_scale, Binds.WORKERS)]
+        if usable_cpus and model.cpu_s_per_sample:
+            bounds.append((usable_cpus / model.cpu_s_per_sample * loader_scale, Binds.CPUS))
+        if model.device:
+            bounds.append((model.device, Binds.STORAGE))
+        return min(bounds, key=lambda b: b[0])[1]
+    if workers > 0 and model.main and model.compute and 1.0 / model.main > 1.0 / model.compute:
+        return Binds.RECEIVE
+    return Binds.GPU_DECODE if gpu_decode else Binds.STEP
+
+
+# NOTE [what-ifs beyond the knobs]
+#     A change to how a sample is built (`--what-if stage=NAME:F`, `decode=torchvision`,
+#     `decode=nvjpeg`) is answered by the same pipeline model (NOTE [pipeline model]) with the
+#     rates that building sets changed, the main thread's as measured:
+#       - the stage profile of the pick (the sweep's own, analysis/stages.py) gives each build
+#         stage's milliseconds per sample (read, decode, each transform, the rest of
+#         __getitem__, collate; wall less the time queued for a CPU, what it takes on a quiet
+#         machine) and CPU milliseconds. A change gives each stage its new figures (F times
+#         less; 0 removed; another decoder: the decode times the measured ratio of the two
+#         decoders on the dataset's own JPEGs, the transforms after it times the measured ratio
+#         of the same transforms on a tensor to on PIL's image; nvJPEG: the decode and those
+#         transforms leave the workers for the GPU);
+#       - one worker's rate r and the 0-worker rate L0 scale by T / T' (the build stages'
+#         milliseconds before over after); the CPU per sample kappa loses the CPU milliseconds
+#         the change saves; the receive floor R and the step C are as measured (a receive
+#         F times faster: R x F);
+#       - nvJPEG adds its GPU milliseconds per batch g (measured on this GPU) to the step: the
+#         step's time per batch becomes t + g serialised (before the step, on its stream), and
+#         max(t, g) overlapped (on a side stream while the step before runs: the two share the
+#         GPU, so this is the best case). Both are given; a measured run tells which holds.
+#     The loader's side is anchored to the measured rows of the series: where a row was
+#     loader-bound, the loader rate that reproduces its measured samples/s (the softmin solved
+#     for L) over the model's, at the nearest measured worker count, multiplies the changed
+#     loader; the main thread is not scaled (a change that makes the step bind is then
+#     predicted at the step's measured rate, not at the loader-bound row's error).
+
+
+def _quiet_ms(row: StageRow) -> float:
+    """A stage's milliseconds per sample less the time it was queued for a CPU."""
+    return max(0.0, (row.ms_per_sample or 0.0) - (row.queued_ms_per_sample or 0.0))
+
+
+def _builds(profile: StageProfile) -> list[StageRow]:
+    """The rows of building a sample (a sample's stages and the collate) that have a figure."""
+    return [r for r in profile.stages if StageKind(r.kind).builds and r.ms_per_sample is not None]
+
+
+def jpeg_decoder_of(profile: StageProfile) -> str | None:
+    """Which decoder the profile saw decode JPEGs: "PIL", "torchvision", or None (no JPEG decode
+    seen: another format, or a decoder the profile does not recognise)."""
+    pil = sum(n for d, n in profile.decoders.items() if d.startswith("PIL") and "JPEG" in d)
+    tv = sum(n for d, n in profile.decoders.items() if d.startswith("torchvision.io")
+             and ("JPEG" in d or "decode_jpeg" in d) and " on " not in d)
+    if not pil and not tv:
+        return None
+    return "PIL" if pil >= tv else "torchvision"
+
+
+@dataclass(frozen=True)
+class _Rebuilt:
+    """What a question's changes to building do (NOTE [what-ifs beyond the knobs])."""
+
+    shifts: list[StageShift]
+    build_ms: float
+    new_build_ms: float
+    cpu_saved_s: float
+    receive_factor: float = 1.0
+    gpu_ms_per_batch: float | None = None
+    decode_from: str | None = None
+    decoder_factor: float | None = None
+    transforms_factor: float | None = None
+
+
+def rebuild(question: WhatIf, profile: StageProfile, batch_size: int) -> _Rebuilt | tuple[WhyNoPrediction, list[str]]:
+    """The build stages as `question` changes them, from `profile`, for batches of
+    `batch_size`; or why it cannot be answered (with the profile's stage names)."""
+    rows = {r.name: r for r in _builds(profile)}
+    names = [r.name for r in profile.stages]
+    new_ms = {n: _quiet_ms(r) for n, r in rows.items()}
+    new_cpu = {n: r.cpu_ms_per_sample or 0.0 for n, r in rows.items()}
+    extra_cpu_ms = 0.0
+    receive_factor = 1.0
+    main_shifts: list[StageShift] = []
+    out: dict[str, object] = {}
+    if question.decode is not None:
+        decode = next((r for r in profile.stages if r.kind == StageKind.DECODE.value), None)
+        source = jpeg_decoder_of(profile)
+        if decode is None or decode.name not in rows or not decode.calls_per_sample or source is None:
+            return WhyNoPrediction.NO_JPEG_DECODE, names
+        out["decode_from"] = source
+        timing = profile.decoder_timing
+        after = [n for n in (timing.transforms if timing else []) if n in rows]
+        if not after:
+            after = [r.name for r in profile.stages if r.kind == StageKind.TRANSFORM.value and r.name in rows]
+        if question.decode is Decoder.TORCHVISION:
+            if source == "torchvision":
+                return WhyNoPrediction.SAME_DECODER, names
+            if timing is None or timing.pil_cpu_ms <= 0:
+                return WhyNoPrediction.NO_DECODER_TIMING, names
+            df = timing.torchvision_cpu_ms / timing.pil_cpu_ms
+            tf = (timing.transforms_tensor_cpu_ms / timing.transforms_pil_cpu_ms
+                  if timing.transforms_pil_cpu_ms and timing.transforms_tensor_cpu_ms is not None else None)
+            out.update(decoder_factor=df, transforms_factor=tf)
+            new_ms[decode.name] *= df
+            new_cpu[decode.name] *= df
+            for n in (after if tf is not None else []):
+                pil_ms, tensor_ms = timing.per_transform.get(n, (0.0, 0.0))
+                each = tensor_ms / pil_ms if n in timing.per_transform and pil_ms > 0 else tf
+                new_ms[n] *= each  # type: ignore[operator]
+                new_cpu[n] *= each  # type: ignore[operator]
+        else:
+            if not (profile.device or "").startswith("cuda"):
+                return WhyNoPrediction.NO_CUDA, names
+            gpu = profile.gpu_decode
+            if gpu is None or gpu.batch_size <= 0:
+                return WhyNoPrediction.NO_GPU_TIMING, names
+            for n in [decode.name, *after]:
+                new_ms[n] = new_cpu[n] = 0.0
+            out["gpu_ms_per_batch"] = gpu.decode_crop_ms_per_batch * batch_size / gpu.batch_size
+            extra_cpu_ms = gpu.cpu_ms_per_batch / gpu.batch_size  # the main process waits for the decode
+    for change in question.stages:
+        row = next((r for r in profile.stages if r.name == change.name), None) or next(
+            (r for r in profile.stages if r.name.lower() == change.name.lower()), None)
+        if row is None:
+            return WhyNoPrediction.STAGE_UNKNOWN, names
+        if row.kind == StageKind.RECEIVE.value:
+            receive_factor = math.inf if change.speedup is None else change.speedup
+            if row.ms_per_sample is not None:
+                quiet = _quiet_ms(row)
+                main_shifts.append(StageShift(row.name, quiet, quiet / receive_factor, row.cpu_ms_per_sample or 0.0,
+                                              (row.cpu_ms_per_sample or 0.0) / receive_factor, None))
+            continue
+        if row.name not in rows:
+            return (WhyNoPrediction.STAGE_NOT_BUILT if not StageKind(row.kind).builds
+                    else WhyNoPrediction.STAGE_UNKNOWN), names
+        keep = 0.0 if change.speedup is None else 1.0 / change.speedup
+        new_ms[row.name] *= keep
+        new_cpu[row.name] *= keep
+    build = sum(_quiet_ms(r) for r in rows.values())
+    if build <= 0:
+        return WhyNoPrediction.NO_PROFILE, names
+    shifts = [StageShift(n, _quiet_ms(r), new_ms[n], r.cpu_ms_per_sample or 0.0, new_cpu[n], _quiet_ms(r) / build)
+              for n, r in rows.items() if abs(new_ms[n] - _quiet_ms(r)) > 1e-12 or abs(new_cpu[n] - (r.cpu_ms_per_sample or 0.0)) > 1e-12]
+    shifts += main_shifts
+    saved = sum((r.cpu_ms_per_sample or 0.0) - new_cpu[n] for n, r in rows.items()) - extra_cpu_ms
+    return _Rebuilt(shifts, build, sum(new_ms.values()), saved / 1e3, receive_factor, **out)  # type: ignore[arg-type]
+
+
+def _loader_anchors(model: Fit, rows: Sequence[ConfigResult], usable_cpus: int | None) -> dict[int, float]:
+    """Per measured worker count of the series, the measured loader rate over the model's
+    (NOTE [what-ifs beyond the knobs]): for a loader-bound row, the L that makes the model's
+    main-thread formula give its measured samples/s; 1 for a row the loader did not bind."""
+    out: dict[int, float] = {}
+    for r in rows:
+        s = r.summary
+        w = r.settings.num_workers
+        load = model.loader(w, usable_cpus)
+        if s is None or not load or s.samples_per_s <= 0:
+            continue
+        measured = s.samples_per_s
+        factor = 1.0
+        if s.verdict is Verdict.LOADER_BOUND:
+            if w == 0:
+                solved = 1.0 / (1.0 / measured - 1.0 / model.compute) if model.compute and measured < model.compute \
+                    else measured
+            else:
+                main = model.compute if not model.main else (
+                    model.main if not model.compute else 1.0 / (1.0 / model.compute + 1.0 / model.main))
+                k = model.sharpness
+                solved = ((measured ** -k - main ** -k) ** (-1.0 / k) if main and measured < main * 0.999
+                          else measured)
+            factor = solved / load
+        out.setdefault(w, factor)
+    return out
+
+
+def _scaled(model: Fit, rebuilt: _Rebuilt | None) -> Fit:
+    """`model` with the build changed (one worker's rate and L0 by T / T', kappa less what the
+    change saves, the receive floor times its factor)."""
+    if rebuilt is None:
+        return model
+    speed = rebuilt.build_ms / rebuilt.new_build_ms if rebuilt.new_build_ms > 0 else math.inf
+    kappa = model.cpu_s_per_sample
+    if kappa is not None:
+        kappa = max(kappa - rebuilt.cpu_saved_s, 0.02 * kappa)
+    main = model.main
+    if main is not None:
+        main = None if rebuilt.receive_factor == math.inf else main * rebuilt.receive_factor
+    big = 1e12  # a build that costs nothing: the loader never binds
+    return replace(model,
+                   per_worker=None if model.per_worker is None else min(big, model.per_worker * speed),
+                   zero_workers=None if model.zero_workers is None else min(big, model.zero_workers * speed),
+                   cpu_s_per_sample=kappa, main=main)
+
+
+def _case(model: Fit, anchors: dict[int, float], base: LoaderSettings, top: int, cpus: int | None,
+          tolerance: float, mode: DecodeMode | None, gpu_binds: bool = False) -> WhatIfCase:
+    """The curve, knee and what binds of `model` from 0 to `top` workers on `cpus` CPUs, the loader
+    anchored (`anchors`)."""
+    preds = []
+    for w in range(0, top + 1):
+        load = model.loader(w, cpus)
+        if load is None:
+            continue
+        a = anchors[min(anchors, key=lambda m: (abs(m - w), m))] if anchors else 1.0
+        scaled = replace(model, per_worker=None if model.per_worker is None else model.per_worker * a,
+                         zero_workers=None if model.zero_workers is None else model.zero_workers * a,
+                         cpu_s_per_sample=None if not model.cpu_s_per_sample else model.cpu_s_per_sample / a)
+        rate = scaled.samples_per_s(w, cpus)
+        if rate is not None and math.isfinite(rate):
+            preds.append(Prediction(with_workers(base, w), rate, model.stall_fraction(rate)))
+    knee = predicted_knee(preds, tolerance)
+    if knee is None:
+        return WhatIfCase(mode=mode)
+    best = max(preds, key=lambda p: (p.samples_per_s, -p.settings.num_workers))
+    wb = best.settings.num_workers
+    a = anchors[min(anchors, key=lambda m: (abs(m - wb), m))] if anchors else 1.0
+    curve = _curve(preds)
+    step_ms = None if not model.compute else 1e3 * base.batch_size / model.compute
+    return WhatIfCase(mode=mode, knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
+                      knee_stall_fraction=knee.stall_fraction,
+                      binds=binds_at(model, wb, cpus, a, gpu_binds),
+                      curve=curve, shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
+                      step_ms_per_batch=step_ms)
+
+
+def _best_loader(model: Fit, anchors: dict[int, float], top: int, cpus: int | None) -> float | None:
+    """The most the (anchored) loader delivers from 1 to `top` workers."""
+    rates = []
+    for w in range(1, top + 1):
+        load = model.loader(w, cpus)
+        if load is not None:
+            rates.append(load * (anchors[min(anchors, key=lambda m: (abs(m - w), m))] if anchors else 1.0))
+    return max(rates) if rates else None
+
+
+def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: LoaderSettings, tolerance: float,
+                     measured_cpus: int | None, profile: StageProfile | None,
+                     rebuilt: _Rebuilt | None = None) -> WhatIfAnswer:
+    """The answer to a question that changes how a sample is built (a stage, the decoder;
+    `cpus=` and `disk=` beside it too), for `base`'s series, per NOTE [what-ifs beyond the
+    knobs]: the model fitted on the ranked rows that decode as `base` does, measured with
+    `measured_cpus` CPUs, the build changed as the stage profile of the pick says (`profile`;
+    or `rebuilt`, a change worked out by the caller), evaluated with the question's CPUs (else
+    the measured ones) from 0 to twice the larger of those and the most workers measured.
+    `why` when there is no profile, the stage or decoder cannot be found in it, or nothing with
+    workers was measured."""
+    names = [] if profile is None else [r.name for r in profile.stages]
+    if rebuilt is None:
+        if profile is None:
+            return WhatIfAnswer(question, why=WhyNoPrediction.NO_PROFILE)
+        found = rebuild(question, profile, base.batch_size)
+        if isinstance(found, tuple):
+            return WhatIfAnswer(question, why=found[0], stage_names=found[1])
+        rebuilt = found
+    cpus = question.cpus or measured_cpus
+    rows = [r for r in _ranked(results) if r.settings.decoder == base.decoder]
+    if question.disk_mb_per_s is not None:
+        disk = what_if_disk(rows, base, question.disk_mb_per_s, question.disk_iops, tolerance, measured_cpus,
+                            cpus=question.cpus)
+        if disk.why is not None:
+            return replace(disk, question=question, stage_names=names)
+        rows = [r for r in rows if r.summary is not None and r.summary.served_from is not None
+                and r.summary.served_from.is_cache]
+    model = fit(rows, series_of(base), measured_cpus)
+    if not model.per_worker and not model.zero_workers:
+        return WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED, stage_names=names)
+    if question.disk_mb_per_s is not None:
+        b = statistics.median([t.needed_bytes / t.samples for r in rows for t in r.trials if t.needed_bytes and t.samples])
+        files = [t.files_per_sample for r in rows for t in r.trials if t.files_per_sample]
+        reads = float(statistics.median(files)) if files else 1.0
+        iops = question.disk_iops
+        fetch_s = reads / iops if iops else 0.0
+        model = replace(model, device=min(question.disk_mb_per_s * 1e6 / b, iops / reads if iops else math.inf),
+                        per_worker=None if not model.per_worker else 1.0 / (1.0 / model.per_worker + fetch_s),
+                        zero_workers=None if not model.zero_workers else 1.0 / (1.0 / model.zero_workers + fetch_s))
+    series = [r for r in rows if series_of(r.settings) == series_of(base)]
+    anchors = _loader_anchors(fit(rows, series_of(base), measured_cpus), series, measured_cpus)
+    widest = max((r.settings.num_workers for r in results), default=0)
+    top = 2 * max(cpus or 1, widest)
+    changed = _scaled(model, rebuilt)
+    cases: list[WhatIfCase] = []
+    if rebuilt.gpu_ms_per_batch is not None:
+        g = rebuilt.gpu_ms_per_batch
+        t = 0.0 if not changed.compute else 1e3 * base.batch_size / changed.compute
+        for mode, step_ms in ((DecodeMode.SERIALISED, t + g), (DecodeMode.OVERLAPPED, max(t, g))):
+            with_gpu = replace(changed, compute=1e3 * base.batch_size / step_ms if step_ms > 0 else changed.compute)
+            case = _case(with_gpu, anchors, base, top, cpus, tolerance, mode,
+                         gpu_binds=mode is DecodeMode.OVERLAPPED and g > t)
+            cases.append(replace(case, step_ms_per_batch=step_ms))
+    else:
+        cases.append(_case(changed, anchors, base, top, cpus, tolerance,
+                           DecodeMode.CPU if question.decode is not None else None))
+    first = cases[0]
+    if first.knee is None:
+        return WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED, stage_names=names)
+    before = _best_loader(model, anchors, top, cpus)
+    after = _best_loader(changed, anchors, top, cpus)
+    measured = next((r.summary.samples_per_s for r in _ranked(results) if r.settings == base  # type: ignore[union-attr]
+                     and r.summary is not None), None)
+    return WhatIfAnswer(
+        question, knee=first.knee, knee_samples_per_s=first.knee_samples_per_s,
+        knee_stall_fraction=first.knee_stall_fraction, curve=first.curve, shown_workers=first.shown_workers,
+        binds=first.binds, usable_cpus=cpus, base=base, base_samples_per_s=measured, shifts=rebuilt.shifts,
+        loader_speedup=rebuilt.build_ms / rebuilt.new_build_ms if rebuilt.new_build_ms > 0 else None,
+        loader_gain=None if not before or not after else after / before,
+        decode_from=rebuilt.decode_from, decoder_factor=rebuilt.decoder_factor,
+        transforms_factor=rebuilt.transforms_factor,
+        decoder_timing=None if profile is None or question.decode is not Decoder.TORCHVISION else profile.decoder_timing,
+        gpu=None if profile is None or question.decode is not Decoder.NVJPEG else profile.gpu_decode,
+        cases=cases if len(cases) > 1 else [], stage_names=names,
+    )
 
 
 def predict_more_workers(row: ConfigResult, usable: int | None, tolerance: float) -> MoreWorkers | None:
@@ -510,3 +919,92 @@ def step_shares_cpus(main_cpu_util_pct: float | None, stall_fraction: float,
     step = max(0.0, (main_cpu_util_pct / 100.0 - stall_fraction) / (1.0 - stall_fraction))
     load = stall_fraction / (1.0 - stall_fraction)
     return round(step, 3), round(load, 3), step + load > usable
+def _best_row(results: Sequence[ConfigResult], keep: Callable[[LoaderSettings], bool]) -> ConfigResult | None:
+    """The fastest ranked row whose settings `keep` accepts."""
+    rows = [r for r in _ranked(results) if keep(r.settings)]
+    return max(rows, key=lambda r: r.summary.samples_per_s) if rows else None  # type: ignore[union-attr]
+
+
+def _top_rate(answer: WhatIfAnswer) -> tuple[float | None, float | None]:
+    """The best case's knee samples/s and stall (of several cases, the faster)."""
+    cases = answer.cases or [WhatIfCase(knee=answer.knee, knee_samples_per_s=answer.knee_samples_per_s,
+                                        knee_stall_fraction=answer.knee_stall_fraction)]
+    best = max(cases, key=lambda c: c.knee_samples_per_s or 0.0)
+    return best.knee_samples_per_s, best.knee_stall_fraction
+
+
+def beyond_knobs(results: Sequence[ConfigResult], base: LoaderSettings, tolerance: float, measured_cpus: int | None,
+                 profile: StageProfile | None) -> BeyondKnobs | None:
+    """The changes to the pipeline that would act where no setting clears the loader bottleneck
+    (the caller asks only then), for the pick `base` (NOTE [what-ifs beyond the knobs]): another
+    JPEG decoder (torchvision.io on the CPU; nvJPEG on the GPU where it was timed), each with a
+    measured row of `--decoder` where the sweep has one; more usable CPUs where the CPUs bind on
+    this machine (the fewest predicted to clear the stall, up to 8x the measured, else 8x); the largest other build stage of the
+    profile twice as cheap; `__getitems__` where a batched fetch measured a large fixed cost per
+    call. A prediction is listed when it gains more than `tolerance` over the pick's measured
+    samples/s; a measured row always. Measured first, then by predicted gain. None when the pick
+    was not measured."""
+    row = _best_row(results, lambda s: s == base)
+    if row is None or row.summary is None:
+        return None
+    rate = row.summary.samples_per_s
+    changes: list[PipelineChange] = []
+
+    def add(kind: ChangeKind, question: WhatIf | None, answer: WhatIfAnswer | None,
+            measured: ConfigResult | None = None) -> None:
+        if answer is not None and (answer.why is not None or answer.knee is None):
+            answer = None
+        top, stall = (None, None) if answer is None else _top_rate(answer)
+        gain = None if top is None or rate <= 0 else top / rate
+        if measured is None and (gain is None or gain <= 1.0 + tolerance):
+            return
+        changes.append(PipelineChange(
+            kind, question, answer, None if measured is None else measured.settings,
+            None if measured is None or measured.summary is None else measured.summary.samples_per_s,
+            gain, clears=stall is not None and stall < CLEARS_STALL))
+
+    source = None if profile is None else jpeg_decoder_of(profile)
+    decoded: set[str] = set()
+    for dec in (Decoder.TORCHVISION, Decoder.NVJPEG):
+        measured = _best_row(results, lambda s, d=dec: s.decoder == d.value and s.batch_size == base.batch_size)  # type: ignore[misc]
+        if dec.value == base.decoder:
+            continue
+        question = WhatIf(decode=dec)
+        answer = None
+        if profile is not None and source is not None and not (dec is Decoder.TORCHVISION and source == "torchvision"):
+            answer = what_if_pipeline(question, results, base, tolerance, measured_cpus, profile)
+            if answer.why is None:
+                decoded.add("decode")
+        add(ChangeKind.DECODER, question, answer, measured)
+    here = None if not measured_cpus else what_if_cpus(results, base, measured_cpus, tolerance,
+                                                        measured_cpus=measured_cpus)
+    if measured_cpus and here is not None and here.binds is Binds.CPUS:
+        tried = [k * measured_cpus for k in (2, 3, 4, 6, 8)]
+        answers = [(k, what_if_cpus(results, base, k, tolerance, measured_cpus=measured_cpus)) for k in tried]
+        clear = next(((k, a) for k, a in answers if a is not None and a.knee_stall_fraction is not None
+                      and a.knee_stall_fraction < CLEARS_STALL), None)
+        k, a = clear or answers[-1]
+        add(ChangeKind.MORE_CPUS, WhatIf(cpus=k), a)
+    if profile is not None:
+        stages = [r for r in _builds(profile) if r.name not in decoded and not (
+            r.kind == StageKind.DECODE.value and "decode" in decoded)]
+        largest = max(stages, key=_quiet_ms, default=None)
+        build = sum(_quiet_ms(r) for r in _builds(profile))
+        if largest is not None and build > 0 and _quiet_ms(largest) / build >= STAGE_SHARE_THAT_COUNTS:
+            question = WhatIf(stages=(StageChange(largest.name, 2.0),))
+            add(ChangeKind.CHEAPER_STAGE, question, what_if_pipeline(question, results, base, tolerance,
+                                                                      measured_cpus, profile))
+        fetched = profile.batched_fetch
+        if fetched is not None and build > 0 and fetched.fixed_ms / build >= BATCHED_FETCH_FIXED_SHARE:
+            saved = fetched.fixed_ms * (1.0 - 1.0 / base.batch_size)
+            cpu = sum(r.cpu_ms_per_sample or 0.0 for r in _builds(profile))
+            shift = StageShift("fixed cost per __getitem__ call", fetched.fixed_ms, fetched.fixed_ms / base.batch_size,
+                               cpu * fetched.fixed_ms / build, cpu * fetched.fixed_ms / build / base.batch_size,
+                               fetched.fixed_ms / build)
+            rebuilt = _Rebuilt([shift], build, build - saved, cpu * saved / build / 1e3)
+            add(ChangeKind.BATCHED_FETCH, None, what_if_pipeline(WhatIf(), results, base, tolerance, measured_cpus,
+                                                                 profile, rebuilt=rebuilt))
+    changes.sort(key=lambda c: (c.measured is None, -(c.gain or 0.0)))
+    plateau = None if here is None else max((x for _, x in here.curve), default=None)
+    return BeyondKnobs(base, rate, row.summary.stall_fraction, changes, profiled=profile is not None,
+                       binds=None if here is None else here.binds, plateau_samples_per_s=plateau, tolerance=tolerance)

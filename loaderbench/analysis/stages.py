@@ -9,13 +9,23 @@ words in render/stages.py.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any
+import math
 
 from loaderbench.analysis import thresholds as th
 from loaderbench.analysis.statistics import percentile
-from loaderbench.model import StageKind, StageRecord
+from loaderbench.conclusions import (
+    BuildPercentiles,
+    BuildTail,
+    FunctionRow,
+    ProfileCost,
+    StageNA,
+    StageProfile,
+    StageRow,
+)
+from loaderbench.model import SampleTiming, StageKind, StageRecord
+
+__all__ = ["BuildPercentiles", "BuildTail", "FunctionRow", "ProfileCost", "StageNA", "StageProfile", "StageRow",
+           "build_tail", "summarize_profile", "waiting"]
 
 # Its thresholds, with their sources, are in thresholds.py (STAGE_*); the names below are theirs.
 BLOCKED_FRACTION = th.STAGE_BLOCKED_FRACTION
@@ -23,183 +33,6 @@ WAITING_MIN_MS = th.STAGE_WAITING_MIN_MS
 QUEUED_THAT_COUNTS = th.STAGE_QUEUED_THAT_COUNTS
 SHARE_THAT_COUNTS = th.STAGE_SHARE_THAT_COUNTS
 QUEUED_SHARE_THAT_COUNTS = th.STAGE_QUEUED_SHARE_THAT_COUNTS
-
-
-class StageNA(str, Enum):
-    """Why a stage has no figure: the value is its key in JSON; render/stages.py words it."""
-
-    NO_CUDA = "no-cuda"  # pin and H2D need a CUDA device
-    PIN_OFF = "pin-memory-off"  # pin_memory=False: nothing is pinned
-    NO_WORKERS = "no-workers"  # num_workers=0: no batch comes from a worker
-    NOT_REACHED = "not-reached"  # the time budget ended before a batch was timed
-
-
-@dataclass(frozen=True)
-class StageRow:
-    """One stage: `ms_per_sample` wall, `cpu_ms_per_sample` CPU (the calling thread's) and
-    `queued_ms_per_sample` (runnable, queued for a CPU: other load; None where not measured),
-    per sample (a per-batch stage's time over its batch's samples); `share` of all stages' ms
-    per sample; `calls_per_sample` (read, decode, transforms: how often it was entered; 0:
-    never seen); `waiting`: blocked for most of its wall time (`waiting()`); `queued`: a
-    QUEUED_THAT_COUNTS share of it queued for a CPU; `na`: why there is no figure (then the
-    numbers are None)."""
-
-    name: str
-    kind: str
-    where: str
-    ms_per_sample: float | None
-    cpu_ms_per_sample: float | None
-    share: float | None
-    queued_ms_per_sample: float | None = None
-    calls_per_sample: float | None = None
-    waiting: bool = False
-    queued: bool = False
-    na: str | None = None
-
-    @property
-    def blocked_ms_per_sample(self) -> float | None:
-        """Wall time neither on a CPU nor queued for one (I/O, a lock, a sleep), per sample."""
-        if self.ms_per_sample is None or self.cpu_ms_per_sample is None:
-            return None
-        return max(0.0, self.ms_per_sample - self.cpu_ms_per_sample - (self.queued_ms_per_sample or 0.0))
-
-    @property
-    def blocked_fraction(self) -> float | None:
-        """The blocked time over the wall time less the time queued for a CPU (what the stage
-        would take on a quiet machine); None without a figure."""
-        blocked = self.blocked_ms_per_sample
-        if blocked is None or self.ms_per_sample is None:
-            return None
-        unqueued = self.ms_per_sample - (self.queued_ms_per_sample or 0.0)
-        return blocked / unqueued if unqueued > 0 else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class BuildPercentiles:
-    """Per-sample build time (one `__getitem__`, without the profile's interceptions), ms."""
-
-    p50: float
-    p90: float
-    p99: float
-    max: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class ProfileCost:
-    """What the profile costs, and how long it took.
-
-    `samples` timed with the interceptions and `plain_samples` others without, in turn;
-    `profiled_ms_per_sample` / `plain_ms_per_sample`: their mean `__getitem__`; `overhead`:
-    profiled / plain - 1 (the two sets are different samples of one dataset: a difference of a
-    few % is within the spread of their costs). `attribution_*`: the same for the profiler pass
-    (cProfile on, outside the recognised stages). None where not measured.
-    `wall_s` of the whole profile against `time_budget_s`; `cut_short`: the passes the budget
-    ended early ("samples", "loader", "attribution")."""
-
-    samples: int
-    plain_samples: int
-    plain_ms_per_sample: float | None
-    profiled_ms_per_sample: float | None
-    overhead: float | None
-    attribution_samples: int
-    attribution_plain_ms_per_sample: float | None
-    attribution_ms_per_sample: float | None
-    attribution_overhead: float | None
-    wall_s: float
-    time_budget_s: float
-    cut_short: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class FunctionRow:
-    """One function of the rest of `__getitem__`, from the profiler pass: `self_ms_per_sample`
-    (its own code, under cProfile, which slows Python-heavy code) and `share_of_rest` (of the
-    rest's time in the same pass)."""
-
-    function: str
-    location: str
-    self_ms_per_sample: float
-    share_of_rest: float | None
-    calls_per_sample: float
-    called_from: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class StageProfile:
-    """The stage profile: `stages` in pipeline order (read, decode, the transforms, the rest
-    of `__getitem__`, collate, receive, pin, H2D); `sample_build_ms` (None without timed
-    samples); `cost`; `functions` of the rest (top by self time) and `unlisted_share` (the
-    part of the rest in none of them: other functions, and code the profiler does not see, such
-    as `__getitem__`'s own lines after a recognised stage); `decoders` seen (decode calls per decoder); `samples` and `batches`
-    timed (`batches_collated`: the collate timed; `batches_received`: from a worker); where
-    the samples were built (`sampled_in`) with how many intra-op threads; `transforms_found`:
-    whether a Compose (or a lone transform) was found. `rest_counts`: the rest of
-    `__getitem__` is at least SHARE_THAT_COUNTS of a sample's time (its functions are worth
-    reading). `queued_share`: of the samples' `__getitem__` wall time, the part the thread was
-    queued for a CPU (other load; None where not measured), and `other_load` when it is at least
-    QUEUED_SHARE_THAT_COUNTS. `waiting_blocked_over` and `rest_share_min`: the thresholds a
-    stage's `waiting` and `rest_counts` were judged with (BLOCKED_FRACTION, SHARE_THAT_COUNTS),
-    for the sentences that name them."""
-
-    stages: list[StageRow]
-    sample_build_ms: BuildPercentiles | None
-    cost: ProfileCost
-    functions: list[FunctionRow]
-    unlisted_share: float | None
-    decoders: dict[str, int]
-    samples: int
-    batches_collated: int
-    batches_received: int
-    sampled_in: str
-    torch_threads: int | None
-    transforms_found: bool
-    iterable: bool
-    rest_counts: bool
-    queued_share: float | None
-    other_load: bool = False
-    waiting_blocked_over: float = BLOCKED_FRACTION
-    rest_share_min: float = SHARE_THAT_COUNTS
-
-    def stage(self, name: str) -> StageRow:
-        """The row of stage `name` (KeyError when there is none)."""
-        for row in self.stages:
-            if row.name == name:
-                return row
-        raise KeyError(name)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stages": [s.to_dict() for s in self.stages],
-            "sample_build_ms": None if self.sample_build_ms is None else self.sample_build_ms.to_dict(),
-            "cost": self.cost.to_dict(),
-            "rest_functions": [f.to_dict() for f in self.functions],
-            "unlisted_share": self.unlisted_share,
-            "decoders": dict(self.decoders),
-            "samples": self.samples,
-            "batches_collated": self.batches_collated,
-            "batches_received": self.batches_received,
-            "sampled_in": self.sampled_in,
-            "torch_threads": self.torch_threads,
-            "transforms_found": self.transforms_found,
-            "iterable": self.iterable,
-            "rest_counts": self.rest_counts,
-            "queued_share": self.queued_share,
-            "other_load": self.other_load,
-            "waiting_blocked_over": self.waiting_blocked_over,
-            "rest_share_min": self.rest_share_min,
-        }
 
 
 def _names(record: StageRecord, kind: StageKind) -> set[str]:
@@ -349,4 +182,56 @@ def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:
         rest_counts=rest is not None and (rest.share or 0.0) >= SHARE_THAT_COUNTS,
         queued_share=queued_share,
         other_load=queued_share is not None and queued_share >= QUEUED_SHARE_THAT_COUNTS,
+        waiting_blocked_over=BLOCKED_FRACTION,
+        rest_share_min=SHARE_THAT_COUNTS,
+        tail=build_tail(samples, list(record.plain_s), list(record.plain_queued_s)),
+        decoder_timing=record.decoder_timing,
+        gpu_decode=record.gpu_decode,
+        batched_fetch=record.batched_fetch,
     )
+
+
+def build_tail(samples: list[SampleTiming], plain_s: list[float], plain_queued_s: list[float] | None = None
+               ) -> BuildTail | None:
+    """The per-sample build time's tail (`BuildTail`) over every sample the profile fetched: the
+    timed ones (`__getitem__` with the interceptions) and the plain ones, each less the time its
+    thread was queued for a CPU (other load on the machine stretches wall times, not the
+    samples' own cost; `plain_queued_s`, parallel to `plain_s`, where measured: else the plain
+    ones are left out unless there is nothing else); None without a sample.
+
+    NOTE [the tail of a sample's build time]
+        A batch waits for its slowest sample, and in order (`in_order=True`) a ready batch
+        waits for an earlier one still held by a slow sample. The tail is read as the larger of
+        the p99 and the mean of the slowest 1% over the median: a tail of 1% of the samples
+        sits exactly at the p99, which then catches it in about half of the draws (400 samples
+        hold four such on average, and the p99 of 400 falls between the 396th and the 397th),
+        while the slowest 1% hold at least one of them in 98% of them. It is long when that
+        ratio is at least TAIL_SAMPLE_OVER_MEDIAN and at least TAIL_MIN_SAMPLES samples are
+        that slow: one sample held up once (a page fault, a collection, a hiccup of a shared
+        machine) is no tail, and 400 samples hold two of a 1% tail in 91% of draws.
+
+    >>> t = build_tail([], [0.002] * 98 + [0.040] * 2)
+    >>> round(t.p50_ms, 1), round(t.slowest_ms, 1), round(t.ratio, 1), t.slow, t.long
+    (2.0, 40.0, 20.0, 2, True)
+    >>> build_tail([], [0.002] * 99 + [0.040]).long
+    False
+    """
+    queued = list(plain_queued_s or [])
+    timed = [max(0.0, s.getitem_wall_s - (s.getitem_queued_s or 0.0)) for s in samples]
+    known = all(s.getitem_queued_s is not None for s in samples)
+    plain = [max(0.0, w - q) for w, q in zip(plain_s, queued)] if len(queued) == len(plain_s) else []
+    times = timed + plain
+    basis = "wall less queued" if known and (plain or not plain_s) else "wall"
+    if not times:
+        times, basis = list(plain_s), "wall"
+    if not times:
+        return None
+    ordered = sorted(times)
+    n_slow = max(1, math.ceil(0.01 * len(ordered)))
+    p50, p99 = percentile(ordered, 50), percentile(ordered, 99)
+    slowest = sum(ordered[-n_slow:]) / n_slow
+    ratio = max(p99, slowest) / p50 if p50 > 0 else 0.0
+    slow = sum(1 for x in ordered if p50 > 0 and x >= th.TAIL_SAMPLE_OVER_MEDIAN * p50)
+    return BuildTail(p50_ms=1e3 * p50, p99_ms=1e3 * p99, slowest_ms=1e3 * slowest, samples=len(ordered),
+                     ratio=ratio, threshold=th.TAIL_SAMPLE_OVER_MEDIAN, slow=slow,
+                     long=ratio >= th.TAIL_SAMPLE_OVER_MEDIAN and slow >= th.TAIL_MIN_SAMPLES, basis=basis)

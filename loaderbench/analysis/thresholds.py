@@ -210,3 +210,18 @@ STAGE_SHARE_THAT_COUNTS = 0.05
 # choice: a profiling thread queued for a CPU 5% of its samples' time ran beside other load: its
 # wall times are longer than a quiet machine's.
 STAGE_QUEUED_SHARE_THAT_COUNTS = 0.05
+# choice, informed by a measurement: a per-sample tail is long when the slowest samples (the
+# larger of the p99 and the mean of the slowest 1%, NOTE [the tail of a sample's build time] in
+# analysis/stages.py) take 4x the median: in order, a sample that slow holds its batch for several
+# batches' time of the others. On the 2-core machine the long-tail case (1% of samples 20x slower,
+# tests/fixture_datasets.py LongTail) read 10-19x in three profiles (2-6 slow samples of 400), the same
+# samples without the tail 1.0-1.3x, the embedded JPEGs (less the time queued for a CPU) 1.3x.
+TAIL_SAMPLE_OVER_MEDIAN = 4.0
+# choice: ...and at least two samples are that slow: one sample held up once (a page fault, a
+# collection, a hiccup of a shared machine: 128 ms for one JPEG of 2 ms in one profile on the 2-core
+# machine) is no tail; 400 samples hold two of a 1% tail in 91% of draws.
+TAIL_MIN_SAMPLES = 2
+# choice: a dataset without __getitems__ is named when its fixed cost per call is a quarter of a
+# sample's build time or more (a column store's query, 8 ms fixed against 0.05 ms per row, is 99%):
+# paid once per batch instead, one worker then builds at least 1.3x faster at a batch of 16.
+BATCHED_FETCH_FIXED_SHARE = 0.25

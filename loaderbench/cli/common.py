@@ -97,19 +97,20 @@ def check_format(value: str, allowed: Sequence[str], flag: str = "--format") -> 
     return value
 
 
-WHAT_IF_HELP = ("cpus=K: also predict the knee and the curve with K usable CPUs; disk=MBPS[,IOPS]: with the "
-                "dataset's files on a device of MBPS MB/s (and IOPS reads/s). From the pipeline model fitted on "
-                "the measured configs (labelled a prediction); disk needs rows served from a cache (--cache both). "
-                "ranks=N: the recommended config's stall and samples/s at N data-parallel ranks, from its measured "
-                "per-rank waits. Give --what-if again to ask ranks=N beside cpus or disk.")
-WHAT_IF_METAVAR = "cpus=K|disk=MBPS[,IOPS]|ranks=N"
+WHAT_IF_HELP = ("One change to predict; give the flag again for more, and they combine (e.g. --what-if cpus=8 "
+                "--what-if decode=torchvision). cpus=K: K usable CPUs; disk=MBPS[,IOPS]: the dataset's files on a "
+                "device of MBPS MB/s (and IOPS reads/s; needs rows served from a cache, --cache both); "
+                "stage=NAME:F: that stage of the sweep's stage profile F times faster (inf removes it); "
+                "decode=torchvision|nvjpeg: the JPEG decode with torchvision.io on the CPU, or on the GPU. From the "
+                "pipeline model fitted on the measured configs (labelled a prediction). ranks=N: the recommended "
+                "config's stall and samples/s at N data-parallel ranks, from its measured per-rank waits.")
+WHAT_IF_METAVAR = "cpus=K|disk=MBPS[,IOPS]|stage=NAME:F|decode=DECODER|ranks=N"
 
 
 def parse_what_if(specs: Sequence[str] | str | None) -> list[Any]:
-    """`--what-if` values (the flag may be given more than once) -> conclusions.WhatIf
-    questions ([] when none was given). UsageError naming the flag for a bad value, or for two
-    questions of cpus= or disk= (one at a time; ranks=N combines with either:
-    analysis.predict.split_what_if)."""
+    """`--what-if` values (the flag may be given more than once, one change each) ->
+    conclusions.WhatIf questions ([] when none was given). UsageError naming the flag for a bad
+    value, or for a change given twice (analysis.predict.split_what_if combines the others)."""
     if specs is None:
         return []
     from loaderbench.analysis.predict import parse_what_if as parse

@@ -94,7 +94,7 @@ def sweep_command(**kwargs: Any) -> None:
     for opt in _SWEEP_OPTIONS:
         value = kwargs[_param_name(opt)]
         if opt.toggle:
-            value = True if value else None
+            value = (not opt.negates) if value else None
         flags.append((opt.section, opt.key, value, opt.flag_name))
 
     def body() -> None:
@@ -137,7 +137,7 @@ def sweep_command(**kwargs: Any) -> None:
                     how = "stopped by the launcher (SIGTERM)" if info is not None else "stopped (SIGTERM)"
                 report_interrupted(exc.output, fmt, how)
                 raise typer.Exit(130) from None
-        common.apply_what_if(rs, question)
+        common.apply_what_if(rs, question)  # none given: the config's own (TOML what_if) are answered
         common.render_result(rs, fmt, common.stdout(), wide=wide, verbose=verbose)
         common.stderr().print(f"results saved to {out}", highlight=False, markup=False)
         if not any(r.status == "ok" for r in rs.results):

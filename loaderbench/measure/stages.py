@@ -79,6 +79,7 @@ PIN = "pin"
 H2D = "H2D"
 
 _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
+CAPTURE = 16  # JPEGs kept for the decoders' timing (measure/alternatives.py)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,21 +394,25 @@ class Interceptions:
             names[base] += 1
             return base if names[base] == 1 else f"{base} #{names[base]}"
 
-        def wrap_list(compose: Any) -> None:
+        objects: list[tuple[str, Any]] = []
+
+        def wrap_list(compose: Any, first: bool) -> None:
             wrapped: list[Any] = []
             for t in compose.transforms:
                 if _is_compose(t):
-                    wrap_list(t)
+                    wrap_list(t, first)
                     wrapped.append(t)
                     continue
                 name = stage_name(t)
                 transform_stages.append(Stage(name, StageKind.TRANSFORM.value, where))
                 wrapped.append(TimedTransform(name, t, timer))
+                if first:
+                    objects.append((name, t))
             self._patches.append((compose, "transforms", compose.transforms, wrapped))
 
         found = find_transforms(dataset)
-        for compose in found.composes:
-            wrap_list(compose)
+        for k, compose in enumerate(found.composes):
+            wrap_list(compose, k == 0)
         lone_wrappers: dict[int, TimedTransform] = {}
         for owner, attr, t in found.lone:
             if id(t) not in lone_wrappers:
@@ -416,6 +421,14 @@ class Interceptions:
                 lone_wrappers[id(t)] = TimedTransform(name, t, timer)
             self._patches.append((owner, attr, t, lone_wrappers[id(t)]))
         self.transforms = transform_stages
+        if not objects and lone_wrappers:
+            objects = [(w.name, w.transform) for w in lone_wrappers.values()][:1]
+        # The transforms themselves, (stage name, transform) in pipeline order (the first
+        # Compose found, opened up; else a lone transform): what measure/alternatives.py times
+        # again after each decoder.
+        self.transform_objects: list[tuple[str, Any]] = objects
+        # JPEG bytes the decoders are given, kept while a list is set here (at most CAPTURE).
+        self.capture: list[bytes] | None = None
         self.stages = [Stage(READ, StageKind.READ.value, where), Stage(DECODE, StageKind.DECODE.value, where),
                        *transform_stages]
         originals: dict[int, Any] = {}  # id(original function) -> replacement, for the module scan
@@ -440,6 +453,8 @@ class Interceptions:
         open_orig = Image.open
 
         def pil_open(*args: Any, **kwargs: Any) -> Any:
+            if self.capture is not None and len(self.capture) < CAPTURE and timer.active():
+                self._keep(args[0] if args else kwargs.get("fp"))
             im = timer.call(DECODE, StageKind.DECODE, open_orig, args, kwargs)
             if timer.active():
                 timer.decoders[f"PIL {getattr(im, 'format', None) or 'image'}"] += 1
@@ -482,6 +497,11 @@ class Interceptions:
 
         def decoder(name: str, orig: Callable[..., Any]) -> Callable[..., Any]:
             def decode(*args: Any, **kwargs: Any) -> Any:
+                if (self.capture is not None and len(self.capture) < CAPTURE and timer.active() and args
+                        and name in ("decode_jpeg", "decode_image", "read_image")):
+                    first = args[0]
+                    for item in first if isinstance(first, (list, tuple)) else [first]:
+                        self._keep(item)
                 if timer.active() and not timer.inside(StageKind.DECODE):
                     fmt = {"decode_jpeg": "JPEG", "decode_png": "PNG"}.get(name) or (
                         _sniff(args[0]) if args and name == "decode_image" else "")
@@ -521,6 +541,15 @@ class Interceptions:
                 if replacement is not None and (id(module), name) not in done:
                     self._patches.append((module, name, value, replacement))
                     done.add((id(module), name))
+
+    def _keep(self, source: Any) -> None:
+        """Keep the JPEG in `source` (a decoder's input) for the decoders' timing."""
+        from loaderbench.measure.alternatives import jpeg_of
+
+        if self.capture is not None and len(self.capture) < CAPTURE:
+            data = jpeg_of(source)
+            if data is not None:
+                self.capture.append(data)
 
     # -- in place for one fetch ---------------------------------------------------------------
 
@@ -610,6 +639,7 @@ class SampleProfiler:
         self.timer = StageTimer(wall, cpu, queued if callable(queued) else None)
         self.wall, self.cpu = wall, cpu
         self.interceptions = Interceptions(dataset, self.timer, where=where)
+        self.last_queued_s: float | None = None
 
     def staged(self, fetch: Callable[[], Any]) -> tuple[Any, SampleTiming, dict[str, int]]:
         """`fetch()` with the interceptions in place: (item, its timing, decoder calls)."""
@@ -625,10 +655,14 @@ class SampleProfiler:
             queued_s=t.queued_s, getitem_queued_s=q1 - q0 if timer.measures_queue else None), t.decoders
 
     def plain(self, fetch: Callable[[], Any]) -> tuple[Any, float]:
-        """`fetch()` with nothing intercepted: (item, wall seconds)."""
-        w0 = self.wall()
+        """`fetch()` with nothing intercepted: (item, wall seconds); the seconds its thread was
+        queued for a CPU meanwhile are in `last_queued_s` (None where not measured)."""
+        queued = self.timer.queued
+        q0, w0 = queued(), self.wall()
         item = fetch()
-        return item, self.wall() - w0
+        wall_s = self.wall() - w0
+        self.last_queued_s = queued() - q0 if self.timer.measures_queue else None
+        return item, wall_s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -770,7 +804,9 @@ class ProfilePlan:
     `in_worker`: the sample stages timed in a DataLoader worker rather than in this process;
     `top`: functions kept from the profiler pass (`attribute` False: no profiler pass);
     `seed`: of the sample indices; `device`: 'cpu' or 'cuda:N' (pin and H2D need CUDA);
-    `receive_batches`: batches timed by the receive probe."""
+    `receive_batches`: batches timed by the receive probe; `alternatives`: also time what the
+    what-ifs beyond the settings need (measure/alternatives.py: the JPEG decoders on the
+    dataset's own images, nvJPEG on a CUDA device, a batched fetch)."""
 
     samples: int = 200
     time_budget_s: float = 20.0
@@ -780,6 +816,7 @@ class ProfilePlan:
     device: str = "cpu"
     receive_batches: int = 5
     attribute: bool = True
+    alternatives: bool = False
 
 
 def _indices(length: int, count: int, seed: int) -> list[int]:
@@ -849,6 +886,11 @@ def profile_stages(
         shares = {"samples": 0.6, "loader": 0.8, "attribution": 1.0}
     else:
         shares = {"samples": 0.75, "attribution": 1.0}
+    if plan.alternatives:
+        shares = _shares_with_alternatives(in_worker=in_worker, workers=workers > 0, attribute=plan.attribute)
+    elif not plan.attribute:  # no profiler pass: the passes before it share its time
+        last = max(v for k, v in shares.items() if k != "attribution") if len(shares) > 1 else 1.0
+        shares = {k: v / last for k, v in shares.items() if k != "attribution"}
     deadlines = _Deadlines(plan.time_budget_s, shares, clock)
     if not iterable and len(dataset) == 0:
         raise ValueError("the dataset is empty: nothing to profile")
@@ -901,12 +943,21 @@ def profile_stages(
                          Stage(COLLATE, StageKind.COLLATE.value, where),
                          Stage(RECEIVE, StageKind.RECEIVE.value, "main"), Stage(PIN, StageKind.PIN.value, "main"),
                          Stage(H2D, StageKind.H2D.value, "main")]
+        threads_now = threads if threads is not None else threads_before
         if not in_worker:
             _in_process(profiler, dataset, first, warm or [0, 0, 0], iterable, settings.batch_size, collate, record,
                         decoders, deadlines, main_side, plan.samples, batch_clock)
+        # The alternatives need the decoders pass 1 saw: right after it (before the DataLoader's
+        # receive, which the sweep measures itself), or after the DataLoader pass in a worker.
+        if plan.alternatives and not in_worker:
+            _alternatives(profiler, dataset, first + second, iterable, settings, plan, record, decoders, deadlines,
+                          threads_now)
         if workers:
             _loader_pass(dataset, first, iterable, settings, plan, collate, record, decoders, deadlines,
                          main_side, batch_clock)
+        if plan.alternatives and in_worker:
+            _alternatives(profiler, dataset, first + second, iterable, settings, plan, record, decoders, deadlines,
+                          threads_now)
         if plan.attribute:
             _attribution(profiler, dataset, second or None, record, deadlines, plan)
     finally:
@@ -914,6 +965,65 @@ def profile_stages(
     record.decoders = dict(decoders)
     record.wall_s = clock() - t_start
     return record
+
+
+def _shares_with_alternatives(*, in_worker: bool, workers: bool, attribute: bool) -> dict[str, float]:
+    """Where each pass of a profile with the alternatives ends, as a share of the budget, in the
+    order they run: the samples (weight 0.6: their tail needs a few hundred), the alternatives
+    (0.2), the DataLoader (0.2), the profiler pass (0.25); the passes that run share the whole
+    budget in those proportions."""
+    order = [*([] if in_worker else [("samples", 0.6), ("alternatives", 0.2)]),
+             *([("loader", 0.2)] if workers else []), *([("alternatives", 0.2)] if in_worker else []),
+             *([("attribution", 0.25)] if attribute else [])]
+    total = sum(w for _, w in order)
+    out, at = {}, 0.0
+    for name, w in order:
+        at += w / total
+        out[name] = at
+    return out
+
+
+def _alternatives(profiler: SampleProfiler, dataset: Any, indices: list[int], iterable: bool,
+                  settings: LoaderSettings, plan: ProfilePlan, record: StageRecord, decoders: Counter[str],
+                  deadlines: _Deadlines, threads: int) -> None:
+    """The pass of `profile_stages` with `plan.alternatives` (measure/alternatives.py): a
+    map-style dataset without `__getitems__` asked for several samples at once; where the
+    passes before saw JPEGs decoded, a few more samples fetched to keep their JPEGs, the two CPU
+    decoders timed on them with the dataset's transforms, and nvJPEG on a CUDA device."""
+    from loaderbench.measure import alternatives as alt
+
+    def over() -> bool:
+        return deadlines.over("alternatives")
+
+    if not iterable and not over():
+        record.batched_fetch = alt.probe_batched_fetch(dataset, indices[::-1], items=min(16, settings.batch_size),
+                                                       over=over)
+    if not any("JPEG" in d or "decode_jpeg" in d for d in decoders) or over():
+        return
+    kept: list[bytes] = []
+    profiler.interceptions.capture = kept
+    it = iter(dataset) if iterable else None
+    try:
+        for k in range(2 * CAPTURE):
+            if len(kept) >= CAPTURE or over():
+                break
+            i = indices[k % len(indices)] if indices else 0
+            try:
+                fetch: Callable[[], Any] = (functools.partial(next, it) if it is not None
+                                            else functools.partial(dataset.__getitem__, i))
+                item, _, _ = profiler.staged(fetch)
+            except StopIteration:
+                break
+            del item
+    finally:
+        profiler.interceptions.capture = None
+    record.jpegs_captured = len(kept)
+    if not kept or over():
+        return
+    record.decoder_timing = alt.time_decoders(kept, profiler.interceptions.transform_objects, threads=threads,
+                                              over=over)
+    if plan.device.startswith("cuda") and not over():
+        record.gpu_decode = alt.time_gpu_decode(kept, settings.batch_size, plan.device)
 
 
 def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm: list[int], iterable: bool,
@@ -946,6 +1056,8 @@ def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm
             else:
                 item, wall_s = profiler.plain(fetch(i))
                 record.plain_s.append(wall_s)
+                if profiler.last_queued_s is not None:
+                    record.plain_queued_s.append(profiler.last_queued_s)
         except StopIteration:
             break
         items.append(item)
@@ -1003,6 +1115,11 @@ def _loader_pass(dataset: Any, indices: list[int], iterable: bool, settings: Loa
             if not in_worker and received >= plan.receive_batches:
                 break
             _wait_for_a_batch(loader, lambda: deadlines.over("loader"))
+            if deadlines.over("loader") and (received or not in_worker):
+                # the budget ended while the batch was still being built: next() would time the
+                # wait for a worker, not the receive (NOTE [timing the receive])
+                record.cut_short.append("loader")
+                break
             received_timing = BatchTiming(samples=0, wall_s={}, cpu_s={})
             try:
                 out = clock.time(received_timing, RECEIVE, next, it)

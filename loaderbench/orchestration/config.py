@@ -4,13 +4,14 @@ Every knob is declared once, in OPTIONS (the grid axes come from model.GRID_AXES
 section and key, its flag (`--` + key with dashes unless named otherwise), its parser, metavar,
 help and default. The TOML schema, the `sweep` command's flags and their --help, and the keywords
 of `loaderbench.sweep()` are derived from it. The sweep-level options (SWEEP_OPTIONS: repeats,
-search, isolation, time_budget_s, config_timeout_s, tolerance, cache, drop_caches) are settings of
+search, isolation, time_budget_s, config_timeout_s, tolerance, cache, drop_caches, profile) are settings of
 the whole sweep rather than of one measurement: each is also the SweepConfig field of its name,
 and its declaration's default is the field's, the one in its help and the one a result file
 without the key reads back. A TOML file has a few top-level keys and four tables (every key optional):
 
     label = "quick"            # names the run in tables and compare
     baseline_settings = "num_workers=4,pin_memory=off"   # your current settings (headroom line)
+    what_if = ["cpus=8", "decode=torchvision"]           # changes to predict (--what-if), combined
     output = "results/quick.json"
     seed = 0
     [dataset]   kind, data, num_samples, image_size, jpeg_quality, sample_shape, cpu_ms, io_ms,
@@ -25,7 +26,7 @@ without the key reads back. A TOML file has a few top-level keys and four tables
                 (lists, or comma strings like "0,2,4"; decoder for the synthetic dataset only)
     [measure]   batches, warmup_batches, min_time_s, max_batches, repeats, search, isolation,
                 time_budget_s, config_timeout_s, tolerance, epoch_batches, cache, drop_caches,
-                timing, device
+                profile, timing, device
 
 Every error names the file or flag, the key, and the allowed values (ConfigError / UsageError,
 exit code 2).
@@ -171,6 +172,19 @@ def _typed_value(name: str, v: Any) -> Any:
     raise ValueError(f"{name}: expected numbers, true/false or strings, got {v!r}")
 
 
+def _what_if_list(v: Any) -> tuple[str, ...]:
+    """The what-if changes of a TOML config (`what_if = ["cpus=8", "decode=torchvision"]`, or one
+    string): each parsed (analysis.predict.parse_what_if) and combined (split_what_if: a change
+    given twice is refused), kept as written. ValueError naming the forms otherwise."""
+    from loaderbench.analysis.predict import parse_what_if, split_what_if
+
+    items = [v] if isinstance(v, str) else list(v) if isinstance(v, (list, tuple)) else None
+    if items is None or not all(isinstance(x, str) for x in items):
+        raise ValueError(f"expected a list of changes such as [\"cpus=8\", \"decode=torchvision\"], got {v!r}")
+    split_what_if([parse_what_if(x) for x in items])
+    return tuple(x.strip() for x in items)
+
+
 def _dataset_kind(v: Any) -> str:
     s = str(v).strip()
     if (s in kinds.KINDS and s != "import") or (":" in s and all(s.partition(":")[::2])):
@@ -211,7 +225,8 @@ def _baseline_settings(v: Any) -> dict[str, Any]:
 class Option:
     """One knob of a sweep: TOML `section` (`""` for the top level) and `key`, its parser, and
     how the `sweep` command shows it. `flag` None derives `--` + key with dashes; `cli` False
-    keeps it TOML-only; `toggle` makes a bare on-flag (`--drop-caches`).
+    keeps it TOML-only; `toggle` makes a bare on-flag (`--drop-caches`), or with `negates` a bare
+    off-flag (`--no-profile`).
 
     `sweep_level` (made by `_sweep_option`): a setting of the whole sweep rather than of one
     measurement, kept as the `SweepConfig` field of the same name (not in `MeasureSpec`), whose
@@ -227,6 +242,7 @@ class Option:
     flag: str | None = None
     cli: bool = True
     toggle: bool = False
+    negates: bool = False  # a toggle that turns the option off (`--no-profile`)
     many: bool = False  # the flag may be given more than once (`--data A --data B`)
     sweep_level: bool = False
     default: Any = None
@@ -286,6 +302,10 @@ CACHE = _sweep_option(
 DROP_CACHES = _sweep_option(
     "drop_caches", parsers.boolean, default=False, toggle=True,
     help="With --cache cold, as root: drop all caches instead of per-file eviction.")
+PROFILE = _sweep_option(
+    "profile", parsers.boolean, default=True, toggle=True, negates=True, flag="--no-profile",
+    help="Do not take the stage profile of the pick after the search (taken by default: where each sample's time "
+         "goes, for the what-ifs on stages and decoders; its time counts against --time-budget).")
 
 OPTIONS: tuple[Option, ...] = (
     Option("", "label", parsers.string, "NAME", "Name of this run (shown by show/compare)."),
@@ -293,6 +313,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("", "seed", parsers.int_in(0, 2**31 - 1), "N", "Seed for data and sampling (default 0)."),
     Option("", "baseline_settings", _baseline_settings, "K=V,...",
            "Your current settings for the headroom line, e.g. num_workers=4,pin_memory=off (default: the first row)."),
+    Option("", "what_if", _what_if_list, "CHANGE", "The what-if changes to predict (the --what-if flag's), combined.",
+           cli=False),
     Option("dataset", "kind", _dataset_kind, "KIND", "synthetic (default) | folder | tensor | MODULE:FACTORY.",
            flag="--dataset"),
     Option("dataset", "data", parsers.paths, "PATH",
@@ -342,6 +364,7 @@ OPTIONS: tuple[Option, ...] = (
            "Batches per epoch, to weigh worker start-up (default: dataset length / batch size)."),
     CACHE,
     DROP_CACHES,
+    PROFILE,
     Option("measure", "timing", parsers.choice(TIMINGS), "HOW", "auto | events | sync | host (default auto)."),
     Option("measure", "device", parsers.string, "DEVICE", "auto | cpu | cuda | cuda:N (default auto)."),
 )
@@ -380,6 +403,7 @@ class SweepConfig:
     tolerance: float = TOLERANCE.default
     cache: str = CACHE.default
     drop_caches: bool = DROP_CACHES.default
+    profile: bool = PROFILE.default
     # Set by sweep.resolve_defaults when --num-workers was not given: the search may then try
     # every worker count up to the default grid's largest (not saved: the file keeps the grid).
     dense_workers: bool = False
@@ -392,6 +416,8 @@ class SweepConfig:
     # given; every config takes one value of each (grid.expand_grid). The class is
     # `dataset.loader`.
     loader_args: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    # The what-if changes to predict (TOML `what_if`; the --what-if flags replace them).
+    what_if: tuple[str, ...] = ()
 
     def with_grid(self, **axes: tuple[Any, ...] | None) -> SweepConfig:
         """A copy with some grid axes replaced."""
@@ -413,6 +439,7 @@ class SweepConfig:
             },
             "source": self.source,
             **({"loader_args": {k: list(v) for k, v in self.loader_args.items()}} if self.loader_args else {}),
+            **({"what_if": list(self.what_if)} if self.what_if else {}),
         }
 
     @classmethod
@@ -440,6 +467,7 @@ class SweepConfig:
             baseline_settings=dict(d.get("baseline_settings") or {}),
             source=str(d.get("source") or "saved config"),
             loader_args={k: tuple(v) for k, v in (d.get("loader_args") or {}).items()},
+            what_if=tuple(d.get("what_if") or ()),
         )
 
 
@@ -581,6 +609,7 @@ def build_config(
         baseline_settings=_check_baseline_names(top.get("baseline_settings", {}), loader_args, source),
         source=source,
         loader_args=loader_args,
+        what_if=top.get("what_if", ()),
     )
 
 

@@ -4,6 +4,7 @@ defaults resolved, the output and workload checked, the environment captured, th
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -24,6 +25,7 @@ from loaderbench.orchestration.plan import (
     plan,
     resolve_defaults,
 )
+from loaderbench.orchestration.profile import profile_pick
 from loaderbench.orchestration.run import run_sweep
 from loaderbench.orchestration.validate import sampler_args, validate_workload
 from loaderbench.results import ResultSet
@@ -110,17 +112,22 @@ def _execute_sweep(config: SweepConfig, *, output: Path | None, observer: SweepO
             environment["distributed"] = distributed
         for w in preflight_warnings(environment):
             obs.warning(w)
+        # The stage profile of the pick (NOTE [the sweep's stage profile]), on one node: a distributed
+        # sweep's leader, or a runner of the caller's own, takes none.
+        profiler = (functools.partial(profile_pick, cache_dir=None if cache_dir is None else Path(cache_dir))
+                    if distributed is None and (warm is not None or runner is run_isolated) else None)
         if warm is not None:
             rs = run_sweep(
                 config, output=out, environment=environment, machine=machine, observer=obs,
                 cache_dir=cache_dir, facts=facts, runner=warm, fresh_runner=fresh or run_isolated, files=files,
-                started_at=started_at,
+                started_at=started_at, profiler=profiler,
             )
             rs.sweep.measuring_processes = warm.starts
         else:
             rs = run_sweep(
                 config, output=out, environment=environment, machine=machine, observer=obs,
                 cache_dir=cache_dir, facts=facts, runner=runner, files=files, started_at=started_at, peers=peers,
+                profiler=profiler,
             )
     except KeyboardInterrupt as exc:
         raise SweepInterruptedAt(out) from exc

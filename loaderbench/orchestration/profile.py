@@ -14,6 +14,8 @@ from loaderbench.orchestration.config import SweepConfig, option
 
 if TYPE_CHECKING:  # the command's module imports this one: the analysis is imported when a profile runs
     from loaderbench.analysis.stages import StageProfile
+    from loaderbench.conclusions import InOrderTrial
+    from loaderbench.results import SweepProfile
 
 PROFILE_AXES = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "mp_context", "worker_threads",
                 "main_threads")
@@ -129,3 +131,103 @@ def execute_profile(
                         "fix the dataset (a sweep of it fails the same way)") from exc
     return ProfileOutcome(dataset=config.dataset, settings=settings, device=device, record=record,
                           profile=summarize_profile(record, top=top), setup_s=setup_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep's profile of its pick
+# ---------------------------------------------------------------------------------------------
+
+# NOTE [the sweep's stage profile]
+#     After the search (and its drift check) the sweep profiles the dataset at its pick's settings
+#     (`profile_pick`), in this process, as `loaderbench profile` does, with what the what-ifs
+#     beyond the settings need (the JPEG decoders on the dataset's own images, nvJPEG on a CUDA
+#     device, a batched fetch: measure/alternatives.py) and without the profiler's pass over the
+#     rest of __getitem__ (`loaderbench profile` names those functions). Its budget is
+#     SWEEP_PROFILE_SHARE of the sweep's time before it, between SWEEP_PROFILE_MIN_S and
+#     SWEEP_PROFILE_MAX_S, and never past what is left of --time-budget (at least the minimum); the
+#     search keeps that share of --time-budget for it (run.py), so the profile counts against
+#     --time-budget and stays under a tenth of the sweep's wall time. Each pass ends at its share
+#     of the budget or when its samples are timed: the embedded JPEGs' full profile (200 samples)
+#     takes about 1.6 s on the 2-core machine, where the default sweep takes 10-30 s, so a short
+#     sweep gets a shorter profile (fewer samples, named as cut short) rather than one that
+#     doubles its time (docs/benchmarks.md, section 13). A dataset that fails while profiled does
+#     not fail the sweep: the record keeps the error.
+
+SWEEP_PROFILE_SHARE = 0.08
+SWEEP_PROFILE_MIN_S = 0.5
+SWEEP_PROFILE_MAX_S = 15.0
+SWEEP_PROFILE_SAMPLES = DEFAULT_SAMPLES
+
+
+def sweep_profile_budget_s(time_budget_s: float, left_s: float | None = None, elapsed_s: float | None = None) -> float:
+    """The seconds the sweep's profile may take (NOTE [the sweep's stage profile]): a share of
+    the sweep's time so far (`elapsed_s`; without it, of --time-budget: what the search keeps)
+    within its bounds, at most `left_s` (what --time-budget has left) but never under the
+    minimum."""
+    basis = time_budget_s if elapsed_s is None else elapsed_s
+    budget = min(SWEEP_PROFILE_MAX_S, max(SWEEP_PROFILE_MIN_S, SWEEP_PROFILE_SHARE * basis))
+    if left_s is not None:
+        budget = min(budget, max(SWEEP_PROFILE_MIN_S, left_s))
+    return budget
+
+
+def profile_pick(config: SweepConfig, settings: LoaderSettings, budget_s: float, *,
+                 cache_dir: Path | None = None) -> SweepProfile:
+    """The sweep's stage profile of its pick (NOTE [the sweep's stage profile]): the dataset of
+    `config` (resolved) built again with the pick's decoder, profiled at `settings` within
+    `budget_s` seconds, the build included. Never raises for the dataset: a failure is the
+    record's `error` (one line)."""
+    import torch
+
+    from loaderbench.measure.stages import ProfilePlan, profile_stages
+    from loaderbench.measure.trial import resolve_device
+    from loaderbench.results import SweepProfile
+    from loaderbench.workload import datasets
+
+    t0 = time.perf_counter()
+    try:
+        device = resolve_device(config.measure)
+        if device.startswith("cuda"):
+            torch.cuda.set_device(torch.device(device))
+        dataset = datasets.with_decoder(datasets.build_dataset(config.dataset, cache_dir=cache_dir), settings.decoder)
+        collate = datasets.build_collate_fn(config.dataset)
+        if settings.decoder == "nvjpeg":
+            from torch.utils.data import default_collate
+
+            from loaderbench.workload.decode import EncodedCollate
+
+            collate = EncodedCollate(collate or default_collate)
+        left = max(0.2, budget_s - (time.perf_counter() - t0))
+        plan = ProfilePlan(samples=SWEEP_PROFILE_SAMPLES, time_budget_s=left, seed=config.seed, device=device,
+                           attribute=False, alternatives=True)
+        record = profile_stages(dataset, settings, plan, collate_fn=collate)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's dataset may raise anything: recorded, the sweep goes on
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return SweepProfile(settings, wall_s=time.perf_counter() - t0, budget_s=budget_s,
+                            error=f"{type(exc).__name__}: {first}"[:300])
+    return SweepProfile(settings, record=record, wall_s=time.perf_counter() - t0, budget_s=budget_s)
+
+
+def in_order_blocked(config: SweepConfig, pick: LoaderSettings, torch_version: str) -> InOrderTrial | None:
+    """Why the sweep cannot try `in_order=False` at `pick` (None when it can): no workers, the
+    grid has it already, this torch's DataLoader has no in_order, or the loader class takes
+    none."""
+    from loaderbench.conclusions import InOrderTrial
+    from loaderbench.orchestration.validate import _check_loader, check_torch_axes
+
+    if pick.num_workers == 0:
+        return InOrderTrial.NO_WORKERS
+    if False in (config.grid.get("in_order") or ()):
+        return InOrderTrial.IN_GRID
+    asked = config.with_grid(in_order=(True, False))
+    try:
+        check_torch_axes(asked, torch_version)
+    except UsageError:
+        return InOrderTrial.OLD_TORCH
+    try:
+        _check_loader(asked)
+    except (UsageError, DataError):
+        return InOrderTrial.LOADER_CLASS
+    return None

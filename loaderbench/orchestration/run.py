@@ -6,8 +6,10 @@ The core never prints: progress and warnings go to a `SweepObserver` the caller 
 from __future__ import annotations
 
 import datetime as _dt
+import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +37,9 @@ from loaderbench.orchestration.preflight import (
     WorkloadFacts,
     preflight,
 )
+from loaderbench.orchestration.profile import sweep_profile_budget_s
 from loaderbench.orchestration.search import HostLimits, Search
-from loaderbench.results import PredictionCheck, ResultSet, Timing
+from loaderbench.results import PredictionCheck, ResultSet, SearchStep, SweepProfile, Timing
 from loaderbench.storage import set_cache_state
 
 
@@ -56,6 +59,7 @@ def run_sweep(
     files: list[Path] | None = None,
     started_at: float | None = None,
     peers: Sequence[Any] = (),
+    profiler: Profiler | None = None,
 ) -> ResultSet:
     """Measure the configs of `config` (already resolved): with `config.search` "grid" every
     config, `config.repeats` times, interleaved across configs (repeat 1 of every config, then
@@ -74,6 +78,10 @@ def run_sweep(
     now): the search starts no step that would end after it, keeping one trial's time for the
     step and, with `fresh_runner`, about two for the drift check (NOTE [time budget]).
     `peers`: the other nodes of a distributed sweep, whose preflight runs too (nodes.Peer).
+    With `profiler` and `config.profile`, the pick is then profiled (`profiler(config, settings,
+    budget_s)`, orchestration/profile.py NOTE [the sweep's stage profile]; the search keeps its
+    budget), and where the profile finds a long per-sample tail the pick with `in_order=False`
+    is measured too, interleaved with the pick's own repeats (`try_in_order`).
     KeyboardInterrupt is re-raised after the save.
     Returns the final ResultSet and where it was saved with summaries, verdicts and the recommendation.
     """
@@ -198,23 +206,26 @@ def run_sweep(
         obs.warning("the dataset's workers replay the same stream: every config is measured (as --search "
                     "grid), since only a measured row shows the duplicates")
     searched = config.search == "auto" and states == ("as-is",) and len(points) > 2 and not replicated
-    if searched:
-        index = {p.settings: i for i, p in enumerate(points)}
+    index = {p.settings: i for i, (p, state) in enumerate(entries) if state == states[0]}
 
-        def measure(settings: LoaderSettings, repeat: int) -> ConfigResult:
-            if settings not in index:  # a worker count between the grid's (dense search)
-                index[settings] = len(entries)
-                entries.append((GridPoint(settings), "as-is"))
-                results.append(ConfigResult(settings=settings, status="ok", cache="as-is"))
-                done.append(False)
-                preflight([results[-1]], facts, environment, machine, NullObserver())
-                preflight_peers([results[-1]], facts, peers, NullObserver())
-            return run_trial(index[settings], repeat)
+    def measure(settings: LoaderSettings, repeat: int) -> ConfigResult:
+        if settings not in index:  # a worker count between the grid's (dense search), or in_order off
+            index[settings] = len(entries)
+            entries.append((GridPoint(settings), states[0]))
+            results.append(ConfigResult(settings=settings, status="ok", cache=states[0]))
+            done.append(False)
+            preflight([results[-1]], facts, environment, machine, NullObserver())
+            preflight_peers([results[-1]], facts, peers, NullObserver())
+        return run_trial(index[settings], repeat)
+
+    profiling = profiler is not None and config.profile
+    profile_reserve_s = sweep_profile_budget_s(config.time_budget_s) if profiling else 0.0
+    if searched:
 
         def reserve_s() -> float:
             measured_ok = sum(1 for r, d in zip(results, done) if d and r.status == "ok" and r.trials)
             drift_follows = fresh_runner is not None and measured_ok >= DRIFT_MIN_CONFIGS
-            return budget_reserve_s(trial_walls, drift_follows=drift_follows)
+            return budget_reserve_s(trial_walls, drift_follows=drift_follows) + profile_reserve_s
 
         search = Search(
             [p.settings for p in points], measure=measure, tolerance=config.tolerance, repeats=config.repeats,
@@ -236,12 +247,83 @@ def run_sweep(
     if fresh_runner is not None:
         check_drift(result_set, results, done, run_trial, fresh_runner, config.tolerance, obs)
         snapshot()
+    pick = result_set.recommendation.settings if result_set.recommendation is not None else None
+    if profiling and pick is not None:
+        assert profiler is not None
+        left = config.time_budget_s - (time.monotonic() - started_at) if searched else None
+        obs.phase("profiling the pick: where each sample's time goes")
+        t_profile = time.monotonic()
+        sweep.profile = profiler(config, pick, sweep_profile_budget_s(config.time_budget_s, left,
+                                                                      elapsed_s=time.monotonic() - started_at))
+        timing.profile_s = time.monotonic() - t_profile
+        snapshot()
+        try_in_order(result_set, config, pick, measure, trial_walls, started_at if searched else None, obs)
     if searched:
         # The rows of a distributed sweep are the whole job's (samples/s and CPU summed over
         # ranks): the model runs on the job's CPUs.
         add_predictions(result_set, [p.settings for p in points], machine.cpus_per_rank * machine.world_size)
         save_fn(result_set, output)
     return result_set
+
+
+Profiler = Callable[[SweepConfig, LoaderSettings, float], SweepProfile]
+"""The sweep's profile of its pick: (resolved config, the pick's settings, budget seconds) ->
+the record (orchestration/profile.py `profile_pick`)."""
+
+
+def try_in_order(result_set: ResultSet, config: SweepConfig, pick: LoaderSettings,
+                 measure: Callable[[LoaderSettings, int], ConfigResult], trial_walls: list[float],
+                 started_at: float | None, obs: SweepObserver, torch_version: str | None = None) -> None:
+    """Where the profile of the pick found a long per-sample tail (analysis/stages.py BuildTail:
+    a batch waits for its slowest sample, and in order a ready batch waits for an earlier one),
+    measure the pick with `in_order=False`, and interleaved with it the pick again, until each
+    has `config.repeats` trials, while --time-budget lasts (`started_at`: the command's start
+    for a search; None: no budget, as for --search grid). The ranking then recommends it only
+    where it measured faster (or as fast and cheaper: NOTE [cost order]). Records in the
+    profile's `in_order` what was done, or why not (InOrderTrial)."""
+    from loaderbench.analysis.stages import summarize_profile
+    from loaderbench.conclusions import InOrderTrial
+    from loaderbench.orchestration.profile import in_order_blocked
+
+    taken = result_set.sweep.profile
+    if taken is None or taken.record is None:
+        return
+    tail = summarize_profile(taken.record).tail
+    if tail is None or not tail.long:
+        return
+    if torch_version is None:
+        import torch
+
+        torch_version = str(torch.__version__)
+    blocked = in_order_blocked(config, pick, torch_version)
+    if blocked is not None:
+        taken.in_order = blocked
+        return
+
+    def time_left() -> bool:
+        if started_at is None:
+            return True
+        trial = statistics.fmean(trial_walls[-3:]) if trial_walls else 0.0
+        return time.monotonic() + trial <= started_at + config.time_budget_s
+
+    if not time_left():
+        taken.in_order = InOrderTrial.BUDGET
+        return
+    off = replace(pick, in_order=False)
+    obs.phase(f"the per-sample build time has a long tail ({tail.ratio:.0f}x the median): in_order=False")
+    first = measure(off, 0)
+    taken.in_order = InOrderTrial.TRIED if first.status == "ok" else InOrderTrial.FAILED
+    log = result_set.sweep.search
+    if log is not None:
+        log.steps.append(SearchStep(off.key(), f"the per-sample build time's tail ({tail.ratio:.0f}x the median): "
+                                    "in_order=False at the pick", first.status))
+    rows = {r.settings: r for r in result_set.results}
+    for repeat in range(1, config.repeats):
+        for s in (pick, off):
+            row = rows.get(s) or next((r for r in result_set.results if r.settings == s), None)
+            if row is None or row.status != "ok" or len(row.trials) > repeat or not time_left():
+                continue
+            measure(s, len(row.trials))
 
 
 def add_predictions(result_set: ResultSet, cells: list[LoaderSettings], usable_cpus: int | None) -> None:

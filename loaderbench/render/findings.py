@@ -9,16 +9,19 @@ from typing import Any
 
 from loaderbench.conclusions import (
     AlsoFastest,
+    BatchedFetch,
     BestWithinTolerance,
     EpochFaster,
     EpochIter,
     EqualCheaper,
     Finding,
     IdleWorkers,
+    InOrderTrial,
     Knee,
     LatencyBound,
     ListedFirst,
     LoaderAlone,
+    LongTail,
     LowestStall,
     MoreNotBetter,
     NoneMeasured,
@@ -247,6 +250,10 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
         what = f.message.split(": ", 1)[-1]
         return (f"Oversubscribed, as measured: {what}, and the process tree used {f.cpu_cores or 0.0:.1f} "
                 f"cores{other} of the {f.usable_cpus} usable CPUs.")
+    if isinstance(f, LongTail):
+        return _long_tail_text(f, name)
+    if isinstance(f, BatchedFetch):
+        return _batched_fetch_text(f)
     if isinstance(f, OtherLoad):
         of = f" of the {f.usable_cpus} usable CPUs" if f.usable_cpus else ""
         steal = f", {f.steal_cores:.1f} of them the hypervisor's steal" if f.steal_named else ""
@@ -477,3 +484,43 @@ def _worker_slower_text(f: WorkerSlower, name: Name) -> str:
             "that runs threads in a process that never forked and turns them off in forked workers (a tokenizer's "
             "pool, OpenMP): more workers pay it back only in numbers; batch that work in the main process, or set "
             "the library's own threads in worker_init_fn.")
+_IN_ORDER_NOT_TRIED = {
+    InOrderTrial.NO_WORKERS: "in_order means nothing without workers",
+    InOrderTrial.OLD_TORCH: "in_order=False needs torch 2.6 or later (this torch's DataLoader has no in_order)",
+    InOrderTrial.LOADER_CLASS: "the loader class takes no in_order",
+    InOrderTrial.BUDGET: "--time-budget left no time to measure in_order=False: add --in-order on,off",
+    InOrderTrial.FAILED: "in_order=False was tried and did not run (its row says why)",
+}
+
+
+def _long_tail_text(f: LongTail, name: Name) -> str:
+    """LongTail: the tail, then in_order=False as measured (or why it was not)."""
+    t = f.tail
+    text = (f"The per-sample build time has a long tail (stage profile of the pick): the slowest 1% of samples take "
+            f"{t.slowest_ms:.1f} ms on average, {t.ratio:.0f}x the median {t.p50_ms:.2f} ms (p99 {t.p99_ms:.1f} ms; "
+            f"{t.slow} of {t.samples} samples at {t.threshold:g}x or more): a batch waits for its slowest sample, "
+            "and in order a ready batch waits for an earlier one.")
+    if f.off is not None and f.off_samples_per_s is not None and f.on_samples_per_s is not None:
+        measured = (f"in_order=False measured {_rate(f.off_samples_per_s)} against {f.on_samples_per_s:,.0f} in "
+                    f"order ({f.gain or 0.0:+.1%}; {name(f.off)})")
+        if f.recommended:
+            return f"{text} {measured}: recommended."
+        if f.faster:
+            return f"{text} {measured}, yet the pick keeps the order (another config ranked ahead)."
+        return f"{text} {measured}: not faster beyond the tolerance, so the batches keep their order."
+    why = _IN_ORDER_NOT_TRIED.get(f.trial) if f.trial is not None else None
+    return f"{text} " + (f"{why[0].upper()}{why[1:]}." if why else
+                         "in_order=False was not measured: add --in-order on,off.")
+
+
+def _batched_fetch_text(f: BatchedFetch) -> str:
+    """BatchedFetch: the measured fixed cost per call, its share, and what __getitems__ would buy."""
+    t = f.timing
+    return (f"Batched fetching: the dataset has no __getitems__, so the DataLoader fetches each sample with its own "
+            f"call; asked for {t.items} samples in one call (dataset[list of indices]) it took {t.batch_ms:.2f} ms "
+            f"against {t.one_ms:.2f} ms for one: about {f.fixed_ms:.2f} ms of every call is fixed "
+            f"({f.share:.0%} of a sample's build time, {f.build_ms:.2f} ms), and {f.per_item_ms:.3f} ms per sample. "
+            f"A __getitems__(indices) that fetches a batch in one call pays the fixed cost once per batch of "
+            f"{f.batch_size}: predicted ~{f.new_build_ms:.2f} ms per sample, one worker ~{f.loader_gain:.1f}x as "
+            "fast (a prediction).")
+

@@ -48,6 +48,13 @@ from loaderbench.render.findings import (
     spread_sentence,
 )
 from loaderbench.render.nodes import node_lines, what_if_ranks_lines
+from loaderbench.render.pipeline import (
+    beyond_knobs_lines,
+    binds_clause,
+    profile_lines,
+    profile_summary_line,
+    what_if_build_lines,
+)
 from loaderbench.results import ResultSet
 
 GPU_UTIL_LABEL = (
@@ -375,6 +382,9 @@ def recommendation_lines(rs: ResultSet, name: Name) -> list[str]:
     why = " ".join([t for t in (spread_sentence(k) for k in knee) if t] + finding_sentences(rest, name))
     if why:
         out.append(why)
+    beyond = analysis_of(rs).beyond_knobs
+    if beyond is not None:
+        out.extend(beyond_knobs_lines(beyond, name))
     per_gpu = per_rank_line(rs)
     if per_gpu:
         out.append(per_gpu)
@@ -411,6 +421,8 @@ def footer_lines(rs: ResultSet, *, verbose: bool = False) -> list[str]:
         out.extend(what_if_lines(a.what_if, name))
     if a.what_if_ranks is not None:
         out.extend(what_if_ranks_lines(a.what_if_ranks, name))
+    if a.profile is not None and a.profile.loader_binds and not verbose:
+        out.append(profile_summary_line(a.profile, name))
     out.extend(note_lines(rs, name, verbose=verbose))
     if verbose:
         out.extend(detail_lines(rs, name))
@@ -448,6 +460,10 @@ def detail_lines(rs: ResultSet, name: Name) -> list[str]:
     out.extend(bound_lines(rs, name))
     for note in a.unprobed:
         out.append(f"loader alone /s n/a: {note}.")
+    if a.profile is not None:
+        out.extend(profile_lines(a.profile, name))
+    elif rs.sweep.profile is not None and rs.sweep.profile.error:
+        out.append(f"Stage profile of the pick: not taken ({rs.sweep.profile.error}).")
     return out
 
 
@@ -510,6 +526,8 @@ def _more(rs: ResultSet) -> str:
         parts.append("why loader alone is a bound (≥)")
     if a.unprobed:
         parts.append("why loader alone is n/a")
+    if a.profile is not None:
+        parts.append("the stage profile of the pick")
     return ", ".join(parts)
 
 
@@ -638,7 +656,10 @@ _NO_PREDICTION = {
 
 
 def what_if_lines(what: WhatIfAnswer, name: Name = describe) -> list[str]:
-    """The what-if prediction (`Analysis.what_if`) in words, labelled a prediction."""
+    """The what-if prediction (`Analysis.what_if`) in words, labelled a prediction, with what
+    binds where its curve flattens."""
+    if what.question.changes_build:
+        return what_if_build_lines(what, name)
     if what.question.disk_mb_per_s is not None:
         return _what_if_disk_lines(what, name)
     cpus = what.question.cpus
@@ -658,13 +679,14 @@ def _knee_and_curve(what: WhatIfAnswer, name: Name) -> str:
     curve = ", ".join(f"{w}: ~{x:,.0f}" for w, x in what.curve if w in shown)
     return (f"knee ~{what.knee_workers} workers, ~{what.knee_samples_per_s or 0.0:,.0f} samples/s"
             + ("" if stall is None else f", stall ~{stall:.0%}")
-            + f" ({name(what.knee)}). Predicted samples/s by num_workers: {curve}.")
+            + f" ({name(what.knee)}). Predicted samples/s by num_workers: {curve}{binds_clause(what.binds)}.")
 
 
 def _what_if_disk_lines(what: WhatIfAnswer, name: Name) -> list[str]:
     """The storage what-if (analysis.predict.what_if_disk) in words, labelled a prediction."""
     q = what.question
-    device = f"{q.disk_mb_per_s:g} MB/s" + ("" if not q.disk_iops else f", {q.disk_iops:g} reads/s")
+    device = f"{q.disk_mb_per_s:g} MB/s" + ("" if not q.disk_iops else f", {q.disk_iops:g} reads/s") + (
+        "" if q.cpus is None else f", with {q.cpus} usable CPU{'s' if q.cpus != 1 else ''}")
     if what.knee is None:
         why = _NO_PREDICTION.get(what.why, "nothing to fit") if what.why is not None else "nothing to fit"
         return [f"What if the files were on a device of {device}: no prediction ({why})."]
