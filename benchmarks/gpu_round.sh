@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One GPU round in three parts, each under 10 minutes (run on a GPU host; logs under $OUT):
+#   bash benchmarks/gpu_round.sh 1   GPU tests, the default sweep (timed), its pick against a plain loop
+#   bash benchmarks/gpu_round.sh 2   the decode what-ifs and the profile's cost (whatif_decode_gpu.py),
+#                                    the stage profile against independent timing on CUDA
+#   bash benchmarks/gpu_round.sh 3   the loader ceiling against a sustained draw, the decoders
+# Every step has its own timeout, so one that hangs leaves the others' logs.
+set -u
+export PYTHONPATH=. PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/lb-out}; mkdir -p "$OUT"
+part=${1:?part 1, 2 or 3}
+step() {  # step NAME SECONDS CMD...: run CMD with a timeout, its output and wall seconds under $OUT
+  local name=$1 limit=$2; shift 2
+  local t0=$EPOCHREALTIME
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+  printf '%s rc=%s wall_s=%.1f\n' "$name" "$rc" "$(awk "BEGIN{print $EPOCHREALTIME - $t0}")" | tee -a "$OUT/steps.txt"
+  tail -n 25 "$OUT/$name.log"
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt"
+python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__version__, torch.get_num_threads())" >> "$OUT/gpu.txt"
+nproc >> "$OUT/gpu.txt"
+case $part in
+1)
+  step gpu_tests 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests
+  step default_sweep 165 python3 -m loaderbench sweep --output "$OUT/default.json" --no-progress
+  step pick_check 220 python3 benchmarks/pick_check.py "$OUT/default.json" --out "$OUT/pick.json" --rounds 3 --batches 150
+  ;;
+2)
+  step whatif_decode 440 python3 benchmarks/whatif_decode_gpu.py --out "$OUT/whatif_decode_gpu.json" --total 420
+  step profile_check 110 python3 benchmarks/profile_check.py --case jpeg --device cuda --batch-size 256 --samples 256 --rounds 3 --out "$OUT/profile_check_cuda.json"
+  ;;
+3)
+  step ceiling_check 250 python3 benchmarks/ceiling_check.py --out "$OUT/ceiling.json" --configs 12:pin,16:pin --rounds 2 --draw 100
+  step decoder_gpu 260 python3 benchmarks/decoder_gpu.py --out "$OUT/decoder_gpu.json" --rounds 3 --sweep-timeout 150
+  ;;
+esac
