@@ -4,11 +4,13 @@
 #   bash benchmarks/gpu_round.sh 2   the decode what-ifs and the profile's cost (whatif_decode_gpu.py),
 #                                    the stage profile against independent timing on CUDA
 #   bash benchmarks/gpu_round.sh 3   the loader ceiling against a sustained draw, the decoders
+#   bash benchmarks/gpu_round.sh 4   part 1 without the tests, the pick's neighbours' plain loops too,
+#                                    and the stage profile against independent timing on CUDA
 # Every step has its own timeout, so one that hangs leaves the others' logs.
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/lb-out}; mkdir -p "$OUT"
-part=${1:?part 1, 2 or 3}
+part=${1:?part 1, 2, 3 or 4}
 step() {  # step NAME SECONDS CMD...: run CMD with a timeout, its output and wall seconds under $OUT
   local name=$1 limit=$2; shift 2
   local t0=$EPOCHREALTIME
@@ -32,5 +34,10 @@ case $part in
 3)
   step ceiling_check 250 python3 benchmarks/ceiling_check.py --out "$OUT/ceiling.json" --configs 12:pin,16:pin --rounds 2 --draw 100
   step decoder_gpu 260 python3 benchmarks/decoder_gpu.py --out "$OUT/decoder_gpu.json" --rounds 3 --sweep-timeout 150
+  ;;
+4)
+  step default_sweep 165 python3 -m loaderbench sweep --output "$OUT/default.json" --no-progress
+  step pick_check 240 python3 benchmarks/pick_check.py "$OUT/default.json" --out "$OUT/pick.json" --rounds 3 --batches 150 --also-workers 12,16
+  step profile_check 110 python3 benchmarks/profile_check.py --case jpeg --device cuda --batch-size 256 --samples 256 --rounds 3 --out "$OUT/profile_check_cuda.json"
   ;;
 esac

@@ -8,6 +8,10 @@ with the result's own dataset, step and measure settings: the sweep's window), t
 DataLoader with the same settings and step, no instrumentation (`--warmup` batches untimed, then `--batches` timed,
 one synchronise at each end). Interleaved, so a drift of the host moves both. Records the sweep's own figure for the
 pick beside the medians: the sweep's pick within 5% of the plain loop is the target.
+
+With `--cli`, each round also runs `loaderbench sweep` on the pick's settings alone (`--search grid --repeats 1
+--no-profile`, in its own process as a user runs it) and records its row; with `--also-workers 14,16`, the plain
+loop at those worker counts too (the other settings the pick's), so the pick is set against the configs beside it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -66,6 +74,26 @@ def plain_loop_samples_per_s(settings: LoaderSettings, ds_spec: DatasetSpec, ste
     return settings.batch_size * batches / (time.perf_counter() - t0)
 
 
+def cli_samples_per_s(settings: LoaderSettings, config: dict) -> float:
+    """`loaderbench sweep` on `settings` alone, in its own process, with the result's dataset and
+    step (the synthetic default's or a tensor dataset's flags): its row's samples/s."""
+    ds, comp = config["dataset"], config["compute"]
+    step = f"model:{comp['model']}" if comp["kind"] == "model" else f"{comp['kind']}:{comp['ms']:g}"
+    onoff = {True: "on", False: "off"}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "one.json"
+        cmd = [sys.executable, "-m", "loaderbench", "sweep", "--dataset", ds["kind"], "--num-samples",
+               str(ds["num_samples"]), "--compute", step, "--batch-size", str(settings.batch_size),
+               "--num-workers", str(settings.num_workers), "--pin-memory", onoff[settings.pin_memory],
+               "--prefetch", onoff[settings.prefetch], "--prefetch-factor", str(settings.prefetch_factor or 2),
+               "--search", "grid", "--repeats", "1", "--no-profile", "--no-progress", "--output", str(out)]
+        if ds["kind"] == "tensor":
+            cmd += ["--io-ms", f"{ds['io_ms']:g}"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        row = next(r for r in read_results(out).results if r.summary is not None)
+        return row.summary.samples_per_s  # type: ignore[union-attr]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("result")
@@ -73,6 +101,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=40)
     ap.add_argument("--batches", type=int, default=300)
+    ap.add_argument("--cli", action="store_true", help="each round, also `loaderbench sweep` on the pick alone")
+    ap.add_argument("--also-workers", default="", help="plain loops at these worker counts too (comma-separated)")
     args = ap.parse_args()
     rs = read_results(args.result)
     rec = rs.recommendation
@@ -83,12 +113,19 @@ def main() -> None:
     dataset = DatasetSpec.from_dict(cfg["dataset"])
     compute = ComputeSpec.from_dict(cfg["compute"])
     measure = MeasureSpec.from_dict(cfg["measure"])
-    trials, plain = [], []
+    trials, plain, cli = [], [], []
+    others: dict[int, list[float]] = {int(w): [] for w in args.also_workers.split(",") if w}
     for rnd in range(args.rounds):
         t = measure_config(TrialJob(settings, dataset, compute, measure, seed=rnd))
         trials.append(stats.trial_samples_per_s(t))
         plain.append(plain_loop_samples_per_s(settings, dataset, compute, warmup=args.warmup, batches=args.batches))
-        print(json.dumps({"round": rnd, "trial": trials[-1], "plain": plain[-1]}), flush=True)
+        if args.cli:
+            cli.append(cli_samples_per_s(settings, rs.config))
+        for w, got in others.items():
+            got.append(plain_loop_samples_per_s(replace(settings, num_workers=w), dataset, compute,
+                                                warmup=args.warmup, batches=args.batches))
+        print(json.dumps({"round": rnd, "trial": trials[-1], "plain": plain[-1], "cli": cli[-1] if cli else None,
+                          "others": {w: v[-1] for w, v in others.items()}}), flush=True)
     sweep_figure = row.summary.samples_per_s if row.summary else None
     report = {
         "config": settings.key(),
@@ -98,6 +135,9 @@ def main() -> None:
         "plain_samples_per_s": plain,
         "sweep_vs_plain": None if not sweep_figure else sweep_figure / statistics.median(plain) - 1.0,
         "trial_vs_plain": statistics.median(trials) / statistics.median(plain) - 1.0,
+        "cli_samples_per_s": cli,
+        "cli_vs_plain": statistics.median(cli) / statistics.median(plain) - 1.0 if cli else None,
+        "plain_at_workers": {w: {"samples_per_s": v, "median": statistics.median(v)} for w, v in others.items() if v},
         "args": vars(args),
     }
     print(json.dumps(report, indent=1))

@@ -843,6 +843,9 @@ class Trial:
     # recorded): in the measured window, and in the loader-alone probe.
     worker_batches: list[int] = field(default_factory=list)
     loader_alone_worker_batches: list[int] = field(default_factory=list)
+    # The workers' sustained production over the first batch, the warm-up and the window, in
+    # samples/s (NOTE [production in the window] in measure/timing.py); None when not measured.
+    production_samples_per_s: float | None = None
     probe_s: float | None = None  # seconds the probes after the window took (receive, loader alone)
     # Where the rest of a trial's time went (seconds): building the DataLoader and the step
     # before iter(), the warm-up between the first batch and the window, stopping the workers.

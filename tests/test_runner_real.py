@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+from loaderbench.analysis.statistics import trial_samples_per_s, trial_stall_fraction
 from loaderbench.measure.introspect import _tracking_loader_class, ready_batches
 from loaderbench.measure.loop import probe_receive
 from loaderbench.workload.datasets import TensorCostDataset
@@ -248,9 +249,31 @@ def test_the_loader_ceiling_is_the_sustained_rate_of_workers_of_known_cost(worke
     t = measure_config(_job(workers, spec, 100.0, 16))
     assert t.loader_alone_method == "sustained", t.loader_alone_reason
     assert t.loader_alone_samples_per_s == pytest.approx(workers * 16 / build_s, rel=0.10)
-    assert t.loader_alone_samples_per_s >= t.samples / sum(t.step_s)
+    assert t.loader_alone_samples_per_s >= trial_samples_per_s(t)
     assert sum(t.loader_alone_worker_batches) >= workers * 2
     assert len(t.worker_batches) == workers and sum(t.worker_batches) == len(t.step_s)
+
+
+@pytest.mark.slow
+def test_a_short_window_reads_what_the_workers_sustain_not_their_backlog():
+    # 8 workers of 25 ms a sample, batch 8: each builds a batch in 0.2 s, so they sustain
+    # 8 x 8 / 0.2 = 320 samples/s against a 20-ms step's 400. A 10-batch window starts with
+    # rounds of batches built before it and takes them at the step's pace; the row holds to
+    # what the workers produced (their completion instants, the warm-up's included), within
+    # 10% of the build time measured here, and never above it by more than 5%; its stall is
+    # the step's share left at that rate (1 - 20 ms x 320 / 8 = 20%).
+    from loaderbench.measure.trial import measure_config
+    from loaderbench.model import DatasetSpec
+    from tests.helpers import batch_load_s
+
+    spec = DatasetSpec(kind="tensor", io_ms=25.0, sample_shape=(3, 8, 8), num_samples=4096)
+    build_s = batch_load_s(TensorCostDataset(num_samples=4096, sample_shape=(3, 8, 8), cpu_ms=0.0, io_ms=25.0), 8,
+                           batches=2)
+    sustained = 8 * 8 / build_s
+    t = measure_config(_job(8, spec, 20.0, 8))
+    assert t.production_samples_per_s == pytest.approx(sustained, rel=0.10)
+    assert trial_samples_per_s(t) <= 1.05 * sustained
+    assert trial_stall_fraction(t) == pytest.approx(1.0 - 0.020 * trial_samples_per_s(t) / 8, abs=0.06)
 
 
 @pytest.mark.slow

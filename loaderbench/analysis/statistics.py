@@ -52,8 +52,10 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def trial_samples_per_s(trial: Trial) -> float:
-    """Measured samples / measured time (sum of step times), in samples/s; 0 for no time. A
-    window that caught epoch starts in a loader of known epochs gives a whole epoch's rate
+    """Measured samples / measured time (sum of step times), in samples/s; 0 for no time; at most
+    the workers' sustained production where it was measured (`Trial.production_samples_per_s`:
+    a window that drew on batches built before it reads the backlog, NOTE [production in the
+    window] in measure/timing.py). A window that caught epoch starts in a loader of known epochs gives a whole epoch's rate
     instead (`epoch_weighed`, NOTE [epoch starts weighed once per epoch]).
 
     A distributed trial (with `rank_trials`, see distributed.merge_trials) is the whole job's:
@@ -65,17 +67,31 @@ def trial_samples_per_s(trial: Trial) -> float:
     if epoch is not None:
         return epoch[0]
     total_s = sum(trial.step_s)
-    return trial.samples / total_s if total_s > 0 else 0.0
+    window = trial.samples / total_s if total_s > 0 else 0.0
+    made = trial.production_samples_per_s
+    return min(window, made) if made is not None and made > 0 else window
 
 
 def trial_stall_fraction(trial: Trial) -> float:
     """Total data-wait / total step time (0..1): the share of the step the consumer was starved
-    (a whole epoch's where `epoch_weighed` gives one)."""
+    (a whole epoch's where `epoch_weighed` gives one). Where `trial_samples_per_s` is held to the
+    workers' production (below the window's own rate), at least 1 - mean compute x that rate /
+    samples per batch: the wait a step at the sustained rate has."""
     epoch = epoch_weighed(trial)
     if epoch is not None:
         return epoch[1]
     total_s = sum(trial.step_s)
-    return min(1.0, max(0.0, sum(trial.data_wait_s) / total_s)) if total_s > 0 else 0.0
+    if total_s <= 0:
+        return 0.0
+    stall = min(1.0, max(0.0, sum(trial.data_wait_s) / total_s))
+    rate = trial_samples_per_s(trial)
+    window = trial.samples / total_s
+    if rate < window and trial.compute_s and trial.samples > 0:
+        # Held to the workers' production: a step at that rate lasts batch / rate, of which
+        # the step's own compute is the part not waited for.
+        batch = trial.samples / len(trial.step_s)
+        stall = max(stall, min(1.0, max(0.0, 1.0 - statistics.fmean(trial.compute_s) * rate / batch)))
+    return stall
 
 
 def epoch_weighed(trial: Trial) -> tuple[float, float] | None:

@@ -95,6 +95,7 @@ def assemble_trial(
         sampler_s=loop.sampler_s,
         epoch_start_batches=loop.epoch_start_batches,
         first_batch_sampler_s=loop.first_batch_sampler_s,
+        production_samples_per_s=loop.production_samples_per_s,
         samples_rule=samples_rule,
         warmup_s=loop.warmup_s,
         notes=notes,

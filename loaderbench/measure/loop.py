@@ -14,7 +14,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from loaderbench.measure.timing import Clock, LoopTimes, Marker, StepInstants, WarmUp, median, split_steps
+from loaderbench.measure.timing import (
+    Clock,
+    LoopTimes,
+    Marker,
+    StepInstants,
+    WarmUp,
+    median,
+    production_rate,
+    split_steps,
+)
 from loaderbench.model import Note, WarningKind
 
 Origin = Callable[[Any], "tuple[int | None, float | None]"]
@@ -110,11 +119,13 @@ def timed_loop(
         batch = next(it)
     except StopIteration:
         raise ValueError("the loader yielded no batch") from None
+    first_origin = origin(batch) if origin is not None else (None, None)
     batch = prepare(batch)
     ready = marker.mark()
     t_first = clock()
     first_batch_s = t_first - t_start
     first_sampler_s = (sampler_time() - first_s0) if sampler_time is not None else None
+    first_n = count(batch)
     step(batch)
     prev = marker.mark()
     del batch
@@ -146,6 +157,9 @@ def timed_loop(
     in_window_receive: list[float] = []
     warmup_receive: list[float] = []
     batch_workers: list[int | None] = []
+    completions: list[tuple[int, float, int]] = []  # NOTE [production in the window]
+    if first_origin[0] is not None and first_origin[1] is not None:
+        completions.append((first_origin[0], first_origin[1], first_n))
     whole_epochs = bool(restart_epochs and epoch_len and epoch_len <= min(max_batches, WHOLE_EPOCH_WINDOW_MAX))
     if whole_epochs:
         max_batches = -(-max_batches // epoch_len) * epoch_len  # type: ignore[operator]
@@ -186,6 +200,8 @@ def timed_loop(
         ready = marker.mark()
         t1 = clock()
         n = count(batch)
+        if worker is not None and done_at is not None:
+            completions.append((worker, done_at, n))
         step(batch)
         end = marker.mark()
         steps.append(StepInstants(prev, prev, ready, end))  # asking for a batch is the last step's end
@@ -261,6 +277,8 @@ def timed_loop(
         first_batch_sampler_s=first_sampler_s,
         busy_s=[(times[s.ready], times[s.end]) for s in steps],
         batch_workers=batch_workers,
+        completions=completions,
+        production_samples_per_s=None if epoch_gaps else production_rate(completions),
     )
 
 

@@ -229,7 +229,10 @@ class LoopTimes:
     `busy_s`: (ready, end) of every step, the first and the warm-up included, in seconds on the
     marker's timeline (when the compute stream was busy with a step; the sweep's H2D overlap);
     `batch_workers`: per measured batch, the worker that built it (None: the main process; [] when
-    the loop was given no way to tell).
+    the loop was given no way to tell); `completions`: (worker, completion instant in seconds,
+    samples) of every batch the loop received from a worker, the first and the warm-up's
+    included ([] when it could not tell); `production_samples_per_s`: the workers' sustained
+    rate over them (`production_rate`; None when not measured).
     """
 
     first_batch_s: float
@@ -248,6 +251,62 @@ class LoopTimes:
     warmup_s: float | None = None
     busy_s: list[tuple[float, float]] = field(default_factory=list)
     batch_workers: list[int | None] = field(default_factory=list)
+    completions: list[tuple[int, float, int]] = field(default_factory=list)
+    production_samples_per_s: float | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Production in the window.
+
+# NOTE [production in the window]
+#     A window that ends before the workers' backlog is gone reads the backlog, not the rate:
+#     with W workers each holding a batch or more finished when the window starts, a window of a
+#     few rounds of batches takes them at the step's pace and the loop looks faster than the
+#     workers can feed it. On the H200 case (12 workers, about 0.85 s per batch per worker under
+#     the step, windows of about 1 s) rows read up to 30% above a sustained plain loop at the same
+#     settings; on a sleep-based input of known cost 5-6%. The warm-up's rules (NOTE [backlog
+#     drain]) end at a blocked `next()`, but workers in phase deliver a round at once, so a
+#     window that starts at one round's arrival and ends after part of the next still takes
+#     batches faster than they are built.
+#     So the loop keeps, for every batch it received from a worker, the worker and the instant
+#     its collate finished there (one clock for every process: CLOCK_MONOTONIC), the first
+#     batch's and the warm-up's included. A worker that is never short of work builds one batch
+#     after the other: its whole builds are the intervals between its consecutive completions,
+#     and its rate is its later batches' samples over the seconds from its first completion to
+#     its last. The loader's production is the sum over the workers that delivered, scaled by
+#     delivering/timed where a delivering worker timed no whole build. A loader that keeps up
+#     waits for room in its queue, so its workers' intervals stretch to the step's pace and the
+#     production is what the loop consumed; the warm-up, which consumes the start-up backlog
+#     fast, only shortens intervals. A row's samples/s is therefore the lower of the window's
+#     consumption and this production (analysis/statistics.trial_samples_per_s), and its stall
+#     what the step's compute leaves of a step at that rate. Not measured with epoch restarts in
+#     the loop (a restart's gap is no build), without workers, or when the loop cannot tell
+#     which worker built a batch.
+
+
+def production_rate(completions: Sequence[tuple[int, float, int]]) -> float | None:
+    """The workers' sustained production in samples/s (NOTE [production in the window]) from
+    `completions`, (worker id, completion instant in seconds, samples) of each batch received:
+    per worker, the samples of its batches after its first over the seconds from its first
+    completion to its last; summed over the workers with two completions or more, times
+    delivering / timed workers. None when no worker completed two batches.
+
+    >>> production_rate([(0, 0.0, 16), (1, 0.1, 16), (0, 1.0, 16), (1, 1.1, 16), (0, 2.0, 16)])
+    32.0
+    >>> production_rate([(0, 0.0, 16), (1, 0.5, 16), (0, 1.0, 16)])  # worker 1: one batch
+    32.0
+    """
+    per: dict[int, list[tuple[float, int]]] = {}
+    for worker, done_at, samples in completions:
+        per.setdefault(worker, []).append((done_at, samples))
+    total, timed = 0.0, 0
+    for items in per.values():
+        items.sort()
+        span = items[-1][0] - items[0][0]
+        if len(items) >= 2 and span > 0:
+            total += sum(n for _, n in items[1:]) / span
+            timed += 1
+    return total * len(per) / timed if timed else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -708,7 +708,10 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     )
     reads = _storage_reads(dataset, dataset_spec, batch_sampler, loop, settings.batch_size, reading, epoch_io)
     step_total = sum(loop.step_s)
-    alone = settle_ceiling(alone, loop.samples / step_total if step_total > 0 else None)
+    with_step = loop.samples / step_total if step_total > 0 else None
+    if with_step is not None and loop.production_samples_per_s:
+        with_step = min(with_step, loop.production_samples_per_s)  # NOTE [production in the window]
+    alone = settle_ceiling(alone, with_step)
     if alone.get("method") == "bound":
         alone["note"] = CEILING_BOUND_NOTES.get(alone.get("reason") or "", "not a sustained rate")
     if reads.get("served_from") in ("storage", "mixed") and alone.get("method") is not None:
