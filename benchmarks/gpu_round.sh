@@ -4,6 +4,8 @@
 #   bash benchmarks/gpu_round.sh 2   the decode what-ifs and the profile's cost (whatif_decode_gpu.py),
 #                                    the stage profile against independent timing on CUDA
 #   bash benchmarks/gpu_round.sh 3   the loader ceiling against a sustained draw, the decoders
+#   bash benchmarks/gpu_round.sh 5   the default sweep, its pick against a plain loop, the decode what-ifs
+#                                    in what time is left (whatif_decode_gpu.py --total 240)
 #   bash benchmarks/gpu_round.sh 4   part 1 without the tests, the pick's neighbours' plain loops too,
 #                                    and the stage profile against independent timing on CUDA
 # Every step has its own timeout, so one that hangs leaves the others' logs.
@@ -39,5 +41,10 @@ case $part in
   step default_sweep 165 python3 -m loaderbench sweep --output "$OUT/default.json" --no-progress
   step pick_check 240 python3 benchmarks/pick_check.py "$OUT/default.json" --out "$OUT/pick.json" --rounds 3 --batches 150 --also-workers 12,16
   step profile_check 110 python3 benchmarks/profile_check.py --case jpeg --device cuda --batch-size 256 --samples 256 --rounds 3 --out "$OUT/profile_check_cuda.json"
+  ;;
+5)
+  step default_sweep 165 python3 -m loaderbench sweep --output "$OUT/default.json" --no-progress
+  step pick_check 120 python3 benchmarks/pick_check.py "$OUT/default.json" --out "$OUT/pick.json" --rounds 3 --batches 150
+  step whatif_decode 260 python3 benchmarks/whatif_decode_gpu.py --out "$OUT/whatif_decode_gpu.json" --total 240
   ;;
 esac

@@ -58,7 +58,9 @@ NOTE [backlog drain]
         kept up with consumption, so there is no backlog to flatter anything (read from the
         DataLoader iterator's queue size where the platform supports it);
       - 8*W*P batches in all: a loader still draining then has rho > ~0.9, and what flattery is
-        left is under ~10%.
+        left is under ~10%; 2*W*P where the loop knows each batch's completion instant (the
+        sweep's trials), which holds the row to what the workers produced (NOTE [production in
+        the window]).
     Where the ready queue can be read, it ends earlier, after max(--warmup-batches, W) batches,
     at a `next()` that blocked while fewer than W batches were ready: nothing is left of a
     start-up backlog (a backlog still being drained would show as ready batches; a `next()`
@@ -313,12 +315,15 @@ def production_rate(completions: Sequence[tuple[int, float, int]]) -> float | No
 # The warm-up (NOTE [backlog drain]).
 
 
-def warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int]:
+def warmup_for(settings: LoaderSettings, warmup_batches: int, *, completions: bool = False) -> tuple[int, int]:
     """(least, most) batches dropped after the first, per NOTE [backlog drain]:
-    least = max(warmup_batches, W*P); most = max(least, 8*W*P)."""
+    least = max(warmup_batches, W*P); most = max(least, 8*W*P), or max(least, 2*W*P) where the
+    loop knows each batch's completion instant (`completions`): the row's samples/s is then held
+    to what the workers produced (NOTE [production in the window]), so a slow refill need not be
+    drained to its end before the window (on the H200 case such warm-ups took 5 s and more)."""
     backlog = settings.num_workers * (settings.prefetch_factor or 0)
     least = max(warmup_batches, backlog)
-    return least, max(least, 8 * backlog)
+    return least, max(least, (2 if completions else 8) * backlog)
 
 
 def median(xs: Sequence[float]) -> float:
