@@ -84,9 +84,9 @@ def trial_stall_fraction(trial: Trial) -> float:
     if total_s <= 0:
         return 0.0
     stall = min(1.0, max(0.0, sum(trial.data_wait_s) / total_s))
-    rate = trial_samples_per_s(trial)
     window = trial.samples / total_s
-    if rate < window and trial.compute_s and trial.samples > 0:
+    rate = trial.production_samples_per_s
+    if rate is not None and 0 < rate < window and trial.compute_s and trial.samples > 0:
         # Held to the workers' production: a step at that rate lasts batch / rate, of which
         # the step's own compute is the part not waited for.
         batch = trial.samples / len(trial.step_s)
