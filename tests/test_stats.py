@@ -52,3 +52,33 @@ def test_load_results_frame_has_one_row_per_trial_with_the_wait_tail():
     assert row["samples_per_s"] == pytest.approx(32 * 60 / (60 * 0.005 + 6 * 0.110))
 
 
+
+
+def test_a_row_held_to_its_workers_production_waits_on_the_loader():
+    # 10 batches of 16 in 50-ms steps with no wait: the window reads 320 samples/s, but the
+    # workers produced 240 (their completion instants). At 240 a step lasts 16 / 240 = 66.7 ms,
+    # 50 of them compute: stall 1 - 0.05 x 240 / 16 = 25%, and the 16.7 ms per batch not seen
+    # by the window is the loader's part, so the verdict is loader-bound, not compute-bound.
+    from loaderbench.analysis.statistics import (
+        production_wait_s,
+        summarize,
+        trial_samples_per_s,
+        trial_stall_fraction,
+    )
+    from loaderbench.analysis.wait import split_waits, verdict_for
+    from loaderbench.model import ConfigResult, Trial, Verdict, WaitPart
+    from tests.helpers import settings
+
+    t = Trial(0.1, 16, [0.0] * 10, [0.05] * 10, [0.05] * 10, 160, 0.5, "host", production_samples_per_s=240.0)
+    assert trial_samples_per_s(t) == pytest.approx(240.0)
+    assert trial_stall_fraction(t) == pytest.approx(0.25)
+    assert production_wait_s(t) == pytest.approx(16 / 240 - 0.05)
+    r = ConfigResult(settings=settings(4, bs=16), status="ok", trials=[t])
+    r.summary = summarize([t])
+    split_waits([r])
+    assert r.summary.wait_parts_s[WaitPart.LOADER] == pytest.approx(16 / 240 - 0.05)
+    assert verdict_for(r)[0] is Verdict.LOADER_BOUND
+    # Production above the window's rate (a loader that keeps up) changes nothing.
+    fast = Trial(0.1, 16, [0.0] * 10, [0.05] * 10, [0.05] * 10, 160, 0.5, "host", production_samples_per_s=500.0)
+    assert trial_samples_per_s(fast) == pytest.approx(320.0)
+    assert trial_stall_fraction(fast) == 0.0 and production_wait_s(fast) == 0.0

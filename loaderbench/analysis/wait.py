@@ -33,7 +33,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from loaderbench.analysis.statistics import percentile
+from loaderbench.analysis.statistics import percentile, production_wait_s
 from loaderbench.analysis.thresholds import (
     CPU_SATURATED,
     LOADER_BOUND_STALL,
@@ -87,12 +87,18 @@ def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, f
 
 
 def wait_parts_per_batch(result: ConfigResult) -> dict[WaitPart, float]:
-    """Mean seconds per measured batch of each wait part, median over the config's repeats."""
+    """Mean seconds per measured batch of each wait part, median over the config's repeats; a
+    trial held to its workers' production adds the wait that holding implies to the loader part
+    (`statistics.production_wait_s`)."""
     per_trial = []
     for t in result.trials:
         if t.data_wait_s:
             parts = trial_wait_parts(t, result.settings)
-            per_trial.append({p: v / len(t.data_wait_s) for p, v in parts.items()})
+            per = {p: v / len(t.data_wait_s) for p, v in parts.items()}
+            # Held to the workers' production: the wait the window did not see is batches not
+            # built in time (statistics.production_wait_s).
+            per[WaitPart.LOADER] = per.get(WaitPart.LOADER, 0.0) + production_wait_s(t)
+            per_trial.append(per)
     if not per_trial:
         return {}
     return {p: float(statistics.median(d[p] for d in per_trial)) for p in WaitPart}
