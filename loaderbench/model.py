@@ -895,7 +895,9 @@ class Ceiling(Record):
     batch already on the device (summed over ranks in a distributed sweep, each rank's own in
     `rank_samples_per_s`, index = rank). `step_s`: seconds per step (the slowest rank's);
     `samples_per_batch`: the samples of the batch the step was fed (None: `batch_size`);
-    `batches` and `device`: how a measured ceiling was measured. The one record of a ceiling:
+    `batches` and `device`: how a measured ceiling was measured; `first_step_s`: the first
+    reading's step time where the rows' steps outran it and it was measured again (NOTE [a
+    ceiling the rows outran] in orchestration/ceilings.py). The one record of a ceiling:
     `ResultSet.ceilings` holds one per batch size."""
 
     batch_size: int
@@ -907,6 +909,7 @@ class Ceiling(Record):
     rank_samples_per_s: tuple[float, ...] = ()
     batches: int | None = None
     device: str | None = None
+    first_step_s: float | None = None
 
     @classmethod
     def analytic(cls, batch_size: int, step_s: float, world_size: int = 1) -> Ceiling:

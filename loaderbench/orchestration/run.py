@@ -26,7 +26,7 @@ from loaderbench.model import (
     WarningKind,
 )
 from loaderbench.orchestration.budget import budget_reserve_s
-from loaderbench.orchestration.ceilings import measure_ceilings
+from loaderbench.orchestration.ceilings import measure_ceilings, recheck_ceilings
 from loaderbench.orchestration.config import SweepConfig
 from loaderbench.orchestration.drift import DRIFT_MIN_CONFIGS, check_drift
 from loaderbench.orchestration.grid import GridPoint
@@ -244,6 +244,7 @@ def run_sweep(
         for repeat in range(config.repeats):
             for i in range(len(entries)):
                 run_trial(i, repeat)
+    recheck_ceilings(result_set.ceilings, results, config, compute, runner, cache_dir, obs)
     if fresh_runner is not None:
         check_drift(result_set, results, done, run_trial, fresh_runner, config.tolerance, obs)
         snapshot()
