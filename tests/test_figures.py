@@ -196,8 +196,8 @@ def test_a_worker_under_a_quarter_of_an_equal_share_is_idle_only_when_every_tria
 # ---- 4. oversubscribed as measured; latency-bound -------------------------------------------------
 
 def test_oversubscribed_only_where_the_measured_cpu_demand_reached_the_cpus():
-    def row(tree_pct: float):
-        r = result(settings(4), cpu(trial(0.0, 0.050), tree_pct, 20))
+    def row(tree_pct: float, other_pct: float = 0.0):
+        r = result(settings(4), cpu(trial(0.0, 0.050), tree_pct, 20, other_pct))
         r.warn(Note.of(WarningKind.OVERSUBSCRIBED, oversubscription(settings(4), 2, None)))
         return r
 
@@ -207,6 +207,10 @@ def test_oversubscribed_only_where_the_measured_cpu_demand_reached_the_cpus():
     text = sentences(rs)
     assert "Warnings: could oversubscribe, before measuring (more workers or threads than usable CPUs): 4 workers." in text
     assert "Oversubscribed, as measured" not in text
+    # 0.3 cores of the tree beside 1.7 of other processes: the CPUs were full, but of other load.
+    rs = result_set([row(30, 170)])
+    assert not any(isinstance(f, Oversubscribed) for f in rs.recommendation.findings)
+    assert "Oversubscribed, as measured" not in sentences(rs)
     # 1.9 of 2 CPUs (over the 85% mark): oversubscribed as measured.
     rs = result_set([row(190)])
     [f] = [f for f in rs.recommendation.findings if isinstance(f, Oversubscribed)]

@@ -564,12 +564,14 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
 
 def oversubscribed(knee: ConfigResult, usable_cpus: int | None) -> list[Finding]:
     """Oversubscribed for the knee when the preflight warned that it could oversubscribe (more
-    workers or threads than usable CPUs) and its measured CPU demand, the process tree's plus
-    the other load's, reached them (wait.cpu_saturated); a config whose workers wait on I/O
-    keeps only the preflight's warning."""
+    workers or threads than usable CPUs) and its own measured CPU demand, the process tree's,
+    reached them (wait.cpu_saturated with no other load): a config whose workers wait on I/O
+    keeps only the preflight's warning, and other processes that fill the CPUs are other load
+    (OtherLoad), not this config oversubscribing them (0.3 cores of the tree beside 1.7 of
+    other processes on 2 CPUs read as oversubscribed before)."""
     ks = _s(knee)
     warning = next((w for w in knee.warnings if w.kind is WarningKind.OVERSUBSCRIBED), None)
-    if warning is None or not cpu_saturated(ks.cpu_util_pct, ks.other_cores, usable_cpus):
+    if warning is None or not cpu_saturated(ks.cpu_util_pct, 0.0, usable_cpus):
         return []
     return [Oversubscribed(knee.settings, warning.message, cpu_cores=(ks.cpu_util_pct or 0.0) / 100.0,
                            other_cores=ks.other_cores, usable_cpus=usable_cpus)]
