@@ -700,7 +700,10 @@ def worker_slower(results: Sequence[ConfigResult]) -> list[Finding]:
     (`worker_build_s`) WORKER_BUILD_SLOWER times or more slower than the 0-worker row of the
     same settings builds it in the main process (`main_build_s`): work parallel in a process
     that never forked runs serially in a forked worker (a tokenizer's pool
-    turned off after fork). One finding, for the largest factor."""
+    turned off after fork). The extra time per batch must also exceed WORKER_SLOWER_HANDOFF
+    times the row's receive (`receive_p50_s`) and WORKER_SLOWER_MIN_S: a worker hands its batch
+    over, which the main process never does, and for samples of microseconds that hand-off is
+    the whole difference. One finding, for the largest factor."""
     found: list[tuple[float, WorkerSlower]] = []
     ok = [r for r in results if r.status == "ok" and r.summary is not None]
     for zero in ok:
@@ -713,7 +716,9 @@ def worker_slower(results: Sequence[ConfigResult]) -> list[Finding]:
             continue
         fewest = min(peers, key=lambda r: (r.settings.num_workers, r.settings.structural_key()))
         build = worker_build_s(fewest)
-        if build is not None and build[0] >= th.WORKER_BUILD_SLOWER * main:
+        handoff = _s(fewest).receive_p50_s or 0.0
+        if (build is not None and build[0] >= th.WORKER_BUILD_SLOWER * main
+                and build[0] - main >= max(th.WORKER_SLOWER_MIN_S, th.WORKER_SLOWER_HANDOFF * handoff)):
             found.append((build[0] / main, WorkerSlower(fewest.settings, worker_build_s=build[0], build_rule=build[1],
                                                         main=zero.settings, main_build_s=main,
                                                         factor=th.WORKER_BUILD_SLOWER)))

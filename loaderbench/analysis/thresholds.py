@@ -142,6 +142,13 @@ EPOCH_ITER_MIN_S = 0.05
 # turns its threads off in forked children); contention between 2-3 processes on 2 CPUs stays
 # under 2x.
 WORKER_BUILD_SLOWER = 3.0
+# choice: a worker's build includes handing the batch over (pickling it into shared memory,
+# about what the main process's receive costs), which the main process at 0 workers never pays;
+# the extra time per batch must exceed WORKER_SLOWER_HANDOFF receives, and WORKER_SLOWER_MIN_S,
+# to be work running slower (a tensor dataset of 5 us samples at batch 32 built 7.9x "slower"
+# in a worker: 0.2 ms of work and about 1 ms of hand-off).
+WORKER_SLOWER_HANDOFF = 4.0
+WORKER_SLOWER_MIN_S = 0.001
 # choice: configs past the knee are "more, not better" when they use over half a core more.
 MORE_NOT_BETTER_CORES = 0.5
 # choice: building batches does not explain the wait when the stall its rate explains is under
