@@ -169,6 +169,12 @@ class InputBound(str, Enum):
     LOADER_ALONE = "loader alone"
 
 
+CEILING_SLACK = 0.10
+"""A sustained loader ceiling this close below the rate its row reached with the step is that
+rate (the noise of either); further below it was disturbed and is shown as a bound at that rate
+(NOTE [loader ceiling] in measure/loop.py; analysis/statistics.summarize over the repeats)."""
+
+
 class CeilingBound(str, Enum):
     """Why a config's loader ceiling is a bound (at least a figure), not a sustained rate (NOTE
     [loader ceiling] in measure/loop.py; `Trial.loader_alone_reason`)."""

@@ -82,3 +82,27 @@ def test_a_row_held_to_its_workers_production_waits_on_the_loader():
     fast = Trial(0.1, 16, [0.0] * 10, [0.05] * 10, [0.05] * 10, 160, 0.5, "host", production_samples_per_s=500.0)
     assert trial_samples_per_s(fast) == pytest.approx(320.0)
     assert trial_stall_fraction(fast) == 0.0 and production_wait_s(fast) == 0.0
+
+
+def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate():
+    # Three repeats at 400, 500 and 600 samples/s (median 500); the first trial's probe read a
+    # sustained 460 (held against its own 400 window, it stood). The row's figure is 500, which
+    # the loader alone reaches too: 460 is within 10% of it, so the ceiling is 500; a probe of
+    # 400 is more than 10% below: a bound, at least 500, "below_step_rate".
+    from loaderbench.analysis.statistics import summarize
+    from loaderbench.model import CeilingBound
+
+    def trials(alone: float):
+        ts = [trial(0.0, 16 / rate) for rate in (400.0, 500.0, 600.0)]
+        ts[0].loader_alone_samples_per_s, ts[0].loader_alone_method = alone, "sustained"
+        return ts
+
+    s = summarize(trials(460.0))
+    assert s.samples_per_s == pytest.approx(500.0)
+    assert s.loader_ceiling_samples_per_s == pytest.approx(500.0) and s.loader_ceiling_bound is None
+    s = summarize(trials(400.0))
+    assert s.loader_ceiling_samples_per_s is None
+    assert s.loader_ceiling_bound_samples_per_s == pytest.approx(500.0)
+    assert s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
+    # Above the row's rate, the probe's reading stands.
+    assert summarize(trials(700.0)).loader_ceiling_samples_per_s == pytest.approx(700.0)

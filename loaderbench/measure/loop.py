@@ -24,7 +24,7 @@ from loaderbench.measure.timing import (
     production_rate,
     split_steps,
 )
-from loaderbench.model import Note, WarningKind
+from loaderbench.model import CEILING_SLACK, Note, WarningKind
 
 Origin = Callable[[Any], "tuple[int | None, float | None]"]
 """(worker id, completion instant) of a raw loader batch: the DataLoader worker that built it
@@ -344,7 +344,7 @@ PROBE_MIN_TIME_S = 0.5
 PROBE_MAX_TIME_S = 4.0
 PROBE_FALL = 0.3  # a later half this much slower than the earlier one: the earlier drained items built before
 PROBE_DRAIN = 1.5  # a worker's leading builds this many times its median rate were items it held finished (or half built)
-SUSTAINED_SLACK = 0.10  # a sustained reading this close below the row's rate with the step is that rate (its noise)
+SUSTAINED_SLACK = CEILING_SLACK  # a sustained reading this close below the row's rate with the step is that rate
 
 
 class Completions:
