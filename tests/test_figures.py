@@ -149,6 +149,19 @@ def idle(w: int, batches: list[int]):
     return result(settings(w), t)
 
 
+def test_the_model_predicts_nothing_from_workers_the_dataset_gives_no_work():
+    # One shard: 2 and 4 workers deliver as 1 does (533 samples/s: a 30-ms batch). The model
+    # takes each row's rate as its one working worker's, and workers past it add nothing: 8
+    # workers are predicted at the rate measured, not 8 times one worker's share of it.
+    from loaderbench.analysis.predict import fit, predict, series_of
+
+    rs = result_set([idle(1, [20]), idle(2, [20, 0]), idle(4, [20, 0, 0, 0])], step_s=0.010)
+    model = fit(rs.results, series_of(settings(8)), 2)
+    assert model.working == 1 and model.per_worker == pytest.approx(16 / 0.030, rel=0.01)
+    [p] = predict(rs.results, [settings(8)], 2)
+    assert p.samples_per_s <= 1.01 * 16 / 0.030
+
+
 def test_idle_workers_are_named_and_never_read_as_a_receive_floor():
     rs = result_set([idle(2, [20, 0]), idle(4, [20, 0, 0, 0])], step_s=0.010)
     two, four = rs.results

@@ -124,9 +124,15 @@ class Fit:
     sharpness: float
     inputs: FitInputs = FitInputs()
     device: float | None = None  # what the storage device can feed, samples/s (what_if_disk)
+    # The most workers the dataset gives work to: a measured row's workers less its idle ones
+    # (an IterableDataset split into fewer shards than workers; None: every worker works).
+    working: int | None = None
 
     def loader(self, workers: int, usable_cpus: int | None) -> float | None:
-        """L(W): the loader's rate with `workers` workers on `usable_cpus` CPUs."""
+        """L(W): the loader's rate with `workers` workers on `usable_cpus` CPUs (workers past
+        `working` add nothing: the dataset gives them no work)."""
+        if self.working is not None:
+            workers = min(workers, self.working)
         if workers == 0:
             zero = self.zero_workers or self.per_worker
             return min(zero, self.device) if zero and self.device else zero
@@ -230,8 +236,11 @@ def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: in
     # r: one worker's rate, from configs whose workers do not share the CPUs (else the least
     # contended ones), pooled over series.
     cap = (usable_cpus or 1) * UNCONTENDED_SHARE
-    rates = [(r.settings.num_workers, load / r.settings.num_workers) for r in with_w
-             if (load := _loader_rate(r))]
+    # A row with idle workers (Summary.idle_workers) was built by the workers that worked.
+    rates = [(w, load / w) for r in with_w
+             if (load := _loader_rate(r)) and (w := r.settings.num_workers - (r.summary.idle_workers or 0)) > 0]  # type: ignore[union-attr]
+    working = min((r.settings.num_workers - r.summary.idle_workers for r in with_w  # type: ignore[union-attr]
+                   if r.summary.idle_workers), default=None)  # type: ignore[union-attr]
     free = [x for w, x in rates if w <= max(1.0, cap)] or [x for w, x in rates if w == min(w for w, _ in rates)]
     per_worker = max(free) if free else None
     # kappa: CPU-seconds of the process tree per sample.
@@ -250,7 +259,7 @@ def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: in
     compute = float(statistics.median(ceilings)) if ceilings else None
     k = _sharpness(mine_w or with_w)
     inputs = FitInputs(sorted(r.settings.key() for r in ok), per_worker, kappa, main, zero_rate, compute, usable_cpus, k)
-    return Fit(per_worker, kappa, main, zero_rate, compute, k, inputs)
+    return Fit(per_worker, kappa, main, zero_rate, compute, k, inputs, working=working)
 
 
 def predict(results: Sequence[ConfigResult], cells: Sequence[LoaderSettings], usable_cpus: int | None,
