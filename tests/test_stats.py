@@ -59,13 +59,8 @@ def test_a_row_held_to_its_workers_production_waits_on_the_loader():
     # workers produced 240 (their completion instants). At 240 a step lasts 16 / 240 = 66.7 ms,
     # 50 of them compute: stall 1 - 0.05 x 240 / 16 = 25%, and the 16.7 ms per batch not seen
     # by the window is the loader's part, so the verdict is loader-bound, not compute-bound.
-    from loaderbench.analysis.statistics import (
-        production_wait_s,
-        summarize,
-        trial_samples_per_s,
-        trial_stall_fraction,
-    )
-    from loaderbench.analysis.wait import split_waits, verdict_for
+    from loaderbench.analysis.statistics import summarize, trial_samples_per_s, trial_stall_fraction
+    from loaderbench.analysis.wait import production_wait_s, split_waits, verdict_for
     from loaderbench.model import ConfigResult, Trial, Verdict, WaitPart
     from tests.helpers import settings
 

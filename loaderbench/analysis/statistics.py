@@ -103,20 +103,6 @@ def trial_stall_fraction(trial: Trial) -> float:
     return stall
 
 
-def production_wait_s(trial: Trial) -> float:
-    """Seconds per batch the workers' production adds to the window's own step (0.0 where the
-    row is not held to it, NOTE [production in the window] in measure/timing.py): at the
-    sustained rate a step lasts samples per batch / that rate, the window's measured steps
-    their mean; the difference is time spent waiting for batches not built in time, which the
-    window did not see because it drew on batches built before it."""
-    n = len(trial.step_s)
-    total_s = sum(trial.step_s)
-    rate = trial.production_samples_per_s
-    if not n or total_s <= 0 or rate is None or rate <= 0 or trial.samples <= 0 or rate >= trial.samples / total_s:
-        return 0.0
-    return trial.samples / n / rate - total_s / n
-
-
 def epoch_weighed(trial: Trial) -> tuple[float, float] | None:
     """(samples/s, stall fraction) of one whole epoch as the window measured it: the epoch's
     samples (`Trial.epoch_samples`) over one epoch-start batch's step (the mean over the starts

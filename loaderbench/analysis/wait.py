@@ -33,7 +33,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from loaderbench.analysis.statistics import percentile, production_wait_s
+from loaderbench.analysis.statistics import percentile
 from loaderbench.analysis.thresholds import (
     CPU_SATURATED,
     LOADER_BOUND_STALL,
@@ -86,17 +86,31 @@ def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, f
     return parts
 
 
+def production_wait_s(trial: Trial) -> float:
+    """Seconds per batch the workers' production adds to the window's own step (0.0 where the
+    row is not held to it, NOTE [production in the window] in measure/timing.py): at the
+    sustained rate a step lasts samples per batch / that rate, the window's measured steps
+    their mean; the difference is time spent waiting for batches not built in time, which the
+    window did not see because it drew on batches built before it."""
+    n = len(trial.step_s)
+    total_s = sum(trial.step_s)
+    rate = trial.production_samples_per_s
+    if not n or total_s <= 0 or rate is None or rate <= 0 or trial.samples <= 0 or rate >= trial.samples / total_s:
+        return 0.0
+    return trial.samples / n / rate - total_s / n
+
+
 def wait_parts_per_batch(result: ConfigResult) -> dict[WaitPart, float]:
     """Mean seconds per measured batch of each wait part, median over the config's repeats; a
     trial held to its workers' production adds the wait that holding implies to the loader part
-    (`statistics.production_wait_s`)."""
+    (`production_wait_s`)."""
     per_trial = []
     for t in result.trials:
         if t.data_wait_s:
             parts = trial_wait_parts(t, result.settings)
             per = {p: v / len(t.data_wait_s) for p, v in parts.items()}
             # Held to the workers' production: the wait the window did not see is batches not
-            # built in time (statistics.production_wait_s).
+            # built in time (production_wait_s).
             per[WaitPart.LOADER] = per.get(WaitPart.LOADER, 0.0) + production_wait_s(t)
             per_trial.append(per)
     if not per_trial:
