@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -660,3 +661,17 @@ def test_the_sweeps_profile_gives_the_samples_most_of_its_budget():
         {"samples": 0.6, "alternatives": 0.8, "loader": 1.0})
     assert shares(in_worker=False, workers=False, attribute=False) == pytest.approx({"samples": 0.75, "alternatives": 1.0})
     assert list(shares(in_worker=True, workers=True, attribute=True)) == ["loader", "alternatives", "attribution"]
+
+
+def test_show_with_a_stage_the_profile_lacks_is_one_line_and_exit_2():
+    from typer.testing import CliRunner
+
+    from loaderbench.cli import app
+
+    kept = Path(__file__).resolve().parent / "data" / "results-v3-profile-cpu.json"
+    res = CliRunner().invoke(app, ["show", str(kept), "--what-if", "stage=nosuch:2"])
+    assert res.exit_code == 2
+    line = res.output.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "--what-if stage=nosuch" in line and "decode, RandomResizedCrop" in line
+    assert "pin" not in line.split("its stages", 1)[1]  # a CPU run's profile timed no copy

@@ -645,7 +645,7 @@ def rebuild(question: WhatIf, profile: StageProfile, batch_size: int) -> _Rebuil
     """The build stages as `question` changes them, from `profile`, for batches of
     `batch_size`; or why it cannot be answered (with the profile's stage names)."""
     rows = {r.name: r for r in _builds(profile)}
-    names = [r.name for r in profile.stages]
+    names = [r.name for r in profile.stages if r.ms_per_sample is not None]  # the stages it timed
     new_ms = {n: _quiet_ms(r) for n, r in rows.items()}
     new_cpu = {n: r.cpu_ms_per_sample or 0.0 for n, r in rows.items()}
     extra_cpu_ms = 0.0
@@ -815,7 +815,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     the measured ones) from 0 to twice the larger of those and the most workers measured.
     `why` when there is no profile, the stage or decoder cannot be found in it, or nothing with
     workers was measured."""
-    names = [] if profile is None else [r.name for r in profile.stages]
+    names = [] if profile is None else [r.name for r in profile.stages if r.ms_per_sample is not None]
     if rebuilt is None:
         if profile is None:
             return WhatIfAnswer(question, why=WhyNoPrediction.NO_PROFILE)

@@ -21,6 +21,7 @@ def show_command(
 ) -> None:
     """Render a saved result again."""
     from loaderbench.analysis import analyze
+    from loaderbench.conclusions import WhyNoPrediction
     from loaderbench.results import read_results
 
     def body() -> None:
@@ -28,6 +29,11 @@ def show_command(
         question = common.parse_what_if(what_if)
         rs = read_results(result)
         analyze(rs, what_if=question)  # statistics are re-derived from the raw per-batch samples
+        answer = rs.analysis.what_if if rs.analysis is not None else None
+        if answer is not None and answer.why is WhyNoPrediction.STAGE_UNKNOWN:
+            names = ", ".join(c.name for c in answer.question.stages)
+            raise UsageError(f"--what-if stage={names}:...: the stage profile of {result} has no stage of that name; "
+                             f"name one of its stages ({', '.join(answer.stage_names)})")
         common.render_result(rs, fmt, common.stdout(), wide=wide, verbose=verbose)
 
     common.guard(body)

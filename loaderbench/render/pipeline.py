@@ -144,8 +144,9 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
             why = ("the stage profile has no stage of that name; its stages: "
                    + ", ".join(what.stage_names))
         return [f"{head}: no prediction ({why})."]
+    shifts = _shifts(what)
     text = (f"{head} (a prediction from the pipeline model fitted on this run's measured configs and the stage "
-            f"profile of its pick, not a measurement): {_shifts(what)}")
+            f"profile of its pick, not a measurement)" + (f": {shifts}" if shifts else ": nothing changes"))
     if what.cases:
         parts = []
         for case in what.cases:
@@ -157,7 +158,7 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
             parts.append(f"{how}{step}: {_knee(case, name)}{_binds(case.binds)}; by num_workers: {_curve(case)}")
         return [f"{text}. " + ". ".join(_upper(p) for p in parts)
                 + ". A measured run tells which case holds (--decoder nvjpeg --prefetch off,on)."]
-    return [f"{text}. {_knee(what, name)}{_binds(what.binds)}. Predicted samples/s by num_workers: {_curve(what)}."]
+    return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: {_curve(what)}."]
 
 
 def profile_summary_line(profile: StageProfile, name: Name) -> str:
