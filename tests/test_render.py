@@ -369,3 +369,20 @@ def test_verbose_names_the_drift_check_of_a_grid_sweep():
     assert footer.footer_lines(rs)[-1].startswith("More with --verbose (or --format json): the drift check,")
     assert ("Drift: the knee (4 workers) measured -24.0% in two fresh processes against the warm measuring process; "
             "measured again, each in a fresh process: 2 and 4 workers.") in footer.footer_lines(rs, verbose=True)
+
+
+def test_a_warning_of_no_kind_is_shown_by_its_message():
+    from loaderbench.model import Note, WarningKind
+
+    rows = [result(settings(2), trial(0.001, 0.004)), result(settings(4), trial(0.0, 0.004))]
+    for r in rows:
+        r.warn(Note.of(WarningKind.OTHER, "--loader m:L: its iterator does not show the batches ready"))
+    rows[0].warn(Note.of(WarningKind.OVERSUBSCRIBED, "could oversubscribe"))
+    rs = ResultSet(config={"dataset": {"kind": "tensor"}, "compute": {"kind": "sleep", "ms": 4}, "measure": {}},
+                   environment={"cuda_available": False, "usable_cpus": 2}, results=rows,
+                   ceilings={16: Ceiling.analytic(16, 0.004)})
+    analyze(rs)
+    [line] = [x for x in footer.note_lines(rs, str) if x.startswith("Warnings: ")]
+    assert "a note" not in line
+    assert "--loader m:L: its iterator does not show the batches ready (" in line
+    assert "could oversubscribe, before measuring (more workers or threads than usable CPUs): " in line

@@ -541,7 +541,6 @@ _WARNING_LABELS = {
     WarningKind.FEW_BATCHES: "fewer batches measured than --batches",
     WarningKind.SAMPLE_COUNT: "the samples per batch may be miscounted",
     WarningKind.RANKS_SHARE_STREAM: "an IterableDataset on several ranks",
-    WarningKind.OTHER: "a note",
 }
 
 
@@ -585,9 +584,15 @@ def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]
         for w in r.warnings:
             kinds.setdefault(w.kind, {}).setdefault(w.message, []).append((r.settings, r.cache))
     if kinds and not verbose:
-        out.append("Warnings: " + "; ".join(
-            f"{_WARNING_LABELS.get(kind, kind.value)}: {_grouped(rs, [c for cs in by.values() for c in cs])}"
-            for kind, by in kinds.items()) + ".")
+        # A kind of its own is labelled with the configs it applies to; a note of no kind
+        # (OTHER) has only its message to say what it is.
+        parts = []
+        for kind, by in kinds.items():
+            if kind is WarningKind.OTHER:
+                parts += [f"{message} ({_grouped(rs, configs)})" for message, configs in by.items()]
+            else:
+                parts.append(f"{_WARNING_LABELS.get(kind, kind.value)}: {_grouped(rs, [c for cs in by.values() for c in cs])}")
+        out.append("Warnings: " + "; ".join(parts) + ".")
     elif kinds:
         for by in kinds.values():
             for message, configs in by.items():
