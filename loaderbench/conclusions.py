@@ -179,6 +179,14 @@ class WhatIfCase(Record):
         return None if self.knee is None else self.knee.num_workers
 
 
+class NoProfile(str, Enum):
+    """Why a sweep's result holds no stage profile of its pick."""
+
+    FLAG = "no-profile"  # run with --no-profile
+    SEVERAL_PROCESSES = "several-processes"  # a sweep on several ranks or nodes takes none
+    NOT_TAKEN = "not-taken"  # a version that took none, or no time was left for it
+
+
 class WhyNoPrediction(str, Enum):
     """Why a what-if has no answer."""
 
@@ -1419,7 +1427,7 @@ class BeyondKnobs(Record):
     of the pick they start from; `profiled` when the sweep's stage profile was there (the
     changes to a stage need it); what binds the pick's series on this machine and the most the
     model predicts for it (`binds`, `plateau_samples_per_s`, a prediction); `tolerance`, the
-    gain a predicted change must pass to be listed."""
+    gain a predicted change must pass to be listed; `no_profile`, why the profile is missing."""
 
     settings: LoaderSettings
     samples_per_s: float
@@ -1429,6 +1437,7 @@ class BeyondKnobs(Record):
     binds: Binds | None = None
     plateau_samples_per_s: float | None = None
     tolerance: float = 0.0
+    no_profile: NoProfile | None = None  # why there is no profile (when not `profiled`)
 
 
 @dataclass

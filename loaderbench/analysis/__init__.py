@@ -35,6 +35,7 @@ from loaderbench.conclusions import (
     Baseline,
     Knee,
     LoaderClass,
+    NoProfile,
     NotCleared,
     Partial,
     StageProfile,
@@ -162,6 +163,10 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
                                                   usable, profile)
     if recommendation.settings is not None and any(isinstance(f, NotCleared) for f in recommendation.findings):
         analysis.beyond_knobs = predict.beyond_knobs(candidates, recommendation.settings, tolerance, usable, profile)
+        if analysis.beyond_knobs is not None and profile is None:
+            analysis.beyond_knobs = replace(analysis.beyond_knobs, no_profile=(
+                NoProfile.FLAG if (cfg.get("measure") or {}).get("profile") is False
+                else NoProfile.SEVERAL_PROCESSES if rs.environment.get("distributed") else NoProfile.NOT_TAKEN))
     if cfg.get("watch") and results:
         analysis.more_workers = predict.predict_more_workers(results[0], usable, tolerance)
     # 7. several ranks and nodes: the per-node view, the what-if ranks=N.

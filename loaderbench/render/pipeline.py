@@ -17,6 +17,7 @@ from loaderbench.conclusions import (
     ChangeKind,
     DecodeMode,
     Decoder,
+    NoProfile,
     PipelineChange,
     StageProfile,
     WhatIf,
@@ -40,6 +41,13 @@ BINDS_WORDS = {
 _DECODE_WORDS = {
     Decoder.TORCHVISION: "decode with torchvision.io on the CPU",
     Decoder.NVJPEG: "decode on the GPU with nvJPEG",
+}
+
+_NO_PROFILE = {
+    NoProfile.FLAG: "it was run with --no-profile: sweep without it, or run loaderbench profile",
+    NoProfile.SEVERAL_PROCESSES: ("a sweep on several ranks or nodes takes none: run loaderbench profile with the "
+                                  "pick's settings on one node"),
+    NoProfile.NOT_TAKEN: "sweep without --no-profile, or run loaderbench profile",
 }
 
 _NO_ANSWER = {
@@ -283,8 +291,9 @@ def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
     those measured first, each predicted one labelled, with its gain and what then binds."""
     if not b.changes:
         if not b.profiled:
-            return ["Beyond the settings: this run has no stage profile of its pick, so no change to the pipeline "
-                    "is predicted (sweep without --no-profile, or run loaderbench profile)."]
+            why = _NO_PROFILE[b.no_profile or NoProfile.NOT_TAKEN]
+            return [f"Beyond the settings: this run has no stage profile of its pick, so no change to the pipeline "
+                    f"is predicted ({why})."]
         plateau = ("" if b.binds is None or b.plateau_samples_per_s is None else
                    f"the pipeline model puts this series' plateau at ~{b.plateau_samples_per_s:,.0f} samples/s, "
                    f"where {BINDS_WORDS[b.binds]} (a prediction): ")
