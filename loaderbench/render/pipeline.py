@@ -179,8 +179,12 @@ def profile_summary_line(profile: StageProfile, name: Name) -> str:
     parts = [f"{r.name} {r.share:.0%}" for r in big] + ([f"other stages {other:.0%}"] if other >= 0.005 else [])
     who = "" if profile.settings is None else f" ({name(profile.settings)})"
     text = f"Stage profile of the pick{who}, where each sample's time goes: {', '.join(parts)}"
-    b = profile.sample_build_ms
-    if b is not None:
+    # The same figures as --verbose's tail line (its basis: wall less the time queued for a CPU
+    # where that was read), else the profile's own percentiles.
+    t, b = profile.tail, profile.sample_build_ms
+    if t is not None:
+        text += f"; per-sample build time p50 {_ms(t.p50_ms)} ms, p99 {_ms(t.p99_ms)} ms ({t.basis})"
+    elif b is not None:
         text += f"; per-sample build time p50 {_ms(b.p50)} ms, p99 {_ms(b.p99)} ms"
     cost = f"{profile.cost.wall_s:.1f} s" + ("" if profile.sweep_share is None else
                                              f", {profile.sweep_share:.0%} of the sweep")
