@@ -657,7 +657,7 @@ def test_the_what_if_question_parses_and_combines():
     assert parse_what_if("ranks=4") == [WhatIf(ranks=4)] and parse_what_if(None) == []
     with pytest.raises(UsageError, match="--what-if: cpus= is given twice"):
         parse_what_if(["cpus=8", "disk=100", "cpus=4"])
-    with pytest.raises(UsageError, match=r"--what-if: expected cpus=K .* or ranks=N"):
+    with pytest.raises(UsageError, match=r"--what-if: expected ranks=N \(data-parallel ranks, an integer of 1 or more"):
         parse_what_if(["ranks=0"])
 
 

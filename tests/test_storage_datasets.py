@@ -244,9 +244,11 @@ def test_the_disk_what_if_caps_the_loader_at_what_the_device_feeds():
     assert fast[1] == pytest.approx(1 / (1 / 100 + 1 / 200), rel=0.05)
     assert fast[4] == pytest.approx(200.0, rel=0.02)  # the device's reads/s bind
     assert parse_what_if("disk=150,200").disk_iops == 200.0 and parse_what_if("disk=80").disk_mb_per_s == 80.0
-    for bad in ("disk=", "disk=0", "disk=fast", "disk=1,2,3", "cpus=0", "gpu=2"):
+    for bad in ("disk=", "disk=0", "disk=fast", "disk=1,2,3", "gpu=2"):  # its form; an unknown key: every form
         with pytest.raises(ValueError, match="disk=MBPS"):
             parse_what_if(bad)
+    with pytest.raises(ValueError, match="^expected cpus=K .*, got 'cpus=0'$"):
+        parse_what_if("cpus=0")
 
 
 def test_the_disk_what_if_needs_rows_served_from_a_cache():
@@ -276,7 +278,7 @@ def test_show_what_if_disk_says_it_is_a_prediction_and_bad_forms_exit_2(tmp_path
     assert "What if the files were on a device of 10 MB/s (a prediction" in res.output
     assert "the device feeds at most ~40 samples/s" in res.output
     bad = runner.invoke(app, ["show", str(path), "--what-if", "disk=fast"])
-    assert bad.exit_code == 2 and "--what-if: expected cpus=K" in bad.output and "Traceback" not in bad.output
+    assert bad.exit_code == 2 and "--what-if: expected disk=MBPS[,IOPS]" in bad.output and "Traceback" not in bad.output
 
 
 def test_rows_served_unalike_are_named_and_trials_that_differ_are_mixed():

@@ -327,17 +327,22 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
     return out
 
 
-WHAT_IF_FORMS = (
-    "cpus=K (usable CPUs, e.g. cpus=8), disk=MBPS[,IOPS] (a device's MB/s and reads/s, e.g. disk=150,200), "
-    "stage=NAME:F (a stage of the profile F times faster, inf removes it, e.g. stage=decode:2), "
-    "decode=torchvision or decode=nvjpeg (another JPEG decoder) or ranks=N (data-parallel ranks, e.g. ranks=8)"
-)
+WHAT_IF_FORM = {
+    "cpus": "cpus=K (usable CPUs, an integer of 1 or more, e.g. cpus=8)",
+    "disk": "disk=MBPS[,IOPS] (a device's MB/s and reads/s, positive numbers, e.g. disk=150,200)",
+    "stage": "stage=NAME:F (a stage of the profile F times faster, F > 0, inf removes it, e.g. stage=decode:2)",
+    "decode": "decode=torchvision or decode=nvjpeg (another JPEG decoder)",
+    "ranks": "ranks=N (data-parallel ranks, an integer of 1 or more, e.g. ranks=8)",
+}
+"""Each `--what-if` change's form, by its key."""
+WHAT_IF_FORMS = ", ".join(WHAT_IF_FORM.values())
 
 
 def parse_what_if(text: str) -> WhatIf:
     """One `--what-if` change -> a WhatIf holding it: `cpus=K`, `disk=MBPS[,IOPS]` (the commas
     stay inside the change), `stage=NAME:F` (NAME as the stage table names it, F > 0 or `inf`),
-    `decode=torchvision|nvjpeg` or `ranks=N`. ValueError naming the forms otherwise.
+    `decode=torchvision|nvjpeg` or `ranks=N`. ValueError naming the key's form otherwise (every
+    form for an unknown key).
 
     >>> parse_what_if("stage=rest of __getitem__:inf").stages
     (StageChange(name='rest of __getitem__', speedup=None),)
@@ -366,7 +371,7 @@ def parse_what_if(text: str) -> WhatIf:
             return WhatIf(stages=(StageChange(name.strip(), None if f == math.inf else f),))
     if key == "decode" and value in {d.value for d in Decoder}:
         return WhatIf(decode=Decoder(value))
-    raise ValueError(f"expected {WHAT_IF_FORMS}, got {text!r}")
+    raise ValueError(f"expected {WHAT_IF_FORM.get(key, WHAT_IF_FORMS)}, got {text!r}")
 
 
 def split_what_if(questions: Sequence[WhatIf]) -> tuple[WhatIf | None, WhatIf | None]:
