@@ -100,7 +100,8 @@ class Drift(Record):
     """The drift check of a warm measuring process (NOTE [drift check] in
     orchestration/drift.py): the knee (`config`) measured again in fresh processes against its
     warm trials, the change, the threshold, whether drift was confirmed and which configs were
-    measured again. Files of schema 2 and before hold earlier forms (`first_samples_per_s` /
+    measured again (`remeasured`) or, confirmed with no time left in `--time-budget`, kept their
+    warm trials (`not_remeasured`). Files of schema 2 and before hold earlier forms (`first_samples_per_s` /
     `last_samples_per_s`: the first config in the warm process at the start and the end)."""
 
     config: str
@@ -112,6 +113,7 @@ class Drift(Record):
     threshold: float | None = None
     confirmed: bool = False
     remeasured: list[str] = field(default_factory=list)
+    not_remeasured: list[str] = field(default_factory=list)  # confirmed, but no time left to measure them again
     wall_s: float | None = None
     first_samples_per_s: float | None = None
     last_samples_per_s: float | None = None

@@ -227,6 +227,34 @@ def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp
     assert rs.recommendation.settings.num_workers == 4
 
 
+def test_a_confirmed_drift_with_no_time_left_keeps_every_row_warm_and_names_them(tmp_path, monkeypatch):
+    # The same drift as above, with --time-budget already spent when it is confirmed: the
+    # competing config is not measured again (it would end past the budget), and the knee keeps
+    # its warm trials too, like with like; the check names the config left warm.
+    import time
+    from dataclasses import replace
+
+    from loaderbench.orchestration import drift as drift_mod
+    from loaderbench.orchestration import run as run_mod
+    from loaderbench.render import footer
+
+    def spent(*args, **kwargs):
+        return drift_mod.check_drift(*args, **{**kwargs, "deadline": time.monotonic() - 1.0})
+
+    monkeypatch.setattr(run_mod, "check_drift", spent)
+    warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
+    fresh = FakeRunner({2: Outcome(status="ok", trial=trial(0.0055, 0.012)), 4: ok(4)})
+    rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
+                   runner=warm, fresh_runner=fresh, save=lambda r, p: None)
+    drift = rs.sweep.drift
+    assert drift.confirmed and drift.remeasured == []
+    assert [w for w, _, _ in fresh.calls] == [2, 2]  # the knee's two fresh trials, nothing more
+    assert [r.settings.num_workers for r in rs.results if r.settings.key() in drift.not_remeasured] == [4]
+    assert [len(r.trials) for r in rs.results] == [1, 2, 1]  # the knee: its warm trial and the warm repeat
+    line = next(x for x in footer.drift_lines(rs, lambda s: f"{s.num_workers} workers"))
+    assert "--time-budget left no time to measure the configs competing with it again (4 workers)" in line
+
+
 def test_a_drift_the_second_fresh_trial_does_not_confirm_changes_nothing(tmp_path):
     # The first fresh trial of the knee reads 26% slow, the second as the warm ones: noise, not
     # drift. The knee's extra warm trial is a repeat it keeps; nothing is measured again and the

@@ -34,9 +34,10 @@ def drift_threshold(results: list[ConfigResult], tolerance: float) -> float:
 
 def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[bool],
                 run_trial: Callable[..., ConfigResult], fresh_runner: Runner, tolerance: float,
-                obs: SweepObserver) -> None:
+                obs: SweepObserver, *, deadline: float | None = None) -> None:
     """The warm process's check (NOTE [why a warm process, and what it keeps] in
-    measure/warm.py), recorded in `sweep.drift`.
+    measure/warm.py), recorded in `sweep.drift`. `deadline`: the `--time-budget`'s end on the
+    time.monotonic() clock (None: no budget), which the competing configs' fresh trials keep to.
 
     NOTE [drift check]
         The knee is measured once more, in a fresh process, at the end. One trial against a
@@ -52,7 +53,10 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
         that host it re-measured five configs fresh for 45 s and left each a single trial.
         Confirmed (drift over the sweep, or something the warm process carried), the configs
         that compete for the pick are measured again, each in a fresh process, and their warm
-        trials are dropped. Otherwise the fresh trials are checks, not repeats: they are left
+        trials are dropped, when they fit in what is left of `--time-budget` at the fresh
+        trial's pace (on the H200 case two of them took a default sweep 17 s past its 120 s);
+        when they do not, every row keeps its warm trials, the knee too (like with like), and
+        the check names the configs left warm (`Drift.not_remeasured`). Otherwise the fresh trials are checks, not repeats: they are left
         out of the knee's trials, since one config measured partly fresh would be ranked
         against configs measured only warm (a fresh process measured 5-7% apart from the warm
         one on 2 CPUs, enough to move a knee across the edge).
@@ -81,6 +85,7 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
     first = one(fresh_runner)
     if first is None:
         return
+    fresh_s = time.monotonic() - t0  # one fresh trial, its process's start included
     fresh_trials.append(first)
     tripped = before > 0 and abs(trial_samples_per_s(first) / before - 1.0) > threshold
     if tripped:
@@ -103,17 +108,22 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
                   fresh_trials_samples_per_s=fresh, threshold=threshold, confirmed=confirmed,
                   # what the check cost, against the reserve NOTE [time budget] keeps for it
                   wall_s=time.monotonic() - t0)
-    if confirmed:
+    ok = [j for j in measured if results[j].summary is not None]
+    top = max((results[j].summary.samples_per_s for j in ok), default=0.0)  # type: ignore[union-attr]
+    competing = [j for j in ok if j != i and results[j].summary.samples_per_s >= (1.0 - 2 * tolerance) * top]  # type: ignore[union-attr]
+    if confirmed and deadline is not None and time.monotonic() + fresh_s * len(competing) > deadline:
+        drift.not_remeasured = [results[j].settings.key() for j in competing]
+        obs.warning(f"drift: {results[i].settings.key()} measured {change:+.1%} in two fresh processes against "
+                    "two warm trials; --time-budget leaves no time to measure the competing configs again: "
+                    "every row keeps its warm trials")
+        results[i].trials = warm_trials
+    elif confirmed:
         obs.warning(f"drift: {results[i].settings.key()} measured {change:+.1%} in two fresh processes against "
                     "two warm trials; measuring the competing configs again, each in a fresh process")
-        ok = [j for j in measured if results[j].summary is not None]
-        top = max((results[j].summary.samples_per_s for j in ok), default=0.0)  # type: ignore[union-attr]
-        for j in ok:
-            s = results[j].summary
-            if j != i and s is not None and s.samples_per_s >= (1.0 - 2 * tolerance) * top:
-                results[j].trials = []
-                run_trial(j, 0, via=fresh_runner)
-                drift.remeasured.append(results[j].settings.key())
+        for j in competing:
+            results[j].trials = []
+            run_trial(j, 0, via=fresh_runner)
+            drift.remeasured.append(results[j].settings.key())
         results[i].trials = fresh_trials  # the fresh trials only
         drift.remeasured.append(results[i].settings.key())
     else:

@@ -276,7 +276,13 @@ def drift_lines(rs: ResultSet, name: Name) -> list[str]:
         warm = drift.warm_samples_per_s or 0.0
         limit = drift.threshold
         within = (f"within the drift threshold, {limit:.0%}" if limit is not None else "within twice the tolerance")
-        if drift.remeasured:
+        if drift.not_remeasured:
+            out.append(f"Drift: the knee ({called(drift.config)}) measured {moved} in two fresh processes against "
+                       f"the warm measuring process, past the drift threshold ({limit or 0:.0%}); --time-budget left "
+                       f"no time to measure the configs competing with it again ({_named_keys(rs, drift.not_remeasured)}"
+                       "), so every row keeps its warm trials and may read that much apart from a fresh process: "
+                       "give a larger --time-budget, or --isolation process.")
+        elif drift.remeasured:
             out.append(f"Drift: the knee ({called(drift.config)}) measured {moved} in "
                        f"{'two fresh processes' if len(fresh) == 2 else 'a fresh process'} against the warm "
                        f"measuring process; measured again, each in a fresh process: "
