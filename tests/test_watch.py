@@ -432,3 +432,23 @@ def test_at_0_workers_the_prediction_says_when_workers_would_share_the_steps_cpu
     pred = predict_more_workers(result(settings(0), t), usable=2, tolerance=0.05)
     assert pred.step_cores == 1.0 and not pred.shares_cpus and pred.clears
     assert "about 1 worker would clear it" in prediction_lines(pred)[0]
+
+
+def test_a_watched_step_whose_time_varies_never_puts_the_row_above_its_ceiling():
+    # A step of 57 or 110 ms by turns (more of the slow ones, so the median is 110 ms), no wait:
+    # the loop ran at the step's own pace, 100% of its ceiling, neither 129% (a median of 57 ms
+    # would give 80%) nor above 100%.
+    from loaderbench.inloop.result import build_result_set
+    from loaderbench.model import ConfigResult, Trial
+    from tests.helpers import settings
+
+    compute = [0.057, 0.110, 0.110] * 10
+    t = Trial(0.1, 4, [0.0] * 30, compute, list(compute), 16 * 30, sum(compute), "host")
+    row = ConfigResult(settings=settings(2), status="ok", trials=[t])
+    rs = build_result_set(row, label="w", source="m:f", timing="host", device="cpu", warmup_batches=4,
+                          max_batches=30, samples_per_batch=None, cuda=False)
+    [ceiling] = rs.ceilings.values()
+    assert ceiling.step_s == pytest.approx(sum(compute) / 30)
+    s = rs.results[0].summary
+    assert s.samples_per_s == pytest.approx(16 * 30 / sum(compute))
+    assert s.samples_per_s / s.compute_ceiling_samples_per_s == pytest.approx(1.0)
