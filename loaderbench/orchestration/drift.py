@@ -54,10 +54,11 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
         Confirmed (drift over the sweep, or something the warm process carried), the configs
         that compete for the pick are measured again, each in a fresh process, and their warm
         trials are dropped, when they fit in what is left of `--time-budget` at the fresh
-        trial's pace (on the H200 case two of them took a default sweep 17 s past its 120 s);
-        when they do not, every row keeps its warm trials, the knee too (like with like), and
-        the check names the configs left warm (`Drift.not_remeasured`). Otherwise the fresh trials are checks, not repeats: they are left
-        out of the knee's trials, since one config measured partly fresh would be ranked
+        trial's pace (on the H200 case one such trial took 12.5 s of a default sweep that ended
+        17 s past its 120 s); when they do not, every row keeps its warm trials, the knee too
+        (like with like), and the check names the configs left warm (`Drift.not_remeasured`).
+        Otherwise the fresh trials are checks, not repeats: they are left out of the knee's
+        trials, since one config measured partly fresh would be ranked
         against configs measured only warm (a fresh process measured 5-7% apart from the warm
         one on 2 CPUs, enough to move a knee across the edge).
     """
