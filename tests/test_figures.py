@@ -232,6 +232,50 @@ def test_oversubscribed_only_where_the_measured_cpu_demand_reached_the_cpus():
             "CPUs), and the process tree used 1.9 cores of the 2 usable CPUs.") in sentences(rs)
 
 
+def test_more_workers_are_not_advised_where_the_dataset_gives_them_no_work_or_they_replay_it():
+    # Two shards: 1 worker 533 samples/s, 2 workers 1,067, 4 workers as 2 (two of them idle).
+    # The workers wait (0.05 of a core each): latency-like, but more workers cannot help, and
+    # the 4-worker row is no faster for want of work, not of cores.
+    def row(w, wait_s, batches):
+        t = cpu(trial(wait_s, 0.010), 20, 10)
+        t.worker_batches = batches
+        return result(settings(w), t)
+
+    rows = [row(1, 0.020, [20]), row(2, 0.005, [10, 10]), row(4, 0.005, [10, 10, 0, 0])]
+    rs = result_set(rows, step_s=0.010)
+    assert rs.results[2].summary.idle_workers == 2
+    found = [*rs.recommendation.findings, *rs.analysis.notes]
+    assert not any(isinstance(f, LatencyBound) for f in found)
+    assert "more workers (past the" not in sentences(rs)
+    assert "delivered less per core" not in sentences(rs)
+    # Without the idle row, the same two rows are latency-bound: more workers are the remedy.
+    rs = result_set(rows[:2], step_s=0.010)
+    assert any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
+    # Rows that replay the stream (not ranked) leave nothing to advise workers on either.
+    from loaderbench.model import Note, WarningKind
+    from loaderbench.orchestration.preflight import REPLICATED_MESSAGE
+
+    dup = row(4, 0.001, [5, 5, 5, 5])
+    dup.warn(Note.of(WarningKind.REPLICATED, REPLICATED_MESSAGE))
+    rs = result_set([*rows[:2], dup], step_s=0.010)
+    assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
+
+
+def test_a_receive_floor_that_more_workers_ran_past_is_loader_bound():
+    # 1 worker: 12 ms of wait a batch, all of it read as receive (a worker holding its GIL sends
+    # late); 2 workers ran 19% faster, which a receive floor would forbid: loader-bound. Alone,
+    # the 1-worker row stays a receive floor.
+    one = trial(0.012, 0.010)
+    one.receive_s = [0.012] * 8
+    two = trial(0.0085, 0.010)
+    two.receive_s = [0.0015] * 8
+    rs = result_set([result(settings(1), one), result(settings(2), two)], step_s=0.010)
+    assert rs.results[0].summary.verdict is Verdict.LOADER_BOUND
+    alone = trial(0.012, 0.010)
+    alone.receive_s = [0.012] * 8
+    assert result_set([result(settings(1), alone)], step_s=0.010).results[0].summary.verdict is Verdict.RECEIVE_FLOOR
+
+
 def test_a_loader_bound_row_whose_workers_wait_is_named_latency_bound_with_its_remedies():
     # 8 workers on 2 CPUs: the tree used 1.0 core, the main process 0.2: (1.0 - 0.2) / 8 = 0.10
     # of a core per worker, under 30%: loader-bound on latency, with CPUs to spare.

@@ -301,7 +301,8 @@ def recommend(
             top = max(handoff, key=lambda r: _s(r).samples_per_s)
             out.extend(remaining_wait(top, ok, of_knee=False, grid=grid))
     out.extend(not_cleared(best, knee, ok, results, usable_cpus, grid=grid, stopped=stopped))
-    out.extend(latency_bound(best, knee, ok, usable_cpus))
+    out.extend(latency_bound(best, knee, ok, usable_cpus,
+                             replicated=any(r.has(WarningKind.REPLICATED) for r in results if r.status == "ok")))
     if not any(isinstance(f, (NotCleared, RemainingWait)) for f in out):
         low = min(_s(r).stall_fraction for r in ok)
         if 0 < low < th.LOADER_BOUND_STALL:
@@ -543,13 +544,16 @@ def other_load(ok: Sequence[ConfigResult], usable_cpus: int | None) -> list[Find
 
 
 def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResult],
-                  usable_cpus: int | None) -> list[Finding]:
+                  usable_cpus: int | None, *, replicated: bool = False) -> list[Finding]:
     """LatencyBound when the best config (else the knee) is loader-bound with workers that used
     under LATENCY_WORKER_CORES of a core each on average (`Summary.worker_cores`: the tree's CPU
     less the main process's, over num_workers), with no idle workers among them and the CPUs not
     saturated (workers starved of CPU by other load use little of it too): a sample's CPU
     time is a small part of its wall time in the worker, so it waits on latency (storage, a
-    network), and requests in flight, not cores, set the rate."""
+    network), and requests in flight, not cores, set the rate. Not where more workers cannot
+    help: a row with more workers had idle ones (the dataset gives work to no more), or rows
+    replay the same stream (`replicated`: a measured row has `WarningKind.REPLICATED`; such
+    rows are not ranked, so not in `ok`)."""
     subject = next((r for r in (best, knee) if r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND
                     and r.settings.num_workers > 0), None)
     if subject is None:
@@ -557,6 +561,13 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     ss = _s(subject)
     if (ss.worker_cores is None or ss.worker_cores >= th.LATENCY_WORKER_CORES or ss.idle_workers
             or cpu_saturated(ss.cpu_util_pct, ss.other_cores, usable_cpus)):
+        return []
+    # More workers are the first remedy named: not where the dataset gives work to no more
+    # workers than the subject has (a row with more had idle ones), nor where more workers
+    # replay the same stream (their rows are not ranked: the stream must be split first).
+    working = [r.settings.num_workers - (r.summary.idle_workers or 0) for r in ok
+               if r.summary is not None and r.summary.idle_workers]
+    if (working and min(working) <= subject.settings.num_workers) or replicated:
         return []
     return [LatencyBound(subject.settings, worker_cores=ss.worker_cores, threshold=th.LATENCY_WORKER_CORES,
                          usable_cpus=usable_cpus, most_workers=max(r.settings.num_workers for r in ok))]
@@ -749,7 +760,7 @@ def cores_slower(subject: ConfigResult, ok: Sequence[ConfigResult], usable_cpus:
     sample of the loader-bound configs with at most `subject`'s workers (same cache state): the
     CPUs delivered less per core as workers were added (other load, logical CPUs sharing
     physical cores, memory bandwidth), which more workers do not cure. A row whose step slowed
-    beside the loader is no evidence of it. Data: the cheapest
+    beside the loader, or with idle workers, is no evidence of it. Data: the cheapest
     fewer-worker row (`w_lo`, `lo_ms`), the dearest more-worker row (`w_hi`, `hi_ms`), the cores
     the tree used there and what other processes took; None otherwise."""
     ss = _s(subject)
@@ -761,6 +772,7 @@ def cores_slower(subject: ConfigResult, ok: Sequence[ConfigResult], usable_cpus:
            and (ms := worker_cpu_ms_per_sample(r)) is not None]
     high = [(ms, r) for r in ok if bound(r) and r.settings.num_workers > subject.settings.num_workers
             and _s(r).samples_per_s < (1.0 + th.MATCHED) * ss.samples_per_s and not _s(r).step_slowed
+            and not _s(r).idle_workers  # no faster for want of work, not of cores
             and not cpu_saturated(_s(r).cpu_util_pct, _s(r).other_cores, usable_cpus)
             and (ms := worker_cpu_ms_per_sample(r)) is not None]
     if not low or not high:

@@ -142,6 +142,9 @@ EPOCH_ITER_MIN_S = 0.05
 # turns its threads off in forked children); contention between 2-3 processes on 2 CPUs stays
 # under 2x.
 WORKER_BUILD_SLOWER = 3.0
+# choice: a receive floor is contradicted when the same config with more workers ran this much
+# faster (more workers cannot lower the cost of receiving a batch; a run-to-run spread stays under it).
+RECEIVE_CONTRADICTED = 0.10
 # choice: a worker's build includes handing the batch over (pickling it into shared memory,
 # about what the main process's receive costs), which the main process at 0 workers never pays;
 # the extra time per batch must exceed WORKER_SLOWER_HANDOFF receives, and WORKER_SLOWER_MIN_S,

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 
 from loaderbench.analysis.statistics import percentile
 from loaderbench.analysis.thresholds import (
@@ -46,6 +47,7 @@ from loaderbench.analysis.thresholds import (
     PERIOD_MIN_WAIT_OF_STEP,
     PERIOD_MIN_WAIT_S,
     PERIOD_STALL_OVER_REST,
+    RECEIVE_CONTRADICTED,
     STEP_SLOWED,
     STEP_SLOWED_MIN_S,
     TAIL_MIN_STALL,
@@ -153,18 +155,42 @@ def split_waits(results: Sequence[ConfigResult]) -> None:
 def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_cpus: int | None = None) -> None:
     """The verdicts pass: every summarised config's verdict (and whether it rests on the tail),
     input-bound band, CPU saturation (on `usable_cpus`), whether its step slowed beside the
-    loader and, loader-bound, its stall period and workers-needed estimate."""
+    loader and, loader-bound, its stall period and workers-needed estimate. A receive floor that
+    a config with more workers measured past (`faster_with_more_workers`) is loader-bound."""
     for r in results:
         s = r.summary
         if s is None:
             continue
         s.verdict, s.tail_only = verdict_for(r, loader_only=loader_only)
+        if s.verdict is Verdict.RECEIVE_FLOOR and faster_with_more_workers(r, results):
+            s.verdict = Verdict.LOADER_BOUND
         s.band = InputBound.LOADER_ALONE if loader_only else input_bound_band(s.stall_fraction)
         s.cpu_saturated = cpu_saturated(s.cpu_util_pct, s.other_cores, usable_cpus)
         s.step_slowed = step_slowed(s)
         if s.verdict is Verdict.LOADER_BOUND:
             s.stall_period_batches = stall_period(r.trials[0].data_wait_s, r.trials[0].step_s)
             s.workers_needed = workers_needed(r)
+
+
+def faster_with_more_workers(result: ConfigResult, results: Sequence[ConfigResult]) -> bool:
+    """Whether a measured config like `result` but with more workers ran RECEIVE_CONTRADICTED
+    faster: then `result`'s wait was no floor of receiving (which more workers cannot lower) but
+    batches not built in time. A worker whose Python work holds its GIL sends a finished batch
+    late (the queue's feeder thread waits for the GIL), which the receive probe reads as a slow
+    receive: one worker spinning 1 ms a sample read a 7.4-ms receive of a 1-KB batch, 1.5 ms
+    when timed idle, while 2 workers ran 19% faster."""
+    s = result.summary
+    if s is None or s.samples_per_s <= 0:
+        return False
+
+    def series(x: LoaderSettings) -> LoaderSettings:
+        return replace(x, num_workers=0)
+
+    return any(o.summary is not None and o.status == "ok" and o.cache == result.cache
+               and o.settings.num_workers > result.settings.num_workers
+               and series(o.settings) == series(result.settings)
+               and o.summary.samples_per_s >= (1.0 + RECEIVE_CONTRADICTED) * s.samples_per_s
+               for o in results if o is not result)
 
 
 def step_slowed(summary: Summary) -> bool:
