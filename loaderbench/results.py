@@ -114,6 +114,7 @@ class Drift(Record):
     confirmed: bool = False
     remeasured: list[str] = field(default_factory=list)
     not_remeasured: list[str] = field(default_factory=list)  # confirmed, but no time left to measure them again
+    unconfirmed_for_budget: bool = False  # tripped, with no time left for the trials that would confirm it
     wall_s: float | None = None
     first_samples_per_s: float | None = None
     last_samples_per_s: float | None = None

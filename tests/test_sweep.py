@@ -227,32 +227,68 @@ def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp
     assert rs.recommendation.settings.num_workers == 4
 
 
-def test_a_confirmed_drift_with_no_time_left_keeps_every_row_warm_and_names_them(tmp_path, monkeypatch):
-    # The same drift as above, with --time-budget already spent when it is confirmed: the
-    # competing config is not measured again (it would end past the budget), and the knee keeps
-    # its warm trials too, like with like; the check names the config left warm.
-    import time
+def _drift_with_deadline(tmp_path, monkeypatch, deadline_in_s: float):
+    """The drift above (the knee 26% slower fresh, twice), on a clock that a fresh trial moves by
+    10 s and a warm one by 3 s, with --time-budget ending `deadline_in_s` after the check starts."""
     from dataclasses import replace
 
     from loaderbench.orchestration import drift as drift_mod
     from loaderbench.orchestration import run as run_mod
-    from loaderbench.render import footer
 
-    def spent(*args, **kwargs):
-        return drift_mod.check_drift(*args, **{**kwargs, "deadline": time.monotonic() - 1.0})
+    clock = [1000.0]
 
-    monkeypatch.setattr(run_mod, "check_drift", spent)
-    warm = FakeRunner({0: ok(0), 2: ok(2), 4: ok(4)})
-    fresh = FakeRunner({2: Outcome(status="ok", trial=trial(0.0055, 0.012)), 4: ok(4)})
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return clock[0]
+
+    def after(seconds: float, outcome):
+        def run() -> Outcome:
+            clock[0] += seconds
+            return outcome()
+        return run
+
+    def timed(*args, **kwargs):
+        return drift_mod.check_drift(*args, **{**kwargs, "deadline": clock[0] + deadline_in_s})
+
+    monkeypatch.setattr(drift_mod, "time", Clock)
+    monkeypatch.setattr(run_mod, "check_drift", timed)
+    warm = FakeRunner({w: after(3.0, lambda w=w: ok(w)) for w in (0, 2, 4)})
+    fresh = FakeRunner({2: after(10.0, lambda: Outcome(status="ok", trial=trial(0.0055, 0.012))),
+                        4: after(10.0, lambda: ok(4))})
     rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
                    runner=warm, fresh_runner=fresh, save=lambda r, p: None)
+    return rs, fresh
+
+
+def test_a_confirmed_drift_with_no_time_left_keeps_every_row_warm_and_names_them(tmp_path, monkeypatch):
+    # 31 s left: the first fresh trial (10 s) leaves 21, enough for the two that confirm it (2 x
+    # 10); then 8 s are left, short of the competing config's fresh trial: it is not measured
+    # again, the knee keeps its warm trials too (like with like), and the check names it.
+    from loaderbench.render import footer
+
+    rs, fresh = _drift_with_deadline(tmp_path, monkeypatch, 31.0)
     drift = rs.sweep.drift
-    assert drift.confirmed and drift.remeasured == []
+    assert drift.confirmed and drift.remeasured == [] and not drift.unconfirmed_for_budget
     assert [w for w, _, _ in fresh.calls] == [2, 2]  # the knee's two fresh trials, nothing more
     assert [r.settings.num_workers for r in rs.results if r.settings.key() in drift.not_remeasured] == [4]
     assert [len(r.trials) for r in rs.results] == [1, 2, 1]  # the knee: its warm trial and the warm repeat
     line = next(x for x in footer.drift_lines(rs, lambda s: f"{s.num_workers} workers"))
     assert "--time-budget left no time to measure the configs competing with it again (4 workers)" in line
+
+
+def test_a_tripped_drift_with_no_time_to_confirm_it_stays_one_unconfirmed_check(tmp_path, monkeypatch):
+    # 25 s left: after the first fresh trial (10 s), the two that would confirm it (20 s) do not
+    # fit: the check is that one trial, unconfirmed, and every row keeps its warm trials.
+    from loaderbench.render import footer
+
+    rs, fresh = _drift_with_deadline(tmp_path, monkeypatch, 25.0)
+    drift = rs.sweep.drift
+    assert drift.unconfirmed_for_budget and not drift.confirmed and drift.remeasured == []
+    assert [w for w, _, _ in fresh.calls] == [2] and len(drift.fresh_trials_samples_per_s) == 1
+    assert [len(r.trials) for r in rs.results] == [1, 1, 1]
+    line = next(x for x in footer.drift_lines(rs, lambda s: f"{s.num_workers} workers"))
+    assert "--time-budget left no time to confirm it" in line
 
 
 def test_a_drift_the_second_fresh_trial_does_not_confirm_changes_nothing(tmp_path):

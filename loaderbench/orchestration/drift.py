@@ -57,6 +57,9 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
         trial's pace (on the H200 case one such trial took 12.5 s of a default sweep that ended
         17 s past its 120 s); when they do not, every row keeps its warm trials, the knee too
         (like with like), and the check names the configs left warm (`Drift.not_remeasured`).
+        Where even the two trials that confirm a tripped check do not fit (at twice the first
+        fresh trial's time), the check stays that one fresh trial, unconfirmed and said so
+        (`Drift.unconfirmed_for_budget`).
         Otherwise the fresh trials are checks, not repeats: they are left out of the knee's
         trials, since one config measured partly fresh would be ranked
         against configs measured only warm (a fresh process measured 5-7% apart from the warm
@@ -89,7 +92,10 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
     fresh_s = time.monotonic() - t0  # one fresh trial, its process's start included
     fresh_trials.append(first)
     tripped = before > 0 and abs(trial_samples_per_s(first) / before - 1.0) > threshold
-    if tripped:
+    # Confirming takes one more warm trial and one more fresh one; past what --time-budget
+    # leaves (at the first fresh trial's pace, twice), the check stays one trial, unconfirmed.
+    unconfirmed = tripped and deadline is not None and time.monotonic() + 2 * fresh_s > deadline
+    if tripped and not unconfirmed:
         # One more of each kind: a knee picked on a lucky trial reads lower whatever measures it
         # again, and one fresh trial can be the outlier (NOTE [drift check]).
         again = one(None)
@@ -107,6 +113,7 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
     drift = Drift(results[i].settings.key(), change=change, warm_samples_per_s=statistics.median(warm),
                   warm_trials_samples_per_s=warm, fresh_samples_per_s=statistics.median(fresh),
                   fresh_trials_samples_per_s=fresh, threshold=threshold, confirmed=confirmed,
+                  unconfirmed_for_budget=unconfirmed,
                   # what the check cost, against the reserve NOTE [time budget] keeps for it
                   wall_s=time.monotonic() - t0)
     ok = [j for j in measured if results[j].summary is not None]

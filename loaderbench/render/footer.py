@@ -276,7 +276,12 @@ def drift_lines(rs: ResultSet, name: Name) -> list[str]:
         warm = drift.warm_samples_per_s or 0.0
         limit = drift.threshold
         within = (f"within the drift threshold, {limit:.0%}" if limit is not None else "within twice the tolerance")
-        if drift.not_remeasured:
+        if drift.unconfirmed_for_budget:
+            out.append(f"Drift check: the knee ({called(drift.config)}) measured {moved} in a fresh process against the "
+                       f"warm measuring process, past the drift threshold ({limit or 0:.0%}); --time-budget left no "
+                       "time to confirm it with one more trial of each kind, so the rows are the warm process's: "
+                       "give a larger --time-budget, or --isolation process.")
+        elif drift.not_remeasured:
             out.append(f"Drift: the knee ({called(drift.config)}) measured {moved} in two fresh processes against "
                        f"the warm measuring process, past the drift threshold ({limit or 0:.0%}); --time-budget left "
                        f"no time to measure the configs competing with it again ({_named_keys(rs, drift.not_remeasured)}"
