@@ -263,8 +263,8 @@ def test_more_workers_are_not_advised_where_the_dataset_gives_them_no_work_or_th
 
 def test_a_receive_floor_that_more_workers_ran_past_is_loader_bound():
     # 1 worker: 12 ms of wait a batch, all of it read as receive (a worker holding its GIL sends
-    # late); 2 workers ran 19% faster, which a receive floor would forbid: loader-bound. Alone,
-    # the 1-worker row stays a receive floor.
+    # late); 2 workers ran 19% faster (past 15%), which a receive floor would forbid:
+    # loader-bound. Alone, the 1-worker row stays a receive floor.
     one = trial(0.012, 0.010)
     one.receive_s = [0.012] * 8
     two = trial(0.0085, 0.010)
