@@ -55,3 +55,23 @@ def test_a_slower_second_reading_keeps_the_first_and_rows_near_the_ceiling_chang
     ceilings = {32: Ceiling(32, 800.0, 0.040, CeilingMethod.ANALYTIC)}
     recheck_ceilings(ceilings, _rows(0.0025), _config(), ComputeSpec(kind="sleep", ms=40), runner, None, NullObserver())
     assert runner.jobs == []
+
+
+def test_the_header_says_the_ceiling_was_measured_again():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from loaderbench.analysis import analyze
+    from loaderbench.render.sweep import render_table
+    from loaderbench.results import ResultSet
+
+    rs = ResultSet(config={"dataset": {"kind": "tensor"}, "compute": {"kind": "step"}, "measure": {}},
+                   environment={"cuda_available": False, "usable_cpus": 2}, results=_rows(0.0025),
+                   ceilings={32: Ceiling(32, 32 / 0.0015, 0.0015, first_step_s=0.040)})
+    analyze(rs)
+    console = Console(width=200, file=StringIO(), record=True, color_system=None)
+    render_table(rs, console)
+    assert ("compute ceiling at batch 32: 21,333 samples/s (step 1.5 ms; the step fed one batch already on the "
+            "device; measured again after the rows' steps ran faster than its first reading, 40.0 ms)") in \
+        console.export_text()

@@ -75,6 +75,9 @@ def header_lines(rs: ResultSet) -> list[str]:
             c.method, "the step fed one batch already on the device")
         if c.world_size > 1:
             how += f", x {c.world_size} ranks"
+        if c.first_step_s is not None:
+            how += (f"; measured again after the rows' steps ran faster than its first reading, "
+                    f"{c.first_step_s * 1e3:.1f} ms")
         held = shown.samples_per_batch
         at = f"batch {c.batch_size}"
         if held is not None and abs(held - c.batch_size) > 0.05:
