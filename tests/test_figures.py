@@ -274,6 +274,12 @@ def test_a_receive_floor_that_more_workers_ran_past_is_loader_bound():
     alone = trial(0.012, 0.010)
     alone.receive_s = [0.012] * 8
     assert result_set([result(settings(1), alone)], step_s=0.010).results[0].summary.verdict is Verdict.RECEIVE_FLOOR
+    # A faster row that is a receive floor itself (8.5 ms, all receive): the floor is real and the
+    # slower row's own trial was disturbed; it stays a receive floor.
+    slow, fast = trial(0.012, 0.010), trial(0.0085, 0.010)
+    slow.receive_s, fast.receive_s = [0.012] * 8, [0.0085] * 8
+    rs = result_set([result(settings(1), slow), result(settings(2), fast)], step_s=0.010)
+    assert [r.summary.verdict for r in rs.results] == [Verdict.RECEIVE_FLOOR, Verdict.RECEIVE_FLOOR]
 
 
 def test_a_loader_bound_row_whose_workers_wait_is_named_latency_bound_with_its_remedies():

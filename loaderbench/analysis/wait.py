@@ -162,20 +162,27 @@ def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_
         if s is None:
             continue
         s.verdict, s.tail_only = verdict_for(r, loader_only=loader_only)
-        if s.verdict is Verdict.RECEIVE_FLOOR and faster_with_more_workers(r, results):
-            s.verdict = Verdict.LOADER_BOUND
         s.band = InputBound.LOADER_ALONE if loader_only else input_bound_band(s.stall_fraction)
         s.cpu_saturated = cpu_saturated(s.cpu_util_pct, s.other_cores, usable_cpus)
         s.step_slowed = step_slowed(s)
-        if s.verdict is Verdict.LOADER_BOUND:
+    # Once every row has its own verdict (all judged before any changes): a receive floor that
+    # more workers ran past.
+    floors = [r for r in results if r.summary is not None and r.summary.verdict is Verdict.RECEIVE_FLOOR]
+    for r in [r for r in floors if faster_with_more_workers(r, results)]:
+        r.summary.verdict = Verdict.LOADER_BOUND  # type: ignore[union-attr]
+    for r in results:
+        s = r.summary
+        if s is not None and s.verdict is Verdict.LOADER_BOUND:
             s.stall_period_batches = stall_period(r.trials[0].data_wait_s, r.trials[0].step_s)
             s.workers_needed = workers_needed(r)
 
 
 def faster_with_more_workers(result: ConfigResult, results: Sequence[ConfigResult]) -> bool:
     """Whether a measured config like `result` but with more workers ran RECEIVE_CONTRADICTED
-    faster: then `result`'s wait was no floor of receiving (which more workers cannot lower) but
-    batches not built in time. A worker whose Python work holds its GIL sends a finished batch
+    faster without being a receive floor itself: then `result`'s wait was no floor of receiving
+    (which more workers cannot lower) but batches not built in time. (Where the faster config is
+    a receive floor too, the floor is real and `result`'s own trial was disturbed: a batch of
+    113 tensors read 324 samples/s at 2 workers in one trial and 441 at 4, both floors.) A worker whose Python work holds its GIL sends a finished batch
     late (the queue's feeder thread waits for the GIL), which the receive probe reads as a slow
     receive: one worker spinning 1 ms a sample read a 7.4-ms receive of a 1-KB batch, 1.5 ms
     when timed idle, while 2 and 4 workers ran 19% and 37% faster."""
@@ -190,6 +197,7 @@ def faster_with_more_workers(result: ConfigResult, results: Sequence[ConfigResul
                and o.settings.num_workers > result.settings.num_workers
                and series(o.settings) == series(result.settings)
                and o.summary.samples_per_s >= (1.0 + RECEIVE_CONTRADICTED) * s.samples_per_s
+               and o.summary.verdict is not Verdict.RECEIVE_FLOOR
                for o in results if o is not result)
 
 
