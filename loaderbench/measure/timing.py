@@ -291,15 +291,19 @@ def production_rate(completions: Sequence[tuple[int, float, int]]) -> float | No
     `completions`, (worker id, completion instant in seconds, samples) of each batch received:
     per worker, the samples of its batches after its first over the seconds from its first
     completion to its last; summed over the workers with two completions or more, times
-    delivering / timed workers. None when no worker completed two batches.
+    delivering / timed workers; a batch listed twice counts once. None when no worker completed
+    two batches.
 
     >>> production_rate([(0, 0.0, 16), (1, 0.1, 16), (0, 1.0, 16), (1, 1.1, 16), (0, 2.0, 16)])
     32.0
     >>> production_rate([(0, 0.0, 16), (1, 0.5, 16), (0, 1.0, 16)])  # worker 1: one batch
     32.0
+    >>> production_rate([(0, 0.0, 16), (0, 1.0, 16), (0, 1.0, 16)])  # the last batch seen twice
+    16.0
     """
     per: dict[int, list[tuple[float, int]]] = {}
-    for worker, done_at, samples in completions:
+    # A batch seen twice (the CUDA prefetcher's last batch of an epoch pulls none) counts once.
+    for worker, done_at, samples in dict.fromkeys(completions):
         per.setdefault(worker, []).append((done_at, samples))
     total, timed = 0.0, 0
     for items in per.values():

@@ -522,7 +522,9 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         from loaderbench.workload.decode import GPUDecode
 
         gpu_decode = GPUDecode(device)
-    warmup, max_warmup = warmup_for(settings, measure.warmup_batches)
+    # Every batch carries its worker and completion instant (CountingCollate, below): the row is
+    # held to the workers' production, so the warm-up need not drain a slow refill to its end.
+    warmup, max_warmup = warmup_for(settings, measure.warmup_batches, completions=True)
     total_batches = 1 + max_warmup + measure.max_batches
     if settings.main_threads is not None:
         torch.set_num_threads(settings.main_threads)
@@ -671,8 +673,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             count=count,
             marker=marker,
             warmup_batches=warmup,
-            max_warmup_batches=(max_warmup if inspected.origin is None
-                                else warmup_for(settings, measure.warmup_batches, completions=True)[1]),
+            max_warmup_batches=max_warmup,
             min_batches=measure.batches,
             min_time_s=measure.min_time_s,
             max_batches=measure.max_batches,
