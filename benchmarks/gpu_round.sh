@@ -6,13 +6,15 @@
 #   bash benchmarks/gpu_round.sh 3   the loader ceiling against a sustained draw, the decoders
 #   bash benchmarks/gpu_round.sh 5   the default sweep, its pick against a plain loop, the decode what-ifs
 #                                    in what time is left (whatif_decode_gpu.py --total 240)
+#   bash benchmarks/gpu_round.sh 6   the default sweep twice (timed), its pick against a plain loop between
+#   bash benchmarks/gpu_round.sh 7   the decode what-ifs against measured runs, without the profile-cost pair
 #   bash benchmarks/gpu_round.sh 4   part 1 without the tests, the pick's neighbours' plain loops too,
 #                                    and the stage profile against independent timing on CUDA
 # Every step has its own timeout, so one that hangs leaves the others' logs.
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/lb-out}; mkdir -p "$OUT"
-part=${1:?part 1, 2, 3 or 4}
+part=${1:?part 1 to 7}
 step() {  # step NAME SECONDS CMD...: run CMD with a timeout, its output and wall seconds under $OUT
   local name=$1 limit=$2; shift 2
   local t0=$EPOCHREALTIME
@@ -46,5 +48,13 @@ case $part in
   step default_sweep 165 python3 -m loaderbench sweep --output "$OUT/default.json" --no-progress
   step pick_check 120 python3 benchmarks/pick_check.py "$OUT/default.json" --out "$OUT/pick.json" --rounds 3 --batches 150
   step whatif_decode 260 python3 benchmarks/whatif_decode_gpu.py --out "$OUT/whatif_decode_gpu.json" --total 240
+  ;;
+6)
+  step default_sweep 165 python3 -m loaderbench sweep --output "$OUT/default.json" --no-progress
+  step pick_check 200 python3 benchmarks/pick_check.py "$OUT/default.json" --out "$OUT/pick.json" --rounds 3 --batches 150
+  step default_sweep2 165 python3 -m loaderbench sweep --output "$OUT/default2.json" --no-progress
+  ;;
+7)
+  step whatif_decode 570 python3 benchmarks/whatif_decode_gpu.py --out "$OUT/whatif_decode_gpu.json" --total 550 --no-pair
   ;;
 esac

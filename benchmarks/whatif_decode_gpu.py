@@ -110,6 +110,8 @@ def main() -> int:
     ap.add_argument("--pair-budget", type=float, default=60.0, help="--time-budget of the profile-cost pair")
     ap.add_argument("--budget", type=float, default=40.0, help="--time-budget of each decoder sweep")
     ap.add_argument("--cpus", default="8,12,16")
+    ap.add_argument("--no-pair", action="store_true",
+                    help="skip step 1 (the default sweep's own record gives its profile's seconds)")
     args = ap.parse_args()
     out = Path(args.out)
     folder = out.parent
@@ -124,7 +126,7 @@ def main() -> int:
 
     # 1. The profile's cost: on, off (interleaved within the pair).
     pair = []
-    for profile in (True, False):
+    for profile in () if args.no_pair else (True, False):
         if not fits(args.pair_budget + 20, f"profile pair ({'on' if profile else 'off'})"):
             break
         r = sweep(folder / f"default-{'on' if profile else 'off'}.json",

@@ -585,6 +585,11 @@ class Knee(Finding):
     spread: float = 0.0
     repeats: int = 1
     tolerance: float = 0.0
+    # The drift check's fresh-process trial of the knee, when it read past the drift threshold
+    # (`drift_threshold`) and --time-budget left no time to settle it (Drift.unconfirmed_for_budget):
+    # the figure is uncertain by that much (NOTE [drift check] in orchestration/drift.py).
+    fresh_samples_per_s: float | None = None
+    drift_threshold: float | None = None
 
 
 @dataclass

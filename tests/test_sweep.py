@@ -289,6 +289,19 @@ def test_a_tripped_drift_with_no_time_to_confirm_it_stays_one_unconfirmed_check(
     assert [len(r.trials) for r in rs.results] == [1, 1, 1]
     line = next(x for x in footer.drift_lines(rs, lambda s: f"{s.num_workers} workers"))
     assert "--time-budget left no time to confirm it" in line
+    # The pick's figure (one warm trial, 16 / 0.013 = 1,231 samples/s) is contradicted by the fresh
+    # trial (16 / 0.0175 = 914, -26%): the recommendation says so in the default output.
+    from loaderbench.conclusions import Knee
+
+    [knee] = [f for f in rs.recommendation.findings if isinstance(f, Knee)]
+    assert knee.settings.num_workers == 2 and knee.samples_per_s == pytest.approx(16 / 0.013, rel=0.01)
+    assert knee.fresh_samples_per_s == pytest.approx(16 / 0.0175, rel=0.01) and knee.drift_threshold == pytest.approx(0.1)
+    assert ("A fresh process measured it again at 914 samples/s (-26%), past the 10% drift threshold, and "
+            "--time-budget left no time to settle which holds: its figure, and the pick among configs within 26% "
+            "of it, are uncertain by as much") in " ".join(footer.footer_lines(rs))
+    # Settled (the check confirmed or not in time), nothing is said beside the pick.
+    rs, _ = _drift_with_deadline(tmp_path, monkeypatch, 100.0)
+    assert "A fresh process measured it again" not in " ".join(footer.footer_lines(rs))
 
 
 def test_a_drift_the_second_fresh_trial_does_not_confirm_changes_nothing(tmp_path):

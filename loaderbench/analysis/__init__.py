@@ -33,6 +33,7 @@ from loaderbench.analysis.thresholds import DEFAULT_TOLERANCE
 from loaderbench.conclusions import (
     Analysis,
     Baseline,
+    Finding,
     Knee,
     LoaderClass,
     NoProfile,
@@ -122,6 +123,7 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
         epoch_batches=int(epoch_batches) if epoch_batches else None, dataset=cfg.get("dataset"),
         grid=cfg.get("grid"), stopped=partial is not None,
     )
+    _unsettled_drift(rs, recommendation.findings)
     profile = stage_profile(rs, ranking.knee, any(isinstance(f, NotCleared) for f in recommendation.findings))
     taken = rs.sweep.profile
     recommendation.findings.extend([
@@ -176,6 +178,19 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
         analysis.what_if_ranks = ranks.answer_ranks(ranks_question.ranks, candidates, recommendation.settings)
     rs.analysis = analysis
     return analysis
+
+
+def _unsettled_drift(rs: ResultSet, findings: list[Finding]) -> None:
+    """The Knee of `findings` gets the drift check's fresh trial of it when that trial read past
+    the drift threshold and the budget left no time to settle it (Drift.unconfirmed_for_budget):
+    the pick's figure then rests on one warm trial that a fresh process contradicted."""
+    drift = rs.sweep.drift
+    if drift is None or not drift.unconfirmed_for_budget or drift.fresh_samples_per_s is None:
+        return
+    for i, f in enumerate(findings):
+        if isinstance(f, Knee) and f.settings.key() == drift.config:
+            findings[i] = replace(f, fresh_samples_per_s=drift.fresh_samples_per_s,
+                                  drift_threshold=drift.threshold)
 
 
 def stage_profile(rs: ResultSet, knee_row: ConfigResult | None, not_cleared: bool = False) -> StageProfile | None:

@@ -136,6 +136,12 @@ _PART_WORDS = {
 def spread_sentence(f: Knee) -> str:
     """The uncertainty of the pick's own figure, when its repeats spread past the tolerance ('' when
     they did not): said beside the recommendation, not in its one-line headline."""
+    if f.fresh_samples_per_s is not None and f.samples_per_s > 0:
+        change = f.fresh_samples_per_s / f.samples_per_s - 1.0
+        past = "" if f.drift_threshold is None else f", past the {f.drift_threshold:.0%} drift threshold"
+        return (f"A fresh process measured it again at {_rate(f.fresh_samples_per_s)} ({change:+.0%}){past}, and "
+                "--time-budget left no time to settle which holds: its figure, and the pick among configs within "
+                f"{abs(change):.0%} of it, are uncertain by as much (give a larger --time-budget, or --repeats 2).")
     if f.repeats < 2 or f.spread <= f.tolerance or f.tolerance <= 0:
         return ""
     return (f"Its {f.repeats} repeats spread {f.spread:.0%} of their median (±{f.spread / 2:.0%}), past the "
