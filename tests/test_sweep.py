@@ -227,9 +227,10 @@ def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp
     assert rs.recommendation.settings.num_workers == 4
 
 
-def _drift_with_deadline(tmp_path, monkeypatch, deadline_in_s: float):
+def _drift_with_deadline(tmp_path, monkeypatch, deadline_in_s: float, knee_again=None):
     """The drift above (the knee 26% slower fresh, twice), on a clock that a fresh trial moves by
-    10 s and a warm one by 3 s, with --time-budget ending `deadline_in_s` after the check starts."""
+    10 s and a warm one by 3 s, with --time-budget ending `deadline_in_s` after the check starts;
+    `knee_again`: the knee's (2 workers') second warm trial, when not as its first."""
     from dataclasses import replace
 
     from loaderbench.orchestration import drift as drift_mod
@@ -252,8 +253,12 @@ def _drift_with_deadline(tmp_path, monkeypatch, deadline_in_s: float):
         return drift_mod.check_drift(*args, **{**kwargs, "deadline": clock[0] + deadline_in_s})
 
     monkeypatch.setattr(drift_mod, "time", Clock)
+    monkeypatch.setattr(run_mod, "time", Clock)  # the warm trials' pace: 3 s each
     monkeypatch.setattr(run_mod, "check_drift", timed)
     warm = FakeRunner({w: after(3.0, lambda w=w: ok(w)) for w in (0, 2, 4)})
+    if knee_again is not None:
+        knee_trials = iter([ok(2), knee_again])
+        warm = FakeRunner({**warm.outcomes, 2: after(3.0, lambda: next(knee_trials))})
     fresh = FakeRunner({2: after(10.0, lambda: Outcome(status="ok", trial=trial(0.0055, 0.012))),
                         4: after(10.0, lambda: ok(4))})
     rs = run_sweep(replace(config(), repeats=1), output=tmp_path / "r.json", environment=ENV, machine=MACHINE,
@@ -278,18 +283,30 @@ def test_a_confirmed_drift_with_no_time_left_keeps_every_row_warm_and_names_them
 
 
 def test_a_tripped_drift_with_no_time_to_confirm_it_stays_one_unconfirmed_check(tmp_path, monkeypatch):
-    # 25 s left: after the first fresh trial (10 s), the two that would confirm it (20 s) do not
-    # fit: the check is that one trial, unconfirmed, and every row keeps its warm trials.
+    # 12 s left: after the first fresh trial (10 s), the two that would confirm it (20 s) do not
+    # fit, nor one more warm trial (3 s): the check is that one trial, unconfirmed, and every row
+    # keeps its warm trials.
     from loaderbench.render import footer
 
-    rs, fresh = _drift_with_deadline(tmp_path, monkeypatch, 25.0)
+    rs, fresh = _drift_with_deadline(tmp_path, monkeypatch, 12.0)
     drift = rs.sweep.drift
     assert drift.unconfirmed_for_budget and not drift.confirmed and drift.remeasured == []
     assert [w for w, _, _ in fresh.calls] == [2] and len(drift.fresh_trials_samples_per_s) == 1
     assert [len(r.trials) for r in rs.results] == [1, 1, 1]
     line = next(x for x in footer.drift_lines(rs, lambda s: f"{s.num_workers} workers"))
-    assert "--time-budget left no time to confirm it" in line
-    # The pick's figure (one warm trial, 16 / 0.013 = 1,231 samples/s) is contradicted by the fresh
+    assert "--time-budget left no time to confirm it with one more trial of each kind" in line
+    # 25 s left: no time for the second fresh trial (10 s after the warm one), time for one more
+    # warm trial (3 s), a repeat the knee keeps; the check stays unconfirmed.
+    rs, fresh = _drift_with_deadline(tmp_path, monkeypatch, 25.0)
+    drift = rs.sweep.drift
+    assert drift.unconfirmed_for_budget and not drift.confirmed
+    assert [w for w, _, _ in fresh.calls] == [2] and [len(r.trials) for r in rs.results] == [1, 2, 1]
+    assert drift.warm_trials_samples_per_s == pytest.approx([16 / 0.013] * 2, rel=0.01)
+    line = next(x for x in footer.drift_lines(rs, lambda s: f"{s.num_workers} workers"))
+    assert ("measured -25.7% in a fresh process against its warm trial, past the drift threshold (10%); "
+            "--time-budget left no time to confirm it with a second fresh trial, only for one more warm trial (a "
+            "repeat it keeps): warm 1,231 / 1,231, fresh 914 samples/s") in line
+    # The pick's figure (its warm trials, 16 / 0.013 = 1,231 samples/s) is contradicted by the fresh
     # trial (16 / 0.0175 = 914, -26%): the recommendation says so in the default output.
     from loaderbench.conclusions import Knee
 
@@ -301,6 +318,24 @@ def test_a_tripped_drift_with_no_time_to_confirm_it_stays_one_unconfirmed_check(
             "of it, are uncertain by as much") in " ".join(footer.footer_lines(rs))
     # Settled (the check confirmed or not in time), nothing is said beside the pick.
     rs, _ = _drift_with_deadline(tmp_path, monkeypatch, 100.0)
+    assert "A fresh process measured it again" not in " ".join(footer.footer_lines(rs))
+
+
+def test_a_knee_picked_on_a_lucky_trial_is_settled_by_its_warm_repeat_when_no_fresh_one_fits(tmp_path, monkeypatch):
+    # The knee (2 workers) read 1,231 samples/s once, then 914 fresh (-26%); 25 s left: no time to
+    # confirm, time for one warm trial, which reads 914 too (16 / 0.0175): the first trial was
+    # lucky. The knee's figure is now its two warm trials' median, 1,072; 4 workers (1,231) are
+    # 15% faster and the pick; the fresh trial contradicts no figure the recommendation gives.
+    from loaderbench.conclusions import Knee
+    from loaderbench.render import footer
+
+    rs, fresh = _drift_with_deadline(tmp_path, monkeypatch, 25.0,
+                                     knee_again=Outcome(status="ok", trial=trial(0.0055, 0.012)))
+    assert [w for w, _, _ in fresh.calls] == [2] and rs.sweep.drift.unconfirmed_for_budget
+    two = next(r for r in rs.results if r.settings.num_workers == 2)
+    assert two.summary.samples_per_s == pytest.approx((16 / 0.013 + 16 / 0.0175) / 2, rel=0.01)
+    [knee] = [f for f in rs.recommendation.findings if isinstance(f, Knee)]
+    assert knee.settings.num_workers == 4 and knee.fresh_samples_per_s is None
     assert "A fresh process measured it again" not in " ".join(footer.footer_lines(rs))
 
 

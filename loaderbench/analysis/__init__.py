@@ -181,14 +181,18 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
 
 
 def _unsettled_drift(rs: ResultSet, findings: list[Finding]) -> None:
-    """The Knee of `findings` gets the drift check's fresh trial of it when that trial read past
-    the drift threshold and the budget left no time to settle it (Drift.unconfirmed_for_budget):
-    the pick's figure then rests on one warm trial that a fresh process contradicted."""
+    """The Knee of `findings` gets the drift check's fresh trial of it when the budget left no time
+    to confirm the check (Drift.unconfirmed_for_budget) and that trial reads past the drift
+    threshold against the knee's figure (its warm trials, one of them perhaps the check's): a
+    fresh process contradicted the pick's figure, and nothing settled it."""
     drift = rs.sweep.drift
     if drift is None or not drift.unconfirmed_for_budget or drift.fresh_samples_per_s is None:
         return
+    limit = drift.threshold or 0.0
     for i, f in enumerate(findings):
-        if isinstance(f, Knee) and f.settings.key() == drift.config:
+        # Against the knee's figure now: a warm trial the check added may have settled it.
+        if (isinstance(f, Knee) and f.settings.key() == drift.config and f.samples_per_s > 0
+                and abs(drift.fresh_samples_per_s / f.samples_per_s - 1.0) > limit):
             findings[i] = replace(f, fresh_samples_per_s=drift.fresh_samples_per_s,
                                   drift_threshold=drift.threshold)
 

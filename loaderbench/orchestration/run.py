@@ -247,7 +247,8 @@ def run_sweep(
     recheck_ceilings(result_set.ceilings, results, config, compute, runner, cache_dir, obs)
     if fresh_runner is not None:
         check_drift(result_set, results, done, run_trial, fresh_runner, config.tolerance, obs,
-                    deadline=started_at + config.time_budget_s if searched else None)
+                    deadline=started_at + config.time_budget_s if searched else None,
+                    warm_trial_s=statistics.median(trial_walls) if trial_walls else None)
         snapshot()
     pick = result_set.recommendation.settings if result_set.recommendation is not None else None
     if profiling and pick is not None:

@@ -276,7 +276,15 @@ def drift_lines(rs: ResultSet, name: Name) -> list[str]:
         warm = drift.warm_samples_per_s or 0.0
         limit = drift.threshold
         within = (f"within the drift threshold, {limit:.0%}" if limit is not None else "within twice the tolerance")
-        if drift.unconfirmed_for_budget:
+        if drift.unconfirmed_for_budget and len(drift.warm_trials_samples_per_s) >= 2:
+            warms = drift.warm_trials_samples_per_s
+            out.append(f"Drift check: the knee when the search ended ({called(drift.config)}) measured "
+                       f"{fresh[0] / warms[0] - 1.0:+.1%} in a fresh process against its warm trial, past the drift "
+                       f"threshold ({limit or 0:.0%}); --time-budget left no time to confirm it with a second fresh "
+                       f"trial, only for one more warm trial (a repeat it keeps): warm "
+                       f"{' / '.join(f'{w:,.0f}' for w in warms)}, fresh {fresh[0]:,.0f} samples/s; the rows are the "
+                       "warm process's: give a larger --time-budget, or --isolation process.")
+        elif drift.unconfirmed_for_budget:
             out.append(f"Drift check: the knee ({called(drift.config)}) measured {moved} in a fresh process against the "
                        f"warm measuring process, past the drift threshold ({limit or 0:.0%}); --time-budget left no "
                        "time to confirm it with one more trial of each kind, so the rows are the warm process's: "
