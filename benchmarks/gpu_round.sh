@@ -8,6 +8,8 @@
 #                                    in what time is left (whatif_decode_gpu.py --total 240)
 #   bash benchmarks/gpu_round.sh 6   the default sweep twice (timed), its pick against a plain loop between
 #   bash benchmarks/gpu_round.sh 7   the decode what-ifs against measured runs, without the profile-cost pair
+#                                    (and, with PICK_OF=RESULT, that result's pick against a plain loop)
+# Every file the steps write ends in $OUT/round-N.tgz, with $OUT/steps.txt beside it.
 #   bash benchmarks/gpu_round.sh 4   part 1 without the tests, the pick's neighbours' plain loops too,
 #                                    and the stage profile against independent timing on CUDA
 # Every step has its own timeout, so one that hangs leaves the others' logs.
@@ -55,6 +57,10 @@ case $part in
   step default_sweep2 165 python3 -m loaderbench sweep --output "$OUT/default2.json" --no-progress
   ;;
 7)
-  step whatif_decode 570 python3 benchmarks/whatif_decode_gpu.py --out "$OUT/whatif_decode_gpu.json" --total 550 --no-pair
+  step whatif_decode 480 python3 benchmarks/whatif_decode_gpu.py --out "$OUT/whatif_decode_gpu.json" --total 460 --no-pair
+  [ -n "${PICK_OF:-}" ] && step pick_check 100 python3 benchmarks/pick_check.py "$PICK_OF" --out "$OUT/pick.json" --rounds 3 --batches 150
   ;;
 esac
+# Everything in one archive (a device call brings back a few files only), the step log beside it.
+(cd "$OUT" && tar czf "round-$part.tgz" --exclude "round-$part.tgz" --exclude steps.txt . 2>/dev/null)
+find "$OUT" -mindepth 1 ! -name "round-$part.tgz" ! -name steps.txt -delete
