@@ -57,7 +57,7 @@ case $part in
   step default_sweep2 165 python3 -m loaderbench sweep --output "$OUT/default2.json" --no-progress
   ;;
 7)
-  step whatif_decode 480 python3 benchmarks/whatif_decode_gpu.py --out "$OUT/whatif_decode_gpu.json" --total 460 --no-pair
+  step whatif_decode 520 python3 benchmarks/whatif_decode_gpu.py --out "$OUT/whatif_decode_gpu.json" --total 500 --no-pair --budget ${BUDGET:-40}
   [ -n "${PICK_OF:-}" ] && step pick_check 100 python3 benchmarks/pick_check.py "$PICK_OF" --out "$OUT/pick.json" --rounds 3 --batches 150
   ;;
 esac

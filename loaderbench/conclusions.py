@@ -163,7 +163,8 @@ class WhatIfCase(Record):
     """One case of a what-if's answer (a `decode=nvjpeg` answer has two: the decode serialised
     with the step, and overlapped on a side stream): its knee, that knee's samples/s and stall,
     what binds, the curve by num_workers, and the step's milliseconds per batch with the decode
-    in it (`step_ms_per_batch`, serialised: step + decode; overlapped: the longer of the two)."""
+    in it (`step_ms_per_batch`, serialised: step + decode; overlapped: the longer of the two, or
+    step + decode too where the decode holds the main thread for its GPU time: `host_waits`)."""
 
     mode: DecodeMode | None = None
     knee: LoaderSettings | None = None
@@ -173,6 +174,7 @@ class WhatIfCase(Record):
     curve: list[tuple[int, float]] = field(default_factory=list)
     shown_workers: list[int] = field(default_factory=list)
     step_ms_per_batch: float | None = None
+    host_waits: bool = False
 
     @property
     def knee_workers(self) -> int | None:
@@ -203,6 +205,7 @@ class WhyNoPrediction(str, Enum):
     NO_DECODER_TIMING = "no-decoder-timing"  # the decoders were not timed on the dataset's JPEGs
     NO_CUDA = "no-cuda"  # decoding on the GPU needs CUDA, and the sweep ran without it
     NO_GPU_TIMING = "no-gpu-timing"  # nvJPEG was not timed on this GPU
+    PROFILE_TIME = "profile-time"  # the profile's time ended before it timed the decoders (cut_short)
     COMBINED = "combined"  # a change that does not combine with another asked (see the answer's `note`)
 
 
@@ -401,7 +404,8 @@ class ProfileCost(Record):
     few % is within the spread of their costs). `attribution_*`: the same for the profiler pass
     (cProfile on, outside the recognised stages). None where not measured.
     `wall_s` of the whole profile against `time_budget_s`; `cut_short`: the passes the budget
-    ended early ("samples", "loader", "attribution")."""
+    ended early ("samples", "loader", "attribution", "decoder timing": the CPU decoders or nvJPEG
+    not timed)."""
 
     samples: int
     plain_samples: int

@@ -1305,6 +1305,11 @@ class BatchedFetchTiming(Record):
         return max(0.0, self.one_ms - self.per_item_ms)
 
 
+# The part of a profile `StageRecord.cut_short` names when its time ended before it timed the CPU
+# decoders or nvJPEG on the dataset's JPEGs.
+DECODER_TIMING = "decoder timing"
+
+
 @dataclass
 class StageRecord:
     """The raw stage profile of one dataset and one set of DataLoader settings.

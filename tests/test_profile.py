@@ -420,6 +420,22 @@ def test_the_budget_cuts_the_passes_short():
     assert record.cut_short == ["samples", "attribution"] and len(record.samples) < 8
 
 
+def test_a_budget_that_ends_before_the_decoders_are_timed_says_so(tmp_path):
+    # JPEGs decoded by PIL, every deadline soon over: the decoders are not timed, and the record
+    # says the budget ended that part (the what-ifs then name the time, not a missing JPEG).
+    from loaderbench.model import DECODER_TIMING
+
+    clock = iter(range(0, 10_000)).__next__
+    ds = pd.KnownCost(pd.write_padded_jpegs(tmp_path, 4, 10_000))
+    record = profile_stages(ds, settings(0), ProfilePlan(samples=4, time_budget_s=4, alternatives=True),
+                            clock=lambda: float(clock()))
+    assert record.decoders and record.decoder_timing is None and DECODER_TIMING in record.cut_short
+    # With time for it, the decoders are timed and nothing is cut.
+    record = profile_stages(ds, settings(0), ProfilePlan(samples=4, time_budget_s=60, attribute=False,
+                                                         alternatives=True))
+    assert record.decoder_timing is not None and DECODER_TIMING not in record.cut_short
+
+
 # ---------------------------------------------------------------------------------------------
 # The command
 

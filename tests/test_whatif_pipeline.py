@@ -253,6 +253,54 @@ def test_gpu_decode_is_stated_serialised_and_overlapped_with_what_binds_in_each(
     assert what.knee == serialised.knee and what.loader_speedup == pytest.approx(4.5)
 
 
+def test_a_gpu_decode_that_holds_the_main_thread_is_not_overlapped():
+    # As above, but the decode's calling thread spends 2.7 ms of CPU for its 3 ms on the GPU (90%,
+    # past HOST_WAITS_SHARE): the main thread cannot launch the next step while it decodes, so a
+    # side stream is no better: 5 ms per batch in both cases, 3,077/s with the receive, the step
+    # (and the decode in it) binding.
+    from loaderbench.render.pipeline import what_if_build_lines
+
+    rows = _rows(pipeline(4.5, 2.0))
+    gpu = GpuDecodeTiming(device="cuda:0", batch_size=16, reps=5, decode_ms_per_batch=1.0,
+                          decode_crop_ms_per_batch=3.0, cpu_ms_per_batch=2.7)
+    profile = jpeg_profile(stages=[row("decode", "decode", 2.0), row("RandomResizedCrop", "transform", 1.5),
+                                   row("collate", "collate", 1.0)], device="cuda:0", gpu_decode=gpu)
+    what = what_if_pipeline(WhatIf(decode=Decoder.NVJPEG), rows, settings(4), 0.05, 16, profile)
+    serialised, overlapped = what.cases
+    assert (serialised.step_ms_per_batch, overlapped.step_ms_per_batch) == pytest.approx((5.0, 5.0))
+    assert (serialised.host_waits, overlapped.host_waits) == (False, True)
+    assert dict(overlapped.curve)[32] == pytest.approx(1 / (1 / 3200 + 1 / 80000), rel=1e-3)
+    assert overlapped.binds is Binds.STEP
+    text = " ".join(what_if_build_lines(what, lambda s: f"{s.num_workers} workers"))
+    assert ("On a side stream (the CUDA prefetcher), no better: the decode holds the main thread for its GPU time "
+            "(2.7 ms of CPU per batch of 16 for 3.0 ms on the GPU), so the next step cannot start while it runs, "
+            "5.0 ms per batch") in text
+    assert "Each figure is at most: it counts the decode's GPU time, not the main process's other work" in text
+    # 70% of its GPU time (under the share): overlapped at best, as before.
+    gpu = replace(gpu, cpu_ms_per_batch=2.1)
+    what = what_if_pipeline(WhatIf(decode=Decoder.NVJPEG), rows, settings(4), 0.05, 16,
+                            replace(profile, gpu_decode=gpu))
+    assert what.cases[1].step_ms_per_batch == pytest.approx(3.0) and not what.cases[1].host_waits
+
+
+def test_a_profile_whose_time_ended_before_the_decoders_says_so():
+    # The profile's budget ended before it timed the decoders (ProfileCost.cut_short): not "no
+    # JPEG captured", but the time, with what gives it more.
+    from loaderbench.model import DECODER_TIMING
+    from loaderbench.render.pipeline import what_if_build_lines
+
+    base = jpeg_profile(device="cuda:0", decoder_timing=None)
+    cut = replace(base, cost=replace(base.cost, cut_short=[DECODER_TIMING]))
+    for decode in (Decoder.TORCHVISION, Decoder.NVJPEG):
+        assert rebuild(WhatIf(decode=decode), cut, 16)[0] is WhyNoPrediction.PROFILE_TIME
+    assert rebuild(WhatIf(decode=Decoder.NVJPEG), base, 16)[0] is WhyNoPrediction.NO_GPU_TIMING
+    rows = _rows(pipeline(4.5, 2.0))
+    what = what_if_pipeline(WhatIf(decode=Decoder.NVJPEG), rows, settings(4), 0.05, 16, cut)
+    assert what_if_build_lines(what, str) == [
+        "What if decode on the GPU with nvJPEG: no prediction (the stage profile's time ended before it timed the "
+        "decoders on the dataset's JPEGs: sweep with a larger --time-budget, or run `loaderbench profile`)."]
+
+
 def test_a_question_without_its_inputs_says_why():
     rows = _rows(pipeline(5.0, 2.0))
     assert what_if_pipeline(WhatIf(decode=Decoder.TORCHVISION), rows, settings(4), 0.05, 16,

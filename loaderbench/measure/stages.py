@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaderbench.model import (
+    DECODER_TIMING,
     BatchTiming,
     FunctionTime,
     LoaderSettings,
@@ -998,7 +999,10 @@ def _alternatives(profiler: SampleProfiler, dataset: Any, indices: list[int], it
     if not iterable and not over():
         record.batched_fetch = alt.probe_batched_fetch(dataset, indices[::-1], items=min(16, settings.batch_size),
                                                        over=over)
-    if not any("JPEG" in d or "decode_jpeg" in d for d in decoders) or over():
+    if not any("JPEG" in d or "decode_jpeg" in d for d in decoders):
+        return
+    if over():
+        record.cut_short.append(DECODER_TIMING)
         return
     kept: list[bytes] = []
     profiler.interceptions.capture = kept
@@ -1018,12 +1022,17 @@ def _alternatives(profiler: SampleProfiler, dataset: Any, indices: list[int], it
     finally:
         profiler.interceptions.capture = None
     record.jpegs_captured = len(kept)
+    if kept and over():
+        record.cut_short.append(DECODER_TIMING)
     if not kept or over():
         return
     record.decoder_timing = alt.time_decoders(kept, profiler.interceptions.transform_objects, threads=threads,
                                               over=over)
-    if plan.device.startswith("cuda") and not over():
-        record.gpu_decode = alt.time_gpu_decode(kept, settings.batch_size, plan.device)
+    if plan.device.startswith("cuda"):
+        if over():
+            record.cut_short.append(DECODER_TIMING)
+        else:
+            record.gpu_decode = alt.time_gpu_decode(kept, settings.batch_size, plan.device)
 
 
 def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm: list[int], iterable: bool,

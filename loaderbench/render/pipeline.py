@@ -64,6 +64,8 @@ _NO_ANSWER = {
                                         "time first, or captured none)"),
     WhyNoPrediction.NO_CUDA: "it cannot be predicted here: decoding on the GPU is timed on a CUDA GPU, and this run had none",
     WhyNoPrediction.NO_GPU_TIMING: "nvJPEG was not timed on this GPU (torchvision without nvJPEG, or no JPEG captured)",
+    WhyNoPrediction.PROFILE_TIME: ("the stage profile's time ended before it timed the decoders on the dataset's JPEGs: "
+                                   "sweep with a larger --time-budget, or run `loaderbench profile`"),
     WhyNoPrediction.BYTES_UNKNOWN: "the bytes per sample are not known (give the files the dataset reads with --data)",
     WhyNoPrediction.NO_CACHED_ROWS: "no row was served from a cache: sweep with --cache both (or warm)",
     WhyNoPrediction.NO_LOADER_RATE: "the rows served from a cache give no loader rate for this series",
@@ -162,10 +164,17 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
                 continue
             how = ("serialised with the step (before it, on its stream)" if case.mode is DecodeMode.SERIALISED
                    else "overlapped on a side stream (the CUDA prefetcher; at best, the two share the GPU)")
+            if case.host_waits:
+                gpu = what.gpu
+                held = ("" if gpu is None else f" ({gpu.cpu_ms_per_batch:.1f} ms of CPU per batch of {gpu.batch_size} "
+                        f"for {gpu.decode_crop_ms_per_batch:.1f} ms on the GPU)")
+                how = (f"on a side stream (the CUDA prefetcher), no better: the decode holds the main thread for its "
+                       f"GPU time{held}, so the next step cannot start while it runs")
             step = "" if case.step_ms_per_batch is None else f", {case.step_ms_per_batch:.1f} ms per batch"
             parts.append(f"{how}{step}: {_knee(case, name)}{_binds(case.binds)}; by num_workers: {_curve(case)}")
         return [f"{text}. " + ". ".join(_upper(p) for p in parts)
-                + ". A measured run tells which case holds (--decoder nvjpeg --prefetch off,on)."]
+                + ". Each figure is at most: it counts the decode's GPU time, not the main process's other work "
+                "around it (taking the encoded batch, launching the step after it). A measured run tells which case holds (--decoder nvjpeg --prefetch off,on)."]
     return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: {_curve(what)}."]
 
 
@@ -281,8 +290,10 @@ def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) 
         for case in a.cases:
             if case.knee is None or not case.knee_samples_per_s:
                 continue
-            how = "serialised with the step" if case.mode is DecodeMode.SERIALISED else "overlapped on a side stream"
-            parts.append(f"{how} ~{case.knee_samples_per_s:,.0f} samples/s "
+            how = ("serialised with the step" if case.mode is DecodeMode.SERIALISED
+                   else "on a side stream no better (the decode holds the main thread)" if case.host_waits
+                   else "overlapped on a side stream")
+            parts.append(f"{how} at most ~{case.knee_samples_per_s:,.0f} samples/s "
                          f"({case.knee_samples_per_s / pick_samples_per_s:.2f}x){_binds(case.binds)}")
         return f"predicted{loader} " + "; ".join(parts)
     then = "" if a.binds is None else f", then {BINDS_WORDS[a.binds]}"
