@@ -1,0 +1,81 @@
+"""The decode what-ifs of a `whatif_decode_gpu.py` run, answered again by this version's model
+from its kept result files, against the measured runs beside them (no GPU, nothing measured):
+
+    python3 benchmarks/whatif_decode_replay.py docs/data/bench/whatif-decode-h200/budget60 [...]
+
+Each folder holds `pil-NcpusN.json` (the sweep with the PIL decoder on N usable CPUs, with its
+stage profile), `torchvision-NcpusN.json` (`--decoder torchvision`, measured on the same CPUs) and
+optionally `nvjpeg-16cpus.json` (`--decoder nvjpeg --prefetch off,on` at the predicted knee).
+Prints, per CPU count, `decode=torchvision` predicted (knee, samples/s, what binds) against the
+measured pick (samples/s, verdict) and the error; and `decode=nvjpeg`'s two cases against the
+measured rows without and with the prefetcher.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from loaderbench.analysis import analyze  # noqa: E402
+from loaderbench.analysis.predict import parse_what_if  # noqa: E402
+from loaderbench.results import read_results  # noqa: E402
+
+
+def measured_pick(path: Path) -> tuple[float, str, bool | None]:
+    """The measured result's pick: samples/s, verdict, whether its CPUs were saturated."""
+    rs = read_results(path)
+    analysis = analyze(rs)
+    s = analysis.recommendation.settings
+    row = next(r for r in rs.results if r.settings == s and r.summary is not None)
+    assert row.summary is not None
+    return row.summary.samples_per_s, row.summary.verdict.value, row.summary.cpu_saturated
+
+
+def resource(verdict: str, saturated: bool | None) -> str:
+    """The measured run's binding resource in the what-if's words."""
+    return {"loader-bound": "cpus" if saturated else "workers", "compute-bound": "step"}.get(verdict, verdict)
+
+
+def main(folders: list[str]) -> int:
+    errors: list[float] = []
+    for folder in map(Path, folders):
+        for pil in sorted(folder.glob("pil-*cpus.json"), key=lambda p: int(re.findall(r"\d+", p.name)[0])):
+            n = int(re.findall(r"\d+", pil.name)[0])
+            what = analyze(read_results(pil), what_if=[parse_what_if("decode=torchvision")]).what_if
+            tv = folder / f"torchvision-{n}cpus.json"
+            if what is None or what.why is not None or not tv.exists():
+                print(f"{folder.name} {n:2d} CPUs: no prediction ({None if what is None else what.why})")
+                continue
+            got, verdict, saturated = measured_pick(tv)
+            err = (what.knee_samples_per_s or 0.0) / got - 1.0
+            errors.append(err)
+            binds = None if what.binds is None else what.binds.value
+            print(f"{folder.name} {n:2d} CPUs: decode=torchvision predicted {what.knee_samples_per_s:,.0f} at "
+                  f"{what.knee_workers} workers ({binds} binds); measured {got:,.0f} ({verdict}, "
+                  f"{resource(verdict, saturated)}); error {err:+.1%}")
+        nv = folder / "nvjpeg-16cpus.json"
+        pil = folder / "pil-16cpus.json"
+        if nv.exists() and pil.exists():
+            what = analyze(read_results(pil), what_if=[parse_what_if("decode=nvjpeg")]).what_if
+            rs = read_results(nv)
+            analyze(rs)
+            rows = {("prefetcher" if r.settings.prefetch else "no prefetcher"): r.summary.samples_per_s
+                    for r in rs.results if r.summary is not None}
+            if what is None or what.why is not None:
+                print(f"{folder.name} decode=nvjpeg: no prediction ({None if what is None else what.why}); "
+                      f"measured {rows}")
+                continue
+            cases = ", ".join(f"{c.mode.value if c.mode else '?'} {c.knee_samples_per_s or 0.0:,.0f}"
+                              + (" (the decode holds the main thread)" if c.host_waits else "") for c in what.cases)
+            print(f"{folder.name} decode=nvjpeg: predicted at most {cases}; measured "
+                  + ", ".join(f"{k} {v:,.0f}" for k, v in rows.items()))
+    if errors:
+        print(f"decode=torchvision: largest error {max(abs(e) for e in errors):.1%} over {len(errors)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
