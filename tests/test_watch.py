@@ -452,3 +452,59 @@ def test_a_watched_step_whose_time_varies_never_puts_the_row_above_its_ceiling()
     s = rs.results[0].summary
     assert s.samples_per_s == pytest.approx(16 * 30 / sum(compute))
     assert s.samples_per_s / s.compute_ceiling_samples_per_s == pytest.approx(1.0)
+
+
+class _OneShard(torch.utils.data.IterableDataset):
+    """An IterableDataset that gives all its `n` items to worker 0 (one shard): the other workers
+    yield nothing."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        if info is not None and info.id != 0:
+            return iter(())
+        return iter(torch.full((2,), float(i)) for i in range(self.n))
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+@pytest.mark.parametrize("order", ["map", "one-shard"])
+def test_the_batches_each_worker_delivered_are_counted_in_a_watched_loop(order):
+    # A real DataLoader with 3 workers: map-style, they deliver in turn (equal shares, within
+    # one); an IterableDataset of one shard, worker 0 delivers every batch and the report names
+    # the 2 that delivered none.
+    if order == "map":
+        loader = DataLoader(torch.arange(96.0), batch_size=4, num_workers=3)
+    else:
+        loader = DataLoader(_OneShard(96), batch_size=4, num_workers=3)
+    w = loaderbench.watch(loader, measure_resources=False, timing="host", warmup_batches=2)
+    for _batch in w:
+        pass
+    trial = w.trial()
+    steps = len(trial.step_s)
+    assert steps >= 10 and sum(trial.worker_batches) == steps
+    if order == "map":
+        assert max(trial.worker_batches) - min(trial.worker_batches) <= 1
+        assert "Idle workers" not in w.report()
+    else:
+        assert trial.worker_batches == [steps, 0, 0]
+        assert (f"Idle workers: num_workers=3: 2 of 3 workers delivered no batch ({steps}, 0, 0 batches): the "
+                "dataset gives work to 1") in w.report()
+
+
+def test_a_batch_handed_out_is_credited_to_the_worker_that_built_it():
+    # The iterator's task table before and after one next(): the batch handed out is the latest
+    # entry gone (an earlier one gone with it was skipped: its worker's IterableDataset ran out).
+    from loaderbench.measure.introspect import delivered_by, pending_workers
+
+    class It:
+        _task_info = {5: (1,), 6: (2, "data"), 7: (0,)}
+
+    it = It()
+    before = pending_workers(it)
+    assert before == {5: 1, 6: 2, 7: 0}
+    it._task_info = {7: (0,), 8: (1,)}  # 5 skipped, 6 handed out, 8 asked for
+    assert delivered_by(before, it) == 2
+    assert pending_workers(object()) is None and delivered_by(None, it) is None
+    assert delivered_by(before, object()) is None

@@ -70,6 +70,7 @@ from loaderbench.inloop.result import (
 )
 from loaderbench.inloop.usage import SegmentedUsage
 from loaderbench.measure.assembly import assemble_trial
+from loaderbench.measure.introspect import delivered_by, pending_workers
 from loaderbench.measure.timing import CudaEventMarker, HostMarker, LoopTimes, WarmUp, marker_for, split_steps
 from loaderbench.model import ConfigResult, Note, Trial, WarningKind
 from loaderbench.results import ResultSet
@@ -104,6 +105,7 @@ class _Step:
     copy: tuple[int, int] | None = None
     end: int = -1
     range_: Any = None
+    worker: int | None = None  # the DataLoader worker that built it, where known
 
 
 class Watch:
@@ -208,6 +210,7 @@ class Watch:
         self._first_batch_s: float | None = None
         self._first_counted: int | None = None
         self._steps: list[_Step] = []
+        self._next_worker: int | None = None  # the worker of the batch the iterator just returned
         self._receives: list[float] = []
         self._it: Iterator[Any] | None = None
         self._meter: Any = None
@@ -323,7 +326,9 @@ class Watch:
         ready = self._mark()
         n = self._count(batch)
         step = _Step(prev=prev, t0=t0, ready=ready, samples=n, host_wait_s=host_t1 - host_t0,
-                     epoch_start=gap is not None and self._phase != "first", epoch_gap_s=gap, copy=copy)
+                     epoch_start=gap is not None and self._phase != "first", epoch_gap_s=gap, copy=copy,
+                     worker=self._next_worker)
+        self._next_worker = None
         if self._phase == "first":
             self._first_batch_s = self._clock() - host_t0
             self._first_counted = n
@@ -541,7 +546,7 @@ class Watch:
         )
         import torch
 
-        return assemble_trial(
+        trial = assemble_trial(
             loop,
             timing=self.timing,
             reading=self._usage.reading(),
@@ -554,6 +559,14 @@ class Watch:
             h2d_s=h2d if len(h2d) == len(steps) else [],
             h2d_hidden_fraction=0.0 if h2d else None,  # copied on the compute stream: nothing hides it
         )
+        # The batches each worker delivered in the window, where every step's worker is known
+        # (NOTE [which worker built a watched batch] in measure/introspect.py).
+        workers = self.settings.num_workers
+        if workers > 0 and all(s.worker is not None for s in steps):
+            from loaderbench.measure.trial import worker_batches
+
+            trial.worker_batches = worker_batches([s.worker for s in steps], workers)
+        return trial
 
     def _unmeasured_error(self) -> str:
         if self._ended_by:
@@ -643,6 +656,7 @@ class _Batches:
         w = self._w
         w.wait_start()
         rng = enter_range(RANGE_WAIT) if w._annotate and w._phase != "full" else None
+        pending = pending_workers(self._it) if w._phase in ("window", "window-next") else None
         try:
             batch = next(self._it)
         except StopIteration:
@@ -651,6 +665,7 @@ class _Batches:
         finally:
             if rng is not None:
                 exit_range(rng)
+        w._next_worker = delivered_by(pending, self._it)
         return w.batch_ready(batch)
 
 

@@ -136,6 +136,45 @@ def ready_batches(loader: Any) -> int | None:
     return n
 
 
+def pending_workers(it: Any) -> dict[int, int] | None:
+    """The worker of every batch the multiprocessing iterator `it` has asked for and not yet
+    handed out, {batch index: worker id}, or None when unknown (0 workers, another iterator).
+    Private torch attributes (the iterator's task table), read defensively; with
+    `delivered_by`, the worker of each batch a loop it does not own receives (NOTE [which
+    worker built a watched batch])."""
+    table = getattr(it, "_task_info", None)
+    if not isinstance(table, dict):
+        return None
+    try:
+        return {int(k): int(v[0]) for k, v in list(table.items())}
+    except (TypeError, ValueError, IndexError, RuntimeError):
+        return None
+
+
+def delivered_by(before: dict[int, int] | None, it: Any) -> int | None:
+    """The worker that built the batch `next(it)` just returned, from `pending_workers(it)`
+    taken before that call; None when unknown.
+
+    NOTE [which worker built a watched batch]
+        The sweep's own collate tags each batch with its worker; a watched loop's collate is the
+        user's, so the watch reads torch's iterator instead: every batch asked of a worker has
+        an entry {batch index: (worker id, ...)} in its task table until it is handed out (or
+        skipped: the batch of a worker whose IterableDataset ran out, in order before it). The
+        entries gone across one `next()` are the batch handed out and any skipped; the handed
+        out one is the latest of them. On torch versions whose iterator keeps no such table,
+        the counts are not taken (the watch says nothing of idle workers then)."""
+    if before is None:
+        return None
+    after = getattr(it, "_task_info", None)
+    if not isinstance(after, dict):
+        return None
+    try:
+        gone = [k for k in before if k not in after]
+    except RuntimeError:
+        return None
+    return before[max(gone)] if gone else None
+
+
 def stop_workers(loader: Any, *, grace_s: float = 1.0) -> None:
     """Stop the workers of the loader's last iterator without waiting for the batches they are
     building (private torch attributes, read defensively; without them, torch's own shutdown).

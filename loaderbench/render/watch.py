@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loaderbench.conclusions import MoreWorkers
+from loaderbench.conclusions import IdleWorkers, MoreWorkers
+from loaderbench.render.findings import finding_sentences
 from loaderbench.results import ResultSet
 
 
@@ -81,6 +82,9 @@ def watch_lines(rs: ResultSet) -> list[str]:
             text += f"; the step alone would run {h.max_speedup_to_ceiling:.2f}x its throughput"
         lines.append(text + ".")
     lines.extend(prediction_lines(None if rs.analysis is None else rs.analysis.more_workers))
+    # Workers the dataset gives no work (the batches each delivered in the window).
+    idle = [f for f in (rs.analysis.notes if rs.analysis is not None else []) if isinstance(f, IdleWorkers)]
+    lines.extend(finding_sentences(idle, lambda st: f"num_workers={st.num_workers}"))
     for w in r.warnings:
         lines.append(f"warning: {w.message}")
     return lines
