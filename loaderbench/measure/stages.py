@@ -1022,9 +1022,10 @@ def _alternatives(profiler: SampleProfiler, dataset: Any, indices: list[int], it
     finally:
         profiler.interceptions.capture = None
     record.jpegs_captured = len(kept)
-    if kept and over():
+    if over():
         record.cut_short.append(DECODER_TIMING)
-    if not kept or over():
+        return
+    if not kept:
         return
     record.decoder_timing = alt.time_decoders(kept, profiler.interceptions.transform_objects, threads=threads,
                                               over=over)

@@ -174,7 +174,8 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
             parts.append(f"{how}{step}: {_knee(case, name)}{_binds(case.binds)}; by num_workers: {_curve(case)}")
         return [f"{text}. " + ". ".join(_upper(p) for p in parts)
                 + ". Each figure is at most: it counts the decode's GPU time, not the main process's other work "
-                "around it (taking the encoded batch, launching the step after it). A measured run tells which case holds (--decoder nvjpeg --prefetch off,on)."]
+                "around it (taking the encoded batch, launching the step after it). A measured run tells which "
+                "case holds (--decoder nvjpeg --prefetch off,on)."]
     return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: {_curve(what)}."]
 
 
