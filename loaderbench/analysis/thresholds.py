@@ -238,8 +238,8 @@ TAIL_MIN_SAMPLES = 2
 # paid once per batch instead, one worker then builds at least 1.3x faster at a batch of 16.
 BATCHED_FETCH_FIXED_SHARE = 0.25
 
-# A GPU decode whose calling thread's CPU time is at least this share of its GPU time holds the
-# main thread for the whole decode (torchvision's batched nvJPEG waits for its result): a side
+# choice, informed by a measurement: a GPU decode whose calling thread's CPU time is at least this
+# share of its GPU time holds the main thread for the whole decode (torchvision's batched nvJPEG waits for its result): a side
 # stream cannot overlap it with the step, and its overlapped case is the serialised one. On the
 # H200 case: 68.6 ms of CPU for 68.6 ms on the GPU per batch of 256, and the prefetcher's row ran
 # at 2,099 samples/s where serialised predicted 2,058 and overlapped 3,531 (NOTE [what-ifs beyond
