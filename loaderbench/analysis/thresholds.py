@@ -239,9 +239,9 @@ TAIL_MIN_SAMPLES = 2
 BATCHED_FETCH_FIXED_SHARE = 0.25
 
 # choice, informed by a measurement: a GPU decode whose calling thread's CPU time is at least this
-# share of its GPU time holds the main thread for the whole decode (torchvision's batched nvJPEG waits for its result): a side
-# stream cannot overlap it with the step, and its overlapped case is the serialised one. On the
-# H200 case: 68.6 ms of CPU for 68.6 ms on the GPU per batch of 256, and the prefetcher's row ran
-# at 2,099 samples/s where serialised predicted 2,058 and overlapped 3,531 (NOTE [what-ifs beyond
-# the knobs] in analysis/predict.py).
+# share of its GPU time holds the main thread for the whole decode (torchvision's batched nvJPEG
+# waits for its result): a side stream cannot overlap it with the step, and its overlapped case is
+# the serialised one. On the H200 case: 68.6 ms of CPU for 68.6 ms on the GPU per batch of 256,
+# and the prefetcher's row ran at 2,099 samples/s where serialised predicted 2,058 and
+# overlapped 3,531 (NOTE [what-ifs beyond the knobs] in analysis/predict.py).
 HOST_WAITS_SHARE = 0.8
