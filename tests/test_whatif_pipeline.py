@@ -140,8 +140,9 @@ def test_a_stage_made_faster_or_removed_scales_the_build():
     assert not isinstance(rb, tuple)
     # 5 ms -> 2 + 1.5 + 0 + 0.5: 4 ms; 1 ms of CPU saved per sample.
     assert (rb.build_ms, rb.new_build_ms, rb.cpu_saved_s) == pytest.approx((5.0, 4.0, 0.001))
-    assert {s.name: (s.new_ms_per_sample, s.share) for s in rb.shifts} == pytest.approx(
-        {"collate": (0.5, 0.2), "PILToTensor": (0.0, 0.1)})
+    shifts = {s.name: (s.new_ms_per_sample, s.share) for s in rb.shifts}
+    assert sorted(shifts) == ["PILToTensor", "collate"]
+    assert shifts["collate"] == pytest.approx((0.5, 0.2)) and shifts["PILToTensor"] == pytest.approx((0.0, 0.1))
     # Wall less the time queued for a CPU: a stage queued half its wall counts for the other half.
     queued = jpeg_profile(stages=[*jpeg_profile().stages[:1], row("decode", "decode", 4.0, 2.0, queued=2.0),
                                   *jpeg_profile().stages[2:]])
@@ -643,6 +644,22 @@ def test_a_batched_fetch_measures_the_fixed_cost_of_a_call():
     from loaderbench.workload.datasets import TensorCostDataset
 
     assert probe_batched_fetch(TensorCostDataset(64, (4,), 0.0, 0.0), list(range(64))) is None  # refuses a list
+
+    import torch
+
+    class IgnoresTheIndex(torch.utils.data.Dataset):
+        # A __getitem__ that takes a list without complaint but returns one sample: no batched fetch.
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            return torch.zeros(3, 8), 1
+
+    assert probe_batched_fetch(IgnoresTheIndex(), list(range(64))) is None
+    from loaderbench.measure.alternatives import holds_samples
+
+    assert holds_samples([(1, 2)] * 16, 16) and holds_samples((torch.zeros(16, 3), torch.arange(16)), 16)
+    assert not holds_samples((torch.zeros(3, 8), 1), 16) and not holds_samples({"x": torch.zeros(15, 2)}, 16)
 
 
 def test_the_sweeps_profile_keeps_the_jpegs_and_times_the_decoders():

@@ -290,6 +290,18 @@ def has_getitems(dataset: Any) -> bool:
     return callable(getattr(dataset, "__getitems__", None))
 
 
+def holds_samples(result: Any, n: int) -> bool:
+    """Whether `result`, what `dataset[list of n indices]` returned, holds n samples: a list or
+    tuple of n items, or a collated structure whose every array leaf has n rows (a
+    TensorDataset's tuple of tensors)."""
+    from loaderbench.workload.batch import array_rows
+
+    if isinstance(result, (list, tuple)) and len(result) == n:
+        return True
+    rows = array_rows(result)
+    return bool(rows) and all(r == n for r in rows)
+
+
 def probe_batched_fetch(dataset: Any, indices: Sequence[int], *, items: int = 16, rounds: int = 3,
                         over: Callable[[], bool] = lambda: False) -> BatchedFetchTiming | None:
     """A map-style dataset without `__getitems__` asked for `items` samples in one call
@@ -297,7 +309,9 @@ def probe_batched_fetch(dataset: Any, indices: Sequence[int], *, items: int = 16
     to `rounds` rounds (different samples each time, so neither finds the other's in a cache);
     the medians, per one-item call and per list call. None when the dataset has `__getitems__`
     (the DataLoader already fetches a batch in one call), or refuses a list (a first call of
-    two indices raises), or has fewer than 2 x `items` samples."""
+    two indices raises), or does not return `items` samples for a list of `items` indices (a
+    `__getitem__` that ignores what it is given returns one sample: `holds_samples`), or has
+    fewer than 2 x `items` samples."""
     if has_getitems(dataset) or not hasattr(dataset, "__getitem__"):
         return None
     try:
@@ -325,9 +339,11 @@ def probe_batched_fetch(dataset: Any, indices: Sequence[int], *, items: int = 16
                 dataset[i]
             one.append((time.perf_counter() - t0) / items)
             t0 = time.perf_counter()
-            dataset[batch]
+            got = dataset[batch]
             many.append(time.perf_counter() - t0)
         except Exception:  # noqa: BLE001 - as above
+            return None
+        if not holds_samples(got, len(batch)):
             return None
         done += 1
         if over():
