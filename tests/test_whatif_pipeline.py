@@ -273,10 +273,12 @@ def test_a_gpu_decode_that_holds_the_main_thread_is_not_overlapped():
     assert dict(overlapped.curve)[32] == pytest.approx(1 / (1 / 3200 + 1 / 80000), rel=1e-3)
     assert overlapped.binds is Binds.STEP
     text = " ".join(what_if_build_lines(what, lambda s: f"{s.num_workers} workers"))
-    assert ("On a side stream (the CUDA prefetcher), no better: the decode holds the main thread for its GPU time "
-            "(2.7 ms of CPU per batch of 16 for 3.0 ms on the GPU), so the next step cannot start while it runs, "
-            "5.0 ms per batch") in text
-    assert "Each figure is at most: it counts the decode's GPU time, not the main process's other work" in text
+    assert ("On a side stream (the CUDA prefetcher), no better: the decode and its crops hold the main thread for "
+            "their GPU time (2.7 ms of CPU per batch of 16 for 3.0 ms on the GPU, the decode alone 1.0 ms), so the "
+            "next step cannot start while they run, 5.0 ms per batch") in text
+    assert "These count the decode's GPU time, not the main process's other work" in text
+    # Serialised is the decode before the step: its knee is named without the prefetcher.
+    assert (serialised.knee.prefetch, overlapped.knee.prefetch) == (False, True)
     # 70% of its GPU time (under the share): overlapped at best, as before.
     gpu = replace(gpu, cpu_ms_per_batch=2.1)
     what = what_if_pipeline(WhatIf(decode=Decoder.NVJPEG), rows, settings(4), 0.05, 16,

@@ -611,8 +611,8 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
 #         samples/s against 2,058 so predicted (max(t, g) had said 3,531). Both cases count the
 #         decode's GPU time and not the main process's other work around it (taking the encoded
 #         batch, launching the step after the decode): without the prefetcher the same run
-#         measured 1,674 samples/s, about 30 ms per batch of 256 more than t + g, so each figure
-#         is said as "at most".
+#         measured 1,674 samples/s at 1 worker, about 30 ms per batch of 256 more than t + g (at 4
+#         workers 1,949), and the answer says a measured run can read lower.
 #     The loader's side is anchored to the measured rows of the series: where a row was
 #     loader-bound, the loader rate that reproduces its measured samples/s (the softmin solved
 #     for L) over the model's, at the nearest measured worker count, multiplies the changed
@@ -875,7 +875,9 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
         waits = rebuilt.gpu_host_waits  # the main thread waits for the decode: no overlap
         for mode, step_ms in ((DecodeMode.SERIALISED, t + g), (DecodeMode.OVERLAPPED, t + g if waits else max(t, g))):
             with_gpu = replace(changed, compute=1e3 * base.batch_size / step_ms if step_ms > 0 else changed.compute)
-            case = _case(with_gpu, anchors, base, top, cpus, tolerance, mode,
+            # Serialised is the decode before the step (no prefetcher); overlapped, in the prefetcher.
+            as_run = replace(base, prefetch=mode is DecodeMode.OVERLAPPED)
+            case = _case(with_gpu, anchors, as_run, top, cpus, tolerance, mode,
                          gpu_binds=mode is DecodeMode.OVERLAPPED and g > t and not waits)
             cases.append(replace(case, step_ms_per_batch=step_ms,
                                  host_waits=waits and mode is DecodeMode.OVERLAPPED))

@@ -167,15 +167,16 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
             if case.host_waits:
                 gpu = what.gpu
                 held = ("" if gpu is None else f" ({gpu.cpu_ms_per_batch:.1f} ms of CPU per batch of {gpu.batch_size} "
-                        f"for {gpu.decode_crop_ms_per_batch:.1f} ms on the GPU)")
-                how = (f"on a side stream (the CUDA prefetcher), no better: the decode holds the main thread for its "
-                       f"GPU time{held}, so the next step cannot start while it runs")
+                        f"for {gpu.decode_crop_ms_per_batch:.1f} ms on the GPU, the decode alone "
+                        f"{gpu.decode_ms_per_batch:.1f} ms)")
+                how = (f"on a side stream (the CUDA prefetcher), no better: the decode and its crops hold the main "
+                       f"thread for their GPU time{held}, so the next step cannot start while they run")
             step = "" if case.step_ms_per_batch is None else f", {case.step_ms_per_batch:.1f} ms per batch"
             parts.append(f"{how}{step}: {_knee(case, name)}{_binds(case.binds)}; by num_workers: {_curve(case)}")
         return [f"{text}. " + ". ".join(_upper(p) for p in parts)
-                + ". Each figure is at most: it counts the decode's GPU time, not the main process's other work "
-                "around it (taking the encoded batch, launching the step after it). A measured run tells which "
-                "case holds (--decoder nvjpeg --prefetch off,on)."]
+                + ". These count the decode's GPU time, not the main process's other work around it (taking the "
+                "encoded batch, launching the step after it): a measured run can read lower. A measured run tells "
+                "which case holds (--decoder nvjpeg --prefetch off,on)."]
     return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: {_curve(what)}."]
 
 
@@ -294,7 +295,7 @@ def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) 
             how = ("serialised with the step" if case.mode is DecodeMode.SERIALISED
                    else "on a side stream no better (the decode holds the main thread)" if case.host_waits
                    else "overlapped on a side stream")
-            parts.append(f"{how} at most ~{case.knee_samples_per_s:,.0f} samples/s "
+            parts.append(f"{how} ~{case.knee_samples_per_s:,.0f} samples/s "
                          f"({case.knee_samples_per_s / pick_samples_per_s:.2f}x){_binds(case.binds)}")
         return f"predicted{loader} " + "; ".join(parts)
     then = "" if a.binds is None else f", then {BINDS_WORDS[a.binds]}"
