@@ -611,3 +611,32 @@ def test_a_short_epoch_folder_reads_as_a_plain_loop_over_real_epochs(tmp_path):
     # moved it between the two (the sweep ran in between).
     lo, hi = min(before, after), max(before, after)
     assert 0.95 * lo <= row["summary"]["samples_per_s"] <= 1.05 * hi, (row["summary"]["samples_per_s"], before, after)
+
+
+def test_what_ifs_and_advice_give_no_gain_to_workers_without_work_or_replaying_the_stream():
+    # Two shards: 1 worker 533 samples/s (16 / 30 ms), 2 workers twice that, 4 workers as 2 (two
+    # idle). Neither the advice nor a what-if offers more workers: the what-if's curve is flat
+    # past the 2 workers that work, and what binds there is those workers, not "more of them".
+    from loaderbench.analysis.predict import what_if_cpus
+    from loaderbench.conclusions import Binds
+    from loaderbench.render.pipeline import BINDS_WORDS
+
+    def row(w, wait_s, batches):
+        t = cpu(trial(wait_s, 0.010), 20, 10)
+        t.worker_batches = batches
+        return result(settings(w), t)
+
+    rs = result_set([row(1, 0.020, [20]), row(2, 0.005, [10, 10]), row(4, 0.005, [10, 10, 0, 0])], step_s=0.010)
+    for rw in (f for f in rs.recommendation.findings if isinstance(f, RemainingWait)):
+        assert RemedyKind.MORE_WORKERS not in [r.kind for r in rw.remedies]
+    answer = what_if_cpus(rs.results, settings(2), 16, 0.05, measured_cpus=2)
+    curve = dict(answer.curve)
+    assert curve[16] == pytest.approx(curve[2], rel=0.01) and answer.binds is Binds.WORKING
+    assert "more workers add nothing" in BINDS_WORDS[answer.binds]
+    # Every worker replays the whole stream (the duplicates warning on the rows with workers):
+    # only one worker's samples are unique, so no what-if gains from a second.
+    dup = [row(1, 0.020, [20]), row(2, 0.005, [10, 10])]
+    dup[1].warn(Note.of(WarningKind.REPLICATED, "each worker replays the stream"))
+    rs = result_set(dup, step_s=0.010)
+    answer = what_if_cpus(rs.results, settings(1), 16, 0.05, measured_cpus=2)
+    assert max(x for _, x in answer.curve) <= 1.01 * 16 / 0.030 and answer.knee.num_workers <= 1

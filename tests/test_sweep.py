@@ -314,8 +314,9 @@ def test_a_tripped_drift_with_no_time_to_confirm_it_stays_one_unconfirmed_check(
     assert knee.settings.num_workers == 2 and knee.samples_per_s == pytest.approx(16 / 0.013, rel=0.01)
     assert knee.fresh_samples_per_s == pytest.approx(16 / 0.0175, rel=0.01) and knee.drift_threshold == pytest.approx(0.1)
     assert ("A fresh process measured it again at 914 samples/s (-26%), past the 10% drift threshold, and "
-            "--time-budget left no time to settle which holds: its figure, and the pick among configs within 26% "
-            "of it, are uncertain by as much") in " ".join(footer.footer_lines(rs))
+            "--time-budget left no time to settle which holds: read its figure as uncertain by 26%, and so the pick "
+            "among configs within that of it (give a larger --time-budget, or --isolation process).") in " ".join(
+        footer.footer_lines(rs))
     # Settled (the check confirmed or not in time), nothing is said beside the pick.
     rs, _ = _drift_with_deadline(tmp_path, monkeypatch, 100.0)
     assert "A fresh process measured it again" not in " ".join(footer.footer_lines(rs))

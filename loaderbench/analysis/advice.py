@@ -417,7 +417,8 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     elif main is WaitPart.LOADER:
         more = [r for r in ok if r.settings.num_workers > s.num_workers
                 and replace(r.settings, num_workers=s.num_workers) == s and r.cache == knee.cache]
-        if more and not ks.idle_workers:  # idle workers: more get no work either
+        # Idle workers at the knee or in the rows with more: more workers get no work either.
+        if more and not ks.idle_workers and not any(_s(r).idle_workers for r in more):
             steady = [r for r in more if not _s(r).step_slowed]
             top = max(steady or more, key=lambda r: _s(r).samples_per_s)
             remedies.append(_remedy(RemedyKind.MORE_WORKERS, knee, top))

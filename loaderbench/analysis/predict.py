@@ -69,7 +69,15 @@ from loaderbench.conclusions import (
     WhatIfCase,
     WhyNoPrediction,
 )
-from loaderbench.model import DECODER_TIMING, GRID_AXES, ConfigResult, LoaderSettings, StageKind, Verdict
+from loaderbench.model import (
+    DECODER_TIMING,
+    GRID_AXES,
+    ConfigResult,
+    LoaderSettings,
+    StageKind,
+    Verdict,
+    WarningKind,
+)
 
 __all__ = ["Fit", "Prediction", "WhatIf", "fit", "parse_what_if", "predict", "split_what_if", "what_if_cpus", "what_if_disk"]
 
@@ -263,12 +271,24 @@ def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: in
     return Fit(per_worker, kappa, main, zero_rate, compute, k, inputs, working=working)
 
 
+def _unique_workers(model: Fit, results: Sequence[ConfigResult]) -> Fit:
+    """`model` with the workers that add samples capped at one where the dataset's workers replay
+    the same stream (a row with WarningKind.REPLICATED): every further worker repeats the first's
+    samples, so it adds no unique sample (what-ifs count unique samples)."""
+    if any(r.status == "ok" and r.has(WarningKind.REPLICATED) for r in results):
+        return replace(model, working=1 if model.working is None else min(model.working, 1))
+    return model
+
+
 def predict(results: Sequence[ConfigResult], cells: Sequence[LoaderSettings], usable_cpus: int | None,
-            *, exclude_measured: bool = False, fit_cpus: int | None = None) -> list[Prediction]:
+            *, exclude_measured: bool = False, fit_cpus: int | None = None,
+            unique: bool = False) -> list[Prediction]:
     """The model's prediction for every cell (a config of the grid) with `usable_cpus` CPUs,
     fitted on `results` (the measured configs, measured with `fit_cpus` CPUs, default
     `usable_cpus`; a prediction never uses the cell's own measurement when `exclude_measured`,
-    which gives honest errors: leave-one-out). Cells whose series has no rates are left out."""
+    which gives honest errors: leave-one-out). With `unique`, unique samples only: workers
+    that replay the stream add none (`_unique_workers`). Cells whose series has no rates are
+    left out."""
     fit_on = usable_cpus if fit_cpus is None else fit_cpus
     ok = {r.settings: r for r in _ranked(results)}
     fits: dict[LoaderSettings, Fit] = {}
@@ -279,6 +299,8 @@ def predict(results: Sequence[ConfigResult], cells: Sequence[LoaderSettings], us
         key = series_of(cell)
         f = fit(pool, key, fit_on) if exclude_measured and measured else fits.setdefault(
             key, fit(results, key, fit_on))
+        if unique:
+            f = _unique_workers(f, results)
         rate = f.samples_per_s(cell.num_workers, usable_cpus)
         if rate is None or not math.isfinite(rate):
             continue
@@ -440,7 +462,7 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     widest = max((r.settings.num_workers for r in results), default=0)
     top_w = max_workers if max_workers is not None else 2 * max(cpus, widest)
     cells = [with_workers(base, w) for w in range(0, top_w + 1)]
-    preds = predict(results, cells, cpus, fit_cpus=measured_cpus)
+    preds = predict(results, cells, cpus, fit_cpus=measured_cpus, unique=True)
     if measured_cpus:
         preds = _anchored(preds, results, cells, measured_cpus)
     knee = predicted_knee(preds, tolerance)
@@ -448,7 +470,7 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
         return None
     curve = _curve(preds)
     best = max(preds, key=lambda p: (p.samples_per_s, -p.settings.num_workers))
-    model = fit(results, series_of(base), measured_cpus or cpus)
+    model = _unique_workers(fit(results, series_of(base), measured_cpus or cpus), results)
     return WhatIfAnswer(WhatIf(cpus=cpus), knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
                         knee_stall_fraction=knee.stall_fraction, curve=curve,
                         shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
@@ -573,7 +595,9 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
     if main is None or load < main:
         if workers == 0:
             return Binds.WORKERS
-        bounds = [(workers * (model.per_worker or math.inf) * loader_scale, Binds.WORKERS)]
+        capped = model.working is not None and workers >= model.working  # the rest get no work
+        bounds = [(min(workers, model.working or workers) * (model.per_worker or math.inf) * loader_scale,
+                   Binds.WORKING if capped else Binds.WORKERS)]
         if usable_cpus and model.cpu_s_per_sample:
             bounds.append((usable_cpus / model.cpu_s_per_sample * loader_scale, Binds.CPUS))
         if model.device:
@@ -851,7 +875,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
             return replace(disk, question=question, stage_names=names)
         rows = [r for r in rows if r.summary is not None and r.summary.served_from is not None
                 and r.summary.served_from.is_cache]
-    model = fit(rows, series_of(base), measured_cpus)
+    model = _unique_workers(fit(rows, series_of(base), measured_cpus), results)
     if not model.per_worker and not model.zero_workers:
         return WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED, stage_names=names)
     if question.disk_mb_per_s is not None:

@@ -233,6 +233,10 @@ TAIL_SAMPLE_OVER_MEDIAN = 4.0
 # collection, a hiccup of a shared machine: 128 ms for one JPEG of 2 ms in one profile on the 2-core
 # machine) is no tail; 400 samples hold two of a 1% tail in 91% of draws.
 TAIL_MIN_SAMPLES = 2
+# choice, informed by a measurement: ...and the slowest take at least this many milliseconds: the
+# samples of a tensor dataset (a few microseconds each) read 12x in the slowest 1% on scheduler
+# noise of a shared 2-core machine, where no batch waits on them.
+TAIL_MIN_MS = 1.0
 # choice: a dataset without __getitems__ is named when its fixed cost per call is a quarter of a
 # sample's build time or more (a column store's query, 8 ms fixed against 0.05 ms per row, is 99%):
 # paid once per batch instead, one worker then builds at least 1.3x faster at a batch of 16.

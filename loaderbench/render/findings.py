@@ -140,8 +140,9 @@ def spread_sentence(f: Knee) -> str:
         change = f.fresh_samples_per_s / f.samples_per_s - 1.0
         past = "" if f.drift_threshold is None else f", past the {f.drift_threshold:.0%} drift threshold"
         return (f"A fresh process measured it again at {_rate(f.fresh_samples_per_s)} ({change:+.0%}){past}, and "
-                "--time-budget left no time to settle which holds: its figure, and the pick among configs within "
-                f"{abs(change):.0%} of it, are uncertain by as much (give a larger --time-budget, or --repeats 2).")
+                "--time-budget left no time to settle which holds: read its figure as uncertain by "
+                f"{abs(change):.0%}, and so the pick among configs within that of it (give a larger --time-budget, "
+                "or --isolation process).")
     if f.repeats < 2 or f.spread <= f.tolerance or f.tolerance <= 0:
         return ""
     return (f"Its {f.repeats} repeats spread {f.spread:.0%} of their median (±{f.spread / 2:.0%}), past the "

@@ -36,6 +36,8 @@ BINDS_WORDS = {
     Binds.RECEIVE: "the main process receiving each batch from a worker binds (the receive floor)",
     Binds.STEP: "the step binds",
     Binds.GPU_DECODE: "the decode on the GPU binds (it takes longer than the step it overlaps)",
+    Binds.WORKING: ("the workers the dataset gives work to bind (more workers add nothing; more shards, or one "
+                    "stream split across the workers, would go further)"),
 }
 
 _DECODE_WORDS = {
