@@ -745,5 +745,14 @@ def test_show_with_a_stage_the_profile_lacks_is_one_line_and_exit_2():
     assert res.exit_code == 2
     line = res.output.strip()
     assert "\n" not in line and "Traceback" not in line
-    assert "--what-if stage=nosuch" in line and "decode, RandomResizedCrop" in line
+    assert "--what-if stage=nosuch:2: " in line and "decode, RandomResizedCrop" in line
     assert "pin" not in line.split("its stages", 1)[1]  # a CPU run's profile timed no copy
+    # pin and H2D are refused the same way, naming the flags that act on them; the stages offered
+    # are those a question may name (the receive among them, never pin or H2D).
+    res = CliRunner().invoke(app, ["show", str(kept), "--what-if", "stage=pin:2"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    line = " ".join(res.output.split())
+    assert "--what-if stage=pin:2: pin and H2D are the main process's copy" in line
+    assert "--pin-memory and --prefetch act on them" in line
+    offered = line.rsplit("(", 1)[1]
+    assert "receive" in offered and "pin" not in offered and "H2D" not in offered

@@ -681,11 +681,19 @@ class _Rebuilt:
     transforms_factor: float | None = None
 
 
+def askable_stages(profile: StageProfile) -> list[str]:
+    """The stages of `profile` a `stage=NAME:F` question may name: those it timed that build a
+    sample, and the receive (pin and H2D are the main process's copy: --pin-memory and
+    --prefetch act on them)."""
+    return [r.name for r in profile.stages if r.ms_per_sample is not None
+            and (StageKind(r.kind).builds or r.kind == StageKind.RECEIVE.value)]
+
+
 def rebuild(question: WhatIf, profile: StageProfile, batch_size: int) -> _Rebuilt | tuple[WhyNoPrediction, list[str]]:
     """The build stages as `question` changes them, from `profile`, for batches of
     `batch_size`; or why it cannot be answered (with the profile's stage names)."""
     rows = {r.name: r for r in _builds(profile)}
-    names = [r.name for r in profile.stages if r.ms_per_sample is not None]  # the stages it timed
+    names = askable_stages(profile)
     new_ms = {n: _quiet_ms(r) for n, r in rows.items()}
     new_cpu = {n: r.cpu_ms_per_sample or 0.0 for n, r in rows.items()}
     extra_cpu_ms = 0.0
@@ -858,7 +866,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     the measured ones) from 0 to twice the larger of those and the most workers measured.
     `why` when there is no profile, the stage or decoder cannot be found in it, or nothing with
     workers was measured."""
-    names = [] if profile is None else [r.name for r in profile.stages if r.ms_per_sample is not None]
+    names = [] if profile is None else askable_stages(profile)
     if rebuilt is None:
         if profile is None:
             return WhatIfAnswer(question, why=WhyNoPrediction.NO_PROFILE)
