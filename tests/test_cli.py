@@ -471,3 +471,37 @@ def test_the_time_budget_counts_from_the_commands_own_start_not_its_shells():
     after_sleep = spent("sleep 2 && ")
     assert after_sleep < alone + 1.0
     assert after_sleep > -0.5  # never after the command began
+
+
+def test_a_forked_child_ends_on_sigterm_without_a_traceback():
+    # The CLI turns SIGTERM into Ctrl-C in its own process; a child forked after it (a DataLoader
+    # worker, a measuring process) inherits the handler and must end as it would without it:
+    # killed by the signal, printing nothing.
+    import multiprocessing
+    import os
+    import signal
+
+    from loaderbench.cli import common
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        common.sigterm_as_interrupt()
+        ctx = multiprocessing.get_context("fork")
+        r, w = os.pipe()
+        child = ctx.Process(target=_sleep_and_report, args=(w,))
+        child.start()
+        os.close(w)
+        os.read(r, 1)  # the child is up, its handler installed
+        os.kill(child.pid, signal.SIGTERM)
+        child.join(10)
+        assert child.exitcode == -signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _sleep_and_report(w: int) -> None:
+    import os
+    import time
+
+    os.write(w, b"x")
+    time.sleep(30)

@@ -165,8 +165,17 @@ def sigterm_as_interrupt() -> None:
     import threading
 
     if threading.current_thread() is threading.main_thread():
+        import os
+
+        owner = os.getpid()
 
         def handler(signum: int, frame: Any) -> None:
+            if os.getpid() != owner:
+                # A forked child (a worker, a measuring process) inherited the handler: SIGTERM
+                # ends it as it would without loaderbench, with no traceback.
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
             STATE.sigterm_seen = True
             raise KeyboardInterrupt
 
