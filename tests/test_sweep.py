@@ -614,3 +614,18 @@ def test_the_warm_up_loads_no_more_of_a_batch_than_an_eighth_of_the_memory_holds
     calls.clear()
     warm_up(Big(), cfg)  # the sample's size unknown: the whole batch
     assert calls == list(range(64))
+
+
+def test_a_search_that_ends_on_its_own_is_not_partial_without_a_drift_check_or_profile(tmp_path):
+    # No fresh process and no profile after the search (as on several nodes): the result is still
+    # analysed with the search's log in place, so an ended search reads as ended, not "stopped".
+    from dataclasses import replace
+
+    workers = (0, 1, 2, 3, 4, 6, 8)
+    runner = FakeRunner({w: ok(w) for w in workers})
+    cfg = replace(config(num_workers=workers), search="auto", repeats=1)
+    rs = run_sweep(cfg, output=tmp_path / "r.json", environment=ENV, machine=MACHINE, runner=runner,
+                   save=lambda r, p: None)
+    assert rs.sweep.search is not None and not rs.sweep.interrupted
+    assert len(rs.results) < len(workers)  # the search left configs of the grid unmeasured
+    assert rs.analysis is not None and rs.analysis.partial is None

@@ -265,7 +265,9 @@ def run_sweep(
         # The rows of a distributed sweep are the whole job's (samples/s and CPU summed over
         # ranks): the model runs on the job's CPUs.
         add_predictions(result_set, [p.settings for p in points], machine.cpus_per_rank * machine.world_size)
-        save_fn(result_set, output)
+        # Analysed again with the search's log and predictions in place (the last snapshot may have
+        # been taken inside the search: a sweep with no drift check nor profile after it).
+        snapshot()
     return result_set
 
 
