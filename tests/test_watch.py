@@ -508,3 +508,18 @@ def test_a_batch_handed_out_is_credited_to_the_worker_that_built_it():
     assert delivered_by(before, it) == 2
     assert pending_workers(object()) is None and delivered_by(None, it) is None
     assert delivered_by(before, object()) is None
+
+
+def test_a_plain_for_loop_writes_the_output_file_at_the_end_of_each_epoch(tmp_path):
+    # No `with` block: the file is written when the loader runs out, and again after the next
+    # epoch (covering both).
+    clock = FakeClock()
+    out = tmp_path / "w.json"
+    w = watched(clock, TimedLoader(clock, 20, load_s=0.030), output=out)
+    for _batch in w:
+        clock.advance(0.010)
+    first = read_results(out).results[0]
+    assert first.status == "ok" and len(first.trials[0].step_s) == 20 - 1 - first.trials[0].warmup_batches
+    for _batch in w:
+        clock.advance(0.010)
+    assert len(read_results(out).results[0].trials[0].step_s) == len(first.trials[0].step_s) + 20

@@ -136,7 +136,9 @@ class Watch:
     - `tensorboard`: a SummaryWriter (anything with `add_scalar`): every `log_every_steps`
       measured steps, `loaderbench/data_wait_ms`, `step_time_ms`, `stall_fraction` and
       `samples_per_s`.
-    - `output`: the result file a `with` block writes when it ends; `label`: the run's name.
+    - `output`: the result file a `with` block writes when it ends, and a plain `for` loop over
+      the watch at the end of each epoch (one process only: under torch.distributed saving is a
+      collective, so there only the `with` block writes it); `label`: the run's name.
     - `clock`: the host clock (seconds; a fake in tests); `measure_resources`: False skips the
       CPU/memory/GPU-utilisation meter.
     Raises ValueError for a bad option; `step_end()` without a batch raises WatchError.
@@ -274,6 +276,16 @@ class Watch:
             return
         self._epoch = (self._mark(), self._clock())
         self._epochs += 1
+
+    def epoch_done(self) -> None:
+        """The loader ran out (an epoch ended): with `output`, the result file is written now, so
+        a plain `for` loop (no `with` block) leaves it too; in one process only (under
+        torch.distributed saving gathers every rank, and ranks may end their epochs apart)."""
+        if self.output is None:
+            return
+        world, _rank, _local = process_group()
+        if world == 1:
+            self.save(self.output)
 
     def wait_start(self) -> None:
         """The loop asks for the next batch (t0): ends the previous step when it is still open
@@ -661,6 +673,7 @@ class _Batches:
             batch = next(self._it)
         except StopIteration:
             w._epoch = None
+            w.epoch_done()
             raise
         finally:
             if rng is not None:

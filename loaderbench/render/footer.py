@@ -229,7 +229,7 @@ def search_lines(rs: ResultSet, name: Name | None = None) -> list[str]:
     parts = []
     if before:
         parts.append(f"before measuring them, median error {before.median_abs:.0%} (p90 {before.p90_abs:.0%}) "
-                     f"over {before.n} configs")
+                     f"over {before.n} config{'s' if before.n != 1 else ''}")
     if loo:
         parts.append(f"leaving each measured config out, median {loo.median_abs:.0%} (p90 {loo.p90_abs:.0%})")
     if sw.predictions:
@@ -518,9 +518,13 @@ def _more(rs: ResultSet) -> str:
     if search is not None:
         measured = sum(1 for r in rs.results if r.status != "skipped")
         off = len(a.off_grid)
-        count = (f"{measured} of {search.grid_configs} configs measured" if not off else
-                 f"{measured} configs measured: {measured - off} of the grid's {search.grid_configs} and {off} with "
-                 "worker counts it does not list")
+        # Configs beside the grid's that are not worker counts (the pick with in_order=False).
+        beside = max(0, measured - off - search.grid_configs)
+        listed = measured - off - beside
+        count = (f"{measured} of {search.grid_configs} configs measured" if not off and not beside else
+                 f"{measured} configs measured: {listed} of the grid's {search.grid_configs}"
+                 + (f", {off} with worker counts it does not list" if off else "")
+                 + (f", {beside} tried beside it (in_order=False)" if beside else ""))
         parts.append(f"the search ({count})" + (" and its predictions" if rs.sweep.predictions else ""))
     if rs.sweep.drift is not None:
         parts.append("the drift check")
