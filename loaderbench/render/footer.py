@@ -521,10 +521,11 @@ def _more(rs: ResultSet) -> str:
         # Configs beside the grid's that are not worker counts (the pick with in_order=False).
         beside = max(0, measured - off - search.grid_configs)
         listed = measured - off - beside
-        count = (f"{measured} of {search.grid_configs} configs measured" if not off and not beside else
-                 f"{measured} configs measured: {listed} of the grid's {search.grid_configs}"
-                 + (f", {off} with worker counts it does not list" if off else "")
-                 + (f", {beside} tried beside it (in_order=False)" if beside else ""))
+        kinds = [f"{listed} of the grid's {search.grid_configs}",
+                 *([f"{off} with worker counts it does not list"] if off else []),
+                 *([f"{beside} tried beside it (in_order=False)"] if beside else [])]
+        count = (f"{measured} of {search.grid_configs} configs measured" if len(kinds) == 1 else
+                 f"{measured} configs measured: " + ", ".join(kinds[:-1]) + " and " + kinds[-1])
         parts.append(f"the search ({count})" + (" and its predictions" if rs.sweep.predictions else ""))
     if rs.sweep.drift is not None:
         parts.append("the drift check")
