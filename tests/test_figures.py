@@ -468,6 +468,16 @@ def test_a_search_says_what_its_configs_off_the_grid_were():
             "workers") in line
     assert "the search (5 configs measured: 3 of the grid's 3 and 2 with worker counts it does not list)" in (
         footer.footer_lines(rs)[-1])
+    # The pick tried with in_order=False beside the grid (3 of 3 listed, 1 beside): never "4 of 3".
+    from dataclasses import replace
+
+    rows = [result(settings(w), trial(0.03 / (w + 1), 0.010)) for w in range(3)]
+    rows.append(result(replace(settings(2), in_order=False), trial(0.01, 0.010)))
+    rs = result_set(rows, step_s=0.010, grid={"num_workers": [0, 1, 2]})
+    rs.sweep.search = SearchLog(grid_configs=3, stopped="done")
+    analyze(rs)
+    assert "the search (4 configs measured: 3 of the grid's 3 and 1 tried beside it (in_order=False))" in (
+        footer.footer_lines(rs)[-1])
 
 
 def test_a_stopped_sweep_never_asks_for_a_flag_the_user_gave():
