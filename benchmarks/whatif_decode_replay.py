@@ -24,14 +24,14 @@ from loaderbench.analysis.predict import parse_what_if  # noqa: E402
 from loaderbench.results import read_results  # noqa: E402
 
 
-def measured_pick(path: Path) -> tuple[float, str, bool | None]:
-    """The measured result's pick: samples/s, verdict, whether its CPUs were saturated."""
+def measured_pick(path: Path) -> tuple[float, int, str, bool | None]:
+    """The measured result's pick: samples/s, workers, verdict, whether its CPUs were saturated."""
     rs = read_results(path)
     analysis = analyze(rs)
     s = analysis.recommendation.settings
     row = next(r for r in rs.results if r.settings == s and r.summary is not None)
-    assert row.summary is not None
-    return row.summary.samples_per_s, row.summary.verdict.value, row.summary.cpu_saturated
+    assert row.summary is not None and row.summary.verdict is not None
+    return row.summary.samples_per_s, row.settings.num_workers, row.summary.verdict.value, row.summary.cpu_saturated
 
 
 def resource(verdict: str, saturated: bool | None) -> str:
@@ -47,31 +47,33 @@ def main(folders: list[str]) -> int:
             what = analyze(read_results(pil), what_if=[parse_what_if("decode=torchvision")]).what_if
             tv = folder / f"torchvision-{n}cpus.json"
             if what is None or what.why is not None or not tv.exists():
-                print(f"{folder.name} {n:2d} CPUs: no prediction ({None if what is None else what.why})")
+                why = None if what is None or what.why is None else what.why.value
+                print(f"{folder.name} {n:2d} CPUs: no prediction ({why})")
                 continue
-            got, verdict, saturated = measured_pick(tv)
+            got, workers, verdict, saturated = measured_pick(tv)
             err = (what.knee_samples_per_s or 0.0) / got - 1.0
             errors.append(err)
             binds = None if what.binds is None else what.binds.value
             print(f"{folder.name} {n:2d} CPUs: decode=torchvision predicted {what.knee_samples_per_s:,.0f} at "
-                  f"{what.knee_workers} workers ({binds} binds); measured {got:,.0f} ({verdict}, "
-                  f"{resource(verdict, saturated)}); error {err:+.1%}")
+                  f"{what.knee_workers} workers (binds: {binds}); measured {got:,.0f} at {workers} workers "
+                  f"({verdict}, {resource(verdict, saturated)}); error {err:+.1%}")
         nv = folder / "nvjpeg-16cpus.json"
         pil = folder / "pil-16cpus.json"
         if nv.exists() and pil.exists():
             what = analyze(read_results(pil), what_if=[parse_what_if("decode=nvjpeg")]).what_if
             rs = read_results(nv)
             analyze(rs)
-            rows = {("prefetcher" if r.settings.prefetch else "no prefetcher"): r.summary.samples_per_s
-                    for r in rs.results if r.summary is not None}
+            rows = {(f"{r.settings.num_workers} worker{'s' if r.settings.num_workers != 1 else ''}, "
+                     + ("prefetcher" if r.settings.prefetch else "no prefetcher")):
+                    r.summary.samples_per_s for r in rs.results if r.summary is not None}
+            measured = ", ".join(f"{k} {v:,.0f}" for k, v in rows.items())
             if what is None or what.why is not None:
-                print(f"{folder.name} decode=nvjpeg: no prediction ({None if what is None else what.why}); "
-                      f"measured {rows}")
+                why = None if what is None or what.why is None else what.why.value
+                print(f"{folder.name} decode=nvjpeg: no prediction ({why}); measured {measured}")
                 continue
             cases = ", ".join(f"{c.mode.value if c.mode else '?'} {c.knee_samples_per_s or 0.0:,.0f}"
                               + (" (the decode holds the main thread)" if c.host_waits else "") for c in what.cases)
-            print(f"{folder.name} decode=nvjpeg: predicted at most {cases}; measured "
-                  + ", ".join(f"{k} {v:,.0f}" for k, v in rows.items()))
+            print(f"{folder.name} decode=nvjpeg: predicted {cases}; measured {measured}")
     if errors:
         print(f"decode=torchvision: largest error {max(abs(e) for e in errors):.1%} over {len(errors)}")
     return 0
