@@ -49,7 +49,9 @@ _NO_PROFILE = {
     NoProfile.FLAG: "it was run with --no-profile: sweep without it, or run loaderbench profile",
     NoProfile.SEVERAL_PROCESSES: ("a sweep on several ranks or nodes takes none: run loaderbench profile with the "
                                   "pick's settings on one node"),
-    NoProfile.NOT_TAKEN: "sweep without --no-profile, or run loaderbench profile",
+    NoProfile.NOT_TAKEN: ("none was taken: --time-budget ran out or the sweep was stopped before it, a watched "
+                          "loop takes none, or a version that took none wrote the file; run loaderbench profile "
+                          "with the pick's settings"),
 }
 
 _NO_ANSWER = {
