@@ -235,16 +235,22 @@ def test_where_the_cpus_bind_a_cheaper_stage_lifts_the_cpus_ceiling_by_the_cpu_i
     assert before.curve[4][1] == pytest.approx(rows[3].summary.samples_per_s, rel=0.05)  # the measured row
 
 
+def _gpu_decode_answer(cpu_ms_per_batch: float):
+    """`decode=nvjpeg` for workers that build a sample in 4.5 ms (decode 2, crop 1.5, collate 1)
+    against a 2 ms step at batch 16, nvJPEG taking 3 ms of GPU per batch and `cpu_ms_per_batch`
+    of its calling thread's CPU."""
+    gpu = GpuDecodeTiming(device="cuda:0", batch_size=16, reps=5, decode_ms_per_batch=1.0,
+                          decode_crop_ms_per_batch=3.0, cpu_ms_per_batch=cpu_ms_per_batch)
+    profile = jpeg_profile(stages=[row("decode", "decode", 2.0), row("RandomResizedCrop", "transform", 1.5),
+                                   row("collate", "collate", 1.0)], device="cuda:0", gpu_decode=gpu)
+    return what_if_pipeline(WhatIf(decode=Decoder.NVJPEG), _rows(pipeline(4.5, 2.0)), settings(4), 0.05, 16, profile)
+
+
 def test_gpu_decode_is_stated_serialised_and_overlapped_with_what_binds_in_each():
     # The workers keep 1 ms (their collate) of 4.5; nvJPEG 3 ms per batch of 16 against a 2 ms step:
     # serialised 5 ms per batch, 16 / 5 ms = 3,200/s (with the receive 3,077/s); overlapped at best
     # the longer, 3 ms (5,333/s, 5,000/s with the receive), and then the decode binds.
-    rows = _rows(pipeline(4.5, 2.0))
-    gpu = GpuDecodeTiming(device="cuda:0", batch_size=16, reps=5, decode_ms_per_batch=1.0,
-                          decode_crop_ms_per_batch=3.0, cpu_ms_per_batch=0.0)
-    profile = jpeg_profile(stages=[row("decode", "decode", 2.0), row("RandomResizedCrop", "transform", 1.5),
-                                   row("collate", "collate", 1.0)], device="cuda:0", gpu_decode=gpu)
-    what = what_if_pipeline(WhatIf(decode=Decoder.NVJPEG), rows, settings(4), 0.05, 16, profile)
+    what = _gpu_decode_answer(cpu_ms_per_batch=0.0)
     serialised, overlapped = what.cases
     assert (serialised.mode, overlapped.mode) == (DecodeMode.SERIALISED, DecodeMode.OVERLAPPED)
     assert (serialised.step_ms_per_batch, overlapped.step_ms_per_batch) == pytest.approx((5.0, 3.0))
@@ -261,12 +267,7 @@ def test_a_gpu_decode_that_holds_the_main_thread_is_not_overlapped():
     # (and the decode in it) binding.
     from loaderbench.render.pipeline import what_if_build_lines
 
-    rows = _rows(pipeline(4.5, 2.0))
-    gpu = GpuDecodeTiming(device="cuda:0", batch_size=16, reps=5, decode_ms_per_batch=1.0,
-                          decode_crop_ms_per_batch=3.0, cpu_ms_per_batch=2.7)
-    profile = jpeg_profile(stages=[row("decode", "decode", 2.0), row("RandomResizedCrop", "transform", 1.5),
-                                   row("collate", "collate", 1.0)], device="cuda:0", gpu_decode=gpu)
-    what = what_if_pipeline(WhatIf(decode=Decoder.NVJPEG), rows, settings(4), 0.05, 16, profile)
+    what = _gpu_decode_answer(cpu_ms_per_batch=2.7)
     serialised, overlapped = what.cases
     assert (serialised.step_ms_per_batch, overlapped.step_ms_per_batch) == pytest.approx((5.0, 5.0))
     assert (serialised.host_waits, overlapped.host_waits) == (False, True)
@@ -280,9 +281,7 @@ def test_a_gpu_decode_that_holds_the_main_thread_is_not_overlapped():
     # Serialised is the decode before the step: its knee is named without the prefetcher.
     assert (serialised.knee.prefetch, overlapped.knee.prefetch) == (False, True)
     # 70% of its GPU time (under the share): overlapped at best, as before.
-    gpu = replace(gpu, cpu_ms_per_batch=2.1)
-    what = what_if_pipeline(WhatIf(decode=Decoder.NVJPEG), rows, settings(4), 0.05, 16,
-                            replace(profile, gpu_decode=gpu))
+    what = _gpu_decode_answer(cpu_ms_per_batch=2.1)
     assert what.cases[1].step_ms_per_batch == pytest.approx(3.0) and not what.cases[1].host_waits
 
 
