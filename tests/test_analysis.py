@@ -671,7 +671,8 @@ def test_cpus_taken_by_other_processes_count_toward_saturation_and_are_named():
     nc = finding(rec, FindingKind.NOT_CLEARED)
     assert nc.cause is NotClearedCause.CPU and nc.cpu.other_cores == pytest.approx(6.0) and not nc.cpu.mostly_other
     text = reason(rec)
-    assert "The process tree used 8.5 of 16 usable CPUs and other processes 6.0 more: CPU" in text
+    assert ("The process tree used 8.5 of 16 usable CPUs and other processes 6.0 more: CPU saturation binds "
+            "(building the samples: fetch, decode, transforms, collate).") in text
     other = finding(rec, FindingKind.OTHER_LOAD)
     assert other.settings.key() == "w8-nopin-nopf-f2-once-b256"
     assert other.max_cores == pytest.approx(6.0) and other.median_cores == pytest.approx(3.1)

@@ -282,7 +282,7 @@ def _not_cleared_text(f: NotCleared, name: Name) -> str:
                      "understate what this loader does on CPUs of its own (measure again on a quiet "
                      "machine).")
         else:
-            cause = used + "CPU (decode/augment) saturation binds."
+            cause = used + "CPU saturation binds (building the samples: fetch, decode, transforms, collate)."
     elif f.cause is NotClearedCause.CORES_SLOWER and f.cores_slower is not None:
         c2 = f.cores_slower
         used = ("" if c2.cpu_cores is None or not c2.usable_cpus else

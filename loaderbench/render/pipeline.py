@@ -258,7 +258,10 @@ def profile_lines(profile: StageProfile, name: Name) -> list[str]:
     if profile.sweep_share is not None:
         took += f" ({profile.sweep_share:.0%} of the sweep's wall time)"
     if c.overhead is not None:
-        took += f"; its stage timing cost {c.overhead:+.1%} per sample"
+        # Timed and plain samples are different ones: a difference of a few % is their spread.
+        took += (f"; its stage timing cost {c.overhead:+.1%} per sample" if c.overhead > 0.005 else
+                 f"; its stage timing cost nothing measurable per sample ({c.overhead:+.1%}, within the samples' "
+                 "spread)")
     if c.cut_short:
         took += f"; the budget ended {', '.join(c.cut_short)} early"
     out.append(took + ".")
