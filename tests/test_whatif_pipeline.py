@@ -657,10 +657,19 @@ def test_a_batched_fetch_measures_the_fixed_cost_of_a_call():
             return torch.zeros(3, 8), 1
 
     assert probe_batched_fetch(IgnoresTheIndex(), list(range(64))) is None
+
+    class SixteenRows(IgnoresTheIndex):
+        # ... even when its one sample has as many rows as the items asked for.
+        def __getitem__(self, i):
+            return torch.zeros(16, 8), 1
+
+    assert probe_batched_fetch(SixteenRows(), list(range(64)), items=16) is None
     from loaderbench.measure.alternatives import holds_samples
 
     assert holds_samples([(1, 2)] * 16, 16) and holds_samples((torch.zeros(16, 3), torch.arange(16)), 16)
     assert not holds_samples((torch.zeros(3, 8), 1), 16) and not holds_samples({"x": torch.zeros(15, 2)}, 16)
+    assert not holds_samples((torch.zeros(16, 8), 1), 16, one=(torch.zeros(16, 8), 1))
+    assert holds_samples((torch.zeros(16, 8), torch.arange(16)), 16, one=(torch.zeros(8), 1))
 
 
 def test_the_sweeps_profile_keeps_the_jpegs_and_times_the_decoders():

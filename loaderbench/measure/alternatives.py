@@ -290,16 +290,33 @@ def has_getitems(dataset: Any) -> bool:
     return callable(getattr(dataset, "__getitems__", None))
 
 
-def holds_samples(result: Any, n: int) -> bool:
+def holds_samples(result: Any, n: int, one: Any = None) -> bool:
     """Whether `result`, what `dataset[list of n indices]` returned, holds n samples: a list or
     tuple of n items, or a collated structure whose every array leaf has n rows (a
-    TensorDataset's tuple of tensors)."""
+    TensorDataset's tuple of tensors); and, with `one` (what `dataset[i]` returned), not built
+    as one sample is (same types, lengths and array shapes: a `__getitem__` that ignores its
+    index and returns a sample of n rows)."""
     from loaderbench.workload.batch import array_rows
 
+    if one is not None and _layout(result) == _layout(one):
+        return False
     if isinstance(result, (list, tuple)) and len(result) == n:
         return True
     rows = array_rows(result)
     return bool(rows) and all(r == n for r in rows)
+
+
+def _layout(x: Any, depth: int = 0) -> Any:
+    """The structure of a sample or batch: types, the lengths of sequences and mappings, and the
+    shapes of arrays (nested to a few levels)."""
+    shape = getattr(x, "shape", None)
+    if shape is not None:
+        return (type(x).__name__, tuple(shape))
+    if depth < 4 and isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(_layout(v, depth + 1) for v in x))
+    if depth < 4 and isinstance(x, dict):
+        return ("dict", tuple((k, _layout(v, depth + 1)) for k, v in x.items()))
+    return type(x).__name__
 
 
 def probe_batched_fetch(dataset: Any, indices: Sequence[int], *, items: int = 16, rounds: int = 3,
@@ -336,14 +353,14 @@ def probe_batched_fetch(dataset: Any, indices: Sequence[int], *, items: int = 16
         try:
             t0 = time.perf_counter()
             for i in singles:
-                dataset[i]
+                single = dataset[i]
             one.append((time.perf_counter() - t0) / items)
             t0 = time.perf_counter()
             got = dataset[batch]
             many.append(time.perf_counter() - t0)
         except Exception:  # noqa: BLE001 - as above
             return None
-        if not holds_samples(got, len(batch)):
+        if not holds_samples(got, len(batch), single):
             return None
         done += 1
         if over():
