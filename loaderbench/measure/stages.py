@@ -996,13 +996,16 @@ def _alternatives(profiler: SampleProfiler, dataset: Any, indices: list[int], it
     def over() -> bool:
         return deadlines.over("alternatives")
 
+    def cut() -> bool:  # over, and the decoders left untimed for it (ProfileCost.cut_short)
+        if over():
+            record.cut_short.append(DECODER_TIMING)
+            return True
+        return False
+
     if not iterable and not over():
         record.batched_fetch = alt.probe_batched_fetch(dataset, indices[::-1], items=min(16, settings.batch_size),
                                                        over=over)
-    if not any("JPEG" in d or "decode_jpeg" in d for d in decoders):
-        return
-    if over():
-        record.cut_short.append(DECODER_TIMING)
+    if not any("JPEG" in d or "decode_jpeg" in d for d in decoders) or cut():
         return
     kept: list[bytes] = []
     profiler.interceptions.capture = kept
@@ -1022,18 +1025,12 @@ def _alternatives(profiler: SampleProfiler, dataset: Any, indices: list[int], it
     finally:
         profiler.interceptions.capture = None
     record.jpegs_captured = len(kept)
-    if over():
-        record.cut_short.append(DECODER_TIMING)
-        return
-    if not kept:
+    if cut() or not kept:
         return
     record.decoder_timing = alt.time_decoders(kept, profiler.interceptions.transform_objects, threads=threads,
                                               over=over)
-    if plan.device.startswith("cuda"):
-        if over():
-            record.cut_short.append(DECODER_TIMING)
-        else:
-            record.gpu_decode = alt.time_gpu_decode(kept, settings.batch_size, plan.device)
+    if plan.device.startswith("cuda") and not cut():
+        record.gpu_decode = alt.time_gpu_decode(kept, settings.batch_size, plan.device)
 
 
 def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm: list[int], iterable: bool,
