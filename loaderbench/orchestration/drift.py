@@ -64,9 +64,9 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
         (`Drift.unconfirmed_for_budget`), and the knee gets one more warm trial (a repeat it
         keeps) when that fits at the warm trials' pace: a knee picked on a lucky trial is the
         commoner cause of a trip (on the H200 case a knee measured once at 4,186 samples/s read
-        3,518 fresh, where a plain loop of 150 batches sustained 3,384), and its second warm
-        trial settles the figure without the fresh process (the pick's spread then says how
-        far apart they read). Where the fresh trial still reads past the threshold against the
+        3,518 fresh, where a plain loop of 150 batches sustained 3,360, the median of three),
+        and its second warm trial settles the figure without the fresh process (the pick's
+        spread then says how far apart they read). Where the fresh trial still reads past the threshold against the
         knee's figure, the recommendation says so with both figures (Knee.fresh_samples_per_s).
         Otherwise the fresh trials are checks, not repeats: they are left out of the knee's
         trials, since one config measured partly fresh would be ranked
