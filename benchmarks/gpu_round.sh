@@ -9,6 +9,8 @@
 #   bash benchmarks/gpu_round.sh 6   the default sweep twice (timed), its pick against a plain loop between
 #   bash benchmarks/gpu_round.sh 7   the decode what-ifs against measured runs, without the profile-cost pair
 #                                    (and, with PICK_OF=RESULT, that result's pick against a plain loop)
+#   bash benchmarks/gpu_round.sh 8   the default sweep twice (timed), each one's pick (its sustained figure)
+#                                    against a plain loop right after it
 # Every file the steps write ends in $OUT/round-N.tgz, with $OUT/steps.txt beside it.
 #   bash benchmarks/gpu_round.sh 4   part 1 without the tests, the pick's neighbours' plain loops too,
 #                                    and the stage profile against independent timing on CUDA
@@ -16,7 +18,7 @@
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/lb-out}; mkdir -p "$OUT"
-part=${1:?part 1 to 7}
+part=${1:?part 1 to 8}
 step() {  # step NAME SECONDS CMD...: run CMD with a timeout, its output and wall seconds under $OUT
   local name=$1 limit=$2; shift 2
   local t0=$EPOCHREALTIME
@@ -59,6 +61,12 @@ case $part in
 7)
   step whatif_decode 520 python3 benchmarks/whatif_decode_gpu.py --out "$OUT/whatif_decode_gpu.json" --total 500 --no-pair --budget ${BUDGET:-40}
   [ -n "${PICK_OF:-}" ] && step pick_check 100 python3 benchmarks/pick_check.py "$PICK_OF" --out "$OUT/pick.json" --rounds 3 --batches 150
+  ;;
+8)
+  for n in 1 2; do
+    step default_sweep$n 150 python3 -m loaderbench sweep --output "$OUT/default-$n.json" --no-progress
+    step pick_check$n 135 python3 benchmarks/pick_check.py "$OUT/default-$n.json" --out "$OUT/pick-$n.json" --rounds 3 --batches 150
+  done
   ;;
 esac
 # Everything in one archive (a device call brings back a few files only), the step log beside it.

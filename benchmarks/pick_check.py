@@ -7,7 +7,9 @@ config, in this order, `--rounds` times: one trial as the sweep measures a confi
 with the result's own dataset, step and measure settings: the sweep's window), then a plain loop over a fresh
 DataLoader with the same settings and step, no instrumentation (`--warmup` batches untimed, then `--batches` timed,
 one synchronise at each end). Interleaved, so a drift of the host moves both. Records the sweep's own figure for the
-pick beside the medians: the sweep's pick within 5% of the plain loop is the target.
+pick beside the medians: the sweep's pick within 5% of the plain loop is the target. Where the sweep measured its pick
+over a longer window (`sweep.sustained`, the figure its recommendation states), that figure is set against the plain
+loop too, and each round also takes one trial with that longer window (`sustained_window`) in turn with the others.
 
 With `--cli`, each round also runs `loaderbench sweep` on the pick's settings alone (`--search grid --repeats 1
 --no-profile`, in its own process as a user runs it) and records its row; with `--also-workers 14,16`, the plain
@@ -32,6 +34,7 @@ from torch.utils.data import DataLoader, RandomSampler
 from loaderbench.analysis import statistics as stats
 from loaderbench.measure.trial import measure_config
 from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, TrialJob
+from loaderbench.orchestration.sustained import sustained_window
 from loaderbench.results import read_results
 from loaderbench.workload.batch import move_to_device
 from loaderbench.workload.compute import build_compute
@@ -113,21 +116,33 @@ def main() -> None:
     dataset = DatasetSpec.from_dict(cfg["dataset"])
     compute = ComputeSpec.from_dict(cfg["compute"])
     measure = MeasureSpec.from_dict(cfg["measure"])
-    trials, plain, cli = [], [], []
+    long_window = sustained_window(measure, row)
+    trials, plain, cli, long_trials = [], [], [], []
     others: dict[int, list[float]] = {int(w): [] for w in args.also_workers.split(",") if w}
     for rnd in range(args.rounds):
         t = measure_config(TrialJob(settings, dataset, compute, measure, seed=rnd))
         trials.append(stats.trial_samples_per_s(t))
         plain.append(plain_loop_samples_per_s(settings, dataset, compute, warmup=args.warmup, batches=args.batches))
+        if long_window is not None:
+            t = measure_config(TrialJob(settings, dataset, compute, long_window, seed=rnd))
+            long_trials.append(stats.trial_samples_per_s(t))
         if args.cli:
             cli.append(cli_samples_per_s(settings, rs.config))
         for w, got in others.items():
             got.append(plain_loop_samples_per_s(replace(settings, num_workers=w), dataset, compute,
                                                 warmup=args.warmup, batches=args.batches))
         print(json.dumps({"round": rnd, "trial": trials[-1], "plain": plain[-1], "cli": cli[-1] if cli else None,
+                          "sustained_trial": long_trials[-1] if long_trials else None,
                           "others": {w: v[-1] for w, v in others.items()}}), flush=True)
     sweep_figure = row.summary.samples_per_s if row.summary else None
+    taken = rs.sweep.sustained
+    sustained = taken.samples_per_s if taken is not None and taken.config == settings.key() else None
     report = {
+        "sustained_figure_samples_per_s": sustained,
+        "sustained_vs_plain": None if not sustained else sustained / statistics.median(plain) - 1.0,
+        "sustained_trial_samples_per_s": long_trials,
+        "sustained_trial_vs_plain": (statistics.median(long_trials) / statistics.median(plain) - 1.0
+                                     if long_trials else None),
         "config": settings.key(),
         "sweep_figure_samples_per_s": sweep_figure,
         "sweep_trials": len(row.trials),

@@ -597,6 +597,15 @@ class Knee(Finding):
     # the figure is uncertain by that much (NOTE [drift check] in orchestration/drift.py).
     fresh_samples_per_s: float | None = None
     drift_threshold: float | None = None
+    # The pick measured once more over a window of several batches per worker (results.Sustained,
+    # NOTE [the pick's sustained figure] in orchestration/sustained.py): its samples/s and stall
+    # (0..1) over `sustained_batches` batches, `sustained_batches_per_worker` each, against the
+    # search's windows of `search_batches_per_worker` (`samples_per_s` stays the row's figure).
+    sustained_samples_per_s: float | None = None
+    sustained_stall_fraction: float | None = None
+    sustained_batches: int | None = None
+    sustained_batches_per_worker: float | None = None
+    search_batches_per_worker: float | None = None
 
 
 @dataclass

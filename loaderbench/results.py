@@ -23,7 +23,15 @@ from loaderbench.conclusions import (
     Recommendation,
 )
 from loaderbench.errors import OutputError, ResultsFormatError
-from loaderbench.model import SCHEMA_VERSION, Ceiling, ConfigResult, LoaderSettings, Record, StageRecord
+from loaderbench.model import (
+    SCHEMA_VERSION,
+    Ceiling,
+    ConfigResult,
+    LoaderSettings,
+    Record,
+    StageRecord,
+    Trial,
+)
 from loaderbench.schema import mark_legacy_probes, migrate
 
 # ---------------------------------------------------------------------------------------------
@@ -37,7 +45,8 @@ class Timing(Record):
     `trial_wall_s`, in them the DataLoader's set-up, the worker start-up to the first batch, the
     warm-up, the measured windows, the probes after the windows and stopping the workers; the
     compute ceiling; `other_s`, the rest of the trials' wall time (the measuring process's round
-    trip); `profile_s`, the stage profile of the pick (the dataset built again included)."""
+    trip); `profile_s`, the stage profile of the pick (the dataset built again included);
+    `sustained_s`, the pick's sustained trial (counted in `trials` too)."""
 
     trials: int = 0
     trial_wall_s: float = 0.0
@@ -50,6 +59,7 @@ class Timing(Record):
     ceiling_s: float = 0.0
     other_s: float = 0.0
     profile_s: float = 0.0
+    sustained_s: float = 0.0
 
     PARTS = ("setup_s", "first_batch_s", "warmup_s", "window_s", "probe_s", "stop_s")
 
@@ -160,6 +170,27 @@ class SweepProfile(Record):
 
 
 @dataclass
+class Sustained(Record):
+    """The pick measured once more after the search over a window of several batches per worker
+    (orchestration/sustained.py NOTE [the pick's sustained figure]): its `config` key, samples/s
+    and stall fraction (0..1) over `batches` batches (`batches_per_worker` each, `window_s`
+    seconds), beside the row's figure from the search's windows (`search_samples_per_s`, over
+    `search_batches_per_worker` batches per worker, the median of its trials); `wall_s`: the
+    trial's wall seconds; `trial`: its raw measurements."""
+
+    config: str
+    samples_per_s: float
+    stall_fraction: float
+    batches: int
+    batches_per_worker: float
+    window_s: float
+    search_samples_per_s: float
+    search_batches_per_worker: float
+    wall_s: float = 0.0
+    trial: Trial | None = None
+
+
+@dataclass
 class SweepRecord(Record):
     """What the orchestration recorded while the sweep ran: wall time (and since the command
     started, what --time-budget counts), configs planned, whether it was interrupted, batches
@@ -167,7 +198,8 @@ class SweepRecord(Record):
     drift check, the model's predictions for the configs left unmeasured and its fitted inputs
     per series (`model`); for a watched loader of a class of its own, its settings left at
     their defaults (`loader_defaults`, name -> value: inloop/loader.py loader_class_settings); a
-    rank a distributed sweep lost (`lost`); the stage profile of the pick (`profile`)."""
+    rank a distributed sweep lost (`lost`); the stage profile of the pick (`profile`); the pick's
+    sustained figure (`sustained`)."""
 
     sweep_wall_s: float | None = None
     since_start_s: float | None = None
@@ -184,6 +216,7 @@ class SweepRecord(Record):
     loader_defaults: dict[str, Any] = field(default_factory=dict)
     lost: LostRank | None = None
     profile: SweepProfile | None = None
+    sustained: Sustained | None = None
 
 
 # ---------------------------------------------------------------------------------------------

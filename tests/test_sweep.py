@@ -179,7 +179,11 @@ def test_the_search_measures_the_knee_and_its_neighbours_and_predicts_the_rest(t
     rs = run_sweep(resolve_defaults(cfg, Machine(cuda=False, usable_cpus=16)), output=tmp_path / "r.json",
                    environment={"usable_cpus": 16}, machine=Machine(cuda=False, usable_cpus=16),
                    runner=runner, save=lambda r, p: None)
-    measured = sorted(w for w, _, kind in runner.calls if kind == "config")
+    # The last trial is the pick's sustained one (NOTE [the pick's sustained figure]): 4 batches per worker,
+    # where the search's windows held 20 / 6 = 3.3; no loader-ceiling probe after it.
+    last = runner.jobs[-1]
+    assert (last.settings.num_workers, last.measure.batches, last.loader_alone) == (6, 24, False)
+    measured = sorted(w for w, _, kind in runner.calls[:-1] if kind == "config")
     assert rs.recommendation.settings.num_workers == 6
     assert {4, 6, 8} <= set(measured) and len(measured) < 8  # the knee, its neighbours, not the grid
     # Only measured configs are rows; the others are predictions, never ranked.

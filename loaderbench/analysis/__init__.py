@@ -123,6 +123,7 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
         epoch_batches=int(epoch_batches) if epoch_batches else None, dataset=cfg.get("dataset"),
         grid=cfg.get("grid"), stopped=partial is not None,
     )
+    _sustained(rs, recommendation.findings)
     _unsettled_drift(rs, recommendation.findings)
     profile = stage_profile(rs, ranking.knee, any(isinstance(f, NotCleared) for f in recommendation.findings))
     taken = rs.sweep.profile
@@ -180,19 +181,35 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
     return analysis
 
 
+def _sustained(rs: ResultSet, findings: list[Finding]) -> None:
+    """The Knee of `findings` gets the pick's sustained figure (results.Sustained, NOTE [the
+    pick's sustained figure] in orchestration/sustained.py) when that trial measured the knee."""
+    taken = rs.sweep.sustained
+    if taken is None:
+        return
+    for i, f in enumerate(findings):
+        if isinstance(f, Knee) and f.settings.key() == taken.config:
+            findings[i] = replace(f, sustained_samples_per_s=taken.samples_per_s,
+                                  sustained_stall_fraction=taken.stall_fraction, sustained_batches=taken.batches,
+                                  sustained_batches_per_worker=taken.batches_per_worker,
+                                  search_batches_per_worker=taken.search_batches_per_worker)
+
+
 def _unsettled_drift(rs: ResultSet, findings: list[Finding]) -> None:
     """The Knee of `findings` gets the drift check's fresh trial of it when the budget left no time
     to confirm the check (Drift.unconfirmed_for_budget) and that trial reads past the drift
-    threshold against the knee's figure (its warm trials, one of them perhaps the check's): a
-    fresh process contradicted the pick's figure, and nothing settled it."""
+    threshold against the knee's figure (its sustained figure where one was measured, else its
+    warm trials, one of them perhaps the check's): a fresh process contradicted the pick's
+    figure, and nothing settled it."""
     drift = rs.sweep.drift
     if drift is None or not drift.unconfirmed_for_budget or drift.fresh_samples_per_s is None:
         return
     limit = drift.threshold or 0.0
     for i, f in enumerate(findings):
         # Against the knee's figure now: a warm trial the check added may have settled it.
-        if (isinstance(f, Knee) and f.settings.key() == drift.config and f.samples_per_s > 0
-                and abs(drift.fresh_samples_per_s / f.samples_per_s - 1.0) > limit):
+        figure = f.sustained_samples_per_s or f.samples_per_s if isinstance(f, Knee) else 0.0
+        if (isinstance(f, Knee) and f.settings.key() == drift.config and figure > 0
+                and abs(drift.fresh_samples_per_s / figure - 1.0) > limit):
             findings[i] = replace(f, fresh_samples_per_s=drift.fresh_samples_per_s,
                                   drift_threshold=drift.threshold)
 

@@ -21,7 +21,9 @@ from loaderbench.measure.isolation import Outcome, Runner, run_isolated
 from loaderbench.model import (
     ConfigResult,
     LoaderSettings,
+    MeasureSpec,
     Note,
+    Trial,
     TrialJob,
     WarningKind,
 )
@@ -39,7 +41,8 @@ from loaderbench.orchestration.preflight import (
 )
 from loaderbench.orchestration.profile import sweep_profile_budget_s
 from loaderbench.orchestration.search import HostLimits, Search
-from loaderbench.results import PredictionCheck, ResultSet, SearchStep, SweepProfile, Timing
+from loaderbench.orchestration.sustained import measure_sustained, sustained_reserve_s, sustained_window
+from loaderbench.results import PredictionCheck, ResultSet, SearchStep, Sustained, SweepProfile, Timing
 from loaderbench.storage import set_cache_state
 
 
@@ -147,6 +150,26 @@ def run_sweep(
                                            world_size=machine.world_size)
     timing.ceiling_s = time.monotonic() - t_ceiling
 
+    def timed(job: TrialJob, via: Runner) -> Outcome:
+        """`job` run through `via`, its wall time and phases added to the sweep's timing."""
+        t0 = time.monotonic()
+        try:
+            outcome = via(job, on_batch=obs.batch)
+        except KeyboardInterrupt:
+            sweep.interrupted = True
+            snapshot()
+            raise
+        wall = time.monotonic() - t0
+        timing.trials += 1
+        timing.trial_wall_s += wall
+        trial_walls.append(wall)
+        if outcome.trial is not None:
+            timing.window_s += outcome.trial.wall_s
+            timing.first_batch_s += outcome.trial.first_batch_s
+            for phase in ("probe_s", "setup_s", "warmup_s", "stop_s"):
+                setattr(timing, phase, getattr(timing, phase) + (getattr(outcome.trial, phase) or 0.0))
+        return outcome
+
     def run_trial(i: int, repeat: int, via: Runner = runner, loader_alone: bool = False) -> ConfigResult:
         """One trial of entry `i` (its repeat index `repeat`), folded into its result; the loader
         ceiling is probed in a config's first trial, or when `loader_alone`."""
@@ -178,23 +201,9 @@ def run_sweep(
                                                  is not None for t in res.trials),
             cache=state,
         )
-        t0 = time.monotonic()
-        try:
-            outcome = via(job, on_batch=obs.batch)
-        except KeyboardInterrupt:
-            sweep.interrupted = True
-            snapshot()
-            raise
-        wall = time.monotonic() - t0
-        timing.trials += 1
-        timing.trial_wall_s += wall
-        trial_walls.append(wall)
+        outcome = timed(job, via)
         if outcome.trial is not None:
             outcome.trial.cache_state = cache_state
-            timing.window_s += outcome.trial.wall_s
-            timing.first_batch_s += outcome.trial.first_batch_s
-            for phase in ("probe_s", "setup_s", "warmup_s", "stop_s"):
-                setattr(timing, phase, getattr(timing, phase) + (getattr(outcome.trial, phase) or 0.0))
         _apply(res, outcome)
         done[i] = True
         obs.trial_finished(res, outcome)
@@ -225,7 +234,12 @@ def run_sweep(
         def reserve_s() -> float:
             measured_ok = sum(1 for r, d in zip(results, done) if d and r.status == "ok" and r.trials)
             drift_follows = fresh_runner is not None and measured_ok >= DRIFT_MIN_CONFIGS
-            return budget_reserve_s(trial_walls, drift_follows=drift_follows) + profile_reserve_s
+            # The pick's sustained trial follows where the fastest row so far would need one.
+            ok = [r for r, d in zip(results, done) if d and r.status == "ok" and r.summary is not None]
+            top = max(ok, key=lambda r: r.summary.samples_per_s, default=None)  # type: ignore[union-attr]
+            sustained = top is not None and sustained_window(config.measure, top) is not None
+            return (budget_reserve_s(trial_walls, drift_follows=drift_follows) + profile_reserve_s
+                    + (sustained_reserve_s(trial_walls) if sustained else 0.0))
 
         search = Search(
             [p.settings for p in points], measure=measure, tolerance=config.tolerance, repeats=config.repeats,
@@ -244,6 +258,24 @@ def run_sweep(
         for repeat in range(config.repeats):
             for i in range(len(entries)):
                 run_trial(i, repeat)
+    def sustained_trial(pick: LoaderSettings) -> Sustained | None:
+        i = next((j for j, r in enumerate(results) if r.settings == pick and r.status == "ok" and r.trials), None)
+        row = None if i is None else results[i]
+        if i is None or row is None or row.summary is None:
+            return None
+        figure = row.summary.samples_per_s
+
+        def run(window: MeasureSpec) -> Trial | None:
+            obs.phase("measuring the pick over a longer window")
+            job = TrialJob(pick, config.dataset, compute, window, seed=config.seed + len(row.trials),
+                           cache_dir=cache_dir, timeout_s=config.config_timeout_s, loader_alone=False,
+                           cache=entries[i][1])
+            outcome = timed(job, runner)
+            return outcome.trial if outcome.status == "ok" else None
+
+        return measure_sustained(row, config.measure, run, search_samples_per_s=figure,
+                                 deadline=started_at + config.time_budget_s, trial_walls=trial_walls)
+
     recheck_ceilings(result_set.ceilings, results, config, compute, runner, cache_dir, obs)
     if fresh_runner is not None:
         check_drift(result_set, results, done, run_trial, fresh_runner, config.tolerance, obs,
@@ -251,6 +283,12 @@ def run_sweep(
                     warm_trial_s=statistics.median(trial_walls) if trial_walls else None)
         snapshot()
     pick = result_set.recommendation.settings if result_set.recommendation is not None else None
+    if searched and pick is not None:
+        # The pick's sustained figure (NOTE [the pick's sustained figure] in sustained.py).
+        sweep.sustained = sustained_trial(pick)
+        if sweep.sustained is not None:
+            timing.sustained_s = sweep.sustained.wall_s
+            snapshot()
     if profiling and pick is not None:
         assert profiler is not None
         left = config.time_budget_s - (time.monotonic() - started_at) if searched else None

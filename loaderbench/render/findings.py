@@ -136,8 +136,9 @@ _PART_WORDS = {
 def spread_sentence(f: Knee) -> str:
     """The uncertainty of the pick's own figure, when its repeats spread past the tolerance ('' when
     they did not): said beside the recommendation, not in its one-line headline."""
-    if f.fresh_samples_per_s is not None and f.samples_per_s > 0:
-        change = f.fresh_samples_per_s / f.samples_per_s - 1.0
+    figure = f.sustained_samples_per_s or f.samples_per_s
+    if f.fresh_samples_per_s is not None and figure > 0:
+        change = f.fresh_samples_per_s / figure - 1.0
         past = "" if f.drift_threshold is None else f", past the {f.drift_threshold:.0%} drift threshold"
         return (f"A fresh process measured it again at {_rate(f.fresh_samples_per_s)} ({change:+.0%}){past}, and "
                 "--time-budget left no time to settle which holds: read its figure as uncertain by "
@@ -148,6 +149,18 @@ def spread_sentence(f: Knee) -> str:
     return (f"Its {f.repeats} repeats spread {f.spread:.0%} of their median (±{f.spread / 2:.0%}), past the "
             f"{f.tolerance:.0%} tolerance: its figure, and the pick among configs within that much of it, are "
             "uncertain by as much (measure longer: --batches, --min-time, or --repeats).")
+
+
+def sustained_sentence(f: Knee) -> str:
+    """What the search's short windows read for the pick, beside its sustained figure ('' when
+    none was measured: NOTE [the pick's sustained figure] in orchestration/sustained.py)."""
+    if f.sustained_samples_per_s is None or f.sustained_samples_per_s <= 0:
+        return ""
+    change = f.samples_per_s / f.sustained_samples_per_s - 1.0
+    per = f.search_batches_per_worker
+    windows = f"windows of {per:.1f} batches per worker" if per else "short windows"
+    return (f"The search ranked it on {windows}, where it read {_rate(f.samples_per_s)} ({change:+.1%} against "
+            "the longer window); every row of the table is measured so, like with like.")
 
 
 def finding_sentences(findings: Sequence[Finding], name: Name = describe) -> list[str]:
@@ -161,6 +174,11 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
     if isinstance(f, NoneMeasured):
         return "none (no config was measured successfully)."
     if isinstance(f, Knee):
+        if f.sustained_samples_per_s is not None and f.sustained_stall_fraction is not None:
+            over = (f"{f.sustained_batches} batches, {f.sustained_batches_per_worker:.0f} per worker"
+                    if f.sustained_batches_per_worker else f"{f.sustained_batches} batches")
+            return (f"{name(f.settings)}: {_rate(f.sustained_samples_per_s)} sustained ({over}), "
+                    f"stall {f.sustained_stall_fraction:.1%} ({f.band.value}).")
         return f"{name(f.settings)}: {_rate(f.samples_per_s)}, stall {f.stall_fraction:.1%} ({f.band.value})."
     if isinstance(f, EqualCheaper):
         return _equal_cheaper_text(f, name)

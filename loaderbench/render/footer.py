@@ -46,6 +46,7 @@ from loaderbench.render.findings import (
     instead,
     loader_arg_words,
     spread_sentence,
+    sustained_sentence,
 )
 from loaderbench.render.nodes import node_lines, what_if_ranks_lines
 from loaderbench.render.pipeline import (
@@ -398,7 +399,8 @@ def recommendation_lines(rs: ResultSet, name: Name) -> list[str]:
     out.append(f"    loader = {rec.dataloader_call}")
     if rec.use_prefetcher:
         out.append(f"    loader = {rec.prefetcher_call or 'loaderbench.CUDAPrefetcher(loader)'}  # copy batch N+1 on a side stream")
-    why = " ".join([t for t in (spread_sentence(k) for k in knee) if t] + finding_sentences(rest, name))
+    why = " ".join([t for k in knee for t in (sustained_sentence(k), spread_sentence(k)) if t]
+                   + finding_sentences(rest, name))
     if why:
         out.append(why)
     beyond = analysis_of(rs).beyond_knobs

@@ -1,0 +1,93 @@
+"""The pick measured once more over a window of several batches per worker, after the search.
+
+NOTE [the pick's sustained figure]
+    The search ranks configs on short windows (`--batches` 10 and `--min-time` 1 s by default):
+    like with like, that ranks them fairly, and it is what lets a default sweep answer inside its
+    budget. But near the knee, where each worker builds a batch in about as long as the window
+    lasts, a window holds about one batch per worker (12-17 batches at 12 workers on the H200
+    case), and its figure is the figure of one round of the workers' batches: which instant the
+    window starts at within a round, and a host that moves 5-10% from one second to the next,
+    decide it. There the pick's figure read 4,186 samples/s (one trial) where a plain loop of 150
+    batches at its settings sustained 3,360 (the median of three, +24.6%), and another pick read
+    12% above the plain loop as the median of three trials in turns.
+    So after the search (and the drift check), where the pick's own windows held fewer than
+    SUSTAINED_BATCHES_PER_WORKER batches per worker, the pick is measured once more in the
+    measuring process the search used, with a window of at least that many batches per worker
+    (`--min-time` and `--batches` still hold as lower bounds), and no loader-ceiling probe after
+    it. Its figure is the pick's sustained figure (`Sustained`, `Knee.sustained_samples_per_s`):
+    the recommendation states it, beside what the search's windows read. The rows keep their
+    short-window figures and the ranking stands on them (like with like: every row's window reads
+    the same way, and a pick measured longer than its rivals would be ranked on a different
+    footing). The trial is taken only when it fits in what `--time-budget` leaves
+    (`sustained_reserve_s`, which the search keeps back for it).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from loaderbench.model import ConfigResult, MeasureSpec, Trial
+from loaderbench.results import Sustained
+
+SUSTAINED_BATCHES_PER_WORKER = 4  # a window of at least this many batches per worker is sustained
+SUSTAINED_RESERVE_TRIALS = 1.5  # the search keeps back this many of its trials' time for it
+
+
+def window_batches_per_worker(row: ConfigResult) -> float | None:
+    """The median batches per worker of the windows `row` was measured with (None without
+    workers or trials)."""
+    w = row.settings.num_workers
+    if w <= 0 or not row.trials:
+        return None
+    return statistics.median(len(t.step_s) / w for t in row.trials)
+
+
+def sustained_window(measure: MeasureSpec, row: ConfigResult) -> MeasureSpec | None:
+    """The measure settings of the pick's sustained trial (NOTE [the pick's sustained figure]):
+    at least SUSTAINED_BATCHES_PER_WORKER batches per worker, `measure`'s own batches and
+    `min_time_s` still lower bounds; None when the row's own windows already held that many
+    batches per worker, or it has no workers (nothing built ahead of the window)."""
+    per = window_batches_per_worker(row)
+    if per is None or per >= SUSTAINED_BATCHES_PER_WORKER:
+        return None
+    batches = max(measure.batches, SUSTAINED_BATCHES_PER_WORKER * row.settings.num_workers)
+    return replace(measure, batches=batches, max_batches=max(measure.max_batches, batches))
+
+
+def sustained_reserve_s(trial_walls: list[float]) -> float:
+    """Seconds the search keeps back for the sustained trial: SUSTAINED_RESERVE_TRIALS times the
+    median wall seconds of its trials so far (the longer window, 2-4 times the search's at the
+    knee, and the warm-up before it); 0.0 before any trial."""
+    return SUSTAINED_RESERVE_TRIALS * statistics.median(trial_walls) if trial_walls else 0.0
+
+
+def measure_sustained(row: ConfigResult, measure: MeasureSpec, run: Callable[[MeasureSpec], Trial | None], *,
+                      search_samples_per_s: float, deadline: float | None, trial_walls: list[float],
+                      clock: Callable[[], float] = time.monotonic) -> Sustained | None:
+    """The pick's sustained figure (NOTE [the pick's sustained figure]): `run(measure)` measures
+    `row`'s settings with the longer window and returns its trial (None when it failed).
+    `search_samples_per_s`: the row's figure from the search's windows; `deadline`: the
+    `--time-budget`'s end on `clock` (None: no budget). Returns the record, or None when no
+    sustained trial is needed (`sustained_window`), it does not fit before the deadline, or it
+    failed."""
+    from loaderbench.analysis.statistics import trial_samples_per_s, trial_stall_fraction
+
+    window = sustained_window(measure, row)
+    if window is None:
+        return None
+    if deadline is not None and clock() + sustained_reserve_s(trial_walls) > deadline:
+        return None
+    t0 = clock()
+    trial = run(window)
+    if trial is None:
+        return None
+    w = row.settings.num_workers
+    return Sustained(config=row.settings.key(), samples_per_s=trial_samples_per_s(trial),
+                     stall_fraction=trial_stall_fraction(trial), batches=len(trial.step_s),
+                     batches_per_worker=len(trial.step_s) / w, window_s=trial.wall_s,
+                     search_samples_per_s=search_samples_per_s,
+                     search_batches_per_worker=window_batches_per_worker(row) or 0.0,
+                     wall_s=clock() - t0, trial=trial)

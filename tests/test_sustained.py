@@ -1,0 +1,112 @@
+"""The pick's sustained figure: one more trial of the pick over a window of several batches per
+worker after the search (orchestration/sustained.py NOTE [the pick's sustained figure])."""
+
+from __future__ import annotations
+
+import pytest
+
+from loaderbench.measure.isolation import Outcome
+from loaderbench.model import ComputeSpec, MeasureSpec
+from loaderbench.orchestration.config import build_config
+from loaderbench.orchestration.plan import Machine, resolve_defaults
+from loaderbench.orchestration.run import run_sweep
+from loaderbench.orchestration.sustained import measure_sustained, sustained_window
+from tests.conftest import FakeRunner
+from tests.helpers import FakeClock, result, settings, trial
+
+
+def test_the_window_holds_four_batches_per_worker_where_the_searchs_held_fewer():
+    measure = MeasureSpec(batches=10, min_time_s=1.0)
+    # 12 workers, windows of 14 and 16 batches: 1.25 per worker (the median) -> 48 batches.
+    row = result(settings(12), trial(0.0, 0.05, n=14), trial(0.0, 0.05, n=16))
+    window = sustained_window(measure, row)
+    assert window is not None and (window.batches, window.min_time_s) == (48, 1.0)
+    # 2 workers with 10 batches a window: 5 per worker, already sustained.
+    assert sustained_window(measure, result(settings(2), trial(0.0, 0.05, n=10))) is None
+    # No workers: nothing built ahead of the window.
+    assert sustained_window(measure, result(settings(0), trial(0.0, 0.05, n=10))) is None
+    # --batches above 4 per worker stays the lower bound; max_batches is raised to it.
+    window = sustained_window(MeasureSpec(batches=40, max_batches=30), result(settings(4), trial(0.0, 0.05, n=12)))
+    assert window is not None and (window.batches, window.max_batches) == (40, 40)
+
+
+def test_it_is_taken_only_when_it_fits_in_the_budget():
+    row = result(settings(8), trial(0.0, 0.05, n=10))  # 1.25 batches per worker
+    clock = FakeClock()
+    clock.advance(100.0)
+    ran: list[MeasureSpec] = []
+
+    def run(window):
+        ran.append(window)
+        clock.advance(5.0)
+        return trial(0.0, 0.05, n=window.batches)
+
+    # Trials of 4 s: it keeps 1.5 x 4 = 6 s; 5 s left -> not taken.
+    assert measure_sustained(row, MeasureSpec(), run, search_samples_per_s=320.0, deadline=105.0,
+                             trial_walls=[4.0, 4.0, 4.0], clock=clock) is None
+    assert ran == []
+    taken = measure_sustained(row, MeasureSpec(), run, search_samples_per_s=320.0, deadline=106.0,
+                              trial_walls=[4.0, 4.0, 4.0], clock=clock)
+    assert taken is not None and [w.batches for w in ran] == [32]
+    # 32 batches of 16 samples, 50 ms steps: 320 samples/s; 4 per worker against the search's 1.25.
+    assert (taken.batches, taken.batches_per_worker, taken.search_batches_per_worker) == (32, 4.0, 1.25)
+    assert taken.samples_per_s == pytest.approx(320.0) and taken.wall_s == pytest.approx(5.0)
+    assert taken.config == settings(8).key() and taken.trial is not None
+
+
+def _search(tmp_path, sustained_step_s: float):
+    """The search of test_sweep (64 ms per batch per worker, 12 ms step: the knee at 6 workers),
+    where the pick's sustained trial (a window of 24 batches) reads steps of `sustained_step_s`."""
+    def outcome(w: int, batches: int) -> Outcome:
+        period = max(0.012, 0.064 / w) if w else 0.076
+        if batches >= 24:
+            period = sustained_step_s
+        return Outcome(status="ok", trial=trial(period - 0.012, 0.012, n=batches))
+
+    class Runner(FakeRunner):
+        def __call__(self, job, **kw):
+            self.calls.append((job.settings.num_workers, job.seed, job.kind))
+            self.jobs.append(job)
+            return outcome(job.settings.num_workers, job.measure.batches if job.kind == "config" else 20)
+
+    cfg = build_config(None, {
+        "dataset": {"kind": "tensor"}, "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
+        "grid": {"num_workers": (0, 1, 2, 4, 6, 8, 12, 16), "batch_size": (16,)},
+        "measure": {"repeats": 1, "batches": 10},
+    })
+    runner = Runner({})
+    rs = run_sweep(resolve_defaults(cfg, Machine(cuda=False, usable_cpus=16)), output=tmp_path / "r.json",
+                   environment={"usable_cpus": 16}, machine=Machine(cuda=False, usable_cpus=16),
+                   runner=runner, save=lambda r, p: None)
+    return rs, runner
+
+
+def test_the_recommendation_states_the_sustained_figure_beside_the_searchs(tmp_path):
+    from loaderbench.conclusions import Knee
+    from loaderbench.render import footer
+
+    # The search's windows (10 batches, 1.7 per worker) read a 12 ms step at 6 workers: 1,333 samples/s;
+    # sustained, a step of 14 ms: 1,143 samples/s (the search read +16.7%).
+    rs, runner = _search(tmp_path, 0.014)
+    taken = rs.sweep.sustained
+    assert taken is not None and taken.config == settings(6).key()
+    assert (taken.batches, taken.batches_per_worker) == (24, 4.0)
+    assert taken.samples_per_s == pytest.approx(16 / 0.014) and taken.search_samples_per_s == pytest.approx(16 / 0.012)
+    assert rs.sweep.timing.sustained_s >= 0.0 and runner.jobs[-1].measure.batches == 24
+    # The row keeps the search's figure (the ranking stands on like windows); the knee states both.
+    row = next(r for r in rs.results if r.settings.num_workers == 6)
+    assert len(row.trials) == 1 and row.summary.samples_per_s == pytest.approx(16 / 0.012)
+    [knee] = [f for f in rs.recommendation.findings if isinstance(f, Knee)]
+    assert knee.sustained_samples_per_s == pytest.approx(16 / 0.014) and knee.sustained_batches == 24
+    text = " ".join(footer.footer_lines(rs))
+    assert "6 workers: 1,143 samples/s sustained (24 batches, 4 per worker), stall 14.3%" in text
+    assert ("The search ranked it on windows of 1.7 batches per worker, where it read 1,333 samples/s (+16.7% "
+            "against the longer window)") in text
+    # In the JSON the analysis hands out, the same figures.
+    import json
+
+    from loaderbench.render.sweep import to_json
+
+    doc = json.loads(to_json(rs))
+    [k] = [f for f in doc["analysis"]["recommendation"]["findings"] if f["kind"] == "knee"]
+    assert k["sustained_samples_per_s"] == pytest.approx(16 / 0.014) and k["sustained_batches_per_worker"] == 4.0
