@@ -606,6 +606,9 @@ class Knee(Finding):
     sustained_batches: int | None = None
     sustained_batches_per_worker: float | None = None
     search_batches_per_worker: float | None = None
+    # Where --time-budget left no time for that trial (SweepRecord.sustained_left_out): the figure
+    # rests on the search's windows alone, of `search_batches_per_worker` batches per worker.
+    sustained_left_out: bool = False
 
 
 @dataclass

@@ -199,7 +199,8 @@ class SweepRecord(Record):
     per series (`model`); for a watched loader of a class of its own, its settings left at
     their defaults (`loader_defaults`, name -> value: inloop/loader.py loader_class_settings); a
     rank a distributed sweep lost (`lost`); the stage profile of the pick (`profile`); the pick's
-    sustained figure (`sustained`)."""
+    sustained figure (`sustained`), or the pick whose windows were short and whose sustained
+    trial --time-budget left no time for (`sustained_left_out`, its key)."""
 
     sweep_wall_s: float | None = None
     since_start_s: float | None = None
@@ -217,6 +218,7 @@ class SweepRecord(Record):
     lost: LostRank | None = None
     profile: SweepProfile | None = None
     sustained: Sustained | None = None
+    sustained_left_out: str | None = None  # the pick (its key) whose sustained trial --time-budget left no time for
 
 
 # ---------------------------------------------------------------------------------------------

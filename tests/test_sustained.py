@@ -110,3 +110,20 @@ def test_the_recommendation_states_the_sustained_figure_beside_the_searchs(tmp_p
     doc = json.loads(to_json(rs))
     [k] = [f for f in doc["analysis"]["recommendation"]["findings"] if f["kind"] == "knee"]
     assert k["sustained_samples_per_s"] == pytest.approx(16 / 0.014) and k["sustained_batches_per_worker"] == 4.0
+
+
+def test_a_pick_with_no_time_for_the_longer_window_says_its_figure_rests_on_the_short_ones(tmp_path, monkeypatch):
+    from loaderbench.conclusions import Knee
+    from loaderbench.orchestration import run as run_mod
+    from loaderbench.render import footer
+
+    monkeypatch.setattr(run_mod, "sustained_fits", lambda deadline, walls: False)
+    rs, runner = _search(tmp_path, 0.014)
+    assert rs.sweep.sustained is None and rs.sweep.sustained_left_out == settings(6).key()
+    assert all(j.measure.batches == 10 for j in runner.jobs if j.kind == "config")  # no longer window taken
+    [knee] = [f for f in rs.recommendation.findings if isinstance(f, Knee)]
+    assert knee.sustained_left_out and knee.search_batches_per_worker == pytest.approx(10 / 6)
+    text = " ".join(footer.footer_lines(rs))
+    assert "6 workers: 1,333 samples/s, stall" in text
+    assert ("Its figure rests on windows of 1.7 batches per worker: --time-budget left no time to measure it over a "
+            "longer window, which states a sustained figure (give a larger --time-budget).") in text

@@ -40,6 +40,7 @@ from loaderbench.conclusions import (
     NotCleared,
     Partial,
     StageProfile,
+    StepBinds,
     StepSlower,
     WhatIf,
 )
@@ -183,16 +184,30 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
 
 def _sustained(rs: ResultSet, findings: list[Finding]) -> None:
     """The Knee of `findings` gets the pick's sustained figure (results.Sustained, NOTE [the
-    pick's sustained figure] in orchestration/sustained.py) when that trial measured the knee."""
+    pick's sustained figure] in orchestration/sustained.py) when that trial measured the knee,
+    or is marked as resting on the search's short windows where --time-budget left no time for
+    it (SweepRecord.sustained_left_out)."""
     taken = rs.sweep.sustained
     if taken is None:
+        left_out = rs.sweep.sustained_left_out
+        for i, f in enumerate(findings):
+            if isinstance(f, Knee) and left_out is not None and f.settings.key() == left_out:
+                row = next((r for r in rs.results if r.settings == f.settings and r.status == "ok"), None)
+                findings[i] = replace(f, sustained_left_out=True, search_batches_per_worker=(
+                    None if row is None else statistics.window_batches_per_worker(row)))
+        return
+    knee = next((f for f in findings if isinstance(f, Knee) and f.settings.key() == taken.config), None)
+    if knee is None:
         return
     for i, f in enumerate(findings):
-        if isinstance(f, Knee) and f.settings.key() == taken.config:
+        if f is knee:
             findings[i] = replace(f, sustained_samples_per_s=taken.samples_per_s,
                                   sustained_stall_fraction=taken.stall_fraction, sustained_batches=taken.batches,
                                   sustained_batches_per_worker=taken.batches_per_worker,
                                   search_batches_per_worker=taken.search_batches_per_worker)
+        elif isinstance(f, StepBinds) and f.settings == knee.settings and f.ceiling > 0:
+            # The knee's share of the compute ceiling, at the figure the recommendation states.
+            findings[i] = replace(f, share=taken.samples_per_s / f.ceiling)
 
 
 def _unsettled_drift(rs: ResultSet, findings: list[Finding]) -> None:

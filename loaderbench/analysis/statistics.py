@@ -506,3 +506,13 @@ def fetch_prep_split(cold_wait_s: float, warm_wait_s: float) -> FetchPrep:
         bound = FetchPrepBound.STORAGE if fetch > prep else FetchPrepBound.CPU
     frac = fetch / cold_wait_s if cold_wait_s > 0 else None
     return FetchPrep(cold_wait_s, warm_wait_s, fetch, prep, bound, frac, slower)
+
+
+def window_batches_per_worker(row: ConfigResult) -> float | None:
+    """The median batches per worker of the windows `row` was measured with (None without
+    workers or trials): about one means each window held one round of the workers' batches
+    (NOTE [the pick's sustained figure] in orchestration/sustained.py)."""
+    w = row.settings.num_workers
+    if w <= 0 or not row.trials:
+        return None
+    return statistics.median(len(t.step_s) / w for t in row.trials)

@@ -41,7 +41,12 @@ from loaderbench.orchestration.preflight import (
 )
 from loaderbench.orchestration.profile import sweep_profile_budget_s
 from loaderbench.orchestration.search import HostLimits, Search
-from loaderbench.orchestration.sustained import measure_sustained, sustained_reserve_s, sustained_window
+from loaderbench.orchestration.sustained import (
+    measure_sustained,
+    sustained_fits,
+    sustained_reserve_s,
+    sustained_window,
+)
 from loaderbench.results import PredictionCheck, ResultSet, SearchStep, Sustained, SweepProfile, Timing
 from loaderbench.storage import set_cache_state
 
@@ -273,8 +278,12 @@ def run_sweep(
             outcome = timed(job, runner)
             return outcome.trial if outcome.status == "ok" else None
 
+        deadline = started_at + config.time_budget_s
+        if sustained_window(config.measure, row) is not None and not sustained_fits(deadline, trial_walls):
+            sweep.sustained_left_out = pick.key()
+            return None
         return measure_sustained(row, config.measure, run, search_samples_per_s=figure,
-                                 deadline=started_at + config.time_budget_s, trial_walls=trial_walls)
+                                 deadline=deadline, trial_walls=trial_walls)
 
     recheck_ceilings(result_set.ceilings, results, config, compute, runner, cache_dir, obs)
     if fresh_runner is not None:

@@ -19,7 +19,9 @@ NOTE [the pick's sustained figure]
     short-window figures and the ranking stands on them (like with like: every row's window reads
     the same way, and a pick measured longer than its rivals would be ranked on a different
     footing). The trial is taken only when it fits in what `--time-budget` leaves
-    (`sustained_reserve_s`, which the search keeps back for it).
+    (`sustained_reserve_s`, which the search keeps back for it; a drift check that confirms a
+    drift can spend it); where it does not, the sweep records that (`sustained_left_out`) and the
+    recommendation says its figure rests on the short windows.
 """
 
 from __future__ import annotations
@@ -29,20 +31,12 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from loaderbench.analysis.statistics import window_batches_per_worker
 from loaderbench.model import ConfigResult, MeasureSpec, Trial
 from loaderbench.results import Sustained
 
 SUSTAINED_BATCHES_PER_WORKER = 4  # a window of at least this many batches per worker is sustained
 SUSTAINED_RESERVE_TRIALS = 1.5  # the search keeps back this many of its trials' time for it
-
-
-def window_batches_per_worker(row: ConfigResult) -> float | None:
-    """The median batches per worker of the windows `row` was measured with (None without
-    workers or trials)."""
-    w = row.settings.num_workers
-    if w <= 0 or not row.trials:
-        return None
-    return statistics.median(len(t.step_s) / w for t in row.trials)
 
 
 def sustained_window(measure: MeasureSpec, row: ConfigResult) -> MeasureSpec | None:
@@ -55,6 +49,12 @@ def sustained_window(measure: MeasureSpec, row: ConfigResult) -> MeasureSpec | N
         return None
     batches = max(measure.batches, SUSTAINED_BATCHES_PER_WORKER * row.settings.num_workers)
     return replace(measure, batches=batches, max_batches=max(measure.max_batches, batches))
+
+
+def sustained_fits(deadline: float | None, trial_walls: list[float], clock: Callable[[], float] = time.monotonic) -> bool:
+    """Whether the sustained trial fits before `deadline` (on `clock`; None: no budget) at the
+    pace of the trials so far (`sustained_reserve_s`)."""
+    return deadline is None or clock() + sustained_reserve_s(trial_walls) <= deadline
 
 
 def sustained_reserve_s(trial_walls: list[float]) -> float:
@@ -78,7 +78,7 @@ def measure_sustained(row: ConfigResult, measure: MeasureSpec, run: Callable[[Me
     window = sustained_window(measure, row)
     if window is None:
         return None
-    if deadline is not None and clock() + sustained_reserve_s(trial_walls) > deadline:
+    if not sustained_fits(deadline, trial_walls, clock):
         return None
     t0 = clock()
     trial = run(window)

@@ -152,8 +152,14 @@ def spread_sentence(f: Knee) -> str:
 
 
 def sustained_sentence(f: Knee) -> str:
-    """What the search's short windows read for the pick, beside its sustained figure ('' when
-    none was measured: NOTE [the pick's sustained figure] in orchestration/sustained.py)."""
+    """What the search's short windows read for the pick, beside its sustained figure, or that
+    its figure rests on them where --time-budget left no time for the longer window ('' when
+    neither: NOTE [the pick's sustained figure] in orchestration/sustained.py)."""
+    if f.sustained_left_out:
+        per = f.search_batches_per_worker
+        held = f"windows of {per:.1f} batches per worker" if per else "the search's short windows"
+        return (f"Its figure rests on {held}: --time-budget left no time to measure it over a longer window, which "
+                "states a sustained figure (give a larger --time-budget).")
     if f.sustained_samples_per_s is None or f.sustained_samples_per_s <= 0:
         return ""
     change = f.samples_per_s / f.sustained_samples_per_s - 1.0
