@@ -99,7 +99,9 @@ def test_the_recommendation_states_the_sustained_figure_beside_the_searchs(tmp_p
     [knee] = [f for f in rs.recommendation.findings if isinstance(f, Knee)]
     assert knee.sustained_samples_per_s == pytest.approx(16 / 0.014) and knee.sustained_batches == 24
     text = " ".join(footer.footer_lines(rs))
-    assert "6 workers: 1,143 samples/s sustained (24 batches, 4 per worker), stall 14.3%" in text
+    # The band follows the stall stated (the search's windows never waited: not input-bound).
+    assert "6 workers: 1,143 samples/s sustained (24 batches, 4 per worker), stall 14.3% (moderately input-bound)" in text
+    assert row.summary.stall_fraction == pytest.approx(0.0)
     assert ("The search ranked it on windows of 1.7 batches per worker, where it read 1,333 samples/s (+16.7% "
             "against the longer window)") in text
     # In the JSON the analysis hands out, the same figures.

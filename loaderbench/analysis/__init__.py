@@ -44,7 +44,7 @@ from loaderbench.conclusions import (
     StepSlower,
     WhatIf,
 )
-from loaderbench.model import ConfigResult, LoaderSettings, Verdict
+from loaderbench.model import ConfigResult, InputBound, LoaderSettings, Verdict
 from loaderbench.results import ResultSet
 
 __all__ = ["analyze", "baseline_row", "summarize_config"]
@@ -201,7 +201,9 @@ def _sustained(rs: ResultSet, findings: list[Finding]) -> None:
         return
     for i, f in enumerate(findings):
         if f is knee:
-            findings[i] = replace(f, sustained_samples_per_s=taken.samples_per_s,
+            # The band follows the stall the headline states (not the loader-alone band).
+            band = f.band if f.band is InputBound.LOADER_ALONE else wait.input_bound_band(taken.stall_fraction)
+            findings[i] = replace(f, band=band, sustained_samples_per_s=taken.samples_per_s,
                                   sustained_stall_fraction=taken.stall_fraction, sustained_batches=taken.batches,
                                   sustained_batches_per_worker=taken.batches_per_worker,
                                   search_batches_per_worker=taken.search_batches_per_worker)

@@ -263,6 +263,7 @@ def run_sweep(
         for repeat in range(config.repeats):
             for i in range(len(entries)):
                 run_trial(i, repeat)
+
     def sustained_trial(pick: LoaderSettings) -> Sustained | None:
         i = next((j for j, r in enumerate(results) if r.settings == pick and r.status == "ok" and r.trials), None)
         row = None if i is None else results[i]
