@@ -688,3 +688,21 @@ def test_cpus_taken_by_other_processes_count_toward_saturation_and_are_named():
     rec = recommend(with_ceilings(quiet, {256: 4680.0}), usable_cpus=16)
     assert finding(rec, FindingKind.OTHER_LOAD) is None
     assert finding(rec, FindingKind.NOT_CLEARED).cause is NotClearedCause.GRID_EDGE
+
+
+def test_more_workers_within_the_tolerance_are_not_offered_as_acting_on_the_wait():
+    # 4 workers wait 30 ms before a 12 ms step (16 / 0.042 = 381 samples/s); 8 workers 29 ms
+    # (16 / 0.041 = 390, +2.4%: within the 5% tolerance, so 4 is the knee and 8 "buys nothing
+    # measurable"). Listing 8 workers as what acts on the wait would contradict that.
+    rows = [result(settings(2), trial(0.052, 0.012)), result(settings(4), trial(0.030, 0.012)),
+            result(settings(8), trial(0.029, 0.012))]
+    rec = recommend(rows)
+    assert rec.settings.num_workers == 4
+    text = reason(rec)
+    assert "8 workers instead of 4 buys nothing measurable" in text
+    assert "What acts on it: more workers" not in text
+    # 8 workers measured slower (-6.7%): kept, as measured without gain.
+    rows = [result(settings(2), trial(0.052, 0.012)), result(settings(4), trial(0.030, 0.012)),
+            result(settings(8), trial(0.033, 0.012))]
+    text = reason(recommend(rows))
+    assert "Measured without gain (more workers): w8-nopin-nopf-f2-once-b16, 356 samples/s (-6.7%)" in text

@@ -292,14 +292,14 @@ def recommend(
     if loader_only:
         out.append(LoaderAlone(best.settings, bs.samples_per_s, bs.step_p50_s))
     else:
-        out.extend(remaining_wait(knee, ok, grid=grid))
+        out.extend(remaining_wait(knee, ok, grid=grid, tolerance=ranking.tolerance))
         # Workers that bought nothing because the hand-off binds: when the knee has no workers,
         # say why (a batch of many tiny tensors, or numpy arrays, makes every worker config
         # wait on the main process).
         handoff = [r for r in ok if r.settings.num_workers > 0 and _s(r).verdict is Verdict.RECEIVE_FLOOR]
         if handoff and knee.settings.num_workers == 0:
             top = max(handoff, key=lambda r: _s(r).samples_per_s)
-            out.extend(remaining_wait(top, ok, of_knee=False, grid=grid))
+            out.extend(remaining_wait(top, ok, of_knee=False, grid=grid, tolerance=ranking.tolerance))
     out.extend(not_cleared(best, knee, ok, results, usable_cpus, grid=grid, stopped=stopped))
     out.extend(latency_bound(best, knee, ok, usable_cpus,
                              replicated=any(r.has(WarningKind.REPLICATED) for r in results if r.status == "ok")))
@@ -369,7 +369,7 @@ def _remedy(kind: RemedyKind, knee: ConfigResult, alt: ConfigResult | None, flag
 
 
 def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool = True,
-                   grid: dict[str, Any] | None = None) -> list[Finding]:
+                   grid: dict[str, Any] | None = None, tolerance: float = 0.0) -> list[Finding]:
     """RemainingWait for a config that still waits (stall at least 5%, or a tail): the largest
     part of its wait, every part of at least PART_REPORTED of the step, what the batch is made
     of, and the remedies that act on the largest part (NOTE [advice the measurements support]).
@@ -378,7 +378,8 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     NotCleared. A remedy measured without gain on a row whose step slowed beside the loader
     (`Summary.step_slowed`) is no evidence: it goes in `slowed`; more workers are judged from the
     fastest row with more workers whose step did not slow, where there is one, and never offered
-    to a row with idle workers (its wait is on the workers that work, never the receive)."""
+    to a row with idle workers (its wait is on the workers that work, never the receive), nor
+    where they measured above it by no more than `tolerance` (the knee's: nothing measurable)."""
     ks = _s(knee)
     if ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.STEP_SLOWED, Verdict.LOADER_ALONE):
         return []
@@ -421,7 +422,11 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         if more and not ks.idle_workers and not any(_s(r).idle_workers for r in more):
             steady = [r for r in more if not _s(r).step_slowed]
             top = max(steady or more, key=lambda r: _s(r).samples_per_s)
-            remedies.append(_remedy(RemedyKind.MORE_WORKERS, knee, top))
+            remedy = _remedy(RemedyKind.MORE_WORKERS, knee, top)
+            # A gain within the tolerance is nothing measurable (the knee is the fewest workers
+            # within it): not offered as acting on the wait (a loss stays, as measured without gain).
+            if not (remedy.measured and 0.0 < (remedy.gain or 0.0) <= tolerance):
+                remedies.append(remedy)
     elif main is WaitPart.SAMPLER:
         remedies.append(Remedy(RemedyKind.LAZY_SAMPLER, measured=False))
     if main is WaitPart.LOADER and not remedies:
