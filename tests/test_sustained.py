@@ -102,8 +102,9 @@ def test_the_recommendation_states_the_sustained_figure_beside_the_searchs(tmp_p
     # The band follows the stall stated (the search's windows never waited: not input-bound).
     assert "6 workers: 1,143 samples/s sustained (24 batches, 4 per worker), stall 14.3% (moderately input-bound)" in text
     assert row.summary.stall_fraction == pytest.approx(0.0)
-    assert ("The search ranked it on windows of 1.7 batches per worker, where it read 1,333 samples/s (+16.7% "
-            "against the longer window)") in text
+    assert ("The search ranked it on windows of 1.7 batches per worker, where it read 1,333 samples/s at a stall of "
+            "0.0% (+16.7% against the longer window); the table and what follows compare configs on those windows, "
+            "like with like.") in text
     # In the JSON the analysis hands out, the same figures.
     import json
 
@@ -128,4 +129,15 @@ def test_a_pick_with_no_time_for_the_longer_window_says_its_figure_rests_on_the_
     text = " ".join(footer.footer_lines(rs))
     assert "6 workers: 1,333 samples/s, stall" in text
     assert ("Its figure rests on windows of 1.7 batches per worker: --time-budget left no time to measure it over a "
-            "longer window, which states a sustained figure (give a larger --time-budget).") in text
+            "longer window for a sustained figure (give a larger --time-budget).") in text
+
+
+def test_a_sustained_figure_that_matches_the_searchs_reads_the_same():
+    from loaderbench.conclusions import Knee
+    from loaderbench.model import InputBound
+    from loaderbench.render.findings import sustained_sentence
+
+    knee = Knee(settings(16), 312.168, 0.02, InputBound.NOT, sustained_samples_per_s=312.174,
+                sustained_stall_fraction=0.02, sustained_batches=64, sustained_batches_per_worker=4.0,
+                search_batches_per_worker=2.6)
+    assert "(the same as the longer window)" in sustained_sentence(knee) and "-0.0%" not in sustained_sentence(knee)

@@ -40,7 +40,6 @@ from loaderbench.conclusions import (
     NotCleared,
     Partial,
     StageProfile,
-    StepBinds,
     StepSlower,
     WhatIf,
 )
@@ -207,9 +206,6 @@ def _sustained(rs: ResultSet, findings: list[Finding]) -> None:
                                   sustained_stall_fraction=taken.stall_fraction, sustained_batches=taken.batches,
                                   sustained_batches_per_worker=taken.batches_per_worker,
                                   search_batches_per_worker=taken.search_batches_per_worker)
-        elif isinstance(f, StepBinds) and f.settings == knee.settings and f.ceiling > 0:
-            # The knee's share of the compute ceiling, at the figure the recommendation states.
-            findings[i] = replace(f, share=taken.samples_per_s / f.ceiling)
 
 
 def _unsettled_drift(rs: ResultSet, findings: list[Finding]) -> None:

@@ -158,15 +158,17 @@ def sustained_sentence(f: Knee) -> str:
     if f.sustained_left_out:
         per = f.search_batches_per_worker
         held = f"windows of {per:.1f} batches per worker" if per else "the search's short windows"
-        return (f"Its figure rests on {held}: --time-budget left no time to measure it over a longer window, which "
-                "states a sustained figure (give a larger --time-budget).")
+        return (f"Its figure rests on {held}: --time-budget left no time to measure it over a longer window for a "
+                "sustained figure (give a larger --time-budget).")
     if f.sustained_samples_per_s is None or f.sustained_samples_per_s <= 0:
         return ""
     change = f.samples_per_s / f.sustained_samples_per_s - 1.0
+    against = "the same as the longer window" if abs(change) < 0.0005 else f"{change:+.1%} against the longer window"
     per = f.search_batches_per_worker
     windows = f"windows of {per:.1f} batches per worker" if per else "short windows"
-    return (f"The search ranked it on {windows}, where it read {_rate(f.samples_per_s)} ({change:+.1%} against "
-            "the longer window); every row of the table is measured so, like with like.")
+    return (f"The search ranked it on {windows}, where it read {_rate(f.samples_per_s)} at a stall of "
+            f"{f.stall_fraction:.1%} ({against}); the table and what follows compare configs on those windows, "
+            "like with like.")
 
 
 def finding_sentences(findings: Sequence[Finding], name: Name = describe) -> list[str]:
