@@ -783,9 +783,11 @@ class NotCleared(Finding):
     workers_needed: int | None = None
     per_rank: bool = False
     # IDLE_WORKERS: the workers that took part of the config's; NOT_REACHED: the grid's worker
-    # counts past it that the stopped sweep did not reach.
+    # counts past it that the stopped sweep did not reach (`by_budget`: --time-budget ended the
+    # search before them, where the grid may list none).
     working_workers: int | None = None
     not_reached: list[int] = field(default_factory=list)
+    by_budget: bool = False
 
 
 @dataclass

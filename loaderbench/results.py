@@ -93,13 +93,15 @@ class Widening(Record):
 class SearchLog(Record):
     """What the model-guided search did (orchestration/search.py): the grid's size, the worker
     counts searched (low, high), every step, the model's predictions before each config was
-    measured, why it stopped, and how far it widened past the usable CPUs (`widened`)."""
+    measured, why it stopped (`budget_ended`: --time-budget ended the search before its plan,
+    as against its repeats), and how far it widened past the usable CPUs (`widened`)."""
 
     method: str = "model-guided"
     grid_configs: int = 0
     steps: list[SearchStep] = field(default_factory=list)
     predicted_before_measured: list[Prediction] = field(default_factory=list)
     stopped: str | None = ""
+    budget_ended: bool = False  # --time-budget ended the search itself (not its repeats)
     budget_s: float | None = None
     workers_searched: list[int] = field(default_factory=list)
     widened: Widening | None = None

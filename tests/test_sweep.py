@@ -633,3 +633,31 @@ def test_a_search_that_ends_on_its_own_is_not_partial_without_a_drift_check_or_p
     assert rs.sweep.search is not None and not rs.sweep.interrupted
     assert len(rs.results) < len(workers)  # the search left configs of the grid unmeasured
     assert rs.analysis is not None and rs.analysis.partial is None
+
+
+def test_a_search_the_budget_ended_before_more_workers_does_not_say_try_more_workers(tmp_path, monkeypatch):
+    # The budget ends after the probe (4 workers: 64 ms a batch per worker, 16 ms a batch, a 12 ms
+    # step: loader-bound at 250 samples/s). More workers were the search's next step: the advice
+    # names the budget, not a flag to add, and predicts nothing beyond the settings.
+    from loaderbench.conclusions import NotCleared, NotClearedCause
+    from loaderbench.orchestration.search import Search
+    from loaderbench.render import footer
+
+    monkeypatch.setattr(Search, "out_of_time", lambda self: len(self.results) >= 1)
+    cfg = build_config(None, {
+        "dataset": {"kind": "tensor"}, "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
+        "grid": {"num_workers": (0, 1, 2, 4, 6, 8, 12, 16), "batch_size": (16,)},
+        "measure": {"repeats": 1},
+    })
+    runner = FakeRunner({w: (lambda w=w: _pipeline_outcome(w)) for w in range(17)})
+    rs = run_sweep(resolve_defaults(cfg, Machine(cuda=False, usable_cpus=16)), output=tmp_path / "r.json",
+                   environment={"usable_cpus": 16}, machine=Machine(cuda=False, usable_cpus=16),
+                   runner=runner, save=lambda r, p: None)
+    assert [r.settings.num_workers for r in rs.results] == [4] and rs.sweep.search.budget_ended
+    [nc] = [f for f in rs.recommendation.findings if isinstance(f, NotCleared)]
+    assert nc.cause is NotClearedCause.NOT_REACHED and nc.by_budget and nc.not_reached == [6, 8, 12, 16]
+    text = " ".join(footer.footer_lines(rs))
+    assert ("The configs with more workers (6, 8, 12, 16 workers) were not reached: --time-budget ended the search "
+            "before them; give a larger --time-budget to measure them.") in text
+    assert "try more workers" not in text and "Beyond the settings" not in text
+    assert rs.analysis.beyond_knobs is None

@@ -38,6 +38,7 @@ from loaderbench.conclusions import (
     LoaderClass,
     NoProfile,
     NotCleared,
+    NotClearedCause,
     Partial,
     StageProfile,
     StepSlower,
@@ -122,6 +123,7 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
         candidates, ranking=ranking, usable_cpus=usable, loader_only=loader_only,
         epoch_batches=int(epoch_batches) if epoch_batches else None, dataset=cfg.get("dataset"),
         grid=cfg.get("grid"), stopped=partial is not None,
+        budget_ended=rs.sweep.search is not None and rs.sweep.search.budget_ended,
     )
     _sustained(rs, recommendation.findings)
     _unsettled_drift(rs, recommendation.findings)
@@ -164,7 +166,10 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
     if model_question is not None:
         analysis.what_if = predict.answer_what_if(model_question, results, recommendation.settings, tolerance,
                                                   usable, profile)
-    if recommendation.settings is not None and any(isinstance(f, NotCleared) for f in recommendation.findings):
+    # Where the settings were not all reached (stopped, or the budget ended the search before more
+    # workers), "no setting clears the loader bottleneck" is not known: no changes beyond them.
+    if recommendation.settings is not None and any(isinstance(f, NotCleared) and f.cause is not NotClearedCause.NOT_REACHED
+                                                   for f in recommendation.findings):
         analysis.beyond_knobs = predict.beyond_knobs(candidates, recommendation.settings, tolerance, usable, profile)
         if analysis.beyond_knobs is not None and profile is None:
             analysis.beyond_knobs = replace(analysis.beyond_knobs, no_profile=(

@@ -240,6 +240,7 @@ def recommend(
     ranking: Ranking | None = None,
     grid: dict[str, Any] | None = None,
     stopped: bool = False,
+    budget_ended: bool = False,
 ) -> Recommendation:
     """The knee (analysis/knee.py: `ranking`, the knee pass's record of `results`, made here
     when not given) as a recommendation, with the findings that explain it.
@@ -300,7 +301,8 @@ def recommend(
         if handoff and knee.settings.num_workers == 0:
             top = max(handoff, key=lambda r: _s(r).samples_per_s)
             out.extend(remaining_wait(top, ok, of_knee=False, grid=grid, tolerance=ranking.tolerance))
-    out.extend(not_cleared(best, knee, ok, results, usable_cpus, grid=grid, stopped=stopped))
+    out.extend(not_cleared(best, knee, ok, results, usable_cpus, grid=grid, stopped=stopped,
+                           budget_ended=budget_ended))
     out.extend(latency_bound(best, knee, ok, usable_cpus,
                              replicated=any(r.has(WarningKind.REPLICATED) for r in results if r.status == "ok")))
     if not any(isinstance(f, (NotCleared, RemainingWait)) for f in out):
@@ -466,7 +468,8 @@ def _other_named(other: float | None) -> bool:
 
 
 def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResult], results: Sequence[ConfigResult],
-                usable_cpus: int | None, *, grid: dict[str, Any] | None = None, stopped: bool = False) -> list[Finding]:
+                usable_cpus: int | None, *, grid: dict[str, Any] | None = None, stopped: bool = False,
+                budget_ended: bool = False) -> list[Finding]:
     """NotCleared when the best ranked config is loader-bound (or, if the best is bound by
     something else, the knee is), with the cause: CPU saturation (wait.cpu_saturated: the
     process tree and the other load used CPU_SATURATED of the usable CPUs; `mostly_other` when
@@ -481,7 +484,8 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     measured: more may help, with the workers-needed estimate, a prediction), unless configs
     with more workers were tried and failed, hung or were skipped (MORE_WORKERS_FAILED, with
     their errors), or the grid (`grid`) lists more workers that a `stopped` sweep did not reach
-    (NOT_REACHED: no flag is missing)."""
+    (NOT_REACHED: no flag is missing), or --time-budget ended the search before it measured more
+    workers (`budget_ended`: NOT_REACHED `by_budget`, with the workers-needed estimate)."""
     subject = next((r for r in (best, knee) if r.summary is not None
                     and r.summary.verdict is Verdict.LOADER_BOUND), None)
     if subject is None:
@@ -525,6 +529,11 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
         elif stopped and listed:
             # The grid lists them: the sweep was stopped before it reached them.
             f.cause, f.not_reached = NotClearedCause.NOT_REACHED, listed
+        elif budget_ended:
+            # --time-budget ended the search before it measured more workers: "try more workers"
+            # would ask for what the search itself was about to do.
+            f.cause, f.not_reached, f.by_budget = NotClearedCause.NOT_REACHED, listed, True
+            f.workers_needed, f.per_rank = bs.workers_needed, (bs.world_size or 1) > 1
         else:
             f.cause = NotClearedCause.GRID_EDGE
             f.workers_needed, f.per_rank = bs.workers_needed, (bs.world_size or 1) > 1

@@ -287,6 +287,7 @@ class Search:
             counts = self.workers_of(base)
             if self.out_of_time():
                 self.log.stopped = "--time-budget reached during the search: the knee of what was measured"
+                self.log.budget_ended = True
                 break
             series = [r for r in self.measured() if series_of(r.settings) == series_of(base)
                       and (r.settings.num_workers == 0 or _same_but_workers(r.settings, base))]

@@ -345,6 +345,14 @@ def _not_cleared_text(f: NotCleared, name: Name) -> str:
         cause = (f" Only {working} of its {w} workers delivered batches: the loader binds through "
                  + ("the one that works" if working == 1 else f"the {working} that work")
                  + ", and more workers do not help (the note on idle workers says what does).")
+    elif f.cause is NotClearedCause.NOT_REACHED and f.by_budget:
+        counts = f" ({', '.join(str(w) for w in f.not_reached)} workers)" if f.not_reached else ""
+        cause = (f" The configs with more workers{counts} were not reached: --time-budget ended the search before "
+                 "them; give a larger --time-budget to measure them.")
+        n = f.workers_needed
+        if n:
+            cause += (f" Estimate (a prediction): about {n} worker{'s' if n != 1 else ''}"
+                      f"{' per rank' if f.per_rank else ''} (batch build time / step time), if the CPUs can run them.")
     elif f.cause is NotClearedCause.NOT_REACHED:
         counts = ", ".join(str(w) for w in f.not_reached)
         cause = (f" The grid's configs with more workers ({counts}) were not reached: the sweep was stopped "
