@@ -11,6 +11,8 @@
 #                                    (and, with PICK_OF=RESULT, that result's pick against a plain loop)
 #   bash benchmarks/gpu_round.sh 8   the default sweep twice (timed), each one's pick (its sustained figure)
 #                                    against a plain loop right after it
+#   bash benchmarks/gpu_round.sh 9   the decoder GPU tests, then --decoder nvjpeg at 1 and 4 workers,
+#                                    with and without the prefetcher (the GPU decode's wait part)
 # Every file the steps write ends in $OUT/round-N.tgz, with $OUT/steps.txt beside it.
 #   bash benchmarks/gpu_round.sh 4   part 1 without the tests, the pick's neighbours' plain loops too,
 #                                    and the stage profile against independent timing on CUDA
@@ -18,7 +20,7 @@
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/lb-out}; mkdir -p "$OUT"
-part=${1:?part 1 to 8}
+part=${1:?part 1 to 9}
 step() {  # step NAME SECONDS CMD...: run CMD with a timeout, its output and wall seconds under $OUT
   local name=$1 limit=$2; shift 2
   local t0=$EPOCHREALTIME
@@ -67,6 +69,10 @@ case $part in
     step default_sweep$n 150 python3 -m loaderbench sweep --output "$OUT/default-$n.json" --no-progress
     step pick_check$n 135 python3 benchmarks/pick_check.py "$OUT/default-$n.json" --out "$OUT/pick-$n.json" --rounds 3 --batches 150
   done
+  ;;
+9)
+  step gpu_tests_decode 130 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_decoders.py
+  step nvjpeg_sweep 150 python3 -m loaderbench sweep --decoder nvjpeg --num-workers 1,4 --prefetch off,on --pin-memory on --search grid --repeats 1 --no-profile --no-progress --output "$OUT/nvjpeg.json"
   ;;
 esac
 # Everything in one archive (a device call brings back a few files only), the step log beside it.

@@ -156,6 +156,7 @@ class Verdict(str, Enum):
     H2D_NOT_HIDDEN = "H2D-bound (copy not hidden)"  # a pinned copy on the step's stream
     EPOCH_START_BOUND = "epoch-start-bound"  # the gaps at epoch starts (workers starting, the pipeline refilling)
     SAMPLER_BOUND = "sampler-bound"  # the sampler drawing indices in the main process
+    GPU_DECODE_BOUND = "GPU-decode-bound"  # the main process decoding each batch on the GPU (nvJPEG)
     LOADER_ALONE = "loader alone"  # --compute none: no step to starve
 
 
@@ -194,6 +195,7 @@ class WaitPart(str, Enum):
     SAMPLER = "sampler"  # drawing indices in the main process
     EPOCH_START = "epoch-start"  # an epoch's start: workers starting, or its first batch built with none in flight
     RECEIVE = "receive"  # taking a finished batch from a worker (the receive floor)
+    GPU_DECODE = "gpu-decode"  # decoding the batch on the GPU in the main process (--decoder nvjpeg)
     LOADER = "loader"  # the rest: batches not built in time (fetch + prep)
 
 
@@ -816,6 +818,10 @@ class Trial:
     # Per measured batch, the main-process seconds the sampler spent drawing indices inside that
     # batch's next() (sampling.TimedBatchSampler); [] when not measured (IterableDataset).
     sampler_s: list[float] = field(default_factory=list)
+    # Per measured batch, the main-process seconds spent decoding on the GPU inside that batch's
+    # next() and its preparation (--decoder nvjpeg: the decode holds the calling thread, NOTE
+    # [decoding on the GPU] in workload/decode.py); [] when there is none.
+    gpu_decode_s: list[float] = field(default_factory=list)
     # Window positions (indices into the per-batch lists) of batches that started an epoch; the
     # batches and samples per epoch of a loader that restarts every epoch (its batch sampler's
     # length, the indices it draws; None when unknown: an IterableDataset, a user's sampler, one

@@ -706,3 +706,21 @@ def test_more_workers_within_the_tolerance_are_not_offered_as_acting_on_the_wait
             result(settings(8), trial(0.033, 0.012))]
     text = reason(recommend(rows))
     assert "Measured without gain (more workers): w8-nopin-nopf-f2-once-b16, 356 samples/s (-6.7%)" in text
+
+
+def test_a_wait_on_the_gpu_decode_is_named_as_the_main_threads_not_the_receive():
+    # --decoder nvjpeg on the H200 case: nvJPEG and its crops hold the main thread 68 ms a batch,
+    # next() on an already-built batch costs 1 ms more; 1 and 4 workers wait alike.
+    def row(w, wait):
+        t = trial(wait, 0.055, n=10)
+        t.gpu_decode_s, t.receive_s = [0.068] * 10, [0.001] * 4
+        return result(settings(w), t)
+
+    rows = [row(1, 0.069), row(4, 0.0685)]
+    rec = recommend(rows)
+    assert [r.summary.verdict for r in rows] == [Verdict.GPU_DECODE_BOUND] * 2
+    text = reason(rec)
+    assert ("is mostly the main process decoding each batch on the GPU (nvJPEG and the crops hold its thread): "
+            "68.0 ms per batch (paid on the main thread whatever the workers: more workers cannot remove it; "
+            "decoding in the workers, --decoder pil or torchvision, moves it off that thread).") in text
+    assert "taking each finished batch from a worker" not in text

@@ -18,9 +18,13 @@ NOTE [what the wait is made of]
          workers starting again (not persistent), or, with persistent workers, the epoch's
          first batch built with nothing in flight (the pipeline refilling); with 0 workers every
          batch is built so, and the rest is the loader part;
-      4. receive: the receive floor, `next()` on batches already built (probed after the
-         window), per batch;
-      5. loader: the rest: the batch was not built in time (fetch and prep in the workers, or
+      4. GPU decode: with `--decoder nvjpeg`, the seconds the main thread spent decoding on the
+         GPU inside that `next()` (the prefetcher decodes the next batch there) and the batch's
+         preparation, per batch: torchvision's batched decode holds the calling thread for about
+         its GPU time, so it is paid there whatever the workers (`GPU-decode-bound`);
+      5. receive: the receive floor, `next()` on batches already built (probed after the
+         window, or timed in it; a GPU decode inside it left out), per batch;
+      6. loader: the rest: the batch was not built in time (fetch and prep in the workers, or
          in the main process with 0 workers).
     The parts are summed over the window; the largest one names the verdict when the stall is
     at least 5% (or the tail alone reaches half a step). Periodic stalls (a sawtooth, every N
@@ -65,6 +69,7 @@ def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, f
     receive = (
         percentile(trial.receive_s, 50) if trial.receive_s and settings.num_workers > 0 else 0.0
     )
+    decode = trial.gpu_decode_s
     starts = set(trial.epoch_start_batches)
     for i, wait in enumerate(trial.data_wait_s):
         rest = max(0.0, wait)
@@ -83,6 +88,9 @@ def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, f
             # With 0 workers every batch is built with nothing in flight: an epoch start costs
             # only the sampler's draw (taken above); the rest is building the batch.
             take(WaitPart.EPOCH_START, rest)
+        if i < len(decode):
+            # The main thread decoding on the GPU (--decoder nvjpeg), inside this batch's wait.
+            take(WaitPart.GPU_DECODE, decode[i])
         take(WaitPart.RECEIVE, receive)
         parts[WaitPart.LOADER] += rest
     return parts
@@ -223,6 +231,7 @@ _PART_VERDICT = {
     WaitPart.RECEIVE: Verdict.RECEIVE_FLOOR,
     WaitPart.SAMPLER: Verdict.SAMPLER_BOUND,
     WaitPart.EPOCH_START: Verdict.EPOCH_START_BOUND,
+    WaitPart.GPU_DECODE: Verdict.GPU_DECODE_BOUND,
 }
 
 
@@ -344,5 +353,5 @@ def workers_needed(result: ConfigResult) -> int | None:
     parts = s.wait_parts_s
     w = result.settings.num_workers
     build = parts.get(WaitPart.LOADER, s.data_wait_mean_s) if w == 0 else w * (s.mean_step_s or 0.0)
-    fixed = sum(parts.get(p, 0.0) for p in (WaitPart.RECEIVE, WaitPart.H2D, WaitPart.SAMPLER))
+    fixed = sum(parts.get(p, 0.0) for p in (WaitPart.RECEIVE, WaitPart.H2D, WaitPart.SAMPLER, WaitPart.GPU_DECODE))
     return max(1, math.ceil(build / (s.compute_p50_s + fixed) - 1e-9))

@@ -93,6 +93,7 @@ def assemble_trial(
         h2d_hidden_fraction=h2d_hidden_fraction,
         epoch_gap_s=loop.epoch_gap_s,
         sampler_s=loop.sampler_s,
+        gpu_decode_s=loop.gpu_decode_s,
         epoch_start_batches=loop.epoch_start_batches,
         first_batch_sampler_s=loop.first_batch_sampler_s,
         production_samples_per_s=loop.production_samples_per_s,

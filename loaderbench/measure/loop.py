@@ -74,6 +74,7 @@ def timed_loop(
     restart_epochs: bool = False,
     agree: Callable[[bool], bool] | None = None,
     sampler_time: Callable[[], float] | None = None,
+    decode_time: Callable[[], float] | None = None,
     early_warmup: tuple[int, int] | None = None,
     epoch_len: int | None = None,
     origin: Origin | None = None,
@@ -98,7 +99,10 @@ def timed_loop(
     and where the window ends, for all ranks at once; it is called at the same batch indices on
     every rank. `sampler_time()` is the main process's running total of seconds spent drawing
     indices (sampling.TimedBatchSampler): its growth across each measured `next()` is kept in
-    `sampler_s` (NOTE [sampler cost] in measure/sampling.py). The window positions of batches that
+    `sampler_s` (NOTE [sampler cost] in measure/sampling.py). `decode_time()` is its running total
+    of seconds spent decoding on the GPU (--decoder nvjpeg): its growth across each measured
+    `next()` and `prepare()` is kept in `gpu_decode_s`, and a receive timed in the window leaves
+    out what of it fell inside that `next()` (the prefetcher decodes the next batch there). The window positions of batches that
     started an epoch are kept in `epoch_start_batches`; the sampler's seconds up to the first
     batch (an epoch's index list drawn, and the first `num_workers * prefetch_factor` index
     lists) in `first_batch_sampler_s`. With `restart_epochs` and `epoch_len` (batches per
@@ -153,6 +157,7 @@ def timed_loop(
         window_from = len(steps)
     epoch_gaps: list[float] = []
     sampler_s: list[float] = []
+    gpu_decode_s: list[float] = []
     epoch_starts: list[int] = []
     in_window_receive: list[float] = []
     warmup_receive: list[float] = []
@@ -166,6 +171,7 @@ def timed_loop(
     while True:
         restarted = False
         s0 = sampler_time() if sampler_time is not None else 0.0
+        d0 = decode_time() if decode_time is not None else 0.0
         # NOTE [receive in the window]: a next() on a batch that is already built costs only
         # the receive; measured here for free whenever one is ready, the pause probe after the
         # window (probe_receive) is needed only when too few were. The warm-up's are kept too
@@ -190,13 +196,16 @@ def timed_loop(
             epoch_gaps.append(clock() - t0)
             restarted = True
         t_next = clock()
+        d1 = decode_time() if decode_time is not None else 0.0
         worker, done_at = origin(batch) if origin is not None else (None, None)
         if origin is not None and (done_at is None or done_at > t0):
             was_ready = False
         if was_ready and not restarted:
-            (in_window_receive if window_start is not None else warmup_receive).append(t_next - t0)
+            # A GPU decode inside next() (the prefetcher's, of the next batch) is no receive.
+            (in_window_receive if window_start is not None else warmup_receive).append(t_next - t0 - (d1 - d0))
         s1 = sampler_time() if sampler_time is not None else 0.0
         batch = prepare(batch)
+        d2 = decode_time() if decode_time is not None else 0.0
         ready = marker.mark()
         t1 = clock()
         n = count(batch)
@@ -228,6 +237,7 @@ def timed_loop(
         if origin is not None:
             batch_workers.append(worker)
         sampler_s.append(s1 - s0)
+        gpu_decode_s.append(d2 - d0)
         if restarted:
             epoch_starts.append(measured - 1)
         elapsed = clock() - window_start
@@ -273,6 +283,7 @@ def timed_loop(
         receive_s=receive,
         epoch_gap_s=epoch_gaps,
         sampler_s=sampler_s if sampler_time is not None else [],
+        gpu_decode_s=gpu_decode_s if decode_time is not None else [],
         epoch_start_batches=epoch_starts,
         first_batch_sampler_s=first_sampler_s,
         busy_s=[(times[s.ready], times[s.end]) for s in steps],
@@ -294,8 +305,10 @@ def probe_receive(
     poll_s: float = 0.02,
     sleep: Callable[[float], None] = time.sleep,
     clock: Clock = time.perf_counter,
+    decode_time: Callable[[], float] | None = None,
 ) -> list[float]:
-    """Seconds `next()` takes for batches that are already built: the receive floor.
+    """Seconds `next()` takes for batches that are already built: the receive floor (less the
+    seconds `decode_time()`, a running total, grew inside it: a GPU decode in the main process).
 
     NOTE [receive floor]
         Even a batch that a worker finished long ago costs the main process something to
@@ -326,15 +339,17 @@ def probe_receive(
             sleep(min(poll_s, max(0.0, pause - (clock() - t0))))
     out: list[float] = []
     for _ in range(wanted):
+        d0 = decode_time() if decode_time is not None else 0.0
         t0 = clock()
         try:
             b = next(it)
         except StopIteration:
             break
         t1 = clock()
+        decoded = (decode_time() - d0) if decode_time is not None else 0.0
         done_at = origin(b)[1] if origin is not None else None
         if done_at is None or done_at <= t0:
-            out.append(t1 - t0)
+            out.append(max(0.0, t1 - t0 - decoded))
         del b
     return out
 

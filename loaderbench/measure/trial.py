@@ -603,8 +603,15 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
     copy_here = cuda and not settings.prefetch
     copy_events: list[Any] = []
 
+    decode_spent = [0.0]  # the main thread's running seconds in the GPU decode
+
     def decode_on_device(c: Counted) -> Counted:
-        return c if gpu_decode is None else c._replace(batch=gpu_decode(c.batch))
+        if gpu_decode is None:
+            return c
+        t = time.perf_counter()
+        out = c._replace(batch=gpu_decode(c.batch))
+        decode_spent[0] += time.perf_counter() - t
+        return out
 
     if cuda and settings.prefetch:
         prefetcher = CUDAPrefetcher(inspected, device=device, record_copy_events=True,
@@ -650,6 +657,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         received = [] if period < 0 else probe_receive(
             it, num_workers=settings.num_workers, prefetch_factor=settings.prefetch_factor or 0,
             period_s=period, ready_count=lambda: ready_batches(loader), origin=inspected.origin,
+            decode_time=None if gpu_decode is None else (lambda: decode_spent[0]),
         )
         if not job.loader_alone:
             return received
@@ -689,6 +697,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             after_window=after_window,
             agree=None if group is None else group.agree,
             sampler_time=None if batch_sampler is None else (lambda: batch_sampler.spent_s),
+            decode_time=None if gpu_decode is None else (lambda: decode_spent[0]),
             origin=inspected.origin,
         )
     except RuntimeError as exc:

@@ -129,6 +129,7 @@ _PART_WORDS = {
     WaitPart.SAMPLER: "the sampler drawing indices in the main process",
     WaitPart.EPOCH_START: "workers starting again at each epoch start",
     WaitPart.RECEIVE: "the main process taking each finished batch from a worker",
+    WaitPart.GPU_DECODE: "the main process decoding each batch on the GPU (nvJPEG and the crops hold its thread)",
     WaitPart.LOADER: "batches not built in time (fetch and prep)",
 }
 
@@ -425,6 +426,9 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
                  f"the window{'; the batch is ' + ', '.join(what) if what else ''}); more workers cannot remove it")
     elif part is WaitPart.EPOCH_START and not f.workers_restart:
         text += " (paid once per epoch: longer epochs spread it; no DataLoader setting removes it)"
+    elif part is WaitPart.GPU_DECODE:
+        text += (" (paid on the main thread whatever the workers: more workers cannot remove it; decoding in the "
+                 "workers, --decoder pil or torchvision, moves it off that thread)")
     elif part is WaitPart.H2D:
         hidden = f.h2d_hidden_fraction
         text += f" (copy {_ms(f.h2d_s)}{'' if hidden is None else f', {hidden:.0%} hidden'})"
