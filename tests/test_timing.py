@@ -161,3 +161,57 @@ def test_the_warmup_judges_a_block_against_the_warmups_own_periods():
     assert [warmup.over(seen, 2.0 + 0.01 * seen, 0.0001) for seen in (1, 2, 3)] == [False, False, False]
     assert warmup.periods == pytest.approx([0.01, 0.01])
     assert warmup.over(4, 2.04, 0.005)
+
+
+def test_a_gpu_decode_in_the_main_thread_is_timed_per_batch_and_left_out_of_the_receive():
+    # Each next() hands out a batch already built (1 ms to receive) and decodes the next one on
+    # the GPU for 68 ms, as the prefetcher does with --decoder nvjpeg; prepare decodes nothing
+    # more. The 69 ms wait: 68 ms GPU decode, 1 ms receive.
+    clock = FakeClock()
+    spent = [0.0]
+
+    def prefetched():
+        for _ in range(30):
+            clock.advance(0.001)
+            spent[0] += 0.068
+            clock.advance(0.068)
+            yield [0] * 4
+
+    t = timed_loop(prefetched(), lambda b: clock.advance(0.055), count=len, marker=HostMarker(clock=clock),
+                   clock=clock, warmup_batches=2, min_batches=6, min_time_s=0.0, max_batches=6,
+                   decode_time=lambda: spent[0], ready_count=lambda: 1)
+    assert t.gpu_decode_s == pytest.approx([0.068] * 6)
+    assert t.data_wait_s == pytest.approx([0.069] * 6)
+    assert t.receive_s and t.receive_s == pytest.approx([0.001] * len(t.receive_s))
+
+
+def test_a_wait_made_of_the_gpu_decode_is_gpu_decode_bound():
+    from loaderbench.analysis import summarize_config
+    from loaderbench.analysis.wait import trial_wait_parts
+    from loaderbench.model import Verdict, WaitPart
+    from tests.helpers import result, settings, trial
+
+    # 69 ms of wait per batch: 68 ms decoding on the GPU in the main process, 1 ms receiving.
+    t = trial(0.069, 0.055, n=10)
+    t.gpu_decode_s = [0.068] * 10
+    t.receive_s = [0.001] * 4
+    parts = trial_wait_parts(t, settings(1))
+    assert parts[WaitPart.GPU_DECODE] == pytest.approx(0.68) and parts[WaitPart.RECEIVE] == pytest.approx(0.01)
+    assert parts[WaitPart.LOADER] == pytest.approx(0.0, abs=1e-9)
+    r = result(settings(1), t)
+    summarize_config(r)
+    assert r.summary.verdict is Verdict.GPU_DECODE_BOUND
+
+
+def test_a_worker_waiting_for_room_while_the_loop_starts_up_is_no_build():
+    from loaderbench.measure.timing import production_rate
+
+    # One worker builds a 256-sample batch every 60 ms; the main thread's first steps take 1 s
+    # (a library's start-up), so its queue is full and it waits 1 s once: its rate is
+    # 256 / 0.060, not dragged down by the wait.
+    done = [0.0, 0.06, 0.12, 1.12] + [1.12 + 0.06 * k for k in range(1, 11)]
+    assert production_rate([(0, t, 256) for t in done]) == pytest.approx(256 / 0.060)
+    # Two workers, one of them steady at 100 ms, the other with builds of 100 and 300 ms: all kept.
+    steady = [(0, 0.1 * k, 16) for k in range(6)]
+    uneven = [(1, t, 16) for t in (0.0, 0.1, 0.4, 0.5, 0.8)]
+    assert production_rate(steady + uneven) == pytest.approx(16 / 0.1 + 4 * 16 / 0.8)

@@ -225,7 +225,9 @@ class LoopTimes:
     `host_wait_s`: per measured batch, the host's seconds from asking for the batch to having
     it; `receive_s`: `next()` times of batches already built (the receive floor);
     `epoch_gap_s`: host seconds of each epoch start's first batch; `sampler_s`: per measured
-    batch, the sampler's seconds inside its `next()` ([] when not measured);
+    batch, the sampler's seconds inside its `next()` ([] when not measured); `gpu_decode_s`: per
+    measured batch, the main process's seconds decoding on the GPU inside its `next()` and its
+    preparation ([] when not measured);
     `epoch_start_batches`: window positions of batches that started an epoch; `warmup_s`: host
     seconds from the first batch's arrival to the window's start (None when not measured);
     `busy_s`: (ready, end) of every step, the first and the warm-up included, in seconds on the
@@ -248,6 +250,7 @@ class LoopTimes:
     receive_s: list[float] = field(default_factory=list)
     epoch_gap_s: list[float] = field(default_factory=list)
     sampler_s: list[float] = field(default_factory=list)
+    gpu_decode_s: list[float] = field(default_factory=list)
     epoch_start_batches: list[int] = field(default_factory=list)
     first_batch_sampler_s: float | None = None
     warmup_s: float | None = None
@@ -284,15 +287,27 @@ class LoopTimes:
 #     what the step's compute leaves of a step at that rate. Not measured with epoch restarts in
 #     the loop (a restart's gap is no build), without workers, or when the loop cannot tell
 #     which worker built a batch.
+#     A worker can also wait for room when the loop itself is slow for a while: the main thread's
+#     first steps (CUDA and library start-up; nvJPEG's first batch on the H200 case) leave every
+#     queue full, and the interval that spans that wait is no build. On the H200 case with
+#     --decoder nvjpeg, 1 worker and the prefetcher, such a gap in the warm-up held the row to
+#     1,110 samples/s where the window consumed 2,000-2,050. So a worker's interval longer than
+#     PRODUCTION_GAP times the median of its intervals is left out of its rate (a batch's build
+#     averages its samples' costs: a slow sample does not make a batch's build several times the
+#     median).
+
+
+PRODUCTION_GAP = 4.0  # a worker's interval this many times its median interval is a wait for room, not a build
 
 
 def production_rate(completions: Sequence[tuple[int, float, int]]) -> float | None:
     """The workers' sustained production in samples/s (NOTE [production in the window]) from
     `completions`, (worker id, completion instant in seconds, samples) of each batch received:
     per worker, the samples of its batches after its first over the seconds from its first
-    completion to its last; summed over the workers with two completions or more, times
-    delivering / timed workers; a batch listed twice counts once. None when no worker completed
-    two batches.
+    completion to its last, less any interval over PRODUCTION_GAP times the median of its
+    intervals (with the batch that ended it: a wait for room, not a build); summed over the
+    workers with two completions or more, times delivering / timed workers; a batch listed twice
+    counts once. None when no worker completed two batches.
 
     >>> production_rate([(0, 0.0, 16), (1, 0.1, 16), (0, 1.0, 16), (1, 1.1, 16), (0, 2.0, 16)])
     32.0
@@ -300,6 +315,8 @@ def production_rate(completions: Sequence[tuple[int, float, int]]) -> float | No
     32.0
     >>> production_rate([(0, 0.0, 16), (0, 1.0, 16), (0, 1.0, 16)])  # the last batch seen twice
     16.0
+    >>> round(production_rate([(0, 0.0, 16), (0, 0.1, 16), (0, 1.1, 16), (0, 1.2, 16), (0, 1.3, 16)]), 6)  # waits 1 s
+    160.0
     """
     per: dict[int, list[tuple[float, int]]] = {}
     # A batch seen twice (the CUDA prefetcher's last batch of an epoch pulls none) counts once.
@@ -308,9 +325,13 @@ def production_rate(completions: Sequence[tuple[int, float, int]]) -> float | No
     total, timed = 0.0, 0
     for items in per.values():
         items.sort()
-        span = items[-1][0] - items[0][0]
-        if len(items) >= 2 and span > 0:
-            total += sum(n for _, n in items[1:]) / span
+        gaps = [(b[0] - a[0], b[1]) for a, b in zip(items, items[1:])]
+        if gaps:
+            limit = PRODUCTION_GAP * median([g for g, _ in gaps])
+            gaps = [(g, n) for g, n in gaps if g <= limit] if limit > 0 else gaps
+        span = sum(g for g, _ in gaps)
+        if gaps and span > 0:
+            total += sum(n for _, n in gaps) / span
             timed += 1
     return total * len(per) / timed if timed else None
 
