@@ -25,13 +25,16 @@ from loaderbench.results import read_results  # noqa: E402
 
 
 def measured_pick(path: Path) -> tuple[float, int, str, bool | None]:
-    """The measured result's pick: samples/s, workers, verdict, whether its CPUs were saturated."""
+    """The measured result's pick: samples/s (its sustained figure where the sweep measured one,
+    the figure its recommendation states), workers, verdict, whether its CPUs were saturated."""
     rs = read_results(path)
     analysis = analyze(rs)
     s = analysis.recommendation.settings
     row = next(r for r in rs.results if r.settings == s and r.summary is not None)
-    assert row.summary is not None and row.summary.verdict is not None
-    return row.summary.samples_per_s, row.settings.num_workers, row.summary.verdict.value, row.summary.cpu_saturated
+    assert row.summary is not None and row.summary.verdict is not None and s is not None
+    taken = rs.sweep.sustained
+    figure = taken.samples_per_s if taken is not None and taken.config == s.key() else row.summary.samples_per_s
+    return figure, row.settings.num_workers, row.summary.verdict.value, row.summary.cpu_saturated
 
 
 def resource(verdict: str, saturated: bool | None) -> str:
