@@ -86,7 +86,11 @@ def pick_of(data: dict[str, Any]) -> dict[str, Any]:
     cpu = m.get("cpu_saturated")
     resource = {"loader-bound": "cpus" if cpu else "workers", "compute-bound": "step",
                 "receive floor": "receive"}.get(verdict, verdict)
-    return {"settings": s, "num_workers": s["num_workers"], "samples_per_s": m["samples_per_s"],
+    # The figure the recommendation states: the sustained one where the sweep measured its pick so.
+    knee = next((f for f in rec.get("findings") or [] if f.get("kind") == "knee"), {})
+    figure = knee.get("sustained_samples_per_s") or m["samples_per_s"]
+    return {"settings": s, "num_workers": s["num_workers"], "samples_per_s": figure,
+            "search_samples_per_s": m["samples_per_s"],
             "stall_fraction": m["stall_fraction"], "verdict": verdict, "cpu_saturated": cpu,
             "cpu_cores": None if m.get("cpu_util_pct") is None else m["cpu_util_pct"] / 100.0,
             "compute_ms": None if m.get("compute_p50_s") is None else 1e3 * m["compute_p50_s"],
