@@ -1095,7 +1095,9 @@ class LatencyBound(Finding):
     """A loader-bound config (`settings`: the best, or the knee) whose workers used under
     `threshold` of a core each on average (`worker_cores`): they wait on latency (storage, a
     network), not on the CPUs; requests in flight help past the core count (`usable_cpus`).
-    `most_workers`: the most workers measured. The remedies are named in render/."""
+    `most_workers`: the most workers measured; `more_no_gain`: a config with more workers than the
+    knee that measured no faster than it (within the tolerance), where more workers are then not
+    named as a remedy. The remedies are named in render/."""
 
     kind: ClassVar[FindingKind] = FindingKind.LATENCY_BOUND
     settings: LoaderSettings
@@ -1103,6 +1105,7 @@ class LatencyBound(Finding):
     threshold: float
     usable_cpus: int | None = None
     most_workers: int | None = None
+    more_no_gain: LoaderSettings | None = None
 
 
 @dataclass(frozen=True)

@@ -650,3 +650,19 @@ def test_what_ifs_and_advice_give_no_gain_to_workers_without_work_or_replaying_t
     rs = result_set(dup, step_s=0.010)
     answer = what_if_cpus(rs.results, settings(1), 16, 0.05, measured_cpus=2)
     assert max(x for _, x in answer.curve) <= 1.01 * 16 / 0.030 and answer.knee.num_workers <= 1
+
+
+def test_latency_bound_names_no_more_workers_where_more_measured_no_faster_than_the_knee():
+    # 4 workers wait 30 ms before a 10 ms step (400 samples/s), 8 workers 29 ms (410, +2.5%:
+    # within the 5% tolerance, so 4 is the knee and "8 workers instead of 4 buys nothing
+    # measurable"); both use 0.1 of a core per worker: latency-bound, but more workers are not
+    # what helps here.
+    rows = [result(settings(4), cpu(trial(0.030, 0.010), 60, 20)), result(settings(8), cpu(trial(0.029, 0.010), 100, 20))]
+    rs = result_set(rows, step_s=0.010)
+    assert rs.recommendation.settings.num_workers == 4
+    [f] = [f for f in rs.recommendation.findings if isinstance(f, LatencyBound)]
+    assert f.more_no_gain is not None and f.more_no_gain.num_workers == 8
+    text = sentences(rs)
+    assert "8 workers instead of 4 buys nothing measurable" in text
+    assert "What helps: threads inside a worker" in text and "What helps: more workers" not in text
+    assert "More workers measured no faster here (8 workers, within the tolerance)." in text

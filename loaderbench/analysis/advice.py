@@ -304,7 +304,8 @@ def recommend(
     out.extend(not_cleared(best, knee, ok, results, usable_cpus, grid=grid, stopped=stopped,
                            budget_ended=budget_ended))
     out.extend(latency_bound(best, knee, ok, usable_cpus,
-                             replicated=any(r.has(WarningKind.REPLICATED) for r in results if r.status == "ok")))
+                             replicated=any(r.has(WarningKind.REPLICATED) for r in results if r.status == "ok"),
+                             tolerance=ranking.tolerance))
     if not any(isinstance(f, (NotCleared, RemainingWait)) for f in out):
         low = min(_s(r).stall_fraction for r in ok)
         if 0 < low < th.LOADER_BOUND_STALL:
@@ -559,7 +560,7 @@ def other_load(ok: Sequence[ConfigResult], usable_cpus: int | None) -> list[Find
 
 
 def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResult],
-                  usable_cpus: int | None, *, replicated: bool = False) -> list[Finding]:
+                  usable_cpus: int | None, *, replicated: bool = False, tolerance: float = 0.0) -> list[Finding]:
     """LatencyBound when the best config (else the knee) is loader-bound with workers that used
     under LATENCY_WORKER_CORES of a core each on average (`Summary.worker_cores`: the tree's CPU
     less the main process's, over num_workers), with no idle workers among them and the CPUs not
@@ -568,7 +569,8 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     network), and requests in flight, not cores, set the rate. Not where more workers cannot
     help: a row with more workers had idle ones (the dataset gives work to no more), or rows
     replay the same stream (`replicated`: a measured row has `WarningKind.REPLICATED`; such
-    rows are not ranked, so not in `ok`)."""
+    rows are not ranked, so not in `ok`). Where a config with more workers than the knee measured
+    within `tolerance` of it, that config is named (`more_no_gain`) and more workers are not offered."""
     subject = next((r for r in (best, knee) if r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND
                     and r.settings.num_workers > 0), None)
     if subject is None:
@@ -584,8 +586,13 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
                if r.summary is not None and r.summary.idle_workers]
     if (working and min(working) <= subject.settings.num_workers) or replicated:
         return []
+    ks = _s(knee)
+    more = [r for r in ok if r.settings.num_workers > knee.settings.num_workers
+            and replace(r.settings, num_workers=knee.settings.num_workers) == knee.settings
+            and _s(r).samples_per_s <= (1.0 + tolerance) * ks.samples_per_s]
     return [LatencyBound(subject.settings, worker_cores=ss.worker_cores, threshold=th.LATENCY_WORKER_CORES,
-                         usable_cpus=usable_cpus, most_workers=max(r.settings.num_workers for r in ok))]
+                         usable_cpus=usable_cpus, most_workers=max(r.settings.num_workers for r in ok),
+                         more_no_gain=max(more, key=lambda r: r.settings.num_workers).settings if more else None)]
 
 
 def oversubscribed(knee: ConfigResult, usable_cpus: int | None) -> list[Finding]:

@@ -462,11 +462,14 @@ def _equal_cheaper_text(f: EqualCheaper, name: Name) -> str:
 
 def _latency_text(f: LatencyBound, name: Name) -> str:
     past = (f" (past the {f.usable_cpus} usable CPUs: they wait rather than compute)" if f.usable_cpus else "")
+    more = "" if f.more_no_gain is not None else f"more workers{past}; "
+    measured = ("" if f.more_no_gain is None else
+                f" More workers measured no faster here ({name(f.more_no_gain)}, within the tolerance).")
     return (f"Latency-bound ({name(f.settings)}): its workers used {f.worker_cores:.2f} of a core each on average "
             f"(under {f.threshold:.0%}): a sample waits on storage or the network far longer than it computes, so "
-            f"requests in flight set the rate, not the CPUs. What helps: more workers{past}; threads inside a "
+            f"requests in flight set the rate, not the CPUs. What helps: {more}threads inside a "
             "worker (a pool fetching a batch's samples at once); batched fetching (a `__getitems__` that reads a "
-            "batch in one request); fewer, larger reads (samples packed into shards).")
+            "batch in one request); fewer, larger reads (samples packed into shards)." + measured)
 
 
 def _step_slowed_text(f: StepSlowed, name: Name) -> str:
