@@ -685,6 +685,13 @@ class RemainingWait(Finding):
     measured_no_gain: list[Remedy] = field(default_factory=list)
     # Measured without gain, but on a row whose step slowed beside the loader: no evidence.
     slowed: list[Remedy] = field(default_factory=list)
+    # A receive that the CPUs' saturation swells: the same batch received at `quiet_settings`
+    # (fewer workers) in `quiet_receive_s`, where this config's tree used `cpu_cores` of
+    # `usable_cpus` (advice.RECEIVE_CONTENDED).
+    quiet_settings: LoaderSettings | None = None
+    quiet_receive_s: float | None = None
+    cpu_cores: float | None = None
+    usable_cpus: int | None = None
 
 
 class NotClearedCause(str, Enum):

@@ -666,3 +666,22 @@ def test_latency_bound_names_no_more_workers_where_more_measured_no_faster_than_
     assert "8 workers instead of 4 buys nothing measurable" in text
     assert "What helps: threads inside a worker" in text and "What helps: more workers" not in text
     assert "More workers measured no faster here (8 workers, within the tolerance)." in text
+
+
+def test_a_receive_swollen_by_saturated_cpus_names_the_same_batch_received_at_fewer_workers():
+    # 1 worker: 28 ms of wait before a 20 ms step, receiving a built batch 1.5 ms. 2 workers on
+    # the 2 CPUs (the tree at 1.9 cores): 7 ms of wait, all of it the receive (6.7 ms): the same
+    # batch took 1.5 ms at 1 worker, so the CPUs' saturation swells it.
+    one = cpu(trial(0.028, 0.020), 110, 30)
+    one.receive_s = [0.0015] * 8
+    two = cpu(trial(0.007, 0.020), 190, 40)
+    two.receive_s = [0.0067] * 8
+    rs = result_set([result(settings(1), one), result(settings(2), two)], step_s=0.020)
+    assert rs.recommendation.settings.num_workers == 2 and rs.results[1].summary.verdict is Verdict.RECEIVE_FLOOR
+    text = sentences(rs)
+    assert ("at 1 worker the same batch took 1.5 ms to receive: with the process tree on 1.9 of the 2 usable CPUs "
+            "the main process waits for a core too (fewer workers, or a core left to the main process, shorten it)") in text
+    # On CPUs with room (the tree at 1.2 of 2 cores), nothing is said.
+    two.cpu_util_pct = 120
+    assert "waits for a core too" not in sentences(result_set([result(settings(1), one), result(settings(2), two)],
+                                                              step_s=0.020))

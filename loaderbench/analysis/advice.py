@@ -293,14 +293,15 @@ def recommend(
     if loader_only:
         out.append(LoaderAlone(best.settings, bs.samples_per_s, bs.step_p50_s))
     else:
-        out.extend(remaining_wait(knee, ok, grid=grid, tolerance=ranking.tolerance))
+        out.extend(remaining_wait(knee, ok, grid=grid, tolerance=ranking.tolerance, usable_cpus=usable_cpus))
         # Workers that bought nothing because the hand-off binds: when the knee has no workers,
         # say why (a batch of many tiny tensors, or numpy arrays, makes every worker config
         # wait on the main process).
         handoff = [r for r in ok if r.settings.num_workers > 0 and _s(r).verdict is Verdict.RECEIVE_FLOOR]
         if handoff and knee.settings.num_workers == 0:
             top = max(handoff, key=lambda r: _s(r).samples_per_s)
-            out.extend(remaining_wait(top, ok, of_knee=False, grid=grid, tolerance=ranking.tolerance))
+            out.extend(remaining_wait(top, ok, of_knee=False, grid=grid, tolerance=ranking.tolerance,
+                                      usable_cpus=usable_cpus))
     out.extend(not_cleared(best, knee, ok, results, usable_cpus, grid=grid, stopped=stopped,
                            budget_ended=budget_ended))
     out.extend(latency_bound(best, knee, ok, usable_cpus,
@@ -371,8 +372,12 @@ def _remedy(kind: RemedyKind, knee: ConfigResult, alt: ConfigResult | None, flag
                   step_slowdown=a.step_slowdown if a.step_slowed else None)
 
 
+RECEIVE_CONTENDED = 0.67  # a receive at fewer workers this share of it or less: CPU contention swells it
+
+
 def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool = True,
-                   grid: dict[str, Any] | None = None, tolerance: float = 0.0) -> list[Finding]:
+                   grid: dict[str, Any] | None = None, tolerance: float = 0.0,
+                   usable_cpus: int | None = None) -> list[Finding]:
     """RemainingWait for a config that still waits (stall at least 5%, or a tail): the largest
     part of its wait, every part of at least PART_REPORTED of the step, what the batch is made
     of, and the remedies that act on the largest part (NOTE [advice the measurements support]).
@@ -382,7 +387,10 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     (`Summary.step_slowed`) is no evidence: it goes in `slowed`; more workers are judged from the
     fastest row with more workers whose step did not slow, where there is one, and never offered
     to a row with idle workers (its wait is on the workers that work, never the receive), nor
-    where they measured above it by no more than `tolerance` (the knee's: nothing measurable)."""
+    where they measured above it by no more than `tolerance` (the knee's: nothing measurable).
+    A receive part on saturated CPUs (wait.cpu_saturated on `usable_cpus`) names the same batch's
+    receive at fewer workers where that was RECEIVE_CONTENDED of it or less: the main process
+    waited for a core too."""
     ks = _s(knee)
     if ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.STEP_SLOWED, Verdict.LOADER_ALONE):
         return []
@@ -435,6 +443,12 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     if main is WaitPart.LOADER and not remedies:
         return []
     assert ks.verdict is not None
+    quiet: ConfigResult | None = None
+    if main is WaitPart.RECEIVE and ks.receive_p50_s and cpu_saturated(ks.cpu_util_pct, ks.other_cores, usable_cpus):
+        fewer = [r for r in ok if 0 < r.settings.num_workers < s.num_workers
+                 and r.settings.batch_size == s.batch_size and _s(r).receive_p50_s
+                 and (_s(r).receive_p50_s or 0.0) <= RECEIVE_CONTENDED * ks.receive_p50_s]
+        quiet = min(fewer, key=lambda r: _s(r).receive_p50_s or 0.0, default=None)
     return [RemainingWait(
         s, of_knee=of_knee, part=main, workers_restart=s.num_workers > 0 and not s.persistent_workers,
         verdict=ks.verdict, stall_fraction=ks.stall_fraction, wait_p50_s=ks.data_wait_p50_s,
@@ -447,6 +461,10 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         remedies=[r for r in remedies if not r.measured or (r.gain or 0.0) > 0],
         measured_no_gain=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0 and r.step_slowdown is None],
         slowed=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0 and r.step_slowdown is not None],
+        quiet_settings=None if quiet is None else quiet.settings,
+        quiet_receive_s=None if quiet is None else _s(quiet).receive_p50_s,
+        cpu_cores=None if quiet is None or ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0,
+        usable_cpus=usable_cpus if quiet is not None else None,
     )]
 
 

@@ -421,9 +421,14 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
             n = f.numpy_leaves
             what.append(f"{n} numpy array{'s' if n != 1 else ''}")
         if f.batch_bytes:
-            what.append(f"{f.batch_bytes / 1e6:,.1f} MB")
+            b = f.batch_bytes
+            what.append(f"{b / 1e6:,.1f} MB" if b >= 50_000 else f"{b / 1e3:,.1f} kB" if b >= 1_000 else f"{b} bytes")
         text += (f" (taking a batch that was already built costs {f.receive_s * 1e3:.1f} ms, measured after "
                  f"the window{'; the batch is ' + ', '.join(what) if what else ''}); more workers cannot remove it")
+        if f.quiet_settings is not None and f.quiet_receive_s is not None and f.cpu_cores is not None:
+            text += (f"; at {name(f.quiet_settings)} the same batch took {f.quiet_receive_s * 1e3:.1f} ms to receive: "
+                     f"with the process tree on {f.cpu_cores:.1f} of the {f.usable_cpus} usable CPUs the main process "
+                     "waits for a core too (fewer workers, or a core left to the main process, shorten it)")
     elif part is WaitPart.EPOCH_START and not f.workers_restart:
         text += " (paid once per epoch: longer epochs spread it; no DataLoader setting removes it)"
     elif part is WaitPart.GPU_DECODE:
