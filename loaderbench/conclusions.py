@@ -687,7 +687,7 @@ class RemainingWait(Finding):
     slowed: list[Remedy] = field(default_factory=list)
     # A receive that the CPUs' saturation swells: the same batch received at `quiet_settings`
     # (fewer workers) in `quiet_receive_s`, where this config's tree used `cpu_cores` of
-    # `usable_cpus` (advice.RECEIVE_CONTENDED).
+    # `usable_cpus` (thresholds.RECEIVE_CONTENDED).
     quiet_settings: LoaderSettings | None = None
     quiet_receive_s: float | None = None
     cpu_cores: float | None = None

@@ -372,9 +372,6 @@ def _remedy(kind: RemedyKind, knee: ConfigResult, alt: ConfigResult | None, flag
                   step_slowdown=a.step_slowdown if a.step_slowed else None)
 
 
-RECEIVE_CONTENDED = 0.67  # a receive at fewer workers this share of it or less: CPU contention swells it
-
-
 def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool = True,
                    grid: dict[str, Any] | None = None, tolerance: float = 0.0,
                    usable_cpus: int | None = None) -> list[Finding]:
@@ -389,7 +386,7 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     to a row with idle workers (its wait is on the workers that work, never the receive), nor
     where they measured above it by no more than `tolerance` (the knee's: nothing measurable).
     A receive part on saturated CPUs (wait.cpu_saturated on `usable_cpus`) names the same batch's
-    receive at fewer workers where that was RECEIVE_CONTENDED of it or less: the main process
+    receive at fewer workers where that was RECEIVE_CONTENDED (thresholds.py) of it or less: the main process
     waited for a core too."""
     ks = _s(knee)
     if ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.STEP_SLOWED, Verdict.LOADER_ALONE):
@@ -447,7 +444,7 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     if main is WaitPart.RECEIVE and ks.receive_p50_s and cpu_saturated(ks.cpu_util_pct, ks.other_cores, usable_cpus):
         fewer = [r for r in ok if 0 < r.settings.num_workers < s.num_workers
                  and r.settings.batch_size == s.batch_size and _s(r).receive_p50_s
-                 and (_s(r).receive_p50_s or 0.0) <= RECEIVE_CONTENDED * ks.receive_p50_s]
+                 and (_s(r).receive_p50_s or 0.0) <= th.RECEIVE_CONTENDED * ks.receive_p50_s]
         quiet = min(fewer, key=lambda r: _s(r).receive_p50_s or 0.0, default=None)
     return [RemainingWait(
         s, of_knee=of_knee, part=main, workers_restart=s.num_workers > 0 and not s.persistent_workers,

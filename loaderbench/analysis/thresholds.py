@@ -75,6 +75,10 @@ TRANSFER_MIN_MB_PER_S = 10.0
 # mean wait (and at least 1 ms).
 TRANSFER_RECEIVE_OF_WAIT = 0.25
 TRANSFER_MIN_RECEIVE_S = 0.001
+# choice, informed by a measurement: on saturated CPUs, fewer workers receiving the same batch in
+# two thirds of the time or less means contention swells the receive (on the 2-core machine a
+# 0.8 MB batch took 6.7 ms at 2 workers on 1.9 busy cores, 1.5 ms where the CPUs had room).
+RECEIVE_CONTENDED = 0.67
 # choice: two ceilings within 10% of each other are "matched": neither has the margin that
 # absorbs the other's jitter.
 MATCHED = 0.10
