@@ -168,8 +168,9 @@ def _pipeline_outcome(nw: int, *, build_s: float = 0.064, step_s: float = 0.012)
     return Outcome(status="ok", trial=t)
 
 
-def test_the_search_measures_the_knee_and_its_neighbours_and_predicts_the_rest(tmp_path):
-    # 64 ms per batch per worker, 12 ms step: 6 workers keep up (64 / 12 = 5.3).
+def _searched(tmp_path):
+    """The model-guided search over 0-16 workers of `_pipeline_outcome`'s loader on 16 CPUs:
+    (the result, the fake runner)."""
     cfg = build_config(None, {
         "dataset": {"kind": "tensor"}, "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
         "grid": {"num_workers": (0, 1, 2, 4, 6, 8, 12, 16), "batch_size": (16,)},
@@ -179,6 +180,12 @@ def test_the_search_measures_the_knee_and_its_neighbours_and_predicts_the_rest(t
     rs = run_sweep(resolve_defaults(cfg, Machine(cuda=False, usable_cpus=16)), output=tmp_path / "r.json",
                    environment={"usable_cpus": 16}, machine=Machine(cuda=False, usable_cpus=16),
                    runner=runner, save=lambda r, p: None)
+    return rs, runner
+
+
+def test_the_search_measures_the_knee_and_its_neighbours_and_predicts_the_rest(tmp_path):
+    # 64 ms per batch per worker, 12 ms step: 6 workers keep up (64 / 12 = 5.3).
+    rs, runner = _searched(tmp_path)
     # The last trial is the pick's sustained one (NOTE [the pick's sustained figure]): 4 batches per worker,
     # where the search's windows held 20 / 6 = 3.3; no loader-ceiling probe after it.
     last = runner.jobs[-1]
@@ -644,15 +651,7 @@ def test_a_search_the_budget_ended_before_more_workers_does_not_say_try_more_wor
     from loaderbench.render import footer
 
     monkeypatch.setattr(Search, "out_of_time", lambda self: len(self.results) >= 1)
-    cfg = build_config(None, {
-        "dataset": {"kind": "tensor"}, "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
-        "grid": {"num_workers": (0, 1, 2, 4, 6, 8, 12, 16), "batch_size": (16,)},
-        "measure": {"repeats": 1},
-    })
-    runner = FakeRunner({w: (lambda w=w: _pipeline_outcome(w)) for w in range(17)})
-    rs = run_sweep(resolve_defaults(cfg, Machine(cuda=False, usable_cpus=16)), output=tmp_path / "r.json",
-                   environment={"usable_cpus": 16}, machine=Machine(cuda=False, usable_cpus=16),
-                   runner=runner, save=lambda r, p: None)
+    rs, runner = _searched(tmp_path)
     assert [r.settings.num_workers for r in rs.results] == [4] and rs.sweep.search.budget_ended
     [nc] = [f for f in rs.recommendation.findings if isinstance(f, NotCleared)]
     assert nc.cause is NotClearedCause.NOT_REACHED and nc.by_budget and nc.not_reached == [6, 8, 12, 16]
