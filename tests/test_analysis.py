@@ -724,3 +724,12 @@ def test_a_wait_on_the_gpu_decode_is_named_as_the_main_threads_not_the_receive()
             "68.0 ms per batch (paid on the main thread whatever the workers: more workers cannot remove it; "
             "decoding in the workers, --decoder pil or torchvision, moves it off that thread).") in text
     assert "taking each finished batch from a worker" not in text
+
+
+def test_waits_that_alternate_while_every_batch_waits_a_step_are_no_sawtooth():
+    # 1 worker, 48 ms a batch against a 20 ms step: every batch waits about 28-32 ms, every 4th
+    # twice that (the prefetch slot refills unevenly): a period in the waits, but no batch is
+    # ready between the stalls, so no "stall every 4 batches". The same rhythm with ready batches
+    # between (waits of 1 ms) is a sawtooth.
+    assert stall_period([0.030, 0.028, 0.032, 0.060] * 20, [0.020] * 80) is None
+    assert stall_period([0.001, 0.001, 0.001, 0.060] * 20, [0.020] * 80) == 4

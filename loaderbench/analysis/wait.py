@@ -309,7 +309,8 @@ def stall_period(data_wait_s: Sequence[float], step_s: Sequence[float]) -> int |
     thresholded stall indicator: a stall that splits over two batches, or a phase that slips by
     one batch now and then, still correlates). It must be a stall that stands out and lasts: the
     longest wait is at least a quarter of the median step, the stalls average at least twice the
-    other waits, and the stalls (the upper class of the waits split by
+    other waits, the other waits average under the median step (a loader whose every batch waits
+    a step or more has no sawtooth, however its waits alternate), and the stalls (the upper class of the waits split by
     `split_threshold`) number at least half of the n / L a period of L over the whole window
     makes and span at least two periods (a pattern that stops, as when one of two unevenly loaded
     workers runs dry, is not a period). Needs 12 batches or more.
@@ -330,6 +331,8 @@ def stall_period(data_wait_s: Sequence[float], step_s: Sequence[float]) -> int |
     split = split_threshold(data_wait_s)
     if split is None or split[2] < PERIOD_STALL_OVER_REST * split[1]:
         return None  # no stall stands out: waits of 37-44 ms that wobble in a cycle are not stalls
+    if split[1] >= percentile(step_s, 50):
+        return None  # the batches between the stalls wait a whole step too (every batch waits): no sawtooth
     stalls = [i for i, w in enumerate(data_wait_s) if w >= split[0]]
     lasting = len(stalls) >= PERIOD_MIN_STALL_SHARE * n / lag and stalls[-1] - stalls[0] >= 2 * lag
     return lag if lasting else None
