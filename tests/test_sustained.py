@@ -10,7 +10,7 @@ from loaderbench.model import ComputeSpec, MeasureSpec
 from loaderbench.orchestration.config import build_config
 from loaderbench.orchestration.plan import Machine, resolve_defaults
 from loaderbench.orchestration.run import run_sweep
-from loaderbench.orchestration.sustained import measure_sustained, sustained_window
+from loaderbench.orchestration.sustained import measure_sustained, search_reserve_s, sustained_window
 from tests.conftest import FakeRunner
 from tests.helpers import FakeClock, result, settings, trial
 
@@ -52,6 +52,19 @@ def test_it_is_taken_only_when_it_fits_in_the_budget():
     assert (taken.batches, taken.batches_per_worker, taken.search_batches_per_worker) == (32, 4.0, 1.25)
     assert taken.samples_per_s == pytest.approx(320.0) and taken.wall_s == pytest.approx(5.0)
     assert taken.config == settings(8).key() and taken.trial is not None
+
+
+def test_the_search_keeps_time_for_it_only_once_its_fastest_row_is_near_the_knee():
+    measure, walls = MeasureSpec(), [4.0, 6.0, 8.0]  # median 6 s: 1.5 x 6 = 9 s kept
+    near = result(settings(8), trial(0.01, 0.05, n=10))  # 10 ms wait per 50 ms step: stall 1/6
+    far = result(settings(2), trial(0.40, 0.05, n=10))  # 400 ms wait per 50 ms step: stall 89%
+    assert near.summary.stall_fraction == pytest.approx(1 / 6) and far.summary.stall_fraction > 0.8
+    assert search_reserve_s(near, measure, walls) == pytest.approx(9.0)
+    # Highly input-bound: the configs with more workers come first.
+    assert search_reserve_s(far, measure, walls) == 0.0
+    # A row whose windows already held 4 batches per worker needs no longer window; no row, no trial.
+    assert search_reserve_s(result(settings(2), trial(0.01, 0.05, n=10)), measure, walls) == 0.0
+    assert search_reserve_s(None, measure, walls) == 0.0 and search_reserve_s(near, measure, []) == 0.0
 
 
 def _search(tmp_path, sustained_step_s: float):

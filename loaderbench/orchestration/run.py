@@ -43,8 +43,8 @@ from loaderbench.orchestration.profile import sweep_profile_budget_s
 from loaderbench.orchestration.search import HostLimits, Search
 from loaderbench.orchestration.sustained import (
     measure_sustained,
+    search_reserve_s,
     sustained_fits,
-    sustained_reserve_s,
     sustained_window,
 )
 from loaderbench.results import PredictionCheck, ResultSet, SearchStep, Sustained, SweepProfile, Timing
@@ -242,9 +242,8 @@ def run_sweep(
             # The pick's sustained trial follows where the fastest row so far would need one.
             ok = [r for r, d in zip(results, done) if d and r.status == "ok" and r.summary is not None]
             top = max(ok, key=lambda r: r.summary.samples_per_s, default=None)  # type: ignore[union-attr]
-            sustained = top is not None and sustained_window(config.measure, top) is not None
             return (budget_reserve_s(trial_walls, drift_follows=drift_follows) + profile_reserve_s
-                    + (sustained_reserve_s(trial_walls) if sustained else 0.0))
+                    + search_reserve_s(top, config.measure, trial_walls))
 
         search = Search(
             [p.settings for p in points], measure=measure, tolerance=config.tolerance, repeats=config.repeats,

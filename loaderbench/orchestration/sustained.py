@@ -22,6 +22,12 @@ NOTE [the pick's sustained figure]
     (`sustained_reserve_s`, which the search keeps back for it; a drift check that confirms a
     drift can spend it); where it does not, the sweep records that (`sustained_left_out`) and the
     recommendation says its figure rests on the short windows.
+    The search keeps that time back only once its fastest row is at most moderately input-bound
+    (`search_reserve_s`): while every measured row still waits on the loader for most of its
+    time, the configs not yet measured (more workers) decide the answer, and a longer window of
+    a row far from the knee would not. On 8 usable CPUs of the H200 host, with `--time-budget
+    40`, keeping it back from the first trial on (13.5 s, so 20 s kept) ended the search after
+    its one probe row (2 workers, stall 89%), with more workers unmeasured.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from loaderbench.analysis.statistics import window_batches_per_worker
+from loaderbench.analysis.thresholds import MODERATELY_INPUT_BOUND_MAX
 from loaderbench.model import ConfigResult, MeasureSpec, Trial
 from loaderbench.results import Sustained
 
@@ -62,6 +69,16 @@ def sustained_reserve_s(trial_walls: list[float]) -> float:
     median wall seconds of its trials so far (the longer window, 2-4 times the search's at the
     knee, and the warm-up before it); 0.0 before any trial."""
     return SUSTAINED_RESERVE_TRIALS * statistics.median(trial_walls) if trial_walls else 0.0
+
+
+def search_reserve_s(top: ConfigResult | None, measure: MeasureSpec, trial_walls: list[float]) -> float:
+    """Seconds the search keeps back for the sustained trial (NOTE [the pick's sustained
+    figure]) while `top` is its fastest measured row (None: none yet): `sustained_reserve_s`
+    where `top` would need one (`sustained_window`) and its stall fraction is at most
+    MODERATELY_INPUT_BOUND_MAX; 0.0 otherwise (the configs not yet measured come first)."""
+    if top is None or top.summary is None or top.summary.stall_fraction > MODERATELY_INPUT_BOUND_MAX:
+        return 0.0
+    return sustained_reserve_s(trial_walls) if sustained_window(measure, top) is not None else 0.0
 
 
 def measure_sustained(row: ConfigResult, measure: MeasureSpec, run: Callable[[MeasureSpec], Trial | None], *,
