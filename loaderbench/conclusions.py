@@ -229,7 +229,10 @@ class WhatIfAnswer(Record):
     `transforms_factor`) and the timings they come from; decoding on the GPU, its timing
     (`gpu`) and two cases (`cases`: serialised with the step, overlapped on a side stream), the
     first also in the answer's own knee fields. `stage_names`: the profile's stages (for an
-    unknown name)."""
+    unknown name). A build change answered for another series than the recommended config's
+    (its pin_memory or prefetcher differ; NOTE [what-ifs beyond the knobs] in
+    analysis/predict.py) has its knee there, and the recommended config's own series' predicted
+    knee samples/s and what binds it in `series_samples_per_s` and `series_binds`."""
 
     question: WhatIf
     knee: LoaderSettings | None = None
@@ -257,6 +260,8 @@ class WhatIfAnswer(Record):
     gpu: GpuDecodeTiming | None = None
     cases: list[WhatIfCase] = field(default_factory=list)
     stage_names: list[str] = field(default_factory=list)
+    series_samples_per_s: float | None = None
+    series_binds: Binds | None = None
 
     @property
     def knee_workers(self) -> int | None:

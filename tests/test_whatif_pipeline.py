@@ -221,6 +221,35 @@ def test_a_cheaper_stage_is_predicted_as_the_same_pipeline_measured_with_it():
     assert gone[2] == pytest.approx(2000 / 3.0, rel=1e-3)
 
 
+def test_a_change_is_answered_in_the_series_that_goes_furthest_with_the_picks_own_beside_it():
+    # Workers build a sample in 5 ms (A 3 + B 2), a 2 ms step of 16 (8,000/s). With pin_memory
+    # off (the pick's series) the main process receives each batch in 1 ms (16,000/s): the step
+    # and the receive in turn hold it to 1 / (1/8000 + 1/16000) = 5,333/s, the receive a third of
+    # its time. With pin_memory on the receive takes 0.2 ms: 1 / (1/8000 + 1/80000) = 7,273/s.
+    # Both series measured at 1-8 workers, loader-bound (200 W samples/s) where the two agree.
+    off = _rows(pipeline(5.0, 2.0, receive_ms=1.0), workers=(1, 2, 4, 8))
+    on_measure = pipeline(5.0, 2.0, receive_ms=0.2)[0]
+    on = [on_measure(settings(w, pin=True), 0) for w in (1, 2, 4, 8)]
+    question = WhatIf(stages=(StageChange("A"),))  # 2 ms a sample: 500 W, the main thread binds
+    what = what_if_pipeline(question, off + on, settings(8), 0.05, 16, two_transforms(3.0, 2.0))
+    assert what.knee is not None and what.knee.pin_memory is True
+    assert what.binds is Binds.STEP and max(x for _, x in what.curve) == pytest.approx(7273, rel=0.03)
+    # The pick's own series, kept beside it: held by its receive.
+    assert what.series_samples_per_s == pytest.approx(5333, rel=0.05) and what.series_binds is Binds.RECEIVE
+    assert what.base == settings(8) and what.base_samples_per_s == pytest.approx(1600)
+    # Only its own series measured: no switch, nothing beside it.
+    alone = what_if_pipeline(question, off, settings(8), 0.05, 16, two_transforms(3.0, 2.0))
+    assert alone.knee is not None and alone.knee.pin_memory is False and alone.series_samples_per_s is None
+    assert alone.binds is Binds.RECEIVE and max(x for _, x in alone.curve) < 5333
+    # The sentences say the knee's other settings and the pick's own series' figure.
+    from loaderbench.render.findings import describe
+    from loaderbench.render.pipeline import what_if_build_lines
+
+    line = what_if_build_lines(what, describe)[0]
+    assert "That knee has pin_memory on instead of off; as the pick has them (8 workers, pin_memory off" in line
+    assert "the model reaches only ~5," in line and "the main process receiving each batch" in line
+
+
 def test_where_the_cpus_bind_a_cheaper_stage_lifts_the_cpus_ceiling_by_the_cpu_it_saves():
     # 2 CPUs, 4 ms of CPU per sample: at most 500/s. A (2.4 ms of CPU) removed leaves 1.6 ms: the
     # CPUs' ceiling 2.5x higher; workers then build 500/s each.

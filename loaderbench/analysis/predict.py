@@ -44,6 +44,7 @@ from loaderbench.analysis.thresholds import (
     DEFAULT_SHARPNESS,
     HARD_CORNER_RATIO,
     HOST_WAITS_SHARE,
+    RECEIVE_BINDS_SHARE,
     SHARPNESS_MAX,
     SHARPNESS_MIN,
     STAGE_SHARE_THAT_COUNTS,
@@ -580,7 +581,8 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
     """What binds `model` at `workers` workers on `usable_cpus` CPUs (NOTE [pipeline model]):
     the lowest of the loader's bounds (one worker's rate x workers, the CPUs' U / kappa, the
     device) when the loader (times `loader_scale`, the anchoring) is below the main thread's
-    rate, else the larger of the main thread's two parts, the step and the receive (`gpu_decode`:
+    rate, else the main thread's: the receive where it takes at least RECEIVE_BINDS_SHARE of the
+    main thread's time per sample (the receive and the step run in turn), else the step (`gpu_decode`:
     the model's step is a decode on the GPU that takes longer than the step it overlaps). None
     when nothing is known."""
     load = model.loader(workers, usable_cpus)
@@ -603,7 +605,8 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
         if model.device:
             bounds.append((model.device, Binds.STORAGE))
         return min(bounds, key=lambda b: b[0])[1]
-    if workers > 0 and model.main and model.compute and 1.0 / model.main > 1.0 / model.compute:
+    if workers > 0 and model.main and model.compute and (
+            (1.0 / model.main) / (1.0 / model.main + 1.0 / model.compute) >= RECEIVE_BINDS_SHARE):
         return Binds.RECEIVE
     return Binds.GPU_DECODE if gpu_decode else Binds.STEP
 
@@ -855,9 +858,24 @@ def _best_loader(model: Fit, anchors: dict[int, float], top: int, cpus: int | No
     return max(rates) if rates else None
 
 
+def _other_series(results: Sequence[ConfigResult], base: LoaderSettings) -> list[LoaderSettings]:
+    """For each series measured with workers besides `base`'s, at its batch size and decoder,
+    the settings of its fastest row."""
+    best: dict[LoaderSettings, ConfigResult] = {}
+    for r in _ranked(results):
+        s = r.settings
+        key = series_of(s)
+        if (s.num_workers == 0 or key == series_of(base) or s.batch_size != base.batch_size
+                or s.decoder != base.decoder):
+            continue
+        if key not in best or r.summary.samples_per_s > best[key].summary.samples_per_s:  # type: ignore[union-attr]
+            best[key] = r
+    return [r.settings for r in best.values()]
+
+
 def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: LoaderSettings, tolerance: float,
                      measured_cpus: int | None, profile: StageProfile | None,
-                     rebuilt: _Rebuilt | None = None) -> WhatIfAnswer:
+                     rebuilt: _Rebuilt | None = None, *, across_series: bool = True) -> WhatIfAnswer:
     """The answer to a question that changes how a sample is built (a stage, the decoder;
     `cpus=` and `disk=` beside it too), for `base`'s series, per NOTE [what-ifs beyond the
     knobs]: the model fitted on the ranked rows that decode as `base` does, measured with
@@ -865,7 +883,10 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     or `rebuilt`, a change worked out by the caller), evaluated with the question's CPUs (else
     the measured ones) from 0 to twice the larger of those and the most workers measured.
     `why` when there is no profile, the stage or decoder cannot be found in it, or nothing with
-    workers was measured."""
+    workers was measured. With `across_series`, a change built on the CPU is answered for each
+    series measured (`_other_series`), and another series' answer replaces `base`'s where its
+    knee is predicted faster by more than `tolerance` (`series_samples_per_s`, `series_binds`
+    keep `base`'s own)."""
     names = [] if profile is None else askable_stages(profile)
     if rebuilt is None:
         if profile is None:
@@ -874,6 +895,19 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
         if isinstance(found, tuple):
             return WhatIfAnswer(question, why=found[0], stage_names=found[1])
         rebuilt = found
+    if across_series and rebuilt.gpu_ms_per_batch is None:
+        own = what_if_pipeline(question, results, base, tolerance, measured_cpus, profile, rebuilt,
+                               across_series=False)
+        if own.why is not None or not own.knee_samples_per_s:
+            return own
+        others = [what_if_pipeline(question, results, b, tolerance, measured_cpus, profile, rebuilt,
+                                   across_series=False) for b in _other_series(results, base)]
+        best = max((a for a in others if a.why is None and a.knee_samples_per_s),
+                   key=lambda a: a.knee_samples_per_s or 0.0, default=None)
+        if best is None or (best.knee_samples_per_s or 0.0) <= (1.0 + tolerance) * own.knee_samples_per_s:
+            return own
+        return replace(best, base=base, base_samples_per_s=own.base_samples_per_s,
+                       series_samples_per_s=own.knee_samples_per_s, series_binds=own.binds)
     cpus = question.cpus or measured_cpus
     rows = [r for r in _ranked(results) if r.settings.decoder == base.decoder]
     if question.disk_mb_per_s is not None:

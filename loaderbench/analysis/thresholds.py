@@ -179,6 +179,11 @@ SHARPNESS_MAX = 30.0
 # own noise); when the two rates are within 1.25x of each other it counts as a hard corner.
 AT_THE_LOWER_RATE = 0.99
 HARD_CORNER_RATIO = 1.25
+# choice: where the main process's receive takes at least a quarter of its time per sample (the
+# receive and the step in turn), the receive is named as what binds, not the step alone (a
+# pageable copy inside next() of 32 ms beside a 55 ms step held a series to 2,900 samples/s, a
+# ceiling of 4,650).
+RECEIVE_BINDS_SHARE = 0.25
 # choice: configs with at most half the usable CPUs in workers give the uncontended per-worker rate.
 UNCONTENDED_SHARE = 0.5
 # measured: a loader-bound window that waited a quarter of its time or more ran at the loader's

@@ -25,7 +25,8 @@ from loaderbench.conclusions import (
     WhatIfCase,
     WhyNoPrediction,
 )
-from loaderbench.model import LoaderSettings, StageKind
+from loaderbench.model import GRID_AXES, LoaderSettings, StageKind
+from loaderbench.render.findings import instead
 
 Name = Callable[[LoaderSettings], str]
 
@@ -181,7 +182,12 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
                 + ". These count the decode's GPU time, not the main process's other work around it (taking the "
                 "encoded batch, launching the step after it): a measured run can read lower. A measured run tells "
                 "which case holds (--decoder nvjpeg --prefetch off,on)."]
-    return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: {_curve(what)}."]
+    series = ""
+    if what.series_samples_per_s is not None and what.base is not None and what.knee is not None:
+        series = (f" That knee has {_series_change(what.knee, what.base)}; as the pick has them ({name(what.base)}) "
+                  f"the model reaches only ~{what.series_samples_per_s:,.0f} samples/s{_binds(what.series_binds)}.")
+    return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: "
+            f"{_curve(what)}.{series}"]
 
 
 def profile_summary_line(profile: StageProfile, name: Name) -> str:
@@ -278,6 +284,12 @@ def _upper(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _series_change(knee: LoaderSettings, base: LoaderSettings) -> str:
+    """How a what-if's knee differs from the pick besides num_workers: "pin_memory on instead of off"."""
+    return ", ".join(instead(a.name, getattr(knee, a.name), getattr(base, a.name)) for a in GRID_AXES
+                     if a.name != "num_workers" and getattr(knee, a.name) != getattr(base, a.name))
+
+
 def _change_head(c: PipelineChange) -> str:
     q = c.question
     if c.kind is ChangeKind.DECODER and q is not None and q.decode is not None:
@@ -306,8 +318,10 @@ def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) 
                          f"({case.knee_samples_per_s / pick_samples_per_s:.2f}x){_binds(case.binds)}")
         return f"predicted{loader} " + "; ".join(parts)
     then = "" if a.binds is None else f", then {BINDS_WORDS[a.binds]}"
+    series = ("" if a.series_samples_per_s is None or a.knee is None or a.base is None else
+              f" with {_series_change(a.knee, a.base)} (as the pick has them, ~{a.series_samples_per_s:,.0f})")
     return (f"predicted{loader} ~{a.knee_samples_per_s or 0.0:,.0f} samples/s ({c.gain or 0.0:.2f}x the pick) at "
-            f"~{a.knee_workers} worker{'' if a.knee_workers == 1 else 's'}{then}")
+            f"~{a.knee_workers} worker{'' if a.knee_workers == 1 else 's'}{series}{then}")
 
 
 def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
