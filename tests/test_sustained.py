@@ -67,7 +67,7 @@ def test_the_search_keeps_time_for_it_only_once_its_fastest_row_is_near_the_knee
     assert search_reserve_s(None, measure, walls) == 0.0 and search_reserve_s(near, measure, []) == 0.0
 
 
-def _search(tmp_path, sustained_step_s: float):
+def _search(tmp_path, sustained_step_s: float, fresh_runner=None):
     """The search of test_sweep (64 ms per batch per worker, 12 ms step: the knee at 6 workers),
     where the pick's sustained trial (a window of 24 batches) reads steps of `sustained_step_s`."""
     def outcome(w: int, batches: int) -> Outcome:
@@ -90,7 +90,7 @@ def _search(tmp_path, sustained_step_s: float):
     runner = Runner({})
     rs = run_sweep(resolve_defaults(cfg, Machine(cuda=False, usable_cpus=16)), output=tmp_path / "r.json",
                    environment={"usable_cpus": 16}, machine=Machine(cuda=False, usable_cpus=16),
-                   runner=runner, save=lambda r, p: None)
+                   runner=runner, fresh_runner=fresh_runner, save=lambda r, p: None)
     return rs, runner
 
 
@@ -126,6 +126,23 @@ def test_the_recommendation_states_the_sustained_figure_beside_the_searchs(tmp_p
     doc = json.loads(to_json(rs))
     [k] = [f for f in doc["analysis"]["recommendation"]["findings"] if f["kind"] == "knee"]
     assert k["sustained_samples_per_s"] == pytest.approx(16 / 0.014) and k["sustained_batches_per_worker"] == 4.0
+
+
+def test_the_drift_check_is_told_to_leave_the_knees_sustained_trial_its_time(tmp_path, monkeypatch):
+    from loaderbench.orchestration import run as run_mod
+
+    seen = []
+
+    def check(result_set, results, done, *args, **kwargs):
+        knee = next(r for r in results if r.settings.num_workers == 6)
+        wide = next(r for r in results if r.settings.num_workers == 1)  # 10 batches for 1 worker
+        seen.append((kwargs["deadline"], kwargs["keep_s"](knee), kwargs["keep_s"](wide), kwargs["warm_trial_s"]))
+
+    monkeypatch.setattr(run_mod, "check_drift", check)
+    _search(tmp_path, 0.014, fresh_runner=FakeRunner({}))
+    [(deadline, knee_s, wide_s, warm_s)] = seen
+    # The knee's windows held 1.7 batches per worker: 1.5 warm trials kept; 1 worker's held 10: none.
+    assert deadline is not None and knee_s == pytest.approx(1.5 * warm_s) and knee_s > 0 and wide_s == 0.0
 
 
 def test_a_pick_with_no_time_for_the_longer_window_says_its_figure_rests_on_the_short_ones(tmp_path, monkeypatch):

@@ -238,10 +238,11 @@ def test_the_drift_check_remeasures_the_competing_configs_in_fresh_processes(tmp
     assert rs.recommendation.settings.num_workers == 4
 
 
-def _drift_with_deadline(tmp_path, monkeypatch, deadline_in_s: float, knee_again=None):
+def _drift_with_deadline(tmp_path, monkeypatch, deadline_in_s: float, knee_again=None, keep_s: float = 0.0):
     """The drift above (the knee 26% slower fresh, twice), on a clock that a fresh trial moves by
     10 s and a warm one by 3 s, with --time-budget ending `deadline_in_s` after the check starts;
-    `knee_again`: the knee's (2 workers') second warm trial, when not as its first."""
+    `knee_again`: the knee's (2 workers') second warm trial, when not as its first; `keep_s`: the
+    seconds the check leaves for what follows it on the knee (the pick's sustained trial)."""
     from dataclasses import replace
 
     from loaderbench.orchestration import drift as drift_mod
@@ -261,7 +262,8 @@ def _drift_with_deadline(tmp_path, monkeypatch, deadline_in_s: float, knee_again
         return run
 
     def timed(*args, **kwargs):
-        return drift_mod.check_drift(*args, **{**kwargs, "deadline": clock[0] + deadline_in_s})
+        return drift_mod.check_drift(*args, **{**kwargs, "deadline": clock[0] + deadline_in_s,
+                                               "keep_s": lambda knee: keep_s})
 
     monkeypatch.setattr(drift_mod, "time", Clock)
     monkeypatch.setattr(run_mod, "time", Clock)  # the warm trials' pace: 3 s each
@@ -331,6 +333,22 @@ def test_a_tripped_drift_with_no_time_to_confirm_it_stays_one_unconfirmed_check(
     # Settled (the check confirmed or not in time), nothing is said beside the pick.
     rs, _ = _drift_with_deadline(tmp_path, monkeypatch, 100.0)
     assert "A fresh process measured it again" not in " ".join(footer.footer_lines(rs))
+
+
+def test_the_trials_that_confirm_a_drift_leave_the_picks_sustained_trial_its_time(tmp_path, monkeypatch):
+    # 31 s left: the first fresh trial (10 s) leaves 21, enough for the two that confirm it (20 s)
+    # alone, not with 5 s kept for the pick's longer window: the check stays one trial, and the
+    # one more warm trial (3 s + 5 kept) is taken.
+    rs, fresh = _drift_with_deadline(tmp_path, monkeypatch, 31.0, keep_s=5.0)
+    drift = rs.sweep.drift
+    assert drift.unconfirmed_for_budget and not drift.confirmed
+    assert [w for w, _, _ in fresh.calls] == [2] and [len(r.trials) for r in rs.results] == [1, 2, 1]
+    # With 19 s kept, not even the warm trial fits (3 + 19 > 21).
+    rs, fresh = _drift_with_deadline(tmp_path, monkeypatch, 31.0, keep_s=19.0)
+    assert rs.sweep.drift.unconfirmed_for_budget and [len(r.trials) for r in rs.results] == [1, 1, 1]
+    # Nothing kept: confirmed, as before.
+    rs, fresh = _drift_with_deadline(tmp_path, monkeypatch, 31.0)
+    assert rs.sweep.drift.confirmed and [w for w, _, _ in fresh.calls] == [2, 2]
 
 
 def test_a_knee_picked_on_a_lucky_trial_is_settled_by_its_warm_repeat_when_no_fresh_one_fits(tmp_path, monkeypatch):

@@ -34,12 +34,16 @@ def drift_threshold(results: list[ConfigResult], tolerance: float) -> float:
 
 def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[bool],
                 run_trial: Callable[..., ConfigResult], fresh_runner: Runner, tolerance: float,
-                obs: SweepObserver, *, deadline: float | None = None, warm_trial_s: float | None = None) -> None:
+                obs: SweepObserver, *, deadline: float | None = None, warm_trial_s: float | None = None,
+                keep_s: Callable[[ConfigResult], float] | None = None) -> None:
     """The warm process's check (NOTE [why a warm process, and what it keeps] in
     measure/warm.py), recorded in `sweep.drift`. `deadline`: the `--time-budget`'s end on the
     time.monotonic() clock (None: no budget), which the competing configs' fresh trials keep to;
     `warm_trial_s`, the median wall seconds of the sweep's warm trials (the pace of the one more
-    warm trial a tripped check with no time to confirm may still take).
+    warm trial a tripped check with no time to confirm may still take); `keep_s(knee)`, the
+    seconds to leave before the deadline for what follows the check on the knee (the pick's
+    sustained trial), which the trials that confirm a tripped check, and the one more warm trial,
+    leave free.
 
     NOTE [drift check]
         The knee is measured once more, in a fresh process, at the end. One trial against a
@@ -60,7 +64,8 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
         17 s past its 120 s); when they do not, every row keeps its warm trials, the knee too
         (like with like), and the check names the configs left warm (`Drift.not_remeasured`).
         Where even the two trials that confirm a tripped check do not fit (at twice the first
-        fresh trial's time), the check stays that one fresh trial, unconfirmed and said so
+        fresh trial's time, leaving the knee's sustained trial its time: NOTE [the pick's
+        sustained figure] in orchestration/sustained.py), the check stays that one fresh trial, unconfirmed and said so
         (`Drift.unconfirmed_for_budget`), and the knee gets one more warm trial (a repeat it
         keeps) when that fits at the warm trials' pace: a knee picked on a lucky trial is the
         commoner cause of a trip (on the H200 case a knee measured once at 4,186 samples/s read
@@ -102,7 +107,8 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
     tripped = before > 0 and abs(trial_samples_per_s(first) / before - 1.0) > threshold
     # Confirming takes one more warm trial and one more fresh one; past what --time-budget
     # leaves (at the first fresh trial's pace, twice), the check stays one trial, unconfirmed.
-    unconfirmed = tripped and deadline is not None and time.monotonic() + 2 * fresh_s > deadline
+    keep = 0.0 if keep_s is None else keep_s(knee)
+    unconfirmed = tripped and deadline is not None and time.monotonic() + 2 * fresh_s + keep > deadline
     if tripped and not unconfirmed:
         # One more of each kind: a knee picked on a lucky trial reads lower whatever measures it
         # again, and one fresh trial can be the outlier (NOTE [drift check]).
@@ -113,7 +119,8 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
         second = one(fresh_runner, loader_alone=True)
         if second is not None:
             fresh_trials.append(second)
-    elif unconfirmed and deadline is not None and warm_trial_s is not None and time.monotonic() + warm_trial_s <= deadline:
+    elif (unconfirmed and deadline is not None and warm_trial_s is not None
+          and time.monotonic() + warm_trial_s + keep <= deadline):
         again = one(None)  # no time to confirm; time for one more warm trial, a repeat it keeps
         if again is not None:
             warm_trials.append(again)

@@ -45,6 +45,7 @@ from loaderbench.orchestration.sustained import (
     measure_sustained,
     search_reserve_s,
     sustained_fits,
+    sustained_reserve_s,
     sustained_window,
 )
 from loaderbench.results import PredictionCheck, ResultSet, SearchStep, Sustained, SweepProfile, Timing
@@ -289,7 +290,10 @@ def run_sweep(
     if fresh_runner is not None:
         check_drift(result_set, results, done, run_trial, fresh_runner, config.tolerance, obs,
                     deadline=started_at + config.time_budget_s if searched else None,
-                    warm_trial_s=statistics.median(trial_walls) if trial_walls else None)
+                    warm_trial_s=statistics.median(trial_walls) if trial_walls else None,
+                    # the pick's sustained trial follows (NOTE [the pick's sustained figure])
+                    keep_s=lambda knee: (sustained_reserve_s(trial_walls)
+                                         if sustained_window(config.measure, knee) is not None else 0.0))
         snapshot()
     pick = result_set.recommendation.settings if result_set.recommendation is not None else None
     if searched and pick is not None:
