@@ -10,7 +10,7 @@
 #   bash benchmarks/gpu_round.sh 7   the decode what-ifs against measured runs, without the profile-cost pair
 #                                    (and, with PICK_OF=RESULT, that result's pick against a plain loop)
 #   bash benchmarks/gpu_round.sh 8   the default sweep twice (timed), each one's pick (its sustained figure)
-#                                    against a plain loop right after it
+#                                    against a plain loop right after it (SWEEPS=1: once)
 #   bash benchmarks/gpu_round.sh 9   the decoder GPU tests, then --decoder nvjpeg at 1 and 4 workers,
 #                                    with and without the prefetcher (the GPU decode's wait part)
 # Every file the steps write ends in $OUT/round-N.tgz, with $OUT/steps.txt beside it.
@@ -65,7 +65,7 @@ case $part in
   [ -n "${PICK_OF:-}" ] && step pick_check 100 python3 benchmarks/pick_check.py "$PICK_OF" --out "$OUT/pick.json" --rounds 3 --batches 150
   ;;
 8)
-  for n in 1 2; do
+  for n in $(seq 1 "${SWEEPS:-2}"); do
     step default_sweep$n 150 python3 -m loaderbench sweep --output "$OUT/default-$n.json" --no-progress
     step pick_check$n 135 python3 benchmarks/pick_check.py "$OUT/default-$n.json" --out "$OUT/pick-$n.json" --rounds 3 --batches 150
   done
