@@ -76,9 +76,12 @@ _PARAMS = _FIXED[:1] + [_option_param(o) for o in _SWEEP_OPTIONS] + _FIXED[1:]
 def sweep_command(**kwargs: Any) -> None:
     """Sweep num_workers x pin_memory x prefetch x prefetch_factor x persistent_workers and say
     where the loader stops being the bottleneck."""
+    from loaderbench.measure.introspect import quiet_worker_count_warning
     from loaderbench.orchestration import config as cfgmod
     from loaderbench.orchestration.execute import SweepInterruptedAt, execute_sweep
     from loaderbench.results import check_result_path
+
+    quiet_worker_count_warning()  # the stage profile of the pick builds its loader in this process
 
     config: Path | None = kwargs["config"]
     output: Path | None = kwargs["output"]

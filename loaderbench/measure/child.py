@@ -48,12 +48,9 @@ def main(argv: list[str]) -> int:
     # stacks to stderr, which the parent keeps as the row's detail.
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
-    # torch warns on every DataLoader with more workers than it suggests; a sweep builds such
-    # loaders on purpose and says before measuring which configs could oversubscribe the CPUs
-    # (the preflight's warning), and after measuring which did.
-    import warnings
+    from loaderbench.measure.introspect import quiet_worker_count_warning
 
-    warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
+    quiet_worker_count_warning()
     if argv[:1] == ["--serve"]:
         return serve()
     return run_job(Path(argv[0]), Path(argv[1]))

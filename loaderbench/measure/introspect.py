@@ -10,6 +10,15 @@ from typing import Any
 from loaderbench.machine.processes import remove_shm_segments, signal_name
 
 
+def quiet_worker_count_warning() -> None:
+    """Silence, in this process, torch's warning on every DataLoader with more workers than it
+    suggests: a sweep builds such loaders on purpose and says itself which configs could
+    oversubscribe the CPUs before measuring (the preflight's warning), and which did after."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="This DataLoader will create", category=UserWarning)
+
+
 def _tracking_loader_class() -> type:
     """A DataLoader subclass that remembers its last iterator, so a crash can name how its
     workers died (see `describe_dead_workers`)."""
