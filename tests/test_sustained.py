@@ -67,7 +67,7 @@ def test_the_search_keeps_time_for_it_only_once_its_fastest_row_is_near_the_knee
     assert search_reserve_s(None, measure, walls) == 0.0 and search_reserve_s(near, measure, []) == 0.0
 
 
-def _search(tmp_path, sustained_step_s: float, fresh_runner=None):
+def _search(tmp_path, sustained_step_s: float, fresh_runner=None, workers=(0, 1, 2, 4, 6, 8, 12, 16)):
     """The search of test_sweep (64 ms per batch per worker, 12 ms step: the knee at 6 workers),
     where the pick's sustained trial (a window of 24 batches) reads steps of `sustained_step_s`."""
     def outcome(w: int, batches: int) -> Outcome:
@@ -84,7 +84,7 @@ def _search(tmp_path, sustained_step_s: float, fresh_runner=None):
 
     cfg = build_config(None, {
         "dataset": {"kind": "tensor"}, "compute": {"step": ComputeSpec(kind="sleep", ms=12.0)},
-        "grid": {"num_workers": (0, 1, 2, 4, 6, 8, 12, 16), "batch_size": (16,)},
+        "grid": {"num_workers": tuple(workers), "batch_size": (16,)},
         "measure": {"repeats": 1, "batches": 10},
     })
     runner = Runner({})
@@ -126,6 +126,15 @@ def test_the_recommendation_states_the_sustained_figure_beside_the_searchs(tmp_p
     doc = json.loads(to_json(rs))
     [k] = [f for f in doc["analysis"]["recommendation"]["findings"] if f["kind"] == "knee"]
     assert k["sustained_samples_per_s"] == pytest.approx(16 / 0.014) and k["sustained_batches_per_worker"] == 4.0
+
+
+def test_an_auto_sweep_of_two_configs_measured_as_a_grid_still_sustains_its_pick(tmp_path):
+    # 6 and 8 workers, both at the 12 ms step on 10-batch windows (1.7 and 1.25 batches per
+    # worker): the pick, 6 workers (as fast, fewer), is measured over 24 batches.
+    rs, runner = _search(tmp_path, 0.014, workers=(6, 8))
+    assert rs.sweep.search is None  # measured as a grid
+    assert rs.sweep.sustained is not None and rs.sweep.sustained.config == settings(6).key()
+    assert rs.sweep.sustained.samples_per_s == pytest.approx(16 / 0.014) and runner.jobs[-1].measure.batches == 24
 
 
 def test_the_drift_check_is_told_to_leave_the_knees_sustained_trial_its_time(tmp_path, monkeypatch):

@@ -221,6 +221,9 @@ def run_sweep(
         obs.warning("the dataset's workers replay the same stream: every config is measured (as --search "
                     "grid), since only a measured row shows the duplicates")
     searched = config.search == "auto" and states == ("as-is",) and len(points) > 2 and not replicated
+    # An auto sweep of two configs or fewer is measured as a grid; its pick still gets its
+    # sustained figure (NOTE [the pick's sustained figure] in sustained.py).
+    sustains = config.search == "auto" and states == ("as-is",) and not replicated
     index = {p.settings: i for i, (p, state) in enumerate(entries) if state == states[0]}
 
     def measure(settings: LoaderSettings, repeat: int) -> ConfigResult:
@@ -296,7 +299,7 @@ def run_sweep(
                                          if sustained_window(config.measure, knee) is not None else 0.0))
         snapshot()
     pick = result_set.recommendation.settings if result_set.recommendation is not None else None
-    if searched and pick is not None:
+    if sustains and pick is not None:
         # The pick's sustained figure (NOTE [the pick's sustained figure] in sustained.py).
         sweep.sustained = sustained_trial(pick)
         if sweep.sustained is not None:
