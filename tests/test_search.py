@@ -338,6 +338,21 @@ def test_more_usable_cpus_never_predict_less_at_the_same_worker_count():
     assert curves[2][16] == pytest.approx(2000, rel=0.15) and curves[16][16] > 1.3 * curves[2][16]
 
 
+def test_a_what_if_anchored_above_the_model_never_passes_the_step():
+    # A loader on 2 CPUs (2 ms of CPU per sample: 1,000/s at most), a 2 ms step of 16 (8,000/s);
+    # the widest rows read 1.4x what the model gives them (a host that ran faster than the CPU
+    # figures say), so the anchoring lifts the curve by 1.4: with 64 CPUs it would pass the step
+    # (1.4 x ~7,700). It is held at the compute ceiling, and the step binds there.
+    from loaderbench.analysis.predict import what_if_cpus
+    from loaderbench.conclusions import Binds
+
+    measure, _ = pipeline(5.0, 2.0, cpus=2, cpu_per_sample_s=0.002, outliers={(4, 0): 1.4, (8, 0): 1.4})
+    rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 8)]
+    answer = what_if_cpus(rows, settings(1), 64, 0.05, measured_cpus=2)
+    assert max(x for _, x in answer.curve) <= 8000 * 1.001 and answer.knee_samples_per_s > 7000
+    assert answer.binds is Binds.STEP
+
+
 def test_the_what_if_looks_past_twice_the_cpus_when_the_run_measured_more_workers():
     # An I/O-bound loader on 2 CPUs: a worker sleeps 5 ms per sample (0.2 ms of CPU), a 10 ms
     # step of 16: the knee is at 80 / 10 = 8 workers, past twice the CPUs. With K equal to the

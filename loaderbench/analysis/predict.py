@@ -334,18 +334,25 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
     """The what-if curve anchored to the measured rows: each prediction times the model's own
     error at the nearest measured worker count of the series on the machine that was measured
     (measured / predicted there, with `measured_cpus` CPUs), so that with K = measured_cpus the
-    measured counts come out as measured and the model supplies only how K changes them."""
+    measured counts come out as measured and the model supplies only how K changes them. A
+    factor above 1 never lifts a prediction past the higher of the series' compute ceiling and
+    its fastest measured row: the anchoring corrects the loader's side, and the step does not
+    run faster with more CPUs."""
     here = {p.settings.num_workers: p.samples_per_s for p in predict(results, cells, measured_cpus)}
     ok = {r.settings.num_workers: r.summary.samples_per_s for r in _ranked(results)  # type: ignore[union-attr]
           if r.settings in set(cells)}
     factors = {w: ok[w] / here[w] for w in ok if here.get(w)}
     if not factors:
         return preds
+    compute = fit(results, series_of(cells[0]), measured_cpus).compute if cells else None
+    cap = None if not compute else max(compute, *ok.values())
     out = []
     for p in preds:
         w = p.settings.num_workers
         nearest = min(factors, key=lambda m: (abs(m - w), m))
         rate = p.samples_per_s * factors[nearest]
+        if cap is not None and factors[nearest] > 1.0:
+            rate = min(rate, max(cap, p.samples_per_s))
         out.append(Prediction(p.settings, rate, None if p.stall_fraction is None else
                               max(0.0, 1.0 - (1.0 - p.stall_fraction) * factors[nearest]), p.measured_samples_per_s))
     return out
@@ -472,10 +479,15 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     curve = _curve(preds)
     best = max(preds, key=lambda p: (p.samples_per_s, -p.settings.num_workers))
     model = _unique_workers(fit(results, series_of(base), measured_cpus or cpus), results)
+    # On other CPUs than measured, a best prediction the anchoring's cap holds at the step
+    # (`_anchored`) is bound by the step there.
+    capped = (cpus != measured_cpus and bool(model.compute)
+              and best.samples_per_s >= AT_THE_LOWER_RATE * (model.compute or 0.0))
     return WhatIfAnswer(WhatIf(cpus=cpus), knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
                         knee_stall_fraction=knee.stall_fraction, curve=curve,
                         shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
-                        binds=binds_at(model, best.settings.num_workers, cpus), usable_cpus=cpus)
+                        binds=binds_at(model, best.settings.num_workers, cpus, math.inf if capped else 1.0),
+                        usable_cpus=cpus)
 
 
 def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s: float, iops: float | None,
