@@ -657,6 +657,13 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
 #     for L) over the model's, at the nearest measured worker count, multiplies the changed
 #     loader; the main thread is not scaled (a change that makes the step bind is then
 #     predicted at the step's measured rate, not at the loader-bound row's error).
+#     The pick's pin_memory and prefetcher were chosen while the workers bound, among configs
+#     within the tolerance of each other; a faster build can leave its main thread binding where
+#     another combination's does not (on 8 CPUs of the H200 host the pick received each batch in
+#     32 ms, a pageable copy, beside a 55 ms step: ~2,900 samples/s at best whatever the decoder,
+#     where pin_memory on measured 4,222 with torchvision's decode). So a change built on the CPU
+#     is answered for every combination measured with workers, and the fastest one's answer is
+#     given where it beats the pick's own by more than the tolerance, the pick's own beside it.
 
 
 def _quiet_ms(row: StageRow) -> float:
