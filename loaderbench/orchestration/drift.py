@@ -65,10 +65,10 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
         (like with like), and the check names the configs left warm (`Drift.not_remeasured`).
         Where even the two trials that confirm a tripped check do not fit (at twice the first
         fresh trial's time, leaving the knee's sustained trial its time: NOTE [the pick's
-        sustained figure] in orchestration/sustained.py), the check stays that one fresh trial, unconfirmed and said so
-        (`Drift.unconfirmed_for_budget`), and the knee gets one more warm trial (a repeat it
-        keeps) when that fits at the warm trials' pace: a knee picked on a lucky trial is the
-        commoner cause of a trip (on the H200 case a knee measured once at 4,186 samples/s read
+        sustained figure] in orchestration/sustained.py), the check stays that one fresh
+        trial, unconfirmed and said so (`Drift.unconfirmed_for_budget`), and the knee gets one
+        more warm trial (a repeat it keeps) when that fits at the warm trials' pace (that time
+        too left free): a knee picked on a lucky trial is the commoner cause of a trip (on the H200 case a knee measured once at 4,186 samples/s read
         3,518 fresh, where a plain loop of 150 batches sustained 3,360, the median of three),
         and its second warm trial settles the figure without the fresh process (the pick's
         spread then says how far apart they read). Where the fresh trial still reads past the threshold against the

@@ -21,10 +21,10 @@ NOTE [the pick's sustained figure]
     footing). The trial is taken only when it fits in what `--time-budget` leaves
     (`sustained_reserve_s`, which the search keeps back for it, and which the drift check's
     confirming trials leave free: a tripped check that confirmed its drift, or did not, took
-    33-37 s of a default sweep on the H200 host and left the pick's figure on the short windows,
-    +5.5% and +10.8% against a plain loop; a check confirmed before it can still spend it
-    measuring the competing configs again); where it does not, the sweep records that (`sustained_left_out`) and the
-    recommendation says its figure rests on the short windows.
+    33-37 s of a default sweep on the H200 host and left the pick's figure on the short
+    windows, +5.5% and +10.8% against a plain loop; a check confirmed before it can still spend
+    it measuring the competing configs again); where it does not, the sweep records that
+    (`sustained_left_out`) and the recommendation says its figure rests on the short windows.
     The search keeps that time back only once its fastest row is at most moderately input-bound
     (`search_reserve_s`): while every measured row still waits on the loader for most of its
     time, the configs not yet measured (more workers) decide the answer, and a longer window of
