@@ -232,7 +232,9 @@ class WhatIfAnswer(Record):
     unknown name). A build change answered for another series than the recommended config's
     (its pin_memory or prefetcher differ; NOTE [what-ifs beyond the knobs] in
     analysis/predict.py) has its knee there, and the recommended config's own series' predicted
-    knee samples/s and what binds it in `series_samples_per_s` and `series_binds`."""
+    knee samples/s and what binds it in `series_samples_per_s` and `series_binds`.
+    `unchanged_samples_per_s`: the same model's knee samples/s without the change, over the same
+    worker counts (what more workers alone would give; a build change only)."""
 
     question: WhatIf
     knee: LoaderSettings | None = None
@@ -262,6 +264,7 @@ class WhatIfAnswer(Record):
     stage_names: list[str] = field(default_factory=list)
     series_samples_per_s: float | None = None
     series_binds: Binds | None = None
+    unchanged_samples_per_s: float | None = None
 
     @property
     def knee_workers(self) -> int | None:
@@ -1448,7 +1451,9 @@ class PipelineChange(Record):
     to), the pipeline model's answer (`answer`, a prediction; None for a change only measured),
     a measured row with the change where the sweep has one (`measured`, its samples/s), the
     predicted `gain` (the answer's knee samples/s over the pick's measured samples/s), and
-    whether the predicted stall leaves the input-bound bands (`clears`)."""
+    whether the predicted stall leaves the input-bound bands (`clears`). A predicted change is
+    listed only where it gains over the pick's measured figure and over what more workers alone
+    are predicted to give (`WhatIfAnswer.unchanged_samples_per_s`) by more than the tolerance."""
 
     kind: ChangeKind
     question: WhatIf | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -351,6 +352,21 @@ def test_a_what_if_anchored_above_the_model_never_passes_the_step():
     answer = what_if_cpus(rows, settings(1), 64, 0.05, measured_cpus=2)
     assert max(x for _, x in answer.curve) <= 8000 * 1.001 and answer.knee_samples_per_s > 7000
     assert answer.binds is Binds.STEP
+
+
+def test_a_flat_what_if_curve_is_not_bound_by_the_workers():
+    # A kept 2-CPU result: 1 worker measured 556 samples/s, 2 and more workers no faster. Asked
+    # for 4 CPUs, the anchored curve peaks at 1 worker and is flat after it, so what binds there
+    # is not "the workers (more of them would go further)".
+    from loaderbench.analysis.predict import what_if_cpus
+    from loaderbench.conclusions import Binds
+    from loaderbench.results import read_results
+
+    rs = read_results(Path(__file__).parent / "data" / "results-v3-profile-cpu.json")
+    answer = what_if_cpus(rs.results, rs.recommendation.settings, 4, 0.05, measured_cpus=2)
+    curve = dict(answer.curve)
+    assert answer.knee_workers == 1 and all(curve[w] <= curve[1] for w in curve)
+    assert answer.binds is not Binds.WORKERS
 
 
 def test_the_what_if_looks_past_twice_the_cpus_when_the_run_measured_more_workers():

@@ -250,6 +250,36 @@ def test_a_change_is_answered_in_the_series_that_goes_furthest_with_the_picks_ow
     assert "the model reaches only ~5," in line and "the main process receiving each batch" in line
 
 
+def test_a_change_is_weighed_against_what_more_workers_alone_would_give():
+    # Workers build a sample in 5 ms (A 4.9 + B 0.1): 200 samples/s each; a 10 ms step of 16
+    # (1,600/s); 16 CPUs; only 1 and 2 workers measured (400/s at 2, loader-bound). More workers
+    # alone reach the step at 8; B twice as fast (0.05 ms saved of 5) changes nothing.
+    rows = _rows(pipeline(5.0, 10.0), workers=(1, 2))
+    profile = two_transforms(4.9, 0.1)
+    b = what_if_pipeline(WhatIf(stages=(StageChange("B", 2.0),)), rows, settings(2), 0.05, 16, profile)
+    assert b.knee_samples_per_s == pytest.approx(1600, rel=0.06)  # the fewest within 5% of the top
+    assert b.unchanged_samples_per_s == pytest.approx(b.knee_samples_per_s, rel=0.02)
+    from loaderbench.render.pipeline import what_if_build_lines
+
+    assert ("Without the change, the same model gives ~1,5" in what_if_build_lines(b, str)[0])
+    # Neither stage's change is listed beyond the settings: their 4x over the pick is more workers'.
+    beyond = predict.beyond_knobs(rows, settings(2), 0.05, 16, profile)
+    assert [c.kind for c in beyond.changes if c.kind is ChangeKind.CHEAPER_STAGE] == []
+
+
+def test_a_cheaper_build_is_never_predicted_below_what_its_worker_count_measured():
+    # Workers build a sample in 1 ms, a 2 ms step of 16 (8,000/s), a receive of 1 ms per batch:
+    # the model's main thread, the step and the receive in turn, gives 1 / (1/8000 + 1/16000) =
+    # 5,333/s, yet 8 workers measured 8,000 (the receive overlapped the step). A twice faster A
+    # is predicted at 8,000 there at least, and so is the settings' own curve.
+    rows = _rows(pipeline(1.0, 2.0, receive_ms=1.0), workers=(1, 2, 4, 8))
+    assert rows[-1].summary.samples_per_s == pytest.approx(8000)
+    what = what_if_pipeline(WhatIf(stages=(StageChange("A", 2.0),)), rows, settings(8), 0.05, 16,
+                            two_transforms(0.6, 0.4))
+    assert dict(what.curve)[8] == pytest.approx(8000) and what.knee_samples_per_s >= 8000 * 0.999
+    assert what.unchanged_samples_per_s >= 8000 * 0.999
+
+
 def test_where_the_cpus_bind_a_cheaper_stage_lifts_the_cpus_ceiling_by_the_cpu_it_saves():
     # 2 CPUs, 4 ms of CPU per sample: at most 500/s. A (2.4 ms of CPU) removed leaves 1.6 ms: the
     # CPUs' ceiling 2.5x higher; workers then build 500/s each.

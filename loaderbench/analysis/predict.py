@@ -480,13 +480,18 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     best = max(preds, key=lambda p: (p.samples_per_s, -p.settings.num_workers))
     model = _unique_workers(fit(results, series_of(base), measured_cpus or cpus), results)
     # On other CPUs than measured, a best prediction the anchoring's cap holds at the step
-    # (`_anchored`) is bound by the step there.
-    capped = (cpus != measured_cpus and bool(model.compute)
+    # (`_anchored`) is bound by the step there. A best prediction with more workers after it on
+    # the curve (none of them faster) is not bound by the workers, whatever the model left
+    # unanchored says: the main thread's part binds.
+    w_best, w_top = best.settings.num_workers, max(w for w, _ in curve)
+    main_binds = (cpus != measured_cpus and bool(model.compute)
               and best.samples_per_s >= AT_THE_LOWER_RATE * (model.compute or 0.0))
+    if not main_binds and 0 < w_best < w_top and binds_at(model, w_best, cpus) is Binds.WORKERS:
+        main_binds = True
     return WhatIfAnswer(WhatIf(cpus=cpus), knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
                         knee_stall_fraction=knee.stall_fraction, curve=curve,
                         shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
-                        binds=binds_at(model, best.settings.num_workers, cpus, math.inf if capped else 1.0),
+                        binds=binds_at(model, w_best, cpus, math.inf if main_binds else 1.0),
                         usable_cpus=cpus)
 
 
@@ -837,9 +842,11 @@ def _scaled(model: Fit, rebuilt: _Rebuilt | None) -> Fit:
 
 
 def _case(model: Fit, anchors: dict[int, float], base: LoaderSettings, top: int, cpus: int | None,
-          tolerance: float, mode: DecodeMode | None, gpu_binds: bool = False) -> WhatIfCase:
+          tolerance: float, mode: DecodeMode | None, gpu_binds: bool = False,
+          floors: dict[int, float] | None = None) -> WhatIfCase:
     """The curve, knee and what binds of `model` from 0 to `top` workers on `cpus` CPUs, the loader
-    anchored (`anchors`)."""
+    anchored (`anchors`); `floors`: samples/s a worker count is predicted at least at (what it
+    measured, for a change that costs the build nothing more)."""
     preds = []
     for w in range(0, top + 1):
         load = model.loader(w, cpus)
@@ -851,6 +858,7 @@ def _case(model: Fit, anchors: dict[int, float], base: LoaderSettings, top: int,
                          cpu_s_per_sample=None if not model.cpu_s_per_sample else model.cpu_s_per_sample / a)
         rate = scaled.samples_per_s(w, cpus)
         if rate is not None and math.isfinite(rate):
+            rate = max(rate, (floors or {}).get(w, 0.0))
             preds.append(Prediction(with_workers(base, w), rate, model.stall_fraction(rate)))
     knee = predicted_knee(preds, tolerance)
     if knee is None:
@@ -967,8 +975,21 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
             cases.append(replace(case, step_ms_per_batch=step_ms,
                                  host_waits=waits and mode is DecodeMode.OVERLAPPED))
     else:
+        # A build no slower, on no fewer CPUs, never predicted below what the series measured
+        # at the same worker count (the model's main thread can read under a row that ran
+        # faster: the receive and the step overlap a little).
+        cheaper = (rebuilt.new_build_ms <= rebuilt.build_ms and rebuilt.cpu_saved_s >= 0.0
+                   and rebuilt.receive_factor >= 1.0 and (cpus or 0) >= (measured_cpus or 0)
+                   and question.disk_mb_per_s is None)
+        measured_at = {r.settings.num_workers: r.summary.samples_per_s for r in series  # type: ignore[union-attr]
+                       if r.summary is not None}
         cases.append(_case(changed, anchors, base, top, cpus, tolerance,
-                           DecodeMode.CPU if question.decode is not None else None))
+                           DecodeMode.CPU if question.decode is not None else None,
+                           floors=measured_at if cheaper else None))
+    # What more workers alone give by the same model, over the same counts (no change).
+    unchanged = _case(model, anchors, base, top, cpus, tolerance, None,
+                      floors={r.settings.num_workers: r.summary.samples_per_s for r in series  # type: ignore[union-attr]
+                              if r.summary is not None and (cpus or 0) >= (measured_cpus or 0)})
     first = cases[0]
     if first.knee is None:
         return WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED, stage_names=names)
@@ -987,6 +1008,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
         decoder_timing=None if profile is None or question.decode is not Decoder.TORCHVISION else profile.decoder_timing,
         gpu=None if profile is None or question.decode is not Decoder.NVJPEG else profile.gpu_decode,
         cases=cases if len(cases) > 1 else [], stage_names=names,
+        unchanged_samples_per_s=unchanged.knee_samples_per_s,
     )
 
 
@@ -1073,7 +1095,10 @@ def beyond_knobs(results: Sequence[ConfigResult], base: LoaderSettings, toleranc
             answer = None
         top, stall = (None, None) if answer is None else _top_rate(answer)
         gain = None if top is None or rate <= 0 else top / rate
-        if measured is None and (gain is None or gain <= 1.0 + tolerance):
+        # Over what more workers alone would give too: that gain is not the change's.
+        alone = None if answer is None else answer.unchanged_samples_per_s
+        if measured is None and (gain is None or gain <= 1.0 + tolerance
+                                 or (alone is not None and top is not None and top <= (1.0 + tolerance) * alone)):
             return
         changes.append(PipelineChange(
             kind, question, answer, None if measured is None else measured.settings,

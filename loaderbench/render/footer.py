@@ -708,7 +708,8 @@ def _knee_and_curve(what: WhatIfAnswer, name: Name) -> str:
     stall = what.knee_stall_fraction
     shown = set(what.shown_workers)
     curve = ", ".join(f"{w}: ~{x:,.0f}" for w, x in what.curve if w in shown)
-    return (f"knee ~{what.knee_workers} workers, ~{what.knee_samples_per_s or 0.0:,.0f} samples/s"
+    w = what.knee_workers
+    return (f"knee ~{w} worker{'' if w == 1 else 's'}, ~{what.knee_samples_per_s or 0.0:,.0f} samples/s"
             + ("" if stall is None else f", stall ~{stall:.0%}")
             + f" ({name(what.knee)}). Predicted samples/s by num_workers: {curve}{binds_clause(what.binds)}.")
 

@@ -186,8 +186,11 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
     if what.series_samples_per_s is not None and what.base is not None and what.knee is not None:
         series = (f" That knee has {_series_change(what.knee, what.base)}; as the pick has them ({name(what.base)}) "
                   f"the model reaches only ~{what.series_samples_per_s:,.0f} samples/s{_binds(what.series_binds)}.")
+    alone = ("" if what.unchanged_samples_per_s is None else
+             f" Without the change, the same model gives ~{what.unchanged_samples_per_s:,.0f} samples/s at best over "
+             f"these worker counts (what the settings alone would do).")
     return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: "
-            f"{_curve(what)}.{series}"]
+            f"{_curve(what)}.{series}{alone}"]
 
 
 def profile_summary_line(profile: StageProfile, name: Name) -> str:
@@ -302,7 +305,7 @@ def _change_head(c: PipelineChange) -> str:
     return _upper(_CHANGE_WORDS.get(c.kind) or c.kind.value)
 
 
-def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) -> str:
+def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name, tolerance: float) -> str:
     a = c.answer
     assert a is not None
     loader = "" if a.loader_gain is None else f" ~{a.loader_gain:.1f}x the loader rate,"
@@ -320,8 +323,11 @@ def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) 
     then = "" if a.binds is None else f", then {BINDS_WORDS[a.binds]}"
     series = ("" if a.series_samples_per_s is None or a.knee is None or a.base is None else
               f" with {_series_change(a.knee, a.base)} (as the pick has them, ~{a.series_samples_per_s:,.0f})")
+    alone = a.unchanged_samples_per_s
+    more = ("" if alone is None or alone <= (1.0 + tolerance) * pick_samples_per_s else
+            f"; more workers alone, without it: ~{alone:,.0f}")
     return (f"predicted{loader} ~{a.knee_samples_per_s or 0.0:,.0f} samples/s ({c.gain or 0.0:.2f}x the pick) at "
-            f"~{a.knee_workers} worker{'' if a.knee_workers == 1 else 's'}{series}{then}")
+            f"~{a.knee_workers} worker{'' if a.knee_workers == 1 else 's'}{series}{then}{more}")
 
 
 def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
@@ -346,7 +352,7 @@ def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
             parts.append(f"measured{flag}: {c.measured_samples_per_s:,.0f} samples/s "
                          f"({c.measured_samples_per_s / b.samples_per_s:.2f}x the pick; {name(c.measured)})")
         if c.answer is not None:
-            parts.append(_prediction_words(c, b.samples_per_s, name)
+            parts.append(_prediction_words(c, b.samples_per_s, name, b.tolerance)
                          + ("" if not c.clears else ", clearing the stall"))
         out.append(f"  {_change_head(c)}: " + "; ".join(parts) + ".")
     return out
