@@ -683,6 +683,12 @@ def test_cpus_taken_by_other_processes_count_toward_saturation_and_are_named():
     text = reason(recommend(with_ceilings(rows, {256: 4680.0}), usable_cpus=2))
     assert ("The process tree used 0.2 of 2 usable CPUs and other processes 1.8 more: the CPUs are saturated, "
             "mostly by other load on the machine") in text and "decode/augment" not in text
+    # On 2 CPUs, from a quarter of them (half a core): 0.99 of a core is named, 0.4 is not.
+    small = [_cpu_row(0, 160.0, 0.2, 0.2, other_cores=0.99), _cpu_row(1, 390.0, 0.9, 0.1, other_cores=0.3)]
+    rec = recommend(with_ceilings(small, {256: 4680.0}), usable_cpus=2)
+    assert finding(rec, FindingKind.OTHER_LOAD).max_cores == pytest.approx(0.99)
+    small = [_cpu_row(0, 160.0, 0.2, 0.2, other_cores=0.4), _cpu_row(1, 390.0, 0.9, 0.1, other_cores=0.3)]
+    assert finding(recommend(with_ceilings(small, {256: 4680.0}), usable_cpus=2), FindingKind.OTHER_LOAD) is None
     # Under a core (and under 10% of the CPUs): not named; the tree alone is not saturated.
     quiet = [_cpu_row(4, 1000.0, 4.4, 0.4, other_cores=0.2), _cpu_row(8, 1500.0, 8.5, 0.5, other_cores=0.9)]
     rec = recommend(with_ceilings(quiet, {256: 4680.0}), usable_cpus=16)

@@ -558,15 +558,20 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
 
 def other_load(ok: Sequence[ConfigResult], usable_cpus: int | None) -> list[Finding]:
     """OtherLoad when, during some measured window, other processes (and the hypervisor's steal)
-    took at least OTHER_LOAD_CORES cores and OTHER_LOAD_SHARE of the usable CPUs (NOTE [what
-    else ran on the usable CPUs] in measure/meter.py): such rows measure a shared machine. Data:
+    took at least OTHER_LOAD_CORES cores and OTHER_LOAD_SHARE of the usable CPUs, or on fewer
+    usable CPUs than 1 / OTHER_LOAD_SMALL_SHARE that share of them (NOTE [what else ran on the
+    usable CPUs] in measure/meter.py): such rows measure a shared machine. Data:
     the median and largest cores over the measured configs, the config of the largest, its steal
     share."""
     seen = [(c, r) for r in ok if r.summary is not None and (c := r.summary.other_cores) is not None]
     if not seen:
         return []
     top, where = max(seen, key=lambda x: x[0])
-    if top < max(th.OTHER_LOAD_CORES, th.OTHER_LOAD_SHARE * (usable_cpus or 0)):
+    cpus = usable_cpus or 0
+    floor = max(th.OTHER_LOAD_CORES, th.OTHER_LOAD_SHARE * cpus)
+    if cpus:
+        floor = max(min(floor, th.OTHER_LOAD_SMALL_SHARE * cpus), th.OTHER_LOAD_SHARE * cpus)
+    if top < floor:
         return []
     steal = (_s(where).steal_cpu_util_pct or 0.0) / 100.0
     return [OtherLoad(where.settings, median_cores=statistics.median(c for c, _ in seen), max_cores=top,

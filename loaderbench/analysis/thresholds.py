@@ -86,9 +86,12 @@ MATCHED = 0.10
 # rows mean the cores slowed; on the H200 run that motivated it they spent 3.7 ms against 2.1 ms
 # (1.76x; docs/benchmarks.md, "Run 3 of call 1").
 CORES_SLOWER = 1.25
-# choice: other processes' load is worth a finding from one whole core and 10% of the usable CPUs.
+# choice: other processes' load is worth a finding from one whole core and 10% of the usable CPUs,
+# or from a quarter of the usable CPUs on a machine with fewer than four (0.99 of a core on 2 CPUs
+# slowed a 0-worker row by 37% against a quiet run and went unsaid).
 OTHER_LOAD_CORES = 1.0
 OTHER_LOAD_SHARE = 0.1
+OTHER_LOAD_SMALL_SHARE = 0.25
 # choice: other processes' cores are named beside a CPU cause from half a core.
 OTHER_CORES_NAMED = 0.5
 # choice: the hypervisor's steal is named from 0.05 of a core (what the sentence rounds to 0.1).
