@@ -234,7 +234,7 @@ class WhatIfAnswer(Record):
     analysis/predict.py) has its knee there, and the recommended config's own series' predicted
     knee samples/s and what binds it in `series_samples_per_s` and `series_binds`.
     `unchanged_samples_per_s`: the same model's knee samples/s without the change, over the same
-    worker counts (what more workers alone would give; a build change only)."""
+    worker counts (what more workers alone would give; a build change without `disk=` only)."""
 
     question: WhatIf
     knee: LoaderSettings | None = None

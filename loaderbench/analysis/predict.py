@@ -485,7 +485,7 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     # unanchored says: the main thread's part binds.
     w_best, w_top = best.settings.num_workers, max(w for w, _ in curve)
     main_binds = (cpus != measured_cpus and bool(model.compute)
-              and best.samples_per_s >= AT_THE_LOWER_RATE * (model.compute or 0.0))
+                  and best.samples_per_s >= AT_THE_LOWER_RATE * (model.compute or 0.0))
     if not main_binds and 0 < w_best < w_top and binds_at(model, w_best, cpus) is Binds.WORKERS:
         main_binds = True
     return WhatIfAnswer(WhatIf(cpus=cpus), knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
@@ -986,10 +986,12 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
         cases.append(_case(changed, anchors, base, top, cpus, tolerance,
                            DecodeMode.CPU if question.decode is not None else None,
                            floors=measured_at if cheaper else None))
-    # What more workers alone give by the same model, over the same counts (no change).
-    unchanged = _case(model, anchors, base, top, cpus, tolerance, None,
-                      floors={r.settings.num_workers: r.summary.samples_per_s for r in series  # type: ignore[union-attr]
-                              if r.summary is not None and (cpus or 0) >= (measured_cpus or 0)})
+    # What more workers alone give by the same model, over the same counts (no change; not with
+    # another storage device, which the model already holds).
+    unchanged = None if question.disk_mb_per_s is not None else _case(
+        model, anchors, base, top, cpus, tolerance, None,
+        floors={r.settings.num_workers: r.summary.samples_per_s for r in series  # type: ignore[union-attr]
+                if r.summary is not None and (cpus or 0) >= (measured_cpus or 0)})
     first = cases[0]
     if first.knee is None:
         return WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED, stage_names=names)
@@ -1008,7 +1010,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
         decoder_timing=None if profile is None or question.decode is not Decoder.TORCHVISION else profile.decoder_timing,
         gpu=None if profile is None or question.decode is not Decoder.NVJPEG else profile.gpu_decode,
         cases=cases if len(cases) > 1 else [], stage_names=names,
-        unchanged_samples_per_s=unchanged.knee_samples_per_s,
+        unchanged_samples_per_s=None if unchanged is None else unchanged.knee_samples_per_s,
     )
 
 
