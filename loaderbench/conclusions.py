@@ -233,8 +233,9 @@ class WhatIfAnswer(Record):
     (its pin_memory or prefetcher differ; NOTE [what-ifs beyond the knobs] in
     analysis/predict.py) has its knee there, and the recommended config's own series' predicted
     knee samples/s and what binds it in `series_samples_per_s` and `series_binds`.
-    `unchanged_samples_per_s`: the same model's knee samples/s without the change, over the same
-    worker counts (what more workers alone would give; a build change without `disk=` only)."""
+    `unchanged_samples_per_s`: the same model's best samples/s without the change, up to twice the
+    curve's worker counts (what more workers alone would give; a build change without `disk=`
+    only), and `changed_samples_per_s` the change's best over those counts: like with like."""
 
     question: WhatIf
     knee: LoaderSettings | None = None
@@ -265,6 +266,7 @@ class WhatIfAnswer(Record):
     series_samples_per_s: float | None = None
     series_binds: Binds | None = None
     unchanged_samples_per_s: float | None = None
+    changed_samples_per_s: float | None = None
 
     @property
     def knee_workers(self) -> int | None:

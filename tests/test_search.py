@@ -340,18 +340,36 @@ def test_more_usable_cpus_never_predict_less_at_the_same_worker_count():
 
 
 def test_a_what_if_anchored_above_the_model_never_passes_the_step():
-    # A loader on 2 CPUs (2 ms of CPU per sample: 1,000/s at most), a 2 ms step of 16 (8,000/s);
-    # the widest rows read 1.4x what the model gives them (a host that ran faster than the CPU
-    # figures say), so the anchoring lifts the curve by 1.4: with 64 CPUs it would pass the step
-    # (1.4 x ~7,700). It is held at the compute ceiling, and the step binds there.
+    # A loader on 2 CPUs (2 ms of CPU per sample: 1,000/s at most), a 2 ms step of 16 (8,000/s)
+    # and a 0.2 ms receive: the main thread's rate 1 / (1/8000 + 1/80000) = 7,273/s. The widest
+    # rows read 1.4x what the model gives them (a host that ran faster than the CPU figures say),
+    # so the anchoring lifts the curve by 1.4: with 64 CPUs it would pass the step (1.4 x ~7,000).
+    # It is held at the main thread's rate, and the step binds there.
     from loaderbench.analysis.predict import what_if_cpus
     from loaderbench.conclusions import Binds
 
     measure, _ = pipeline(5.0, 2.0, cpus=2, cpu_per_sample_s=0.002, outliers={(4, 0): 1.4, (8, 0): 1.4})
     rows = [measure(settings(w) if w else settings(0), 0) for w in (0, 1, 2, 4, 8)]
     answer = what_if_cpus(rows, settings(1), 64, 0.05, measured_cpus=2)
-    assert max(x for _, x in answer.curve) <= 8000 * 1.001 and answer.knee_samples_per_s > 7000
+    assert max(x for _, x in answer.curve) == pytest.approx(7273, rel=0.001) and answer.knee_samples_per_s > 6900
     assert answer.binds is Binds.STEP
+
+
+def test_an_unhidden_copy_without_the_prefetcher_is_on_the_main_threads_path():
+    # A receive of 0.2 ms and a copy of 0.8 ms per batch of 16, none of it hidden: without the
+    # prefetcher the copy runs before the step, so the main thread spends 1 ms a batch besides the
+    # step (16,000 samples/s); with the prefetcher an unhidden copy is inside the receive (80,000).
+    from loaderbench.analysis.predict import fit, series_of
+
+    def rows(pf: bool):
+        measure, _ = pipeline(5.0, 2.0)
+        out = [measure(settings(w, pf=pf), 0) for w in (1, 2, 4)]
+        for r in out:
+            r.summary.h2d_p50_s, r.summary.h2d_hidden_fraction = 0.0008, 0.0
+        return out
+
+    assert fit(rows(False), series_of(settings(1)), 16).main == pytest.approx(16000)
+    assert fit(rows(True), series_of(settings(1, pf=True)), 16).main == pytest.approx(80000)
 
 
 def test_a_flat_what_if_curve_is_not_bound_by_the_workers():

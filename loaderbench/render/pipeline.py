@@ -184,11 +184,15 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
                 "which case holds (--decoder nvjpeg --prefetch off,on)."]
     series = ""
     if what.series_samples_per_s is not None and what.base is not None and what.knee is not None:
-        series = (f" That knee has {_series_change(what.knee, what.base)}; as the pick has them ({name(what.base)}) "
-                  f"the model reaches only ~{what.series_samples_per_s:,.0f} samples/s{_binds(what.series_binds)}.")
+        series = (f" That knee, and the curve, have {_series_change(what.knee, what.base)}; with the pick's "
+                  f"{_series_values(what.knee, what.base)} ({name(what.base)}) the model reaches only "
+                  f"~{what.series_samples_per_s:,.0f} samples/s{_binds(what.series_binds)}.")
+    top = 2 * max((w for w, _ in what.curve), default=0)
     alone = ("" if what.unchanged_samples_per_s is None else
-             f" Without the change, the same model gives ~{what.unchanged_samples_per_s:,.0f} samples/s at best over "
-             f"these worker counts (what the settings alone would do).")
+             f" Without the change, the same model gives ~{what.unchanged_samples_per_s:,.0f} samples/s at best with up "
+             f"to {top} workers (what the settings alone would do)"
+             + ("" if what.changed_samples_per_s is None else
+                f"; with it, ~{what.changed_samples_per_s:,.0f} over the same") + ".")
     return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: "
             f"{_curve(what)}.{series}{alone}"]
 
@@ -287,6 +291,12 @@ def _upper(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _series_values(knee: LoaderSettings, base: LoaderSettings) -> str:
+    """The pick's own values where a what-if's knee differs from it besides num_workers: "pin_memory off"."""
+    return ", ".join(a.words(getattr(base, a.name)) for a in GRID_AXES
+                     if a.name != "num_workers" and getattr(knee, a.name) != getattr(base, a.name))
+
+
 def _series_change(knee: LoaderSettings, base: LoaderSettings) -> str:
     """How a what-if's knee differs from the pick besides num_workers: "pin_memory on instead of off"."""
     return ", ".join(instead(a.name, getattr(knee, a.name), getattr(base, a.name)) for a in GRID_AXES
@@ -305,7 +315,7 @@ def _change_head(c: PipelineChange) -> str:
     return _upper(_CHANGE_WORDS.get(c.kind) or c.kind.value)
 
 
-def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name, tolerance: float) -> str:
+def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) -> str:
     a = c.answer
     assert a is not None
     loader = "" if a.loader_gain is None else f" ~{a.loader_gain:.1f}x the loader rate,"
@@ -322,12 +332,17 @@ def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name, 
         return f"predicted{loader} " + "; ".join(parts)
     then = "" if a.binds is None else f", then {BINDS_WORDS[a.binds]}"
     series = ("" if a.series_samples_per_s is None or a.knee is None or a.base is None else
-              f" with {_series_change(a.knee, a.base)} (as the pick has them, ~{a.series_samples_per_s:,.0f})")
-    alone = a.unchanged_samples_per_s
-    more = ("" if alone is None or alone <= (1.0 + tolerance) * pick_samples_per_s else
-            f"; more workers alone, without it: ~{alone:,.0f}")
+              f" with {_series_change(a.knee, a.base)} (~{a.series_samples_per_s:,.0f} with the pick's "
+              f"{_series_values(a.knee, a.base)})")
     return (f"predicted{loader} ~{a.knee_samples_per_s or 0.0:,.0f} samples/s ({c.gain or 0.0:.2f}x the pick) at "
-            f"~{a.knee_workers} worker{'' if a.knee_workers == 1 else 's'}{series}{then}{more}")
+            f"~{a.knee_workers} worker{'' if a.knee_workers == 1 else 's'}{series}{then}")
+
+
+def _more_workers_alone(c: PipelineChange, pick_samples_per_s: float, tolerance: float) -> str:
+    """'; without the change, more workers alone: ~X' where the model puts that past the pick."""
+    alone = None if c.answer is None else c.answer.unchanged_samples_per_s
+    return ("" if alone is None or alone <= (1.0 + tolerance) * pick_samples_per_s else
+            f"; without the change, more workers alone: ~{alone:,.0f}")
 
 
 def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
@@ -352,7 +367,8 @@ def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
             parts.append(f"measured{flag}: {c.measured_samples_per_s:,.0f} samples/s "
                          f"({c.measured_samples_per_s / b.samples_per_s:.2f}x the pick; {name(c.measured)})")
         if c.answer is not None:
-            parts.append(_prediction_words(c, b.samples_per_s, name, b.tolerance)
-                         + ("" if not c.clears else ", clearing the stall"))
+            parts.append(_prediction_words(c, b.samples_per_s, name)
+                         + ("" if not c.clears else ", clearing the stall")
+                         + _more_workers_alone(c, b.samples_per_s, b.tolerance))
         out.append(f"  {_change_head(c)}: " + "; ".join(parts) + ".")
     return out
