@@ -235,7 +235,8 @@ class WhatIfAnswer(Record):
     knee samples/s and what binds it in `series_samples_per_s` and `series_binds`.
     `unchanged_samples_per_s`: the same model's best samples/s without the change, up to twice the
     curve's worker counts (what more workers alone would give; a build change without `disk=`
-    only), and `changed_samples_per_s` the change's best over those counts: like with like."""
+    only), and `changed_samples_per_s` the change's best over those counts (0 to
+    `compared_up_to_workers`): like with like."""
 
     question: WhatIf
     knee: LoaderSettings | None = None
@@ -267,6 +268,7 @@ class WhatIfAnswer(Record):
     series_binds: Binds | None = None
     unchanged_samples_per_s: float | None = None
     changed_samples_per_s: float | None = None
+    compared_up_to_workers: int | None = None
 
     @property
     def knee_workers(self) -> int | None:

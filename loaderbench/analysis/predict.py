@@ -1032,6 +1032,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
         cases=cases if len(cases) > 1 else [], stage_names=names,
         unchanged_samples_per_s=None if unchanged is None else max((x for _, x in unchanged.curve), default=None),
         changed_samples_per_s=None if wide is None else max((x for _, x in wide.curve), default=None),
+        compared_up_to_workers=None if unchanged is None else 2 * top,
     )
 
 

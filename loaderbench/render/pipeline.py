@@ -187,10 +187,9 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
         series = (f" That knee, and the curve, have {_series_change(what.knee, what.base)}; with the pick's "
                   f"{_series_values(what.knee, what.base)} ({name(what.base)}) the model reaches only "
                   f"~{what.series_samples_per_s:,.0f} samples/s{_binds(what.series_binds)}.")
-    top = 2 * max((w for w, _ in what.curve), default=0)
     alone = ("" if what.unchanged_samples_per_s is None else
              f" Without the change, the same model gives ~{what.unchanged_samples_per_s:,.0f} samples/s at best with up "
-             f"to {top} workers (what the settings alone would do)"
+             f"to {what.compared_up_to_workers} workers (what the settings alone would do)"
              + ("" if what.changed_samples_per_s is None else
                 f"; with it, ~{what.changed_samples_per_s:,.0f} over the same") + ".")
     return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: "
