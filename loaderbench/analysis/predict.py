@@ -975,6 +975,14 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     widest = max((r.settings.num_workers for r in results), default=0)
     top = 2 * max(cpus or 1, widest)
     changed = _scaled(model, rebuilt)
+    # What the series measured at each worker count, a floor on the same CPUs or more: for the
+    # settings alone, and for a build no dearer (the model's main thread can read under a row
+    # that ran faster: the receive and the step overlap a little).
+    measured_at = ({} if (cpus or 0) < (measured_cpus or 0) else
+                   {r.settings.num_workers: r.summary.samples_per_s for r in series if r.summary is not None})
+    cheaper = (rebuilt.gpu_ms_per_batch is None and rebuilt.new_build_ms <= rebuilt.build_ms
+               and rebuilt.cpu_saved_s >= 0.0 and rebuilt.receive_factor >= 1.0 and question.disk_mb_per_s is None)
+    floors = measured_at if cheaper else None
     cases: list[WhatIfCase] = []
     if rebuilt.gpu_ms_per_batch is not None:
         g = rebuilt.gpu_ms_per_batch
@@ -989,29 +997,17 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
             cases.append(replace(case, step_ms_per_batch=step_ms,
                                  host_waits=waits and mode is DecodeMode.OVERLAPPED))
     else:
-        # A build no slower, on no fewer CPUs, never predicted below what the series measured
-        # at the same worker count (the model's main thread can read under a row that ran
-        # faster: the receive and the step overlap a little).
-        cheaper = (rebuilt.new_build_ms <= rebuilt.build_ms and rebuilt.cpu_saved_s >= 0.0
-                   and rebuilt.receive_factor >= 1.0 and (cpus or 0) >= (measured_cpus or 0)
-                   and question.disk_mb_per_s is None)
-        measured_at = {r.settings.num_workers: r.summary.samples_per_s for r in series  # type: ignore[union-attr]
-                       if r.summary is not None}
         cases.append(_case(changed, anchors, base, top, cpus, tolerance,
-                           DecodeMode.CPU if question.decode is not None else None,
-                           floors=measured_at if cheaper else None))
+                           DecodeMode.CPU if question.decode is not None else None, floors=floors))
     # What more workers alone give by the same model (no change; not with another storage
     # device, which the model already holds), and the change, each at best up to twice the
     # counts the curve shows: a loader that waits on I/O gains from workers past the CPUs, and
     # a change must beat what they give alone to be the change's gain.
     unchanged = wide = None
     if question.disk_mb_per_s is None:
-        measured_floor = {r.settings.num_workers: r.summary.samples_per_s for r in series  # type: ignore[union-attr]
-                          if r.summary is not None and (cpus or 0) >= (measured_cpus or 0)}
-        unchanged = _case(model, anchors, base, 2 * top, cpus, tolerance, None, floors=measured_floor)
+        unchanged = _case(model, anchors, base, 2 * top, cpus, tolerance, None, floors=measured_at)
         if rebuilt.gpu_ms_per_batch is None:
-            wide = _case(changed, anchors, base, 2 * top, cpus, tolerance, None,
-                         floors=measured_at if cheaper else None)
+            wide = _case(changed, anchors, base, 2 * top, cpus, tolerance, None, floors=floors)
     first = cases[0]
     if first.knee is None:
         return WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED, stage_names=names)

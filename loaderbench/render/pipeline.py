@@ -25,7 +25,7 @@ from loaderbench.conclusions import (
     WhatIfCase,
     WhyNoPrediction,
 )
-from loaderbench.model import GRID_AXES, LoaderSettings, StageKind
+from loaderbench.model import GRID_AXES, Axis, LoaderSettings, StageKind
 from loaderbench.render.findings import instead
 
 Name = Callable[[LoaderSettings], str]
@@ -290,16 +290,19 @@ def _upper(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _differing(knee: LoaderSettings, base: LoaderSettings) -> list[Axis]:
+    """The axes besides num_workers where a what-if's knee differs from the pick."""
+    return [a for a in GRID_AXES if a.name != "num_workers" and getattr(knee, a.name) != getattr(base, a.name)]
+
+
 def _series_values(knee: LoaderSettings, base: LoaderSettings) -> str:
-    """The pick's own values where a what-if's knee differs from it besides num_workers: "pin_memory off"."""
-    return ", ".join(a.words(getattr(base, a.name)) for a in GRID_AXES
-                     if a.name != "num_workers" and getattr(knee, a.name) != getattr(base, a.name))
+    """The pick's own values where a what-if's knee differs from it: "pin_memory off"."""
+    return ", ".join(a.words(getattr(base, a.name)) for a in _differing(knee, base))
 
 
 def _series_change(knee: LoaderSettings, base: LoaderSettings) -> str:
-    """How a what-if's knee differs from the pick besides num_workers: "pin_memory on instead of off"."""
-    return ", ".join(instead(a.name, getattr(knee, a.name), getattr(base, a.name)) for a in GRID_AXES
-                     if a.name != "num_workers" and getattr(knee, a.name) != getattr(base, a.name))
+    """How a what-if's knee differs from the pick: "pin_memory on instead of off"."""
+    return ", ".join(instead(a.name, getattr(knee, a.name), getattr(base, a.name)) for a in _differing(knee, base))
 
 
 def _change_head(c: PipelineChange) -> str:
