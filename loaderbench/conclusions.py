@@ -233,10 +233,11 @@ class WhatIfAnswer(Record):
     (its pin_memory or prefetcher differ; NOTE [what-ifs beyond the knobs] in
     analysis/predict.py) has its knee there, and the recommended config's own series' predicted
     knee samples/s and what binds it in `series_samples_per_s` and `series_binds`.
-    `unchanged_samples_per_s`: the same model's best samples/s without the change, up to twice the
-    curve's worker counts (what more workers alone would give; a build change without `disk=`
-    only), and `changed_samples_per_s` the change's best over those counts (0 to
-    `compared_up_to_workers`): like with like."""
+    `unchanged_samples_per_s`: the same model's best samples/s without the change, from 0 to
+    `compared_up_to_workers` workers (twice the curve's counts; the curve's own for a decode on the
+    GPU): what more workers alone would give (a build change without `disk=` only), and
+    `changed_samples_per_s` the change's best over those counts (not for a decode on the GPU, whose
+    cases give theirs): like with like."""
 
     question: WhatIf
     knee: LoaderSettings | None = None

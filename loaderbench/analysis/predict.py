@@ -1002,12 +1002,14 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     # What more workers alone give by the same model (no change; not with another storage
     # device, which the model already holds), and the change, each at best up to twice the
     # counts the curve shows: a loader that waits on I/O gains from workers past the CPUs, and
-    # a change must beat what they give alone to be the change's gain.
+    # a change must beat what they give alone to be the change's gain (a decode on the GPU, whose
+    # two cases keep the curve's counts, is weighed over those).
     unchanged = wide = None
+    compared = 2 * top if rebuilt.gpu_ms_per_batch is None else top
     if question.disk_mb_per_s is None:
-        unchanged = _case(model, anchors, base, 2 * top, cpus, tolerance, None, floors=measured_at)
+        unchanged = _case(model, anchors, base, compared, cpus, tolerance, None, floors=measured_at)
         if rebuilt.gpu_ms_per_batch is None:
-            wide = _case(changed, anchors, base, 2 * top, cpus, tolerance, None, floors=floors)
+            wide = _case(changed, anchors, base, compared, cpus, tolerance, None, floors=floors)
     first = cases[0]
     if first.knee is None:
         return WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED, stage_names=names)
@@ -1028,7 +1030,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
         cases=cases if len(cases) > 1 else [], stage_names=names,
         unchanged_samples_per_s=None if unchanged is None else max((x for _, x in unchanged.curve), default=None),
         changed_samples_per_s=None if wide is None else max((x for _, x in wide.curve), default=None),
-        compared_up_to_workers=None if unchanged is None else 2 * top,
+        compared_up_to_workers=None if unchanged is None else compared,
     )
 
 
