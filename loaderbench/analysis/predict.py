@@ -157,6 +157,15 @@ class Fit:
         # The device serves every worker's reads: its rate is a hard ceiling (NOTE [storage what-if]).
         return min(out, self.device) if self.device else out
 
+    @property
+    def main_thread(self) -> float | None:
+        """The main thread's rate with workers, samples/s: it receives each batch (and, without
+        the prefetcher, copies an unhidden batch to the device), then steps: 1 / (1/C + 1/R);
+        C alone or R alone where only one is known; None where neither is."""
+        if self.compute and self.main:
+            return 1.0 / (1.0 / self.compute + 1.0 / self.main)
+        return self.compute or self.main
+
     def samples_per_s(self, workers: int, usable_cpus: int | None) -> float | None:
         """Predicted throughput at `workers` workers, in samples/s (None when unknown)."""
         load = self.loader(workers, usable_cpus)
@@ -167,8 +176,7 @@ class Fit:
         if workers == 0:
             return 1.0 / (1.0 / load + 1.0 / self.compute)
         # The main process receives each batch, then steps: in series, one rate.
-        step = self.compute if not self.main else 1.0 / (1.0 / self.compute + 1.0 / self.main)
-        return softmin(load, step, self.sharpness)
+        return softmin(load, self.main_thread or self.compute, self.sharpness)
 
     def stall_fraction(self, samples_per_s: float) -> float | None:
         """1 - S / C, the predicted share of the step's time spent waiting."""
@@ -356,9 +364,7 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
     factors = {w: ok[w] / here[w] for w in ok if here.get(w)}
     if not factors:
         return preds
-    f = fit(results, series_of(cells[0]), measured_cpus) if cells else None
-    main = None if f is None or not f.compute else (
-        f.compute if not f.main else 1.0 / (1.0 / f.compute + 1.0 / f.main))
+    main = fit(results, series_of(cells[0]), measured_cpus).main_thread if cells else None
     cap = None if not main else max(main, *ok.values())
     out = []
     for p in preds:
@@ -493,13 +499,13 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     curve = _curve(preds)
     best = max(preds, key=lambda p: (p.samples_per_s, -p.settings.num_workers))
     model = _unique_workers(fit(results, series_of(base), measured_cpus or cpus), results)
-    # On other CPUs than measured, a best prediction the anchoring's cap holds at the step
-    # (`_anchored`) is bound by the step there. A best prediction with more workers after it on
-    # the curve (none of them faster) is not bound by the workers, whatever the model left
-    # unanchored says: the main thread's part binds.
+    # On other CPUs than measured, a best prediction the anchoring's cap holds at the main
+    # thread's rate (`_anchored`) is bound by the main thread there. A best prediction with more
+    # workers after it on the curve (none of them faster) is not bound by the workers, whatever
+    # the model left unanchored says: the main thread's part binds.
     w_best, w_top = best.settings.num_workers, max(w for w, _ in curve)
-    main_binds = (cpus != measured_cpus and bool(model.compute)
-                  and best.samples_per_s >= AT_THE_LOWER_RATE * (model.compute or 0.0))
+    main = model.main_thread
+    main_binds = cpus != measured_cpus and main is not None and best.samples_per_s >= AT_THE_LOWER_RATE * main
     if not main_binds and 0 < w_best < w_top and binds_at(model, w_best, cpus) is Binds.WORKERS:
         main_binds = True
     return WhatIfAnswer(WhatIf(cpus=cpus), knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
@@ -620,11 +626,7 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
     if load is None:
         return None
     load *= loader_scale
-    if workers == 0:
-        main = model.compute
-    else:
-        main = model.compute if not model.main else (
-            model.main if not model.compute else 1.0 / (1.0 / model.compute + 1.0 / model.main))
+    main = model.compute if workers == 0 else model.main_thread
     if main is None or load < main:
         if workers == 0:
             return Binds.WORKERS
@@ -826,8 +828,7 @@ def _loader_anchors(model: Fit, rows: Sequence[ConfigResult], usable_cpus: int |
                 solved = 1.0 / (1.0 / measured - 1.0 / model.compute) if model.compute and measured < model.compute \
                     else measured
             else:
-                main = model.compute if not model.main else (
-                    model.main if not model.compute else 1.0 / (1.0 / model.compute + 1.0 / model.main))
+                main = model.main_thread
                 k = model.sharpness
                 solved = ((measured ** -k - main ** -k) ** (-1.0 / k) if main and measured < main * 0.999
                           else measured)
