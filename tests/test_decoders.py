@@ -28,7 +28,13 @@ from loaderbench.render.sweep import footer_lines, visible_columns
 from loaderbench.results import ResultSet
 from loaderbench.workload import batch as batch_mod
 from loaderbench.workload.datasets import SyntheticJPEGDataset, load_synthetic_jpegs, with_decoder
-from loaderbench.workload.decode import EncodedCollate, EncodedJPEGs, GPUDecode, decode_jpeg_cpu
+from loaderbench.workload.decode import (
+    BatchRandomResizedCrop,
+    EncodedCollate,
+    EncodedJPEGs,
+    GPUDecode,
+    decode_jpeg_cpu,
+)
 
 runner = CliRunner()
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -390,6 +396,57 @@ def test_in_order_off_reads_faster_where_one_sample_in_a_hundred_is_twenty_times
     # loaded 2-core machine gives two rows of one sweep (6.2% seen beside another test run).
     flat = _in_order_rates(tmp_path / "flat", "make_no_tail")
     assert abs(flat[False] / flat[True] - 1.0) < 0.08, flat
+
+
+# ---------------------------------------------------------------------------------------------
+# The batch's crop after a GPU decode (runs on any device: here the CPU).
+
+
+def _two_sizes(jpegs: list[bytes]) -> list[torch.Tensor]:
+    """Six decoded 500x375 images with two 300x225 ones between them: two roi_align groups."""
+    images = [decode_jpeg_cpu(torch.frombuffer(bytearray(j), dtype=torch.uint8)) for j in jpegs[:8]]
+    for k in (2, 5):
+        images[k] = torch.nn.functional.interpolate(images[k][None].float(), size=(225, 300),
+                                                    mode="area")[0].round().to(torch.uint8)
+    return images
+
+
+def test_the_batch_crop_of_whole_images_is_each_image_resized_in_its_own_place(jpegs):
+    images = _two_sizes(jpegs)
+    whole = BatchRandomResizedCrop(scale=(1.0, 1.0), ratio=(4 / 3, 4 / 3), flip_p=0.0)
+    out = whole(images)
+    assert out.shape == (8, 3, 224, 224) and out.dtype == torch.uint8
+    from torchvision.transforms.v2 import functional as F
+
+    for k, image in enumerate(images):  # a box filter against v2's antialiased bilinear one
+        ref = F.resize(image, [224, 224], antialias=True).float()
+        assert (out[k].float() - ref).abs().mean() < 2.0, k
+        assert (out[k].float() - ref).abs().mean() < (out[(k + 1) % 8].float() - ref).abs().mean() / 4
+
+
+def test_the_batch_crop_draws_torchvisions_windows_and_flips_what_it_draws(jpegs):
+    images = _two_sizes(jpegs)
+    from torchvision.transforms import RandomResizedCrop
+
+    crop = BatchRandomResizedCrop()
+    torch.manual_seed(7)
+    drawn = crop.windows(images)
+    torch.manual_seed(7)
+    assert drawn == [RandomResizedCrop.get_params(x, [0.08, 1.0], [3 / 4, 4 / 3]) for x in images]
+    torch.manual_seed(3)
+    kept = BatchRandomResizedCrop(flip_p=0.0)(images)
+    torch.manual_seed(3)
+    flipped = BatchRandomResizedCrop(flip_p=1.0)(images)
+    assert torch.equal(flipped, kept.flip(-1))
+    i, j, h, w = drawn[0]
+    assert 0 <= i <= 375 - h and 0 <= j <= 500 - w and 0.08 * 375 * 500 * 0.9 <= h * w <= 375 * 500
+
+
+def test_the_batch_crop_refuses_an_empty_batch_and_a_flat_image():
+    with pytest.raises(ValueError, match="at least one image"):
+        BatchRandomResizedCrop()([])
+    with pytest.raises(ValueError, match=r"\(C, H, W\)"):
+        BatchRandomResizedCrop()([torch.zeros(10, 10, dtype=torch.uint8)])
 
 
 # ---------------------------------------------------------------------------------------------

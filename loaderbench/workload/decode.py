@@ -7,7 +7,7 @@
   into a uint8 tensor), then `transforms.v2.RandomResizedCrop(224)` and `RandomHorizontalFlip()`
   on that tensor (`tensor_train_transform`).
 - `nvjpeg`: the worker sends the encoded bytes; each batch is decoded and cropped on the GPU
-  (`GPUDecode`; NOTE [decoding on the GPU]).
+  (`GPUDecode`, `BatchRandomResizedCrop`; NOTE [decoding on the GPU]).
 
 All three give a `torch.uint8` tensor of shape (3, 224, 224) per sample (CHW), (B, 3, 224, 224)
 per batch. torchvision is imported only by the functions that use it.
@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "BatchRandomResizedCrop",
     "EncodedCollate",
     "EncodedJPEGs",
     "GPUDecode",
@@ -72,8 +73,19 @@ def decode_jpeg_cpu(data: torch.Tensor) -> torch.Tensor:
 #       3. the host-to-device copy leaves it where it is (`EncodedJPEGs.to` returns it): nvJPEG
 #          reads the bitstreams from host memory and copies them itself, inside the decode;
 #       4. `GPUDecode` decodes the batch with `torchvision.io.decode_jpeg(list, device=...)`
-#          (nvJPEG's batched decode), then applies RandomResizedCrop(224) and a flip to each
-#          image on the GPU and stacks them: (B, 3, 224, 224) uint8, as the CPU decoders give.
+#          (nvJPEG's batched decode), then crops, resizes and flips the whole batch at once on
+#          the GPU (`BatchRandomResizedCrop`): (B, 3, 224, 224) uint8, as the CPU decoders give.
+#     Why the crop is batched: a v2 RandomResizedCrop and flip per image is some 15 small
+#     kernels and their Python around them, 0.16-0.3 ms of the calling thread's time per image
+#     on the H200 host (40-75 ms for a batch of 256, against nvJPEG's 10-14 ms for its decode),
+#     and that host time swung by 1.6x between stretches of seconds of the same run. The GPU
+#     then waited for the launches, and the decode path's cost was mostly the host's
+#     (docs/benchmarks.md, "Where a GPU decode's time goes"). The batched crop draws each
+#     image's window with torchvision's own `RandomResizedCrop.get_params` and resamples every
+#     window in one `torchvision.ops.roi_align` per image size (each output pixel the mean of
+#     bilinear samples spaced at most one input pixel apart: a box-filtered downscale, where v2
+#     uses an antialiased bilinear filter; the batch's shape, dtype and cost per pixel are what
+#     a training step sees).
 #     Where it runs: with the CUDA prefetcher (`--prefetch on`) as the prefetcher's transform, on
 #     its side stream, while the step before runs (overlapped); without it, before the step, on
 #     the step's stream (serialised). The prefetch axis measures both. Either way the batch is
@@ -147,24 +159,79 @@ class EncodedCollate:
         return encoded, self.collate(rest)
 
 
+class BatchRandomResizedCrop:
+    """ImageNet's training crop for a whole batch at once, on the images' device (NOTE
+    [decoding on the GPU]): for each image a window drawn as torchvision's
+    `RandomResizedCrop.get_params` draws it (area `scale` of the image, aspect ratio in `ratio`,
+    log-uniform), resampled to `size` x `size` by `torchvision.ops.roi_align` (the mean of
+    bilinear samples per output pixel, `sampling_ratio` adaptive), then flipped left-right with
+    probability `flip_p`.
+
+    `crop(images)`: `images`, a list of (3, H_i, W_i) uint8 tensors on one device (sizes may
+    differ: one roi_align per size) -> a (B, 3, size, size) uint8 tensor in the same order.
+    Raises ValueError for an empty list or an image that is not 3-D."""
+
+    def __init__(self, size: int = IMAGE_SIZE, scale: tuple[float, float] = (0.08, 1.0),
+                 ratio: tuple[float, float] = (3 / 4, 4 / 3), flip_p: float = 0.5) -> None:
+        self.size = int(size)
+        self.scale = [float(scale[0]), float(scale[1])]
+        self.ratio = [float(ratio[0]), float(ratio[1])]
+        self.flip_p = float(flip_p)
+
+    def windows(self, images: Sequence[torch.Tensor]) -> list[tuple[int, int, int, int]]:
+        """Each image's window (top, left, height, width) in pixels, drawn from torch's RNG."""
+        from torchvision.transforms import RandomResizedCrop
+
+        return [RandomResizedCrop.get_params(image, self.scale, self.ratio) for image in images]
+
+    def __call__(self, images: Sequence[torch.Tensor]) -> torch.Tensor:
+        from torchvision.ops import roi_align
+
+        if not images:
+            raise ValueError("BatchRandomResizedCrop needs at least one image")
+        if any(image.dim() != 3 for image in images):
+            raise ValueError("BatchRandomResizedCrop takes (C, H, W) images")
+        windows = self.windows(images)
+        flips = torch.rand(len(images)) < self.flip_p
+        device = images[0].device
+        out = torch.empty((len(images), images[0].shape[0], self.size, self.size), dtype=torch.uint8, device=device)
+        by_shape: dict[tuple[int, ...], list[int]] = {}
+        for k, image in enumerate(images):
+            by_shape.setdefault(tuple(image.shape), []).append(k)
+        for ks in by_shape.values():
+            stacked = torch.stack([images[k] for k in ks]).to(torch.float32)
+            boxes = torch.tensor([[n, j, i, j + w, i + h] for n, (i, j, h, w) in enumerate(windows[k] for k in ks)],
+                                 dtype=torch.float32).to(device, non_blocking=True)
+            resized = roi_align(stacked, boxes, output_size=self.size, spatial_scale=1.0, sampling_ratio=-1,
+                                aligned=True)
+            flip = flips[ks].to(device, non_blocking=True).view(-1, 1, 1, 1)
+            resized = torch.where(flip, resized.flip(-1), resized)
+            out[torch.tensor(ks, device=device)] = resized.round_().clamp_(0, 255).to(torch.uint8)
+        return out
+
+
 class GPUDecode:
     """Decode a batch of `EncodedJPEGs` on `device` and crop it there (NOTE [decoding on the
     GPU]): `decoder(batch)` returns the batch (a tuple or list) with every `EncodedJPEGs` item
     replaced by a (B, 3, 224, 224) uint8 tensor on `device`; other items are kept as they are.
-    `transform`: applied to each decoded (3, H, W) image (default `tensor_train_transform()`).
+    `transform`: None (default) crops and flips the batch at once (`BatchRandomResizedCrop`);
+    otherwise a callable applied to each decoded (3, H, W) image, whose outputs are stacked.
 
     Raises RuntimeError (torchvision's) when torchvision was built without nvJPEG or the bytes
     are not JPEGs."""
 
     def __init__(self, device: torch.device | str, transform: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         self.device = torch.device(device)
-        self.transform = transform if transform is not None else tensor_train_transform()
+        self.transform = transform
+        self.batch_crop = BatchRandomResizedCrop()
 
     def decode(self, encoded: EncodedJPEGs) -> torch.Tensor:
         """The images of `encoded`, decoded, cropped and stacked on the device."""
         from torchvision.io import ImageReadMode, decode_jpeg
 
         decoded = decode_jpeg(encoded.images(), mode=ImageReadMode.RGB, device=self.device)
+        if self.transform is None:
+            return self.batch_crop(decoded)
         return torch.stack([self.transform(image) for image in decoded])
 
     def __call__(self, batch: Any) -> Any:
