@@ -44,6 +44,7 @@ from loaderbench.analysis.thresholds import (
     DEFAULT_SHARPNESS,
     HARD_CORNER_RATIO,
     HOST_WAITS_SHARE,
+    LOADER_BOUND_STALL,
     RECEIVE_BINDS_SHARE,
     SHARPNESS_MAX,
     SHARPNESS_MIN,
@@ -620,8 +621,8 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
     device) when the loader (times `loader_scale`, the anchoring) is below the main thread's
     rate, else the main thread's: the receive where it takes at least RECEIVE_BINDS_SHARE of the
     main thread's time per sample (the receive and the step run in turn), else the step (`gpu_decode`:
-    the model's step is a decode on the GPU that takes longer than the step it overlaps). None
-    when nothing is known."""
+    the model's step holds a decode on the GPU that the step waits for, a stall of at least
+    LOADER_BOUND_STALL). None when nothing is known."""
     load = model.loader(workers, usable_cpus)
     if load is None:
         return None
@@ -667,12 +668,14 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
 #         the decode holds its calling thread for its GPU time (CPU milliseconds per batch at
 #         least HOST_WAITS_SHARE of the GPU's, as torchvision's batched nvJPEG does), the main
 #         thread cannot launch the next step while it decodes, and the overlapped case is t + g
-#         too (`WhatIfCase.host_waits`): on the H200 case the prefetcher's row measured 2,099
-#         samples/s against 2,058 so predicted (max(t, g) had said 3,531). Both cases count the
-#         decode's GPU time and not the main process's other work around it (taking the encoded
-#         batch, launching the step after the decode): without the prefetcher the same run
-#         measured 1,674 samples/s at 1 worker, about 30 ms per batch of 256 more than t + g (at 4
-#         workers 1,949), and the answer says a measured run can read lower.
+#         too (`WhatIfCase.host_waits`). Where the step waits for the decode a stall that a
+#         measured row would not call compute-bound, the decode binds (such a row's verdict is
+#         GPU-decode-bound). Timed in a loop on the H200 (benchmarks/nvjpeg_inloop.py): the decode
+#         call waits for the step queued before it (36-40 ms against 10-14 ms alone), and the
+#         step's own launches (12-25 ms of the thread) overlap the step's GPU time, so a batch
+#         takes about t + g: 76.8 ms against 54.7 + 20.7 (workload/decode.py batches the crops;
+#         with a crop per image, whose host time swung 1.6x within a run, 113-135 ms). The
+#         answer says a measured run can differ by that much.
 #     The loader's side is anchored to the measured rows of the series: where a row was
 #     loader-bound, the loader rate that reproduces its measured samples/s (the softmin solved
 #     for L) over the model's, at the nearest measured worker count, multiplies the changed
@@ -993,8 +996,11 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
             with_gpu = replace(changed, compute=1e3 * base.batch_size / step_ms if step_ms > 0 else changed.compute)
             # Serialised is the decode before the step (no prefetcher); overlapped, in the prefetcher.
             as_run = replace(base, prefetch=mode is DecodeMode.OVERLAPPED)
+            # The step waits for the decode for step_ms - t of each batch: where that is a stall a
+            # measured row would not call compute-bound, the decode is what binds (its verdict:
+            # GPU-decode-bound), whether it runs before the step or beside it.
             case = _case(with_gpu, anchors, as_run, top, cpus, tolerance, mode,
-                         gpu_binds=mode is DecodeMode.OVERLAPPED and g > t and not waits)
+                         gpu_binds=step_ms > 0 and (step_ms - t) / step_ms >= LOADER_BOUND_STALL)
             cases.append(replace(case, step_ms_per_batch=step_ms,
                                  host_waits=waits and mode is DecodeMode.OVERLAPPED))
     else:

@@ -36,7 +36,7 @@ BINDS_WORDS = {
     Binds.STORAGE: "the storage device binds",
     Binds.RECEIVE: "the main process receiving each batch from a worker binds (the receive floor)",
     Binds.STEP: "the step binds",
-    Binds.GPU_DECODE: "the decode on the GPU binds (it takes longer than the step it overlaps)",
+    Binds.GPU_DECODE: "the decode on the GPU binds (the step waits for it each batch)",
     Binds.WORKING: ("the workers the dataset gives work to bind (more workers add nothing; more shards, or one "
                     "stream split across the workers, would go further)"),
 }
@@ -179,9 +179,10 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
             step = "" if case.step_ms_per_batch is None else f", {case.step_ms_per_batch:.1f} ms per batch"
             parts.append(f"{how}{step}: {_knee(case, name)}{_binds(case.binds)}; by num_workers: {_curve(case)}")
         return [f"{text}. " + ". ".join(_upper(p) for p in parts)
-                + ". These count the decode's GPU time, not the main process's other work around it (taking the "
-                "encoded batch, launching the step after it): a measured run can read lower. A measured run tells "
-                "which case holds (--decoder nvjpeg --prefetch off,on)."]
+                + ". These add the decode and its crops, as timed alone, to the step; in a loop the decode also "
+                "waits for the step queued before it and the step's launches overlap its GPU time, so a measured "
+                "run can read a few percent either side. A measured run tells which case holds (--decoder nvjpeg "
+                "--prefetch off,on)."]
     series = ""
     if what.series_samples_per_s is not None and what.base is not None and what.knee is not None:
         series = (f" That knee, and the curve, have {_series_change(what.knee, what.base)}; with the pick's "
