@@ -342,10 +342,18 @@ def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) 
 
 
 def _more_workers_alone(c: PipelineChange, pick_samples_per_s: float, tolerance: float) -> str:
-    """'; without the change, more workers alone: ~X' where the model puts that past the pick."""
-    alone = None if c.answer is None else c.answer.unchanged_samples_per_s
-    return ("" if alone is None or alone <= (1.0 + tolerance) * pick_samples_per_s else
-            f"; without the change, more workers alone: ~{alone:,.0f}")
+    """'; without the change, more workers alone: ~X' where the model puts that past the pick; where
+    the change's best over the same worker counts is not its knee's figure, both bests, so the
+    two figures compared are like with like."""
+    a = c.answer
+    alone = None if a is None else a.unchanged_samples_per_s
+    if a is None or alone is None or alone <= (1.0 + tolerance) * pick_samples_per_s:
+        return ""
+    best, up_to = a.changed_samples_per_s, a.compared_up_to_workers
+    if best is None or up_to is None or abs(best - (a.knee_samples_per_s or 0.0)) <= 0.01 * best:
+        return f"; without the change, more workers alone: ~{alone:,.0f}"
+    return (f"; at best with up to {up_to} workers, ~{best:,.0f} with the change against ~{alone:,.0f} with more "
+            f"workers alone")
 
 
 def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
