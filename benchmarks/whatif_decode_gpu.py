@@ -74,8 +74,8 @@ def show_json(path: Path, *what_if: str) -> dict[str, Any]:
 
 def pick_of(data: dict[str, Any]) -> dict[str, Any]:
     """The pick of a result: its settings, samples/s, verdict, CPU cores, compute ms, and the
-    resource its verdict names (cpus: loader-bound with the CPUs saturated; workers: loader-bound
-    otherwise; step; receive)."""
+    resource its verdict names (cpus: loader-bound with the CPUs saturated, at the pick or, as the
+    recommendation says, at the best config; workers: loader-bound otherwise; step; receive)."""
     rec = (data.get("analysis") or {}).get("recommendation") or {}
     s = rec.get("settings")
     row = next((r for r in data["results"] if r["settings"] == s and r.get("summary")), None)
@@ -84,10 +84,14 @@ def pick_of(data: dict[str, Any]) -> dict[str, Any]:
     m = row["summary"]
     verdict = m.get("verdict")
     cpu = m.get("cpu_saturated")
-    resource = {"loader-bound": "cpus" if cpu else "workers", "compute-bound": "step",
+    findings = rec.get("findings") or []
+    # What the recommendation names as binding where no setting clears the bottleneck ("CPU
+    # saturation binds": the best config's process tree used the usable CPUs), else the pick's row.
+    cause = next((f.get("cause") for f in findings if f.get("kind") == "not-cleared"), None)
+    resource = {"loader-bound": "cpus" if cpu or cause == "cpu" else "workers", "compute-bound": "step",
                 "receive floor": "receive"}.get(verdict, verdict)
     # The figure the recommendation states: the sustained one where the sweep measured its pick so.
-    knee = next((f for f in rec.get("findings") or [] if f.get("kind") == "knee"), {})
+    knee = next((f for f in findings if f.get("kind") == "knee"), {})
     figure = knee.get("sustained_samples_per_s") or m["samples_per_s"]
     return {"settings": s, "num_workers": s["num_workers"], "samples_per_s": figure,
             "search_samples_per_s": m["samples_per_s"],

@@ -26,7 +26,8 @@ from loaderbench.results import read_results  # noqa: E402
 
 def measured_pick(path: Path) -> tuple[float, int, str, bool | None]:
     """The measured result's pick: samples/s (its sustained figure where the sweep measured one,
-    the figure its recommendation states), workers, verdict, whether its CPUs were saturated."""
+    the figure its recommendation states), workers, verdict, whether its CPUs were saturated (at
+    the pick, or at the best config where the recommendation says CPU saturation binds)."""
     rs = read_results(path)
     analysis = analyze(rs)
     s = analysis.recommendation.settings
@@ -34,7 +35,12 @@ def measured_pick(path: Path) -> tuple[float, int, str, bool | None]:
     assert row.summary is not None and row.summary.verdict is not None and s is not None
     taken = rs.sweep.sustained
     figure = taken.samples_per_s if taken is not None and taken.config == s.key() else row.summary.samples_per_s
-    return figure, row.settings.num_workers, row.summary.verdict.value, row.summary.cpu_saturated
+    # Where no setting clears the bottleneck, the recommendation names what binds at the best
+    # config ("CPU saturation binds"): that is the run's own verdict on the CPUs.
+    from loaderbench.conclusions import NotCleared, NotClearedCause
+
+    cpu = any(isinstance(f, NotCleared) and f.cause is NotClearedCause.CPU for f in analysis.recommendation.findings)
+    return figure, row.settings.num_workers, row.summary.verdict.value, bool(row.summary.cpu_saturated or cpu)
 
 
 def resource(verdict: str, saturated: bool | None) -> str:
