@@ -251,6 +251,35 @@ def test_a_change_is_answered_in_the_series_that_goes_furthest_with_the_picks_ow
     assert "the model reaches only ~5," in line and "the main process receiving each batch" in line
 
 
+def test_more_cpus_are_answered_in_the_series_that_goes_furthest_as_a_change_to_the_build_is():
+    # The series of the test above, no change to the build: with 64 CPUs more workers reach the
+    # main thread, which holds the pick's pin_memory off series at 5,333/s (its receive a third of
+    # its time) and the pin_memory on series at 7,273/s (the step).
+    off = _rows(pipeline(5.0, 2.0, receive_ms=1.0), workers=(1, 2, 4, 8))
+    on_measure = pipeline(5.0, 2.0, receive_ms=0.2)[0]
+    on = [on_measure(settings(w, pin=True), 0) for w in (1, 2, 4, 8)]
+    what = predict.answer_what_if(WhatIf(cpus=64), off + on, settings(8), 0.05, 16)
+    assert what.knee is not None and what.knee.pin_memory is True
+    assert max(x for _, x in what.curve) == pytest.approx(7273, rel=0.03) and what.binds is Binds.STEP
+    assert what.series_samples_per_s == pytest.approx(5333, rel=0.05) and what.series_binds is Binds.RECEIVE
+    # The same question with a change to the build that changes nothing gives the same answer.
+    same = what_if_pipeline(WhatIf(cpus=64, stages=(StageChange("A", 1.0),)), off + on, settings(8), 0.05, 16,
+                            two_transforms(3.0, 2.0))
+    assert same.knee is not None and same.knee.pin_memory is True
+    assert same.knee_samples_per_s == pytest.approx(what.knee_samples_per_s, rel=0.05)
+    # Only the pick's series measured: its own answer, nothing beside it.
+    alone = predict.answer_what_if(WhatIf(cpus=64), off, settings(8), 0.05, 16)
+    assert alone.knee is not None and alone.knee.pin_memory is False and alone.series_samples_per_s is None
+    assert alone.binds is Binds.RECEIVE
+    from loaderbench.render.findings import describe
+    from loaderbench.render.footer import what_if_lines
+
+    line = what_if_lines(what, describe)[0]
+    assert line.startswith("What if 64 usable CPUs (a prediction")
+    assert ("That knee, and the curve, have pin_memory on instead of off; with the pick's pin_memory off (8 workers, "
+            "pin_memory off") in line and "the main process receiving each batch" in line
+
+
 def test_a_change_is_weighed_against_what_more_workers_alone_would_give():
     # Workers build a sample in 5 ms (A 4.9 + B 0.1): 200 samples/s each; a 10 ms step of 16
     # (1,600/s); 16 CPUs; only 1 and 2 workers measured (400/s at 2, loader-bound). More workers

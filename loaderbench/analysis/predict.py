@@ -81,7 +81,8 @@ from loaderbench.model import (
     WarningKind,
 )
 
-__all__ = ["Fit", "Prediction", "WhatIf", "fit", "parse_what_if", "predict", "split_what_if", "what_if_cpus", "what_if_disk"]
+__all__ = ["Fit", "Prediction", "WhatIf", "fit", "parse_what_if", "predict", "split_what_if", "what_if_cpus",
+           "what_if_cpus_across", "what_if_disk"]
 
 
 def _ranked(results: Sequence[ConfigResult]) -> list[ConfigResult]:
@@ -610,8 +611,29 @@ def answer_what_if(question: WhatIf, results: Sequence[ConfigResult], base: Load
         return what_if_disk(results, base, question.disk_mb_per_s, question.disk_iops, tolerance, measured_cpus,
                             cpus=question.cpus)
     assert question.cpus is not None
-    found = what_if_cpus(results, base, question.cpus, tolerance, measured_cpus=measured_cpus)
+    found = what_if_cpus_across(results, base, question.cpus, tolerance, measured_cpus)
     return found or WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED)
+
+
+def what_if_cpus_across(results: Sequence[ConfigResult], base: LoaderSettings, cpus: int, tolerance: float,
+                        measured_cpus: int | None) -> WhatIfAnswer | None:
+    """`what_if_cpus` for `base`'s series and for every other pin_memory/prefetcher series
+    measured with workers (`_other_series`): another series' answer replaces `base`'s where its
+    knee is predicted faster by more than `tolerance` (`series_samples_per_s`, `series_binds`
+    keep `base`'s own), as a change to the build is answered (NOTE [what-ifs beyond the knobs]:
+    with more CPUs the workers stop binding, and the series whose main thread is quicker, a
+    pinned copy or one hidden by the prefetcher, can go further). None when `base`'s series
+    cannot be predicted."""
+    own = what_if_cpus(results, base, cpus, tolerance, measured_cpus=measured_cpus)
+    if own is None or not own.knee_samples_per_s:
+        return own
+    others = [what_if_cpus(results, b, cpus, tolerance, measured_cpus=measured_cpus)
+              for b in _other_series(results, base)]
+    best = max((a for a in others if a is not None and a.knee_samples_per_s),
+               key=lambda a: a.knee_samples_per_s or 0.0, default=None)
+    if best is None or (best.knee_samples_per_s or 0.0) <= (1.0 + tolerance) * own.knee_samples_per_s:
+        return replace(own, base=base)
+    return replace(best, base=base, series_samples_per_s=own.knee_samples_per_s, series_binds=own.binds)
 
 
 def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: float = 1.0,
@@ -1155,7 +1177,7 @@ def beyond_knobs(results: Sequence[ConfigResult], base: LoaderSettings, toleranc
                                                         measured_cpus=measured_cpus)
     if measured_cpus and here is not None and here.binds is Binds.CPUS:
         tried = [k * measured_cpus for k in (2, 3, 4, 6, 8)]
-        answers = [(k, what_if_cpus(results, base, k, tolerance, measured_cpus=measured_cpus)) for k in tried]
+        answers = [(k, what_if_cpus_across(results, base, k, tolerance, measured_cpus)) for k in tried]
         clear = next(((k, a) for k, a in answers if a is not None and a.knee_stall_fraction is not None
                       and a.knee_stall_fraction < CLEARS_STALL), None)
         k, a = clear or answers[-1]

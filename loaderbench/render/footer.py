@@ -54,6 +54,7 @@ from loaderbench.render.pipeline import (
     binds_clause,
     profile_lines,
     profile_summary_line,
+    series_sentence,
     what_if_build_lines,
 )
 from loaderbench.results import ResultSet
@@ -698,7 +699,7 @@ def what_if_lines(what: WhatIfAnswer, name: Name = describe) -> list[str]:
         return [f"What if {cpus} usable CPU{'s' if cpus != 1 else ''}: no prediction (no config with workers was measured)."]
     return [
         f"What if {cpus} usable CPU{'s' if cpus != 1 else ''} (a prediction from the pipeline model fitted on this run's measured configs, "
-        f"not a measurement): {_knee_and_curve(what, name)}"
+        f"not a measurement): {_knee_and_curve(what, name)}{series_sentence(what, name)}"
     ]
 
 

@@ -183,11 +183,7 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
                 "waits for the step queued before it and the step's launches overlap its GPU time, so a measured "
                 "run can read a few percent either side. A measured run tells which case holds (--decoder nvjpeg "
                 "--prefetch off,on)."]
-    series = ""
-    if what.series_samples_per_s is not None and what.base is not None and what.knee is not None:
-        series = (f" That knee, and the curve, have {_series_change(what.knee, what.base)}; with the pick's "
-                  f"{_series_values(what.knee, what.base)} ({name(what.base)}) the model reaches only "
-                  f"~{what.series_samples_per_s:,.0f} samples/s{_binds(what.series_binds)}.")
+    series = series_sentence(what, name)
     alone = ("" if what.unchanged_samples_per_s is None else
              f" Without the change, the same model gives ~{what.unchanged_samples_per_s:,.0f} samples/s at best with up "
              f"to {what.compared_up_to_workers} workers (what the settings alone would do)"
@@ -195,6 +191,17 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
                 f"; with it, ~{what.changed_samples_per_s:,.0f} over the same") + ".")
     return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: "
             f"{_curve(what)}.{series}{alone}"]
+
+
+def series_sentence(what: WhatIfAnswer, name: Name) -> str:
+    """' That knee, and the curve, have pin_memory on instead of off; with the pick's ... the model
+    reaches only ~X samples/s: ... binds.' where a what-if is answered for another series than
+    the pick's (`WhatIfAnswer.series_samples_per_s`), else ''."""
+    if what.series_samples_per_s is None or what.base is None or what.knee is None:
+        return ""
+    return (f" That knee, and the curve, have {_series_change(what.knee, what.base)}; with the pick's "
+            f"{_series_values(what.knee, what.base)} ({name(what.base)}) the model reaches only "
+            f"~{what.series_samples_per_s:,.0f} samples/s{_binds(what.series_binds)}.")
 
 
 def profile_summary_line(profile: StageProfile, name: Name) -> str:
