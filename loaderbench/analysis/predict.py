@@ -615,18 +615,28 @@ def answer_what_if(question: WhatIf, results: Sequence[ConfigResult], base: Load
     return found or WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED)
 
 
+MAIN_THREAD_BINDS = frozenset({Binds.STEP, Binds.RECEIVE, Binds.GPU_DECODE})
+"""What binds where a series' main thread holds it: there the pin_memory/prefetcher series differ."""
+
+
 def what_if_cpus_across(results: Sequence[ConfigResult], base: LoaderSettings, cpus: int, tolerance: float,
                         measured_cpus: int | None) -> WhatIfAnswer | None:
     """`what_if_cpus` for `base`'s series and for every other pin_memory/prefetcher series
-    measured with workers (`_other_series`): another series' answer replaces `base`'s where its
-    knee is predicted faster by more than `tolerance` (`series_samples_per_s`, `series_binds`
-    keep `base`'s own), as a change to the build is answered (NOTE [what-ifs beyond the knobs]:
-    with more CPUs the workers stop binding, and the series whose main thread is quicker, a
-    pinned copy or one hidden by the prefetcher, can go further). None when `base`'s series
-    cannot be predicted."""
+    measured with workers (`_other_series`): where `base`'s own answer is held by its main thread
+    (MAIN_THREAD_BINDS), another series' answer replaces it where its knee is predicted faster by
+    more than `tolerance` (`series_samples_per_s`, `series_binds` keep `base`'s own), as a change
+    to the build is answered (NOTE [what-ifs beyond the knobs]: with more CPUs the workers stop
+    binding, and the series whose main thread is quicker, a pinned copy or one hidden by the
+    prefetcher, can go further). Where the loader binds (the workers, the CPUs, the storage) it
+    binds every series alike, and the series' answers differ only by how each was anchored to
+    its own measured rows: `base`'s is kept (on the H200 case at 8 of 16 CPUs another series read
+    2,403 samples/s where 2,079-2,117 were measured and the pick's own said 2,108). None when
+    `base`'s series cannot be predicted."""
     own = what_if_cpus(results, base, cpus, tolerance, measured_cpus=measured_cpus)
     if own is None or not own.knee_samples_per_s:
         return own
+    if own.binds not in MAIN_THREAD_BINDS:
+        return replace(own, base=base)  # the loader binds: every series alike, the rest is noise
     others = [what_if_cpus(results, b, cpus, tolerance, measured_cpus=measured_cpus)
               for b in _other_series(results, base)]
     best = max((a for a in others if a is not None and a.knee_samples_per_s),
@@ -951,9 +961,9 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     the measured ones) from 0 to twice the larger of those and the most workers measured.
     `why` when there is no profile, the stage or decoder cannot be found in it, or nothing with
     workers was measured. With `across_series`, a change built on the CPU is answered for each
-    series measured (`_other_series`), and another series' answer replaces `base`'s where its
-    knee is predicted faster by more than `tolerance` (`series_samples_per_s`, `series_binds`
-    keep `base`'s own)."""
+    series measured (`_other_series`), and where `base`'s own answer is held by its main thread
+    (MAIN_THREAD_BINDS) another series' answer replaces it where its knee is predicted faster by
+    more than `tolerance` (`series_samples_per_s`, `series_binds` keep `base`'s own)."""
     names = [] if profile is None else askable_stages(profile)
     if rebuilt is None:
         if profile is None:
@@ -965,7 +975,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     if across_series and rebuilt.gpu_ms_per_batch is None:
         own = what_if_pipeline(question, results, base, tolerance, measured_cpus, profile, rebuilt,
                                across_series=False)
-        if own.why is not None or not own.knee_samples_per_s:
+        if own.why is not None or not own.knee_samples_per_s or own.binds not in MAIN_THREAD_BINDS:
             return own
         others = [what_if_pipeline(question, results, b, tolerance, measured_cpus, profile, rebuilt,
                                    across_series=False) for b in _other_series(results, base)]
