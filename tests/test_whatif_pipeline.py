@@ -267,6 +267,14 @@ def test_more_cpus_are_answered_in_the_series_that_goes_furthest_as_a_change_to_
                             two_transforms(3.0, 2.0))
     assert same.knee is not None and same.knee.pin_memory is True
     assert same.knee_samples_per_s == pytest.approx(what.knee_samples_per_s, rel=0.05)
+    # With 2 CPUs the loader binds every series alike: the pick's own series answers, even where
+    # the other series' rows read 20% high (a noisy host), which its anchoring would carry.
+    lucky = [replace(r, summary=replace(r.summary, samples_per_s=1.2 * r.summary.samples_per_s)) for r in on]
+    assert predict.what_if_cpus(off + lucky, settings(8, pin=True), 2, 0.05, measured_cpus=16).knee_samples_per_s > (
+        1.1 * predict.what_if_cpus(off + lucky, settings(8), 2, 0.05, measured_cpus=16).knee_samples_per_s)
+    few = predict.answer_what_if(WhatIf(cpus=2), off + lucky, settings(8), 0.05, 16)
+    assert few.knee is not None and few.knee.pin_memory is False and few.series_samples_per_s is None
+    assert few.binds is not None and few.binds not in predict.MAIN_THREAD_BINDS
     # Only the pick's series measured: its own answer, nothing beside it.
     alone = predict.answer_what_if(WhatIf(cpus=64), off, settings(8), 0.05, 16)
     assert alone.knee is not None and alone.knee.pin_memory is False and alone.series_samples_per_s is None
