@@ -473,6 +473,18 @@ def test_the_time_budget_counts_from_the_commands_own_start_not_its_shells():
     assert after_sleep > -0.5  # never after the command began
 
 
+def test_a_sweep_run_in_process_gives_sigterm_back_as_it_was(tmp_path):
+    # The CLI turns SIGTERM into Ctrl-C for the command's time only: a process that goes on after
+    # it (Python calling the CLI, this test suite under `timeout`) keeps its own handler.
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    res, _ = sweep(tmp_path, "--dataset", "tensor", "--num-workers", "0", "--batch-size", "4", "--compute", "none",
+                   "--batches", "3", "--min-time", "0", "--no-profile")
+    assert res.exit_code == 0, res.output
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_a_forked_child_ends_on_sigterm_without_a_traceback():
     # The CLI turns SIGTERM into Ctrl-C in its own process; a child forked after it (a DataLoader
     # worker, a measuring process) inherits the handler and must end as it would without it:

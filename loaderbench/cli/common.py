@@ -83,11 +83,22 @@ def command_started() -> float:
 
 
 def guard(fn: Callable[[], Any]) -> Any:
-    """Run a command body, turning LoaderbenchError into its one-line message and exit code."""
+    """Run a command body, turning LoaderbenchError into its one-line message and exit code. The
+    SIGTERM handler is as it was before the body once it returns or raises: a command run in a
+    process that goes on (the CLI called from Python, the test suite) leaves SIGTERM its own
+    (`sigterm_as_interrupt` sets it for the command's time only)."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
     try:
         return fn()
     except LoaderbenchError as exc:
         fail(exc)
+    finally:
+        if main and before is not None:
+            signal.signal(signal.SIGTERM, before)
 
 
 def check_format(value: str, allowed: Sequence[str], flag: str = "--format") -> str:
@@ -160,7 +171,8 @@ def render_result(rs: Any, fmt: str, console: Console, *, wide: bool = False, ve
 
 
 def sigterm_as_interrupt() -> None:
-    """SIGTERM stops a sweep like Ctrl-C: workers reaped, finished configs saved (exit 130)."""
+    """SIGTERM stops a sweep like Ctrl-C: workers reaped, finished configs saved (exit 130). For
+    the command's time: `guard` puts the handler before it back."""
     import signal
     import threading
 
