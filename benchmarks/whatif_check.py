@@ -4,8 +4,8 @@ Usage: python3 benchmarks/whatif_check.py FULL.json MASKED.json [MASKED.json ...
 FULL is a sweep with every usable CPU; each MASKED is the same sweep under `taskset` (its
 `environment.usable_cpus` is K). For every config measured in MASKED, the what-if curve of that
 config's series predicted from FULL alone is read at its worker count and set against the
-measured median samples/s; then the predicted knee and its samples/s against the masked run's
-fastest config. Prints one line per config and the median / largest absolute error per K.
+measured median samples/s; then the predicted knee and its samples/s (as `--what-if cpus=K` answers
+it, across the measured series) against the masked run's fastest config. Prints one line per config and the median / largest absolute error per K.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 import statistics
 import sys
 
-from loaderbench.analysis.predict import what_if_cpus
+from loaderbench.analysis import analyze
+from loaderbench.analysis.predict import what_if_cpus, what_if_cpus_across
 from loaderbench.results import read_results
 
 
@@ -37,8 +38,9 @@ def main(full_path: str, masked_paths: list[str]) -> None:
             errors.append(abs(predicted / m - 1))
             print(f"cpus={k} {r.settings.key():28s} trials {len(r.trials)}  measured {m:7.0f}  "
                   f"predicted {predicted:7.0f}  error {predicted / m - 1:+.1%}")
-        assert full.recommendation is not None
-        what = what_if_cpus(full.results, full.recommendation.settings, k, tolerance, measured_cpus=measured_cpus)
+        pick = analyze(full).recommendation.settings
+        assert pick is not None
+        what = what_if_cpus_across(full.results, pick, k, tolerance, measured_cpus)
         best = max((r for r in masked.results if r.summary), key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
         assert what is not None and best.summary is not None
         print(f"cpus={k}: predicted knee {what.knee_workers} workers at {what.knee_samples_per_s:.0f}/s; "

@@ -355,6 +355,23 @@ def test_a_what_if_anchored_above_the_model_never_passes_the_step():
     assert answer.binds is Binds.STEP
 
 
+def test_a_what_if_anchored_above_the_model_never_passes_what_fewer_cpus_build():
+    # A loader of 4 ms of CPU per sample (250 samples/s per CPU), measured on 2 CPUs beside a 20 ms
+    # step of 16 (800/s): W workers build min(250 W, 500). The 2-worker row read 1.25x (a quiet
+    # moment): the anchoring lifts the curve near it by 1.25, but on 1 CPU no worker count builds
+    # past 250 samples/s (a fresh user measured 225-240 there, where 289 had been predicted).
+    from loaderbench.analysis.predict import what_if_cpus
+
+    measure, _ = pipeline(4.0, 20.0, cpus=2, cpu_per_sample_s=0.004, outliers={(2, 0): 1.25})
+    rows = [measure(settings(w), 0) for w in (0, 1, 2, 4)]
+    answer = what_if_cpus(rows, settings(2), 1, 0.05, measured_cpus=2)
+    assert max(x for w, x in answer.curve if w > 0) <= 250 * 1.001
+    assert dict(answer.curve)[2] == pytest.approx(250, rel=0.05)
+    # At the measured CPUs the rows come out as measured: 625 at 2 workers (1.25 x 500).
+    here = what_if_cpus(rows, settings(2), 2, 0.05, measured_cpus=2)
+    assert dict(here.curve)[2] == pytest.approx(625, rel=0.001)
+
+
 def test_an_unhidden_copy_without_the_prefetcher_is_on_the_main_threads_path():
     # A receive of 0.2 ms and a copy of 0.8 ms per batch of 16, none of it hidden: without the
     # prefetcher the copy runs before the step, so the main thread spends 1 ms a batch besides the

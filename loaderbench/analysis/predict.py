@@ -352,7 +352,7 @@ def predicted_knee(predictions: Sequence[Prediction], tolerance: float) -> Predi
 
 
 def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: Sequence[LoaderSettings],
-              measured_cpus: int) -> list[Prediction]:
+              measured_cpus: int, cpus: int | None = None) -> list[Prediction]:
     """The what-if curve anchored to the measured rows: each prediction times the model's own
     error at the nearest measured worker count of the series on the machine that was measured
     (measured / predicted there, with `measured_cpus` CPUs), so that with K = measured_cpus the
@@ -366,8 +366,13 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
     factors = {w: ok[w] / here[w] for w in ok if here.get(w)}
     if not factors:
         return preds
-    main = fit(results, series_of(cells[0]), measured_cpus).main_thread if cells else None
+    model = fit(results, series_of(cells[0]), measured_cpus) if cells else None
+    main = None if model is None else model.main_thread
     cap = None if not main else max(main, *ok.values())
+    # Nor past what `cpus` CPUs build at the tree's measured CPU time per sample (U / kappa),
+    # where they are fewer than measured: the anchoring corrects one worker's rate, not the CPUs'.
+    kappa = None if model is None else model.cpu_s_per_sample
+    cpu_cap = cpus / kappa if cpus and kappa and cpus < measured_cpus else None
     out = []
     for p in preds:
         w = p.settings.num_workers
@@ -375,6 +380,8 @@ def _anchored(preds: list[Prediction], results: Sequence[ConfigResult], cells: S
         rate = p.samples_per_s * factors[nearest]
         if cap is not None and factors[nearest] > 1.0:
             rate = min(rate, max(cap, p.samples_per_s))
+        if cpu_cap is not None and factors[nearest] > 1.0 and w > 0:
+            rate = min(rate, max(cpu_cap, p.samples_per_s))
         out.append(Prediction(p.settings, rate, None if p.stall_fraction is None else
                               max(0.0, 1.0 - (1.0 - p.stall_fraction) * factors[nearest]), p.measured_samples_per_s))
     return out
@@ -494,7 +501,7 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     cells = [with_workers(base, w) for w in range(0, top_w + 1)]
     preds = predict(results, cells, cpus, fit_cpus=measured_cpus, unique=True)
     if measured_cpus:
-        preds = _anchored(preds, results, cells, measured_cpus)
+        preds = _anchored(preds, results, cells, measured_cpus, cpus)
     knee = predicted_knee(preds, tolerance)
     if knee is None:
         return None
