@@ -282,6 +282,26 @@ def test_a_receive_floor_that_more_workers_ran_past_is_loader_bound():
     assert [r.summary.verdict for r in rs.results] == [Verdict.RECEIVE_FLOOR, Verdict.RECEIVE_FLOOR]
 
 
+def test_a_receive_that_grows_as_workers_fill_the_cpus_is_cpu_saturation_not_a_floor():
+    # 2 CPUs. 1 worker received each batch in 1.2 ms; 2 workers, the tree on 1.9 cores, waited
+    # 9.5 ms a batch, all of it read as receive: the main process waited for a core the workers
+    # held. Loader-bound (CPU saturation), not a receive floor; with the CPUs to spare (1.2
+    # cores), the same row stays a receive floor.
+    one = cpu(trial(0.012, 0.010), 100, 20)
+    one.receive_s = [0.0012] * 8
+    two = cpu(trial(0.0095, 0.010), 190, 20)
+    two.receive_s = [0.0095] * 8
+    rs = result_set([result(settings(1), one), result(settings(2), two)], step_s=0.010)
+    assert rs.results[1].summary.cpu_saturated
+    assert rs.results[1].summary.verdict is Verdict.LOADER_BOUND
+    spare = cpu(trial(0.0095, 0.010), 120, 20)
+    spare.receive_s = [0.0095] * 8
+    one = cpu(trial(0.012, 0.010), 100, 20)
+    one.receive_s = [0.0012] * 8
+    rs = result_set([result(settings(1), one), result(settings(2), spare)], step_s=0.010)
+    assert rs.results[1].summary.verdict is Verdict.RECEIVE_FLOOR
+
+
 def test_a_loader_bound_row_whose_workers_wait_is_named_latency_bound_with_its_remedies():
     # 8 workers on 2 CPUs: the tree used 1.0 core, the main process 0.2: (1.0 - 0.2) / 8 = 0.10
     # of a core per worker, under 30%: loader-bound on latency, with CPUs to spare.
@@ -671,14 +691,16 @@ def test_latency_bound_names_no_more_workers_where_more_measured_no_faster_than_
 def test_a_receive_swollen_by_saturated_cpus_names_the_same_batch_received_at_fewer_workers():
     # 1 worker: 28 ms of wait before a 20 ms step, receiving a built batch 1.5 ms. 2 workers on
     # the 2 CPUs (the tree at 1.9 cores): 7 ms of wait, all of it the receive (6.7 ms): the same
-    # batch took 1.5 ms at 1 worker, so the CPUs' saturation swells it.
+    # batch took 1.5 ms at 1 worker, so the CPUs' saturation swells it: loader-bound, the CPUs
+    # binding, not a receive floor.
     one = cpu(trial(0.028, 0.020), 110, 30)
     one.receive_s = [0.0015] * 8
     two = cpu(trial(0.007, 0.020), 190, 40)
     two.receive_s = [0.0067] * 8
     rs = result_set([result(settings(1), one), result(settings(2), two)], step_s=0.020)
-    assert rs.recommendation.settings.num_workers == 2 and rs.results[1].summary.verdict is Verdict.RECEIVE_FLOOR
+    assert rs.recommendation.settings.num_workers == 2 and rs.results[1].summary.verdict is Verdict.LOADER_BOUND
     text = sentences(rs)
+    assert "The process tree used 1.9 of 2 usable CPUs: CPU saturation binds" in text
     assert ("at 1 worker the same batch took 1.5 ms to receive: with the process tree on 1.9 of the 2 usable CPUs "
             "the main process waits for a core too (fewer workers, or a core left to the main process, shorten it)") in text
     # On CPUs with room (the tree at 1.2 of 2 cores), nothing is said.

@@ -51,6 +51,7 @@ from loaderbench.analysis.thresholds import (
     PERIOD_MIN_WAIT_OF_STEP,
     PERIOD_MIN_WAIT_S,
     PERIOD_STALL_OVER_REST,
+    RECEIVE_CONTENDED,
     RECEIVE_CONTRADICTED,
     STEP_SLOWED,
     STEP_SLOWED_MIN_S,
@@ -164,7 +165,8 @@ def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_
     """The verdicts pass: every summarised config's verdict (and whether it rests on the tail),
     input-bound band, CPU saturation (on `usable_cpus`), whether its step slowed beside the
     loader and, loader-bound, its stall period and workers-needed estimate. A receive floor that
-    a config with more workers measured past (`faster_with_more_workers`) is loader-bound."""
+    a config with more workers measured past (`faster_with_more_workers`), or whose receive was
+    the main process waiting for a core (`receive_waits_for_a_core`), is loader-bound."""
     for r in results:
         s = r.summary
         if s is None:
@@ -176,7 +178,7 @@ def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_
     # Once every row has its own verdict (all judged before any changes): a receive floor that
     # more workers ran past.
     floors = [r for r in results if r.summary is not None and r.summary.verdict is Verdict.RECEIVE_FLOOR]
-    for r in [r for r in floors if faster_with_more_workers(r, results)]:
+    for r in [r for r in floors if faster_with_more_workers(r, results) or receive_waits_for_a_core(r, results)]:
         r.summary.verdict = Verdict.LOADER_BOUND  # type: ignore[union-attr]
     for r in results:
         s = r.summary
@@ -206,6 +208,25 @@ def faster_with_more_workers(result: ConfigResult, results: Sequence[ConfigResul
                and series(o.settings) == series(result.settings)
                and o.summary.samples_per_s >= (1.0 + RECEIVE_CONTRADICTED) * s.samples_per_s
                and o.summary.verdict is not Verdict.RECEIVE_FLOOR
+               for o in results if o is not result)
+
+
+def receive_waits_for_a_core(result: ConfigResult, results: Sequence[ConfigResult]) -> bool:
+    """Whether `result`'s receive was the main process waiting for a CPU the workers held: its
+    process tree used the usable CPUs (`Summary.cpu_saturated`) and a config with fewer workers
+    (at least one) received the same batches in RECEIVE_CONTENDED of its time or less. Taking a
+    built batch costs what its bytes and tensors cost, whatever the workers; where it grows as
+    workers fill the CPUs, the CPUs bind, not the receive (on 2 CPUs a loader of 4 ms of CPU per
+    sample read a 9.5-ms receive of a 0.2-MB batch at 2 workers, 1.9 cores used, where 1 worker
+    received it in about 1 ms; the same dataset on 1 CPU was named CPU-saturated)."""
+    s = result.summary
+    if s is None or not s.cpu_saturated or not s.receive_p50_s:
+        return False
+    return any(o.summary is not None and o.status == "ok" and o.cache == result.cache
+               and 0 < o.settings.num_workers < result.settings.num_workers
+               and o.settings.batch_size == result.settings.batch_size
+               and o.summary.receive_p50_s
+               and o.summary.receive_p50_s <= RECEIVE_CONTENDED * s.receive_p50_s
                for o in results if o is not result)
 
 
