@@ -707,3 +707,15 @@ def test_a_receive_swollen_by_saturated_cpus_names_the_same_batch_received_at_fe
     two.cpu_util_pct = 120
     assert "waits for a core too" not in sentences(result_set([result(settings(1), one), result(settings(2), two)],
                                                               step_s=0.020))
+
+
+def test_a_sweep_that_ends_past_its_time_budget_says_so_and_why():
+    # One config (measured as a grid) took 55 s of a 5-s budget: the short block says so, and that
+    # the budget bounds a search; within the budget (and 10% past it) nothing is said.
+    rows = [result(settings(0), trial(0.010, 0.010))]
+    rs = result_set(rows, step_s=0.010, measure={"time_budget_s": 5.0})
+    rs.sweep.since_start_s = 55.0
+    assert ("It answered 55 s after the command started, past --time-budget 5 s: the budget bounds a search, and "
+            "this 1 config was measured as a grid, every one in full") in sentences(rs)
+    rs.sweep.since_start_s = 5.4
+    assert "past --time-budget" not in sentences(rs)

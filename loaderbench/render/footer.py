@@ -435,6 +435,9 @@ def footer_lines(rs: ResultSet, *, verbose: bool = False) -> list[str]:
             )
     if a.cold_ranked:
         out.append("The recommendation ranks the cold runs (a first epoch, or a dataset larger than RAM).")
+    over = budget_line(rs)
+    if over:
+        out.append(over)
     if a.more_workers is not None:
         from loaderbench.render.watch import prediction_lines
 
@@ -453,6 +456,30 @@ def footer_lines(rs: ResultSet, *, verbose: bool = False) -> list[str]:
         if more:
             out.append(f"More with --verbose (or --format json): {more}.")
     return out
+
+
+BUDGET_PAST_SHARE = 0.10
+"""A sweep that ends more than this share past --time-budget says so in the short block."""
+
+
+def budget_line(rs: ResultSet) -> str | None:
+    """One line where the sweep ended more than BUDGET_PAST_SHARE past `--time-budget` (counted
+    from the command's start), with why: a grid (`--search grid`, or an auto sweep of at most two
+    configs, measured as one) runs every config whatever the budget; a search always measures the
+    compute ceiling and one config, and a drift check that trips ends past it by its own time.
+    None otherwise, or for a result without those figures (a watched loop, an older file)."""
+    budget = ((rs.config or {}).get("measure") or {}).get("time_budget_s")
+    since = rs.sweep.since_start_s
+    if not budget or since is None or since <= (1.0 + BUDGET_PAST_SHARE) * budget:
+        return None
+    head = f"It answered {since:.0f} s after the command started, past --time-budget {budget:.0f} s"
+    if rs.sweep.search is None:
+        n = sum(1 for r in rs.results if r.trials)
+        return (f"{head}: the budget bounds a search, and {'these' if n != 1 else 'this'} {n} config"
+                f"{'s were' if n != 1 else ' was'} measured as a grid, every one in full (--search grid; an auto "
+                "sweep of two configs or fewer, of a cold cache, or of a dataset whose workers replay one stream).")
+    return (f"{head}: a search always measures the compute ceiling and one config, and a drift check that "
+            "trips ends past the budget by its own time (--verbose: the search and the check).")
 
 
 def detail_lines(rs: ResultSet, name: Name) -> list[str]:
