@@ -418,6 +418,8 @@ def test_an_iterable_dataset_is_timed_item_by_item():
     # 1 ms of the thread's CPU by construction (a CPU clock, not a wall clock: load does not move it)
     assert p.stage("CpuSpin").cpu_ms_per_sample == pytest.approx(1.0, rel=0.05)
     assert p.batches_collated == 4  # 32 items, timed and plain, in batches of 8
+    # Its samples come from next(), not __getitem__: the rest of a sample's time is named so.
+    assert p.stage("rest of __iter__") is not None and "rest of __getitem__" not in [s.name for s in p.stages]
 
 
 @pytest.mark.slow

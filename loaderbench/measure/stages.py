@@ -74,6 +74,8 @@ Clock = Callable[[], float]
 READ = "read"
 DECODE = "decode"
 REST = "rest of __getitem__"
+REST_ITER = "rest of __iter__"
+"""The rest of a sample's time for an IterableDataset (each sample is `next()` of its iterator)."""
 COLLATE = "collate"
 RECEIVE = "receive"
 PIN = "pin"
@@ -940,7 +942,8 @@ def profile_stages(
             item = next(source) if source is not None else dataset[i]  # type: ignore[call-overload]
             del item
         profiler = SampleProfiler(dataset, where=where)
-        record.stages = [*profiler.interceptions.stages, Stage(REST, StageKind.REST.value, where),
+        record.stages = [*profiler.interceptions.stages,
+                         Stage(REST_ITER if iterable else REST, StageKind.REST.value, where),
                          Stage(COLLATE, StageKind.COLLATE.value, where),
                          Stage(RECEIVE, StageKind.RECEIVE.value, "main"), Stage(PIN, StageKind.PIN.value, "main"),
                          Stage(H2D, StageKind.H2D.value, "main")]
