@@ -636,6 +636,12 @@ def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]
     kinds: dict[WarningKind, dict[str, list[tuple[LoaderSettings, str]]]] = {}
     for r in rs.results:
         for w in r.warnings:
+            # The preflight's "could oversubscribe" is said before measuring: in the short block
+            # not for a row whose measurement contradicts it (its process tree's CPU demand short
+            # of the usable CPUs: workers that wait on I/O); each message under --verbose.
+            if (w.kind is WarningKind.OVERSUBSCRIBED and not verbose and r.summary is not None
+                    and not r.summary.cpu_saturated):
+                continue
             kinds.setdefault(w.kind, {}).setdefault(w.message, []).append((r.settings, r.cache))
     if kinds and not verbose:
         # A kind of its own is labelled with the configs it applies to; a note of no kind
