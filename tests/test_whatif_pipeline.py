@@ -288,6 +288,20 @@ def test_more_cpus_are_answered_in_the_series_that_goes_furthest_as_a_change_to_
             "pin_memory off") in line and "the main process receiving each batch" in line
 
 
+def test_fewer_cpus_with_a_change_that_changes_nothing_agree_with_fewer_cpus_alone():
+    # 4 ms of CPU per sample (A 2 + B 2) on 2 CPUs beside a 20 ms step of 16; the 2-worker row
+    # read 1.25x (loader-bound, so it anchors the loader). On 1 CPU no worker count builds past
+    # 250 samples/s, with a change of nothing asked beside it as without it.
+    measure, _ = pipeline(4.0, 20.0, cpus=2, cpu_per_sample_s=0.004, outliers={(2, 0): 1.25})
+    rows = [measure(settings(w), 0) for w in (0, 1, 2, 4)]
+    alone = predict.answer_what_if(WhatIf(cpus=1), rows, settings(2), 0.05, 2)
+    same = what_if_pipeline(WhatIf(cpus=1, stages=(StageChange("A", 1.0),)), rows, settings(2), 0.05, 2,
+                            two_transforms(2.0, 2.0))
+    for answer in (alone, same):
+        assert max(x for w, x in answer.curve if w > 0) <= 250 * 1.001
+    assert same.knee_samples_per_s == pytest.approx(alone.knee_samples_per_s, rel=0.05)
+
+
 def test_a_change_is_weighed_against_what_more_workers_alone_would_give():
     # Workers build a sample in 5 ms (A 4.9 + B 0.1): 200 samples/s each; a 10 ms step of 16
     # (1,600/s); 16 CPUs; only 1 and 2 workers measured (400/s at 2, loader-bound). More workers

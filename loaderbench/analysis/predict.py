@@ -900,19 +900,23 @@ def _scaled(model: Fit, rebuilt: _Rebuilt | None) -> Fit:
 
 def _case(model: Fit, anchors: dict[int, float], base: LoaderSettings, top: int, cpus: int | None,
           tolerance: float, mode: DecodeMode | None, gpu_binds: bool = False,
-          floors: dict[int, float] | None = None) -> WhatIfCase:
+          floors: dict[int, float] | None = None, measured_cpus: int | None = None) -> WhatIfCase:
     """The curve, knee and what binds of `model` from 0 to `top` workers on `cpus` CPUs, the loader
     anchored (`anchors`); `floors`: samples/s a worker count is predicted at least at (what it
-    measured, for a change that costs the build nothing more)."""
+    measured, for a change that costs the build nothing more). On fewer CPUs than the rows were
+    measured with (`measured_cpus`), an anchor above 1 lifts one worker's rate but not the CPUs'
+    bound (U / kappa): it corrects the workers' side, as `_anchored` does for `cpus=` alone."""
+    fewer = cpus is not None and measured_cpus is not None and cpus < measured_cpus
     preds = []
     for w in range(0, top + 1):
         load = model.loader(w, cpus)
         if load is None:
             continue
         a = anchors[min(anchors, key=lambda m: (abs(m - w), m))] if anchors else 1.0
+        ka = 1.0 if fewer and a > 1.0 else a
         scaled = replace(model, per_worker=None if model.per_worker is None else model.per_worker * a,
                          zero_workers=None if model.zero_workers is None else model.zero_workers * a,
-                         cpu_s_per_sample=None if not model.cpu_s_per_sample else model.cpu_s_per_sample / a)
+                         cpu_s_per_sample=None if not model.cpu_s_per_sample else model.cpu_s_per_sample / ka)
         rate = scaled.samples_per_s(w, cpus)
         if rate is not None and math.isfinite(rate):
             rate = max(rate, (floors or {}).get(w, 0.0))
@@ -1038,13 +1042,14 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
             # The step waits for the decode for step_ms - t of each batch: where that is a stall a
             # measured row would not call compute-bound, the decode is what binds (its verdict:
             # GPU-decode-bound), whether it runs before the step or beside it.
-            case = _case(with_gpu, anchors, as_run, top, cpus, tolerance, mode,
+            case = _case(with_gpu, anchors, as_run, top, cpus, tolerance, mode, measured_cpus=measured_cpus,
                          gpu_binds=step_ms > 0 and (step_ms - t) / step_ms >= LOADER_BOUND_STALL)
             cases.append(replace(case, step_ms_per_batch=step_ms,
                                  host_waits=waits and mode is DecodeMode.OVERLAPPED))
     else:
         cases.append(_case(changed, anchors, base, top, cpus, tolerance,
-                           DecodeMode.CPU if question.decode is not None else None, floors=floors))
+                           DecodeMode.CPU if question.decode is not None else None, floors=floors,
+                           measured_cpus=measured_cpus))
     # What more workers alone give by the same model (no change; not with another storage
     # device, which the model already holds), and the change, each at best up to twice the
     # counts the curve shows: a loader that waits on I/O gains from workers past the CPUs, and
@@ -1053,9 +1058,11 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     unchanged = wide = None
     compared = 2 * top if rebuilt.gpu_ms_per_batch is None else top
     if question.disk_mb_per_s is None:
-        unchanged = _case(model, anchors, base, compared, cpus, tolerance, None, floors=measured_at)
+        unchanged = _case(model, anchors, base, compared, cpus, tolerance, None, floors=measured_at,
+                          measured_cpus=measured_cpus)
         if rebuilt.gpu_ms_per_batch is None:
-            wide = _case(changed, anchors, base, compared, cpus, tolerance, None, floors=floors)
+            wide = _case(changed, anchors, base, compared, cpus, tolerance, None, floors=floors,
+                         measured_cpus=measured_cpus)
     first = cases[0]
     if first.knee is None:
         return WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED, stage_names=names)
