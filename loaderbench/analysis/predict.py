@@ -714,7 +714,8 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
 #         step's own launches (12-25 ms of the thread) overlap the step's GPU time, so a batch
 #         takes about t + g: 76.8 ms against 54.7 + 20.7 (workload/decode.py batches the crops;
 #         with a crop per image, whose host time swung 1.6x within a run, 113-135 ms). The
-#         answer says a measured run can differ by that much.
+#         answer says a measured run can read a few percent either side (3,519 and 3,493
+#         samples/s measured against 3,287 predicted, docs/benchmarks.md section 20b).
 #     The loader's side is anchored to the measured rows of the series: where a row was
 #     loader-bound, the loader rate that reproduces its measured samples/s (the softmin solved
 #     for L) over the model's, at the nearest measured worker count, multiplies the changed
