@@ -372,6 +372,22 @@ def test_a_what_if_anchored_above_the_model_never_passes_what_fewer_cpus_build()
     assert dict(here.curve)[2] == pytest.approx(625, rel=0.001)
 
 
+def test_the_tables_predicted_rows_are_the_what_ifs_figures_on_the_measured_cpus():
+    # 5 ms a sample per worker (200/s each) beside a 20 ms step of 16 (800/s) on 16 CPUs; 2 workers
+    # read 0.85x (a slow trial). The table's prediction at 3 workers and the what-if curve at the
+    # measured CPUs (what the plateau of the changes beyond the settings reads) are one figure:
+    # anchored to the nearest measured row, about 0.85 of the model's own (~580 at 3 workers).
+    from loaderbench.analysis.predict import predict, predict_anchored, what_if_cpus
+
+    measure, _ = pipeline(5.0, 20.0, outliers={(2, 0): 0.85})
+    rows = [measure(settings(w), 0) for w in (0, 1, 2)]
+    [plain] = predict(rows, [settings(3)], 16)
+    [shown] = predict_anchored(rows, [settings(3)], 16)
+    curve = dict(what_if_cpus(rows, settings(2), 16, 0.05, measured_cpus=16).curve)
+    assert shown.samples_per_s == pytest.approx(curve[3], rel=1e-6)
+    assert shown.samples_per_s == pytest.approx(0.85 * plain.samples_per_s, rel=0.03)
+
+
 def test_an_unhidden_copy_without_the_prefetcher_is_on_the_main_threads_path():
     # A receive of 0.2 ms and a copy of 0.8 ms per batch of 16, none of it hidden: without the
     # prefetcher the copy runs before the step, so the main thread spends 1 ms a batch besides the

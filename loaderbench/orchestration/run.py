@@ -15,7 +15,7 @@ from typing import Any
 
 from loaderbench._version import __version__
 from loaderbench.analysis import analyze
-from loaderbench.analysis.predict import fit, predict, prediction_errors, series_of
+from loaderbench.analysis.predict import fit, predict, predict_anchored, prediction_errors, series_of
 from loaderbench.kinds import KINDS
 from loaderbench.measure.isolation import Outcome, Runner, run_isolated
 from loaderbench.model import (
@@ -386,13 +386,14 @@ def try_in_order(result_set: ResultSet, config: SweepConfig, pick: LoaderSetting
 
 
 def add_predictions(result_set: ResultSet, cells: list[LoaderSettings], usable_cpus: int | None) -> None:
-    """The model's predictions (analysis/predict.py) for the grid cells the search did not
-    measure, and leave-one-out predictions for those it did (their errors), in
+    """The model's predictions (analysis/predict.py, anchored to each series' measured rows:
+    `predict_anchored`) for the grid cells the search did not measure, and leave-one-out
+    predictions for those it did (their errors), in
     `sweep.predictions` and `sweep.prediction_check`, with the model's inputs in `sweep.model`."""
     measured = {r.settings for r in result_set.results if r.status == "ok" and r.summary is not None}
     tried = {r.settings for r in result_set.results}  # a failed, hung or skipped config is not predicted either
     unmeasured = [c for c in dict.fromkeys(cells) if c not in tried]
-    preds = predict(result_set.results, unmeasured, usable_cpus)
+    preds = predict_anchored(result_set.results, unmeasured, usable_cpus)
     loo = predict(result_set.results, sorted(measured, key=lambda s: s.structural_key()), usable_cpus,
                   exclude_measured=True)
     sweep = result_set.sweep
