@@ -762,7 +762,9 @@ class Trial:
     `data_wait_s` (t1 - t0: blocked on the next batch, H2D included unless prefetched),
     `compute_s` (t2 - t1), `step_s` (t2 of this batch - t2 of the previous one).
     `receive_s`: `next()` times for batches already built, probed after the window (the
-    receive floor, see runner.probe_receive). `h2d_s`: per measured batch, the host-to-device
+    receive floor, see runner.probe_receive); `receive_cpu_s`, the main process's CPU seconds
+    (all its threads) in each of them, one for one (empty in files written before it was
+    recorded; NOTE [receive floor]). `h2d_s`: per measured batch, the host-to-device
     copy's GPU time from CUDA events; `h2d_hidden_fraction`: the share of that copy time during
     which the compute stream was running a step. Memory is the process tree's summed USS and PSS
     (PSS is the honest total for forked workers that share pages; USS undercounts them).
@@ -799,6 +801,7 @@ class Trial:
     torch_threads_main: int | None = None
     torch_threads_worker: int | None = None
     receive_s: list[float] = field(default_factory=list)
+    receive_cpu_s: list[float] = field(default_factory=list)
     h2d_s: list[float] = field(default_factory=list)
     h2d_hidden_fraction: float | None = None
     storage_read_bytes: int | None = None

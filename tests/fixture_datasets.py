@@ -644,3 +644,25 @@ def write_latency_folder(root, latency_ms: float, n: int = 256, size: int = 256,
     with open(os.path.join(root, "latency_ms"), "w") as f:
         f.write(f"{latency_ms}" + ("" if spike is None else f" {spike[0]} {spike[1]}") + "\n")
     return str(root)
+
+
+class PythonCpu(Dataset):
+    """Samples that each cost `cpu_ms` of pure-Python CPU work (a loop on the thread's CPU clock,
+    holding the GIL as Python code does) and return a (3, 32, 32) float tensor and a label."""
+
+    def __init__(self, n: int, cpu_ms: float) -> None:
+        self.n, self.cpu_s = n, cpu_ms / 1000.0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        end = time.thread_time() + self.cpu_s
+        x = 0
+        while time.thread_time() < end:
+            x += 1
+        return torch.full((3, 32, 32), float(i % 7)), i % 10
+
+
+def make_python_cpu(n: int = 100_000, cpu_ms: float = 3.0) -> Dataset:
+    return PythonCpu(n, cpu_ms)

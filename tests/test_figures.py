@@ -263,6 +263,23 @@ def test_more_workers_are_not_advised_where_the_dataset_gives_them_no_work_or_th
     assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
 
 
+def test_a_receive_from_a_computing_worker_is_read_as_the_main_processs_cpu_seconds():
+    # 1 worker, 20 ms of wait a batch, all of it read as receive by the wall clock; the main
+    # process spent 1.5 ms of CPU in each. The worker used 0.9 of a core (computing: its batch was
+    # sent late, from threads waiting for its GIL): the receive is 1.5 ms and the row loader-bound.
+    # A worker that sleeps (0.1 of a core) and the same timings: the wall is the receive's own
+    # cost (descriptor round trips), a receive floor.
+    def row(tree_pct: float):
+        t = cpu(trial(0.020, 0.010), tree_pct, 10)
+        t.receive_s, t.receive_cpu_s = [0.020] * 8, [0.0015] * 8
+        return result(settings(1), t)
+
+    computing = result_set([row(100)], step_s=0.010).results[0].summary
+    assert computing.receive_p50_s == pytest.approx(0.0015) and computing.verdict is Verdict.LOADER_BOUND
+    sleeping = result_set([row(20)], step_s=0.010).results[0].summary
+    assert sleeping.receive_p50_s == pytest.approx(0.020) and sleeping.verdict is Verdict.RECEIVE_FLOOR
+
+
 def test_a_receive_floor_that_more_workers_ran_past_is_loader_bound():
     # 1 worker: 12 ms of wait a batch, all of it read as receive (a worker holding its GIL sends
     # late); 2 workers ran 19% faster (past 15%), which a receive floor would forbid:

@@ -186,6 +186,24 @@ def test_receive_probe_pauses_for_the_backlog_then_times_next_only():
     assert probe_receive(batches(), num_workers=0, prefetch_factor=2, period_s=0.05) == []
 
 
+def test_the_receive_probe_keeps_the_main_processs_cpu_seconds_of_each_receive():
+    # next() returns 40 ms after it was called while the main process spent 1.5 ms of CPU on it,
+    # then 3 ms and 4 ms (the pin thread working beside it): both kept, one for one.
+    clock, cpu = FakeClock(), FakeClock()
+    costs = iter([(0.040, 0.0015), (0.003, 0.004)])
+
+    def batches():
+        for wall, spent in costs:
+            clock.advance(wall)
+            cpu.advance(spent)
+            yield [0] * 4
+
+    spent: list[float] = []
+    out = probe_receive(batches(), num_workers=1, prefetch_factor=2, period_s=0.05, sleep=clock.advance,
+                        clock=clock, cpu_out=spent, cpu_clock=cpu)
+    assert out == pytest.approx([0.040, 0.003]) and spent == pytest.approx([0.0015, 0.004])
+
+
 def test_receive_probe_ends_its_pause_when_the_batches_are_ready():
     # 4 workers x prefetch 2: 8 batches to time; the loader builds one every 30 ms, so the
     # pause ends after 8 x 30 ms = 0.24 s, not the worst case 1.2 * 2 * 4 * 0.5 + 0.05 = 4.85 s.

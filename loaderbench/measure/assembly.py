@@ -89,6 +89,7 @@ def assemble_trial(
         tensor_leaves=None if info is None else info.tensor_leaves,
         torch_threads_main=torch_threads_main,
         receive_s=loop.receive_s,
+        receive_cpu_s=loop.receive_cpu_s,
         h2d_s=list(h2d_s or []),
         h2d_hidden_fraction=h2d_hidden_fraction,
         epoch_gap_s=loop.epoch_gap_s,

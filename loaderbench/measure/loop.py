@@ -68,7 +68,7 @@ def timed_loop(
     on_batch: Callable[[int], None] | None = None,
     on_window_start: Callable[[], None] | None = None,
     on_window_end: Callable[[], None] | None = None,
-    after_window: Callable[[Iterator[Any], float], list[float]] | None = None,
+    after_window: Callable[[Iterator[Any], float], list[float] | tuple[list[float], list[float]]] | None = None,
     ready_count: Callable[[], int | None] | None = None,
     full_queue: int | None = None,
     restart_epochs: bool = False,
@@ -78,6 +78,7 @@ def timed_loop(
     early_warmup: tuple[int, int] | None = None,
     epoch_len: int | None = None,
     origin: Origin | None = None,
+    cpu_clock: Clock | None = None,
 ) -> LoopTimes:
     """Run `step` over `batches` and time it per the NOTE [timing model].
 
@@ -111,7 +112,9 @@ def timed_loop(
     an instant marked after `on_window_start()` (the meter's start-up is in no step). With
     `origin` (the worker and the completion instant of a raw batch), the worker of every measured
     batch is kept in `batch_workers`, and a `next()` is a receive only when its batch was completed
-    before the call (NOTE [receive in the window]). Raises ValueError if the loader yields nothing.
+    before the call (NOTE [receive in the window]). With `cpu_clock` (the main process's CPU
+    seconds, all its threads: time.process_time) each receive's CPU seconds are kept beside it in
+    `receive_cpu_s` (`after_window` then returns (wall, cpu) lists). Raises ValueError if the loader yields nothing.
     Returns per-batch lists for the measured batches only, in seconds (timing.split_steps of the
     instants `marker` recorded), and the (ready, end) of every step in `busy_s`.
     """
@@ -159,8 +162,8 @@ def timed_loop(
     sampler_s: list[float] = []
     gpu_decode_s: list[float] = []
     epoch_starts: list[int] = []
-    in_window_receive: list[float] = []
-    warmup_receive: list[float] = []
+    in_window_receive: list[tuple[float, float]] = []  # (wall, CPU) seconds of each receive
+    warmup_receive: list[tuple[float, float]] = []
     batch_workers: list[int | None] = []
     completions: list[tuple[int, float, int]] = []  # NOTE [production in the window]
     if first_origin[0] is not None and first_origin[1] is not None:
@@ -180,6 +183,7 @@ def timed_loop(
         # built; with `origin`, when the one handed out was completed before the call (the
         # loader hands batches out in order: others may be ready while this one is built).
         was_ready = (ready_count is not None and (ready_count() or 0) >= 1) or origin is not None
+        c0 = cpu_clock() if cpu_clock is not None else 0.0
         t0 = clock()
         try:
             batch = next(it)
@@ -196,13 +200,15 @@ def timed_loop(
             epoch_gaps.append(clock() - t0)
             restarted = True
         t_next = clock()
+        c1 = cpu_clock() if cpu_clock is not None else 0.0
         d1 = decode_time() if decode_time is not None else 0.0
         worker, done_at = origin(batch) if origin is not None else (None, None)
         if origin is not None and (done_at is None or done_at > t0):
             was_ready = False
         if was_ready and not restarted:
             # A GPU decode inside next() (the prefetcher's, of the next batch) is no receive.
-            (in_window_receive if window_start is not None else warmup_receive).append(t_next - t0 - (d1 - d0))
+            (in_window_receive if window_start is not None else warmup_receive).append(
+                (t_next - t0 - (d1 - d0), max(0.0, c1 - c0 - (d1 - d0))))
         s1 = sampler_time() if sampler_time is not None else 0.0
         batch = prepare(batch)
         d2 = decode_time() if decode_time is not None else 0.0
@@ -252,14 +258,17 @@ def timed_loop(
     if on_window_end is not None:
         on_window_end()
     window = split_steps(times, steps[window_from:]) if measured else None
-    receive: list[float] = []
+    received: list[tuple[float, float]] = []
     if len(in_window_receive) >= MIN_READY_RECEIVES:
-        receive = in_window_receive[-64:]
+        received = in_window_receive[-64:]
     elif len(in_window_receive) + len(warmup_receive) >= MIN_READY_RECEIVES:
-        receive = (warmup_receive + in_window_receive)[-64:]
+        received = (warmup_receive + in_window_receive)[-64:]
+    receive = [w for w, _ in received]
+    receive_cpu = [c for _, c in received] if cpu_clock is not None else []
     if after_window is not None and window is not None:
         probed = after_window(it, median(window.step_s) if not receive else -1.0)
-        receive = receive or probed
+        if not receive:
+            receive, receive_cpu = probed if isinstance(probed, tuple) else (probed, [])
     if 0 < measured < min_batches:
         notes.append(Note.of(
             WarningKind.FEW_BATCHES,
@@ -281,6 +290,7 @@ def timed_loop(
         samples=samples,
         notes=notes,
         receive_s=receive,
+        receive_cpu_s=receive_cpu if len(receive_cpu) == len(receive) else [],
         epoch_gap_s=epoch_gaps,
         sampler_s=sampler_s if sampler_time is not None else [],
         gpu_decode_s=gpu_decode_s if decode_time is not None else [],
@@ -306,6 +316,8 @@ def probe_receive(
     sleep: Callable[[float], None] = time.sleep,
     clock: Clock = time.perf_counter,
     decode_time: Callable[[], float] | None = None,
+    cpu_out: list[float] | None = None,
+    cpu_clock: Clock = time.process_time,
 ) -> list[float]:
     """Seconds `next()` takes for batches that are already built: the receive floor (less the
     seconds `decode_time()`, a running total, grew inside it: a GPU decode in the main process).
@@ -325,6 +337,17 @@ def probe_receive(
         called waited for that batch to be built: it is not a receive and is not kept (the
         batches come in order, so one late worker, or workers with nothing to build, make
         `next()` wait however many other batches are ready).
+        A batch its worker completed can still be on its way: the worker's queue sends it, and
+        serves each tensor's shared-memory descriptor, from threads that need the worker's GIL,
+        which a worker doing Python work holds while it builds its next sample (a worker of 3 ms
+        of pure-Python CPU a sample sent a 0.2-MB batch 20-42 ms after completing it, where the
+        main process spent about 1.5 ms of CPU taking it). So with `cpu_out` the main process's CPU
+        seconds in each kept receive (`cpu_clock`, all its threads: unpickling, mapping shared
+        memory, the pin thread's copy) are appended there, one for one; the analysis reads a
+        receive as its CPU seconds where the workers were computing (analysis/statistics.py
+        `receive_seconds`). Descriptor round trips to idle workers are waiting, not CPU, and are
+        the receive's own cost (113 small tensors from sleeping workers), so the wall seconds stay
+        the receive everywhere else.
     Returns [] for num_workers == 0 or when the loader ends.
     """
     if num_workers <= 0:
@@ -340,16 +363,20 @@ def probe_receive(
     out: list[float] = []
     for _ in range(wanted):
         d0 = decode_time() if decode_time is not None else 0.0
+        c0 = cpu_clock() if cpu_out is not None else 0.0
         t0 = clock()
         try:
             b = next(it)
         except StopIteration:
             break
         t1 = clock()
+        c1 = cpu_clock() if cpu_out is not None else 0.0
         decoded = (decode_time() - d0) if decode_time is not None else 0.0
         done_at = origin(b)[1] if origin is not None else None
         if done_at is None or done_at <= t0:
             out.append(max(0.0, t1 - t0 - decoded))
+            if cpu_out is not None:
+                cpu_out.append(max(0.0, c1 - c0 - decoded))
         del b
     return out
 

@@ -248,6 +248,7 @@ class LoopTimes:
     samples: int
     notes: list[Note] = field(default_factory=list)
     receive_s: list[float] = field(default_factory=list)
+    receive_cpu_s: list[float] = field(default_factory=list)
     epoch_gap_s: list[float] = field(default_factory=list)
     sampler_s: list[float] = field(default_factory=list)
     gpu_decode_s: list[float] = field(default_factory=list)

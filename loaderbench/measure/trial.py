@@ -645,22 +645,23 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
 
     alone: dict[str, Any] = {}
 
-    def after_window(it: Iterator[Any], period: float) -> list[float]:
+    def after_window(it: Iterator[Any], period: float) -> tuple[list[float], list[float]]:
         t0 = time.perf_counter()
         try:
             return _after_window(it, period)
         finally:
             alone["probe_s"] = time.perf_counter() - t0
 
-    def _after_window(it: Iterator[Any], period: float) -> list[float]:
+    def _after_window(it: Iterator[Any], period: float) -> tuple[list[float], list[float]]:
         # period < 0: the window already timed enough receives (NOTE [receive in the window]).
+        cpu: list[float] = []
         received = [] if period < 0 else probe_receive(
             it, num_workers=settings.num_workers, prefetch_factor=settings.prefetch_factor or 0,
             period_s=period, ready_count=lambda: ready_batches(loader), origin=inspected.origin,
-            decode_time=None if gpu_decode is None else (lambda: decode_spent[0]),
+            decode_time=None if gpu_decode is None else (lambda: decode_spent[0]), cpu_out=cpu,
         )
         if not job.loader_alone:
-            return received
+            return received, cpu
         sync = torch.cuda.synchronize if cuda else None
         alone.update(
             loader_alone(
@@ -668,7 +669,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
                 restart=(lambda: iter(source)) if epochs else None,
             )
         )
-        return received
+        return received, cpu
 
     if group is not None:
         group.barrier()  # every rank has its loader and step built: the trial starts together
@@ -699,6 +700,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             sampler_time=None if batch_sampler is None else (lambda: batch_sampler.spent_s),
             decode_time=None if gpu_decode is None else (lambda: decode_spent[0]),
             origin=inspected.origin,
+            cpu_clock=time.process_time,
         )
     except RuntimeError as exc:
         dead = describe_dead_workers(loader)
