@@ -170,6 +170,10 @@ class InputBound(str, Enum):
     LOADER_ALONE = "loader alone"
 
 
+WORKERS_COMPUTING = 0.50
+"""Cores per worker at or above which a trial's workers were computing over its window: its
+receives then read as the main process's CPU seconds in them where fewer (Trial.receives_read_s),
+since such a worker sends a finished batch from threads that wait for its GIL."""
 CEILING_SLACK = 0.10
 """A sustained loader ceiling this close below the rate its row reached with the step is that
 rate (the noise of either); further below it was disturbed and is shown as a bound at that rate
@@ -877,6 +881,22 @@ class Trial:
     rank_trials: list[dict[str, Any]] = field(default_factory=list)
     node_rank: int | None = None
     host: str | None = None
+
+    def receives_read_s(self, num_workers: int) -> list[float]:
+        """The trial's receives (`receive_s`), each read as the main process's CPU seconds in it
+        where those are fewer (`receive_cpu_s`) when its workers were computing (WORKERS_COMPUTING
+        cores each or more: (tree CPU - main process CPU) / num_workers); else as timed. NOTE
+        [receive floor] in measure/loop.py: a worker busy in Python sends a finished batch late,
+        and that wait is the loader's, not the cost of taking the batch; round trips to idle
+        workers are the receive's own (113 small tensors from sleeping workers)."""
+        wall, cpu = self.receive_s, self.receive_cpu_s
+        if (num_workers <= 0 or len(cpu) != len(wall) or self.cpu_util_pct is None
+                or self.main_cpu_util_pct is None):
+            return list(wall)
+        cores = max(0.0, self.cpu_util_pct - self.main_cpu_util_pct) / 100.0 / num_workers
+        if cores < WORKERS_COMPUTING:
+            return list(wall)
+        return [min(w, c) for w, c in zip(wall, cpu)]
 
     def per_rank(self) -> list[Trial]:
         """The ranks' own trials of this repeat (index = rank): `rank_trials`, or this trial

@@ -320,13 +320,12 @@ def test_a_batch_sent_late_by_a_worker_holding_its_gil_is_no_receive_cost():
     # 2-core machine, where taking a 16 x 12-KB batch costs the main process about 1.5 ms of CPU.
     # The worker computes (about a core): its receives read as the main process's CPU seconds,
     # far below a batch's 48-ms build, and below the wall seconds timed.
-    from loaderbench.analysis.statistics import receive_seconds
     from loaderbench.measure.trial import measure_config
     from loaderbench.model import DatasetSpec
 
     spec = DatasetSpec(kind="import", factory="tests.fixture_datasets:make_python_cpu", kwargs={"cpu_ms": 3.0})
     t = measure_config(_job(1, spec, 10.0, 16))
     assert t.receive_s and len(t.receive_cpu_s) == len(t.receive_s)
-    read = receive_seconds(t, 1)
+    read = t.receives_read_s(1)
     assert statistics.median(read) < 16 * 0.003 / 8
     assert statistics.median(read) <= statistics.median(t.receive_s)

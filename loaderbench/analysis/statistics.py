@@ -29,7 +29,6 @@ from loaderbench.analysis.thresholds import (
     NOISY_SPREAD,
     PART_CACHED_MAX,
     PART_CACHED_MIN,
-    WORKERS_COMPUTING,
 )
 from loaderbench.conclusions import FetchPrep, FetchPrepBound
 from loaderbench.model import (
@@ -300,26 +299,8 @@ def summarize_result(result: ConfigResult) -> None:
     s.ranked = not result.has(WarningKind.REPLICATED)
     s.worker_cores = worker_cores(s, result.settings.num_workers)
     s.receive_p50_s = _median_or_none(
-        [percentile(r, 50) if (r := receive_seconds(t, result.settings.num_workers)) else None for t in result.trials])
+        [percentile(r, 50) if (r := t.receives_read_s(result.settings.num_workers)) else None for t in result.trials])
     result.summary = s
-
-
-def receive_seconds(trial: Trial, num_workers: int) -> list[float]:
-    """A trial's receives (`Trial.receive_s`), each read as the main process's CPU seconds in it
-    where shorter (`receive_cpu_s`) when the trial's workers were computing (WORKERS_COMPUTING
-    cores each or more: (tree CPU - main process CPU) / num_workers); else as timed. NOTE
-    [receive floor] in measure/loop.py: a worker busy in Python sends a finished batch late, and
-    that wait is the loader's, not the cost of taking the batch; round trips to idle workers are
-    the receive's own (113 small tensors from sleeping workers read 5-10 ms of wall, little CPU)."""
-    wall = trial.receive_s
-    cpu = trial.receive_cpu_s
-    if (num_workers <= 0 or len(cpu) != len(wall) or trial.cpu_util_pct is None
-            or trial.main_cpu_util_pct is None):
-        return list(wall)
-    cores = max(0.0, trial.cpu_util_pct - trial.main_cpu_util_pct) / 100.0 / num_workers
-    if cores < WORKERS_COMPUTING:
-        return list(wall)
-    return [min(w, c) for w, c in zip(wall, cpu)]
 
 
 def worker_cores(summary: Summary, num_workers: int) -> float | None:

@@ -139,11 +139,6 @@ IDLE_MIN_BATCHES_PER_WORKER = 2
 # latency (storage, the network), not CPU: a sample's CPU time under 30% of its wall time in the
 # worker, where more requests in flight help past the core count.
 LATENCY_WORKER_CORES = 0.30
-WORKERS_COMPUTING = 0.50
-"""Cores per worker at or above which the workers were computing over the window: a receive
-then reads as the main process's CPU seconds in it (statistics.receive_seconds), since the
-worker sends its batch from threads that wait for its GIL (NOTE [receive floor] in
-measure/loop.py)."""
 # choice: with persistent workers, an epoch's first batch that waits 4 or more times a steady
 # batch's build (and at least 50 ms) is not the pipeline refilling (one build): work the dataset
 # (or sampler) does in its own __iter__ at every epoch start.

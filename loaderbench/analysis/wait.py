@@ -38,7 +38,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 
-from loaderbench.analysis.statistics import percentile, receive_seconds
+from loaderbench.analysis.statistics import percentile
 from loaderbench.analysis.thresholds import (
     CPU_SATURATED,
     LOADER_BOUND_STALL,
@@ -67,7 +67,7 @@ def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, f
     event timing can give by a few microseconds, count as 0)."""
     parts = dict.fromkeys(WaitPart, 0.0)
     h2d_on_path = bool(trial.h2d_s) and not (settings.prefetch and settings.pin_memory)
-    received = receive_seconds(trial, settings.num_workers)
+    received = trial.receives_read_s(settings.num_workers)
     receive = percentile(received, 50) if received and settings.num_workers > 0 else 0.0
     decode = trial.gpu_decode_s
     starts = set(trial.epoch_start_batches)

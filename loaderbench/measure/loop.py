@@ -344,8 +344,8 @@ def probe_receive(
         main process spent about 1.5 ms of CPU taking it). So with `cpu_out` the main process's CPU
         seconds in each kept receive (`cpu_clock`, all its threads: unpickling, mapping shared
         memory, the pin thread's copy) are appended there, one for one; the analysis reads a
-        receive as its CPU seconds where the workers were computing (analysis/statistics.py
-        `receive_seconds`). Descriptor round trips to idle workers are waiting, not CPU, and are
+        receive as its CPU seconds where the workers were computing
+        (`Trial.receives_read_s`). Descriptor round trips to idle workers are waiting, not CPU, and are
         the receive's own cost (113 small tensors from sleeping workers), so the wall seconds stay
         the receive everywhere else.
     Returns [] for num_workers == 0 or when the loader ends.
