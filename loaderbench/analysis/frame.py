@@ -55,7 +55,8 @@ def to_frame(result_set: ResultSet) -> Any:
                     "cpu_util_pct": t.cpu_util_pct,
                     "gpu_util_pct": t.gpu_util_pct,
                     "memory_pss_bytes": t.memory_pss_bytes,
-                    "receive_p50_s": stats.percentile(t.receive_s, 50) if t.receive_s else None,
+                    "receive_p50_s": (stats.percentile(rx, 50) if (rx := t.receives_read_s(r.settings.num_workers))
+                                      else None),
                 }
             )
     return pd.DataFrame(rows)
