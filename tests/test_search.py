@@ -359,7 +359,7 @@ def test_a_what_if_anchored_above_the_model_never_passes_what_fewer_cpus_build()
     # A loader of 4 ms of CPU per sample (250 samples/s per CPU), measured on 2 CPUs beside a 20 ms
     # step of 16 (800/s): W workers build min(250 W, 500). The 2-worker row read 1.25x (a quiet
     # moment): the anchoring lifts the curve near it by 1.25, but on 1 CPU no worker count builds
-    # past 250 samples/s (a fresh user measured 225-240 there, where 289 had been predicted).
+    # past 250 samples/s (225-240 were measured there under taskset, where 289 had been predicted).
     from loaderbench.analysis.predict import what_if_cpus
 
     measure, _ = pipeline(4.0, 20.0, cpus=2, cpu_per_sample_s=0.004, outliers={(2, 0): 1.25})
