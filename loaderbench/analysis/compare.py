@@ -811,7 +811,7 @@ def pool_results(sets: Sequence[ResultSet], names: Sequence[str]) -> ResultSet:
     results = list(by_key.values())
     for r in results:
         if r.status == "ok" and r.trials:
-            r.summary = stats.summarize(r.trials)
+            r.summary = stats.summarize(r.trials, r.settings.num_workers)
     return dataclasses.replace(
         first,
         results=results,
