@@ -323,8 +323,9 @@ class SyntheticJPEGDataset(Dataset[tuple[Any, int]]):
     - `torchvision`: decodes it with `torchvision.io.decode_jpeg` (RGB) and applies `transform`
       (default `decode.tensor_train_transform()`);
     - `nvjpeg`: does not decode: `image` is the JPEG's bytes, a 1-D uint8 tensor, for
-      `decode.EncodedCollate` and `decode.GPUDecode` (`transform` is then the GPU's, default
-      `tensor_train_transform()`, kept in `transform` and not applied here).
+      `decode.EncodedCollate` and `decode.GPUDecode`, which crops the decoded batch on the GPU
+      (`decode.BatchRandomResizedCrop`); `transform` is kept (default
+      `tensor_train_transform()`) and not applied here.
     With the default transforms `image` is a `torch.uint8` tensor of shape `(3, 224, 224)` for
     `pil` and `torchvision`. Raises `UsageError` when `num_classes < 1` or for an unknown
     decoder; `IndexError` for an index out of range.
