@@ -1,7 +1,8 @@
 """The loader ceiling against an independent sustained draw, interleaved (run on any host):
 
     PYTHONPATH=. python3 benchmarks/ceiling_check.py --out $OUT/ceiling.json \
-        [--configs 14:pin,16:pin] [--rounds 3] [--dataset synthetic | tensor:IO_MS] [--batch-size 256]
+        [--configs 14:pin,16:pin] [--rounds 3] [--batch-size 256]
+        [--dataset synthetic | tensor:IO_MS | import:MODULE:FACTORY[:JSON_KWARGS]]
 
 For each config and round, in this order: one trial as a sweep's first trial measures it
 (`measure.trial.measure_config`, the loader-alone probe included: NOTE [loader ceiling] in
@@ -33,8 +34,11 @@ def sustained_draw(dataset, settings: LoaderSettings, skip: int, draw: int, cuda
     """Samples/s of `draw` batches after `skip`, no step, H2D copy included."""
     kwargs = settings.dataloader_kwargs()
     bs = kwargs.pop("batch_size")
-    sampler = BatchSampler(EpochSampler(len(dataset), (skip + draw + 8) * bs, 0), bs, drop_last=False)
-    loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler, **kwargs)
+    if isinstance(dataset, torch.utils.data.IterableDataset):
+        loader = torch.utils.data.DataLoader(dataset, batch_size=bs, **kwargs)
+    else:
+        sampler = BatchSampler(EpochSampler(len(dataset), (skip + draw + 8) * bs, 0), bs, drop_last=False)
+        loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler, **kwargs)
     it = iter(loader)
     for _ in range(skip):
         b = next(it)
@@ -71,6 +75,9 @@ def main() -> None:
     if args.dataset.startswith("tensor:"):
         spec = DatasetSpec(kind="tensor", io_ms=float(args.dataset.split(":")[1]), sample_shape=(3, 8, 8),
                            num_samples=4096)
+    elif args.dataset.startswith("import:"):
+        module, factory, *kw = args.dataset.split(":", 3)[1:]
+        spec = DatasetSpec(kind="import", factory=f"{module}:{factory}", kwargs=json.loads(kw[0]) if kw else {})
     else:
         spec = DatasetSpec()
     kind, _, arg = args.compute.partition(":")

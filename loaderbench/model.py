@@ -857,7 +857,7 @@ class Trial:
     loader_alone_bound_samples_per_s: float | None = None
     loader_alone_reason: str | None = None
     loader_alone_probe_samples_per_s: float | None = None
-    loader_alone_intervals: int | None = None  # fewest whole batch builds a delivering worker timed
+    loader_alone_intervals: int | None = None  # fewest whole units (builds or bursts) a delivering worker timed
     # Batches each DataLoader worker delivered (index = worker id; [] with 0 workers or when not
     # recorded): in the measured window, and in the loader-alone probe.
     worker_batches: list[int] = field(default_factory=list)

@@ -548,6 +548,27 @@ def make_shards(shards: int = 1, sleep_ms: float = 5.0) -> torch.utils.data.Iter
     return Shards(shards=shards, sleep_ms=sleep_ms)
 
 
+class Bursts(torch.utils.data.IterableDataset):
+    """A stream that finishes items a block at a time (a record file read, or a block decoded, at
+    once): each worker sleeps `block` x `sleep_ms`, then yields the block's `block` items at once.
+    A worker sustains 1000 / sleep_ms items/s, in bursts."""
+
+    def __init__(self, block: int = 160, sleep_ms: float = 2.0, n: int = 10_000_000) -> None:
+        self.block, self.sleep_s, self.n = block, sleep_ms / 1000.0, n
+
+    def __iter__(self):
+        info = get_worker_info()
+        me, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        for start in range(me * self.block, self.n, workers * self.block):
+            time.sleep(self.block * self.sleep_s)
+            for i in range(start, start + self.block):
+                yield torch.full((4,), float(i))
+
+
+def make_bursts(block: int = 160, sleep_ms: float = 2.0) -> torch.utils.data.IterableDataset:
+    return Bursts(block, sleep_ms)
+
+
 class HoldsLambda(Dataset):
     """A dataset holding a lambda as its transform (fine under fork; spawn and forkserver must
     pickle it to the workers and cannot), 1 ms per sample."""

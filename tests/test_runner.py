@@ -474,6 +474,51 @@ def test_loader_alone_does_not_read_a_drained_buffer():
     assert out["samples_per_s"] == pytest.approx(400.0, rel=0.01)
 
 
+def bursts_stream(clock, workers: int, block_s: float, per_block: int, *, gap_s: float = 0.002, cycles: int = 1000,
+                  samples: int = 16):
+    """W workers, each finishing `per_block` batches together: it computes a block for `block_s`,
+    then hands its batches out `gap_s` apart (an IterableDataset that reads or decodes a block of
+    items at once). Worker w's first block ends (w + 1) / W of a block into the probe, so each
+    starts mid-block; completions arrive in time order."""
+    start = clock()
+    events = sorted((start + ((w + 1) / workers + c) * block_s + j * gap_s, w)
+                    for c in range(cycles) for w in range(workers) for j in range(per_block))
+    for t, w in events:
+        clock.until(t)
+        yield Built(w, t, samples)
+
+
+@pytest.mark.parametrize("workers, per_block", [(1, 10), (4, 10), (4, 3), (2, 2)])
+def test_loader_alone_times_whole_bursts_of_a_stream_that_finishes_blocks(workers, per_block):
+    # Each worker computes a block of `per_block` batches of 16 in 0.4 s and hands them out 2 ms
+    # apart: it sustains per_block x 16 / 0.4 samples/s, whatever the phase the probe ends in.
+    # Timing from a worker's first completion to its last read a burst's batches over part of a
+    # cycle (10 per block at 4 workers: above what the workers can build).
+    from loaderbench.measure.loop import loader_alone
+
+    clock = FakeClock()
+    out = loader_alone(bursts_stream(clock, workers, 0.4, per_block), lambda b: b, lambda b: b.samples,
+                       origin=origin, num_workers=workers, clock=clock)
+    assert out["method"] == "sustained"
+    assert out["samples_per_s"] == pytest.approx(workers * per_block * 16 / 0.4, rel=0.005)
+    assert out["intervals"] >= 1  # a whole burst per worker, at least
+
+
+def test_loader_alone_bound_of_a_bursty_stream_counts_only_what_was_built_in_the_probe():
+    # One worker, bursts of 10 batches of 16 every 3 s: the first burst comes out at 3.000-3.018 s,
+    # the next at 6 s, past the 4-s cap. No whole burst was timed: a bound, counting only the
+    # batch completed after the first burst's end (the next burst's first, built inside the
+    # probe): 16 samples in 6 s. Read as builds, the first burst had been 10 x 16 in 18 ms.
+    from loaderbench.measure.loop import loader_alone
+
+    clock = FakeClock()
+    out = loader_alone(bursts_stream(clock, 1, 3.0, 10), lambda b: b, lambda b: b.samples,
+                       origin=origin, num_workers=1, clock=clock)
+    assert (out["method"], out["reason"], out["intervals"]) == ("bound", "time_cap", 0)
+    assert clock() == pytest.approx(6.0)
+    assert out["bound_samples_per_s"] == pytest.approx(16 / 6.0)
+
+
 def test_loader_alone_names_the_workers_that_deliver_and_times_only_them():
     # An IterableDataset split by shard, 1 shard and 4 workers: worker 0 builds every batch (in
     # 0.2 s), the other three have nothing to build. The rate is worker 0's, 16 / 0.2 = 80.

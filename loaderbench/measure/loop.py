@@ -11,7 +11,7 @@ a fake clock and no hardware.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from loaderbench.measure.timing import (
@@ -381,12 +381,52 @@ def probe_receive(
     return out
 
 
-PROBE_MIN_INTERVALS = 4  # build intervals timed over all workers, at least one per worker (NOTE [loader ceiling])
+PROBE_MIN_INTERVALS = 4  # batches timed over all workers, at least one whole unit per worker (NOTE [loader ceiling])
 PROBE_MIN_TIME_S = 0.5
 PROBE_MAX_TIME_S = 4.0
 PROBE_FALL = 0.3  # a later half this much slower than the earlier one: the earlier drained items built before
-PROBE_DRAIN = 1.5  # a worker's leading builds this many times its median rate were items it held finished (or half built)
+PROBE_DRAIN = 1.5  # a worker's leading units this many times its median rate were items it held finished (or half built)
+PROBE_BURST = 0.5  # a worker's interval under this share of its mean interval hands out an item finished with the last
 SUSTAINED_SLACK = CEILING_SLACK  # a sustained reading this close below the row's rate with the step is that rate
+
+
+def unit_ends(times: Sequence[float], first: int = 0, start: float | None = None) -> list[int]:
+    """Indices into `times` (one worker's completion instants, ascending) that end a whole unit of
+    its work, from `first` on (NOTE [loader ceiling]): a worker that builds one batch after the
+    other ends a unit at every completion; one that finishes several batches' items together (a
+    block read or decoded at once, a queue filled in `__iter__`) hands them out at intervals
+    under PROBE_BURST times its mean interval, and a unit (a burst) ends at the completion before
+    each long interval. Where two long intervals or more follow the last short one, every
+    completion from the first long one on ends one (a drain of held items, then steady builds):
+    one long interval alone may be a new burst's first item. [] without a long interval.
+    `start` (the probe's start, before times[0]; only with first == 0) counts in the mean as
+    one more interval: the worker was inside a unit then, so a run of items handed out together
+    (a burst seen alone) does not pass for builds.
+
+    >>> unit_ends([0.0, 1.0, 2.0, 3.0])
+    [0, 1, 2, 3]
+    >>> unit_ends([0.0, 0.01, 1.0, 1.01, 2.0, 2.01])  # bursts of 2: whole ones end at 1 and 3
+    [1, 3]
+    >>> unit_ends([0.0, 0.001, 0.002, 0.1, 0.2])  # 2 held items drained, then builds of 0.1 s
+    [2, 3, 4]
+    >>> unit_ends([1.0, 1.01, 1.02], start=0.0)  # one burst, 1 s into the probe: no whole unit yet
+    []
+    >>> unit_ends([1.0, 1.01, 1.02, 2.0], start=0.0)  # and the next burst's first item
+    [2]
+    """
+    n = len(times) - 1
+    if n - first < 1:
+        return [first] if n == first else []
+    if start is not None and first == 0 and start < times[0]:
+        mean = (times[n] - start) / (n + 1)
+    else:
+        mean = (times[n] - times[first]) / (n - first)
+    long = [i for i in range(first + 1, n + 1) if times[i] - times[i - 1] >= PROBE_BURST * mean]
+    if len(long) == n - first:  # no short interval: builds one after the other
+        return list(range(first, n + 1))
+    if len(long) >= 2 and len(long) == n + 1 - long[0]:  # a drain, then builds one after the other
+        return list(range(long[0] - 1, n + 1))
+    return [i - 1 for i in long]
 
 
 class Completions:
@@ -395,16 +435,18 @@ class Completions:
 
     `add(worker, done_at, samples)` records one batch (worker None: built in the main process);
     one completed at or before `start` (the probe's start, same clock) was built before the probe
-    and is only counted as delivered. A worker's first completion after `start` is where its
-    timing begins (that batch was partly built before); each later one is one whole build. The
-    main process (0 workers) builds nothing between batches: its timing begins at `start`.
+    and is only counted as delivered. A worker's timing runs between ends of whole units of its
+    work (`unit_ends`): a worker that builds one batch after the other times each build after
+    its first completion (that batch was partly built before); one that finishes several
+    batches together times whole bursts. The main process (0 workers) builds nothing between
+    batches: its timing begins at `start`.
     """
 
     def __init__(self, start: float) -> None:
         self.start = start
         self.times: dict[int, list[float]] = {}
         self.samples: dict[int, list[int]] = {}
-        self.first: dict[int, int] = {}  # per worker, the index its timing starts from
+        self.first: dict[int, int] = {}  # per worker, the index its units are found from
         self.delivered: dict[int, int] = {}
         self.fell = False  # a drain of items built before the probe was seen (and dropped)
         self.last: tuple[int, float] | None = None
@@ -423,38 +465,52 @@ class Completions:
         self.samples.setdefault(w, []).append(samples)
         self.first.setdefault(w, 0)
 
+    def ends(self, w: int) -> list[int]:
+        """Worker `w`'s unit ends from its current first index (`unit_ends`); the main process's
+        timeline already begins at the start."""
+        return unit_ends(self.times[w], self.first[w], None if w == -1 else self.start)
+
+    def units(self) -> dict[int, int]:
+        """Whole units (builds, or bursts) timed per worker that delivered after the start."""
+        return {w: max(0, len(self.ends(w)) - 1) for w in self.times}
+
     def intervals(self) -> dict[int, int]:
-        """Whole builds timed per worker that delivered after the start."""
-        return {w: len(ts) - 1 - self.first[w] for w, ts in self.times.items()}
+        """Batches timed per worker (those of its whole units) that delivered after the start."""
+        out = {}
+        for w in self.times:
+            e = self.ends(w)
+            out[w] = e[-1] - e[0] if len(e) > 1 else 0
+        return out
 
     def _rate(self, w: int, lo: int, hi: int) -> tuple[int, float]:
-        """(samples, seconds) of worker `w`'s builds ending at completions lo+1..hi."""
+        """(samples, seconds) of worker `w`'s batches completed at indices lo+1..hi."""
         ts, ns = self.times[w], self.samples[w]
         return sum(ns[lo + 1:hi + 1]), ts[hi] - ts[lo]
 
     def rate(self) -> float | None:
-        """Samples/s: over the workers with a timed build, the samples of their timed builds over
-        the seconds those builds took, summed; None when no worker timed a build."""
+        """Samples/s: over the workers with a whole unit timed, the samples of their timed units
+        over the seconds those units took, summed; None when no worker timed one."""
         total, any_timed = 0.0, False
-        for w, ts in self.times.items():
-            lo, hi = self.first[w], len(ts) - 1
-            if hi > lo:
-                n, span = self._rate(w, lo, hi)
+        for w in self.times:
+            e = self.ends(w)
+            if len(e) > 1:
+                n, span = self._rate(w, e[0], e[-1])
                 if span > 0:
                     total += n / span
                     any_timed = True
         return total if any_timed else None
 
     def settled(self, need: int) -> bool:
-        """Whether the workers that delivered have timed `need` whole builds among them, each
-        at least one, and they ran steadily. Items a worker held finished (a buffer it drained) come out far faster than
-        it builds: first, a worker's leading builds over PROBE_DRAIN times its median rate
-        (samples/s per build) are dropped; then, over the workers with two builds or more, when
-        the later half of the builds ran PROBE_FALL slower than the earlier half, the earlier
-        half is dropped (a drain that was most of them). Either way the probe goes on."""
-        for w, ts in self.times.items():
-            lo, hi = self.first[w], len(ts) - 1
-            rates = [self._build_rate(w, i) for i in range(lo, hi)]
+        """Whether the workers that delivered have timed `need` batches among them in whole
+        units, at least one unit each, and they ran steadily. Items a worker held finished (a
+        buffer it drained) come out far faster than it builds: first, a worker's leading units
+        over PROBE_DRAIN times its median rate (samples/s per unit) are dropped; then, over the
+        workers with two units or more, when the later half of the units ran PROBE_FALL slower
+        than the earlier half, the earlier half is dropped (a drain that was most of them).
+        Either way the probe goes on."""
+        for w in self.times:
+            e = self.ends(w)
+            rates = [self._unit_rate(w, a, b) for a, b in zip(e, e[1:])]
             if len(rates) < 2:
                 continue
             median = sorted(rates)[len(rates) // 2]
@@ -462,19 +518,19 @@ class Completions:
             while k < len(rates) and rates[k] > PROBE_DRAIN * median:
                 k += 1
             if k:
-                self.first[w] = lo + k
+                self.first[w] = e[k]
                 self.fell = True
-        timed = self.intervals()
-        if not timed or min(timed.values()) < 1 or sum(timed.values()) < need:
+        units = self.units()
+        if not units or min(units.values()) < 1 or sum(self.intervals().values()) < need:
             return False
         early = late = 0.0
         halves: dict[int, int] = {}
-        for w, ts in self.times.items():
-            lo, hi = self.first[w], len(ts) - 1
-            if hi - lo < 2:
+        for w in self.times:
+            e = self.ends(w)
+            if len(e) < 3:
                 continue
-            mid = lo + (hi - lo) // 2
-            (n1, s1), (n2, s2) = self._rate(w, lo, mid), self._rate(w, mid, hi)
+            mid = e[(len(e) - 1) // 2]
+            (n1, s1), (n2, s2) = self._rate(w, e[0], mid), self._rate(w, mid, e[-1])
             if s1 <= 0 or s2 <= 0:
                 continue
             early += n1 / s1
@@ -486,19 +542,23 @@ class Completions:
         self.first.update(halves)
         return False
 
-    def _build_rate(self, w: int, i: int) -> float:
-        """Samples/s of worker `w`'s build ending at completion i + 1 (inf for no time)."""
-        n, span = self._rate(w, i, i + 1)
+    def _unit_rate(self, w: int, a: int, b: int) -> float:
+        """Samples/s of worker `w`'s unit from completion a to b (inf for no time)."""
+        n, span = self._rate(w, a, b)
         return n / span if span > 0 else float("inf")
 
     def lower_bound(self, now: float) -> float | None:
-        """Samples/s the loader surely sustains: the samples of whole builds completed after each
-        worker's first completion, over the seconds since the start (each of them was built
-        inside that time); None when there is none or a drain was seen (those builds were not
-        all real)."""
+        """Samples/s the loader surely sustains: the samples of the batches completed after each
+        worker's first unit end, over the seconds since the start (each of them was built inside
+        that time); None when there is none or a drain was seen (those builds were not all
+        real)."""
         if self.fell or now <= self.start:
             return None
-        n = sum(sum(ns[1:]) for ns in self.samples.values())
+        n = 0
+        for w, ns in self.samples.items():
+            e = self.ends(w)
+            if e:
+                n += sum(ns[e[0] + 1:])
         return n / (now - self.start) if n else None
 
     def worker_batches(self, num_workers: int) -> list[int]:
@@ -537,13 +597,26 @@ def loader_alone(
             last completion, and the loader's is the sum over workers. A worker that delivers
             nothing has nothing to build (a stream split into fewer shards than workers).
             With 0 workers the main process builds each batch when asked, nothing before:
-            its timing begins at the start.
+            its timing begins at the start;
+          - a worker can finish several batches' items together (a block of records read or
+            decoded at once, a queue filled in `__iter__`) and hand them out back to back: its
+            intervals are then a long one per block and short ones between its batches, and
+            timing from its first completion to its last reads a burst's batches over part of
+            a block's time (an IterableDataset that yields 160 finished items at a time read
+            38% above a plain draw at 4 workers, past what they can build; -12% at 1). So a
+            worker's timing runs between ends of whole units (`unit_ends`): an interval under
+            PROBE_BURST times its mean (the probe's start counted as one more, since the
+            worker was inside a unit then) hands out an item finished with the one before,
+            and a unit ends at the completion before each long interval; a worker with no
+            short interval builds one batch after the other, every completion ending a unit.
         It ends once `min_time_s` passed and the workers that delivered have timed
-        PROBE_MIN_INTERVALS whole builds among them, at least one each, that ran steadily.
+        PROBE_MIN_INTERVALS batches among them in whole units, at least one unit each, that
+        ran steadily.
         Items a worker held finished (a shuffle buffer, a queue filled in `__iter__`) come out
-        far faster than it builds them: a worker's leading builds over PROBE_DRAIN times its
-        median rate are dropped, and where the later half of the builds ran PROBE_FALL slower
-        than the earlier half, the earlier half is (`Completions.settled`); the probe goes on.
+        far faster than it builds them: they are short intervals before its first long one,
+        its leading units over PROBE_DRAIN times its median rate are dropped, and where the
+        later half of the units ran PROBE_FALL slower than the earlier half, the earlier half
+        is (`Completions.settled`); the probe goes on.
         Two ways this is not done, and why: half a second of draws after skipping the ready
         backlog is shorter than one worker's build (0.5-0.8 s on a 2-core machine and on the
         H200 case), so it timed the refill after the backlog (55 and 82 samples/s where 2 and
@@ -552,7 +625,8 @@ def loader_alone(
         here: what was built before the start is told apart by its completion instant.
         When `max_time_s` passes or the epoch ends first (after one restart, when `restart`
         is given: the timing begins again in the new epoch), the result is a bound, not a
-        rate: at least the whole builds completed over the probe's time (`lower_bound`), none
+        rate: at least the batches completed after each worker's first unit end over the
+        probe's time (`lower_bound`), none
         when a drain was seen; `settle_ceiling` then raises it to the rate the row reached
         with the step, which the loader alone reaches too. A sustained reading below that rate
         was disturbed and is reported as that bound (within SUSTAINED_SLACK it is that rate).
@@ -560,8 +634,8 @@ def loader_alone(
         ceiling is a column and an input of the model, not what ranks configs.
     Returns {"samples_per_s" (None for a bound), "method" ("sustained" | "bound"),
     "bound_samples_per_s", "reason" (for a bound: "time_cap" | "epoch_end"), "batches" (drawn),
-    "worker_batches" (delivered per worker), "intervals" (fewest whole builds timed by a worker
-    that delivered)}.
+    "worker_batches" (delivered per worker), "intervals" (fewest whole units, builds or bursts,
+    timed by a worker that delivered)}.
     """
     t0 = clock()
     done = Completions(t0)
@@ -593,7 +667,7 @@ def loader_alone(
             break
     if sync is not None:
         sync()
-    timed = done.intervals()
+    timed = done.units()
     out: dict[str, Any] = {"batches": batches, "worker_batches": done.worker_batches(num_workers),
                            "intervals": min(timed.values()) if timed else 0}
     if reason is None:
