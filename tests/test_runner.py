@@ -519,6 +519,40 @@ def test_loader_alone_bound_of_a_bursty_stream_counts_only_what_was_built_in_the
     assert out["bound_samples_per_s"] == pytest.approx(16 / 6.0)
 
 
+def test_loader_alone_is_the_main_processes_pace_where_it_is_slower_than_the_workers():
+    # 4 workers build a batch of 16 in 50 ms each (1,280 samples/s), but taking a batch (its
+    # receive, pin and H2D copy) costs the main process 20 ms: the loader delivers 16 / 0.02 =
+    # 800 samples/s. Each worker's first whole build after the start runs unhindered, so the
+    # workers' rate reads 1,280; the main process's own seconds per batch (from the later of
+    # asking and the batch's finish to its taking) give its rate, the lower one.
+    from loaderbench.measure.loop import loader_alone
+
+    clock = FakeClock()
+
+    def take(b):
+        clock.advance(0.020)
+        return b
+
+    out = loader_alone(workers_stream(clock, 4, 0.05), take, lambda b: b.samples, origin=origin, num_workers=4,
+                       clock=clock)
+    assert out["method"] == "sustained"
+    assert out["samples_per_s"] == pytest.approx(800.0, rel=0.01)
+    assert out["delivery_samples_per_s"] == out["samples_per_s"]
+
+    # Where taking a batch costs 1 ms, the main process could take 16,000 samples/s: the
+    # workers set the pace, and their rate stands: 4 x 16 / 0.05.
+    clock2 = FakeClock()
+
+    def quick(b):
+        clock2.advance(0.001)
+        return b
+
+    out2 = loader_alone(workers_stream(clock2, 4, 0.05), quick, lambda b: b.samples, origin=origin, num_workers=4,
+                        clock=clock2)
+    assert out2["samples_per_s"] == pytest.approx(1280.0, rel=0.01)
+    assert out2["delivery_samples_per_s"] == pytest.approx(16_000.0, rel=0.01)
+
+
 def test_loader_alone_names_the_workers_that_deliver_and_times_only_them():
     # An IterableDataset split by shard, 1 shard and 4 workers: worker 0 builds every batch (in
     # 0.2 s), the other three have nothing to build. The rate is worker 0's, 16 / 0.2 = 80.
