@@ -89,7 +89,8 @@ def pick_of(data: dict[str, Any]) -> dict[str, Any]:
     # saturation binds": the best config's process tree used the usable CPUs), else the pick's row.
     cause = next((f.get("cause") for f in findings if f.get("kind") == "not-cleared"), None)
     resource = {"loader-bound": "cpus" if cpu or cause == "cpu" else "workers", "compute-bound": "step",
-                "receive floor": "receive"}.get(verdict, verdict)
+                "receive floor": "receive", "H2D-bound (pageable copy)": "h2d",
+                "H2D-bound (copy not hidden)": "h2d"}.get(verdict, verdict)
     # The figure the recommendation states: the sustained one where the sweep measured its pick so.
     knee = next((f for f in findings if f.get("kind") == "knee"), {})
     figure = knee.get("sustained_samples_per_s") or m["samples_per_s"]

@@ -45,7 +45,8 @@ def measured_pick(path: Path) -> tuple[float, int, str, bool | None]:
 
 def resource(verdict: str, saturated: bool | None) -> str:
     """The measured run's binding resource in the what-if's words."""
-    return {"loader-bound": "cpus" if saturated else "workers", "compute-bound": "step"}.get(verdict, verdict)
+    return {"loader-bound": "cpus" if saturated else "workers", "compute-bound": "step",
+            "H2D-bound (pageable copy)": "h2d", "H2D-bound (copy not hidden)": "h2d"}.get(verdict, verdict)
 
 
 def main(folders: list[str]) -> int:

@@ -132,6 +132,8 @@ class Binds(str, Enum):
     STORAGE = "storage"  # the storage device's MB/s or reads/s
     RECEIVE = "receive"  # the main process taking each batch from a worker (the receive floor)
     STEP = "step"  # the training step (the compute ceiling)
+    # the host-to-device copy on the step's path (from pageable memory, or pinned but not hidden)
+    H2D = "h2d"
     GPU_DECODE = "gpu-decode"  # decoding on the GPU: the step waits for it each batch
     # the workers the dataset gives work to (fewer shards than workers, or a stream every worker
     # replays): more workers add nothing, more shards would

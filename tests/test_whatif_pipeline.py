@@ -895,3 +895,21 @@ def test_the_profiles_own_cost_is_said_as_measured_or_as_nothing_measurable():
 
     assert "its stage timing cost +3.0% per sample" in took(0.03)
     assert "its stage timing cost nothing measurable per sample (-0.4%, within the samples' spread)" in took(-0.004)
+
+
+@pytest.mark.parametrize("extra_ms, copy_share, expected", [
+    (6.9, 0.8, "h2d"),       # 6.9 / (6.9 + 54.5) = 11% of the main thread, most of it the copy
+    (6.9, 0.3, "step"),      # 11%, mostly the receive: under RECEIVE_BINDS_SHARE, the step
+    (32.0, 0.3, "receive"),  # 32 / (32 + 54.5) = 37%, mostly the receive
+    (32.0, 0.9, "h2d"),
+    (2.0, 0.9, "step"),      # 2 / 56.5 = 3.5%: under LOADER_BOUND_STALL, no verdict would name it
+])
+def test_a_main_thread_that_binds_names_what_a_measured_verdict_would(extra_ms, copy_share, expected):
+    # ResNet-50 at batch 256: the step 54.5 ms (4,697 samples/s); the main thread's time besides
+    # the step `extra_ms` per batch, `copy_share` of it the host-to-device copy; workers far
+    # faster than the main thread, so it binds.
+    from loaderbench.analysis.predict import Fit, binds_at
+
+    model = Fit(per_worker=2_000.0, cpu_s_per_sample=None, main=256 / (extra_ms / 1e3), zero_workers=None,
+                compute=256 / 0.0545, sharpness=6.0, main_h2d=copy_share)
+    assert binds_at(model, 16, 16).value == expected

@@ -42,6 +42,7 @@ from loaderbench.analysis.thresholds import (
     BOUND_STALL,
     CLEARS_STALL,
     DEFAULT_SHARPNESS,
+    H2D_BINDS_SHARE,
     HARD_CORNER_RATIO,
     HOST_WAITS_SHARE,
     LOADER_BOUND_STALL,
@@ -139,6 +140,9 @@ class Fit:
     # The most workers the dataset gives work to: a measured row's workers less its idle ones
     # (an IterableDataset split into fewer shards than workers; None: every worker works).
     working: int | None = None
+    # The share of the main thread's time per batch besides the step (1 / main) that is the
+    # host-to-device copy on the step's path (`_main_h2d_share`); None where none was timed.
+    main_h2d: float | None = None
 
     def loader(self, workers: int, usable_cpus: int | None) -> float | None:
         """L(W): the loader's rate with `workers` workers on `usable_cpus` CPUs (workers past
@@ -254,6 +258,20 @@ def _main_extra_s(r: ConfigResult) -> float:
     return out
 
 
+def _main_h2d_share(r: ConfigResult) -> float | None:
+    """The share of `_main_extra_s` that is the host-to-device copy not hidden behind the step:
+    without the prefetcher the copy's unhidden part over the receive and it; with it, an
+    unhidden copy is inside the receive (at most all of it). None without a receive or a copy
+    timed."""
+    s = r.summary
+    assert s is not None
+    extra = _main_extra_s(r)
+    if extra <= 0 or not s.h2d_p50_s:
+        return None
+    copy = s.h2d_p50_s * (1.0 - (s.h2d_hidden_fraction or 0.0))
+    return min(1.0, copy / extra)
+
+
 def _ranks(r: ConfigResult) -> int:
     """The ranks whose rows were summed into `r` (1 outside a distributed sweep)."""
     return max([t.world_size or 1 for t in r.trials] or [1])
@@ -284,6 +302,8 @@ def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: in
     # distributed sweep every rank's main process receives its own batches (x world size).
     mains = [_ranks(r) * _per_batch(r) / t for r in mine_w if (t := _main_extra_s(r)) > 0]
     main = float(statistics.median(mains)) if mains else None
+    copies = [x for r in mine_w if (x := _main_h2d_share(r)) is not None]
+    main_h2d = float(statistics.median(copies)) if copies else None
     zero = next((r for r in mine if r.settings.num_workers == 0), None)
     zero_rate = None if zero is None else _loader_rate(zero)
     ceilings = [r.summary.compute_ceiling_samples_per_s for r in (mine or ok)  # type: ignore[union-attr]
@@ -291,7 +311,7 @@ def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: in
     compute = float(statistics.median(ceilings)) if ceilings else None
     k = _sharpness(mine_w or with_w)
     inputs = FitInputs(sorted(r.settings.key() for r in ok), per_worker, kappa, main, zero_rate, compute, usable_cpus, k)
-    return Fit(per_worker, kappa, main, zero_rate, compute, k, inputs, working=working)
+    return Fit(per_worker, kappa, main, zero_rate, compute, k, inputs, working=working, main_h2d=main_h2d)
 
 
 def _unique_workers(model: Fit, results: Sequence[ConfigResult]) -> Fit:
@@ -647,7 +667,7 @@ def answer_what_if(question: WhatIf, results: Sequence[ConfigResult], base: Load
     return found or WhatIfAnswer(question, why=WhyNoPrediction.NO_WORKERS_MEASURED)
 
 
-MAIN_THREAD_BINDS = frozenset({Binds.STEP, Binds.RECEIVE, Binds.GPU_DECODE})
+MAIN_THREAD_BINDS = frozenset({Binds.STEP, Binds.RECEIVE, Binds.GPU_DECODE, Binds.H2D})
 """What binds where a series' main thread holds it: there the pin_memory/prefetcher series differ."""
 
 
@@ -683,8 +703,11 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
     """What binds `model` at `workers` workers on `usable_cpus` CPUs (NOTE [pipeline model]):
     the lowest of the loader's bounds (one worker's rate x workers, the CPUs' U / kappa, the
     device) when the loader (times `loader_scale`, the anchoring) is below the main thread's
-    rate, else the main thread's: the receive where it takes at least RECEIVE_BINDS_SHARE of the
-    main thread's time per sample (the receive and the step run in turn), else the step (`gpu_decode`:
+    rate, else the main thread's: the host-to-device copy where it is most of the main thread's
+    time besides the step and that time is at least LOADER_BOUND_STALL of the main thread's (the
+    verdict a measured row gets then: `H2D-bound`), the receive where it takes at least
+    RECEIVE_BINDS_SHARE of the main thread's time per sample (the receive and the step run in
+    turn), else the step (`gpu_decode`:
     the model's step holds a decode on the GPU that the step waits for, a stall of at least
     LOADER_BOUND_STALL). None when nothing is known."""
     load = model.loader(workers, usable_cpus)
@@ -703,9 +726,12 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
         if model.device:
             bounds.append((model.device, Binds.STORAGE))
         return min(bounds, key=lambda b: b[0])[1]
-    if workers > 0 and model.main and model.compute and (
-            (1.0 / model.main) / (1.0 / model.main + 1.0 / model.compute) >= RECEIVE_BINDS_SHARE):
-        return Binds.RECEIVE
+    if workers > 0 and model.main and model.compute:
+        extra = (1.0 / model.main) / (1.0 / model.main + 1.0 / model.compute)
+        if extra >= LOADER_BOUND_STALL and (model.main_h2d or 0.0) >= H2D_BINDS_SHARE:
+            return Binds.H2D
+        if extra >= RECEIVE_BINDS_SHARE:
+            return Binds.RECEIVE
     return Binds.GPU_DECODE if gpu_decode else Binds.STEP
 
 

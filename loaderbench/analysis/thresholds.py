@@ -187,6 +187,11 @@ HARD_CORNER_RATIO = 1.25
 # pageable copy inside next() of 32 ms beside a 55 ms step held a series to 2,900 samples/s, a
 # ceiling of 4,650).
 RECEIVE_BINDS_SHARE = 0.25
+# choice: where the host-to-device copy is at least half of the main thread's time besides the
+# step, a prediction where the main thread binds names the copy, as a measured row's verdict
+# names its largest wait part (on 8 CPUs of the H200 host the what-if said "the step binds" where
+# the measured run read `H2D-bound (pageable copy)`: 6.9 ms of copy beside a 54.5-ms step).
+H2D_BINDS_SHARE = 0.5
 # choice: configs with at most half the usable CPUs in workers give the uncontended per-worker rate.
 UNCONTENDED_SHARE = 0.5
 # measured: a loader-bound window that waited a quarter of its time or more ran at the loader's

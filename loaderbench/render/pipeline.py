@@ -36,6 +36,7 @@ BINDS_WORDS = {
     Binds.STORAGE: "the storage device binds",
     Binds.RECEIVE: "the main process receiving each batch from a worker binds (the receive floor)",
     Binds.STEP: "the step binds",
+    Binds.H2D: "the host-to-device copy on the step's path binds (pin_memory with the CUDA prefetcher hides it)",
     Binds.GPU_DECODE: "the decode on the GPU binds (the step waits for it each batch)",
     Binds.WORKING: ("the workers the dataset gives work to bind (more workers add nothing; more shards, or one "
                     "stream split across the workers, would go further)"),
