@@ -16,7 +16,7 @@
 # are kept. The whole script is held under 540 s of wall time: each step runs under `timeout`
 # clipped to what is left of a 520 s deadline, and the sweeps' --time-budget is set from it.
 #
-# Places where the docs left a new user guessing are marked "DOCS:" below.
+# Each step quotes the doc line that leads a new user to it.
 
 set -u
 OUT=${OUT:-/tmp/lb-walk}
@@ -73,16 +73,7 @@ run_step() {
 # profile.md: "loaderbench profile    # the embedded JPEGs and their transform"
 # On CUDA its defaults are num_workers=1, batch_size=256, pin_memory on; --time-budget 20 s
 # (default) "once the dataset is built".
-# DOCS: `profile` has no --output: the table and the JSON are two separate runs (profile.md's own
-#   examples: `loaderbench profile` and `loaderbench profile --format json > profile.json`), so
-#   they time different samples and their figures differ a little; and no command renders a
-#   profile JSON back into the table (`show` takes only a sweep's result).
-# DOCS: --time-budget bounds the passes "once the dataset is built", not the command: the import of
-#   torch, CUDA start-up and making the 512 JPEGs come on top; 60 s of timeout is a guess.
-# DOCS: `profile` takes no --decoder (profile.md's list of grid settings it takes leaves it out, and
-#   `profile --help` has none), though the sweep's profile of its pick uses the pick's decoder; the
-#   standalone stage table is always the PIL path. The torchvision path's stage table only comes
-#   from step 5's `--verbose`.
+# profile.md: the table and `--format json` are one output each (two runs, two samplings).
 run_step profile 60 - "${LB[@]}" profile
 run_step profile_json 60 "$OUT/profile.json" "${LB[@]}" profile --format json
 
@@ -96,17 +87,6 @@ run_step profile_json 60 "$OUT/profile.json" "${LB[@]}" profile --format json
 # --output: results.md "default results/<label>-<time>.json, or --output FILE" (the result JSON,
 #   whatever --format prints); --verbose: the stage table of the pick, the decoders' timings and
 #   the what-if in full; --wide: every column in a piped log; --no-progress: small logs.
-# DOCS: --time-budget is not a bound on wall time: the compute ceiling and one config are always
-#   measured, the drift check "can end past the budget by its own time", and the README's own
-#   default runs took up to 130 s of a 120-s budget; hence 50 s of timeout above each budget.
-# DOCS: the docs do not say whether the "What if ..." sentence is in the short block or only
-#   under --verbose; --verbose is used to be sure.
-# DOCS: the default sweep (README's main job) is not configs/imagenet-resnet50.toml (sweep.md:
-#   "On a machine with a GPU, `loaderbench sweep configs/imagenet-resnet50.toml` sweeps JPEG decode
-#   + ResNet-50 (bf16, channels_last, batch 256)"): 512 vs 1,024 samples, 10 vs 20 batches;
-#   the README's plain `loaderbench sweep` is followed here. With 512 samples and batch 256 an
-#   epoch is 2 batches; sweep.md gives the --epoch-batches default only "for folder and import
-#   datasets", not for the synthetic one.
 B1=120
 (( $(left) - KILL_GRACE < B1 + 50 )) && B1=$(( $(left) - KILL_GRACE - 50 ))
 (( B1 < 20 )) && B1=20
@@ -116,8 +96,6 @@ run_step sweep_pil $((B1 + 50)) - "${LB[@]}" sweep --label walk-pil --time-budge
 # The what-if on its own, as JSON (what-if.md: "loaderbench show run.json --what-if ..." and
 # "`--format json` holds every change with its whole answer (`analysis.beyond_knobs`)"; results.md:
 # `analysis.what_if`).
-# DOCS: what-if.md says `show` "answers the changes its config asked unless `--what-if` is given",
-#   so the flag is redundant here; it is given anyway so that the answer is this change alone.
 if [[ -s $OUT/sweep_pil.json ]]; then
     run_step whatif_torchvision_json 40 "$OUT/whatif_torchvision.json" "${LB[@]}" show \
         "$OUT/sweep_pil.json" --what-if decode=torchvision --format json
@@ -131,19 +109,6 @@ fi
 #   then transforms.v2 RandomResizedCrop(224) and flip on that tensor".
 # Same grid and budget as step 2 (the defaults) so that the measured knee is comparable with the
 # predicted one.
-# DOCS: the docs do not say which measured figure the prediction is to be read against: the
-#   predicted knee's samples/s, anchored to short-window rows, vs the measured run's table row
-#   (short windows), its "N samples/s sustained" (search.md: a longer window, which on the H200
-#   read 10-25% below the short windows), or its fastest row (benchmarks.md §8d compares with the
-#   fastest measured config). The 10% target of what-if.md does not say either. All of them are
-#   in the JSON and the log; the summary below prints the recommendation of both runs.
-# DOCS: decoders.md gives `--decoder pil,torchvision,nvjpeg --num-workers 16 --pin-memory on
-#   --prefetch off,on` as its example, what-if.md only "--decoder torchvision"; the latter is
-#   used with the default grid (the prediction may name a pin_memory series other than the pick's:
-#   what-if.md "Which series the answer is for", and the default grid measures both).
-# DOCS: decoders.md warns the torchvision path "can read far slower than pil" with 0 workers on a
-#   busy machine and suggests `--main-threads 1`; left at the default here (the 0-worker row
-#   is not the knee on 16 CPUs), but a new user cannot tell whether to add it.
 B2=120
 (( $(left) - KILL_GRACE - 25 < B2 + 50 )) && B2=$(( $(left) - KILL_GRACE - 25 - 50 ))
 if (( B2 >= 20 )); then
@@ -205,8 +170,9 @@ EOF
 echo "total $(( $(date +%s) - T0 ))s" >> "$OUT/steps.txt"
 
 # --- pack everything, keep the logs small --------------------------------------------------
-tar -czf "$OUT/walkthrough.tgz.tmp" -C "$OUT" --exclude=walkthrough.tgz --exclude=walkthrough.tgz.tmp . \
-    && mv "$OUT/walkthrough.tgz.tmp" "$OUT/walkthrough.tgz"
+# (tar exits 1 when a file changed as it read it: the archive is still written)
+tar -czf "$OUT/walkthrough.tgz.tmp" -C "$OUT" --exclude=walkthrough.tgz --exclude=walkthrough.tgz.tmp .
+[[ -s $OUT/walkthrough.tgz.tmp ]] && mv "$OUT/walkthrough.tgz.tmp" "$OUT/walkthrough.tgz"
 find "$OUT" -mindepth 1 -type f ! -name walkthrough.tgz ! -name steps.txt ! -name '*.log' -delete
 find "$OUT" -mindepth 1 -type d -empty -delete
 for f in "$OUT"/*.log; do                          # the full logs are in the tgz

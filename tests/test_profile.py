@@ -484,6 +484,19 @@ def test_the_synthetic_dataset_shows_read_decode_and_each_transform():
     assert doc["samples"] == 12 and doc["cost"]["plain_samples"] == 12 and len(doc["raw"]["samples"]) == 12
 
 
+def test_the_synthetic_dataset_profiles_with_another_decoder():
+    # --decoder torchvision: torchvision.io decodes, v2 crops the uint8 tensor (no PILToTensor).
+    res = _profile("--dataset", "synthetic", "--num-samples", "24", "--samples", "12", "--num-workers", "0",
+                   "--batch-size", "6", "--device", "cpu", "--decoder", "torchvision", "--format", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["decoders"] == {"torchvision.io decode_jpeg JPEG": 12} and doc["settings"]["decoder"] == "torchvision"
+    assert "PILToTensor" not in [s["name"] for s in doc["stages"]]
+    table = _profile("--dataset", "synthetic", "--num-samples", "24", "--samples", "6", "--num-workers", "0",
+                     "--batch-size", "6", "--device", "cpu", "--decoder", "torchvision")
+    assert table.exit_code == 0 and "decoder=torchvision" in table.stdout
+
+
 @pytest.mark.slow
 def test_in_a_worker_the_samples_come_back_with_the_batches(_at_repo_root):
     res = _profile("--dataset", "tests.profile_datasets:make_torchvision_decode", "--samples", "12",
@@ -517,6 +530,8 @@ def test_the_table_with_a_worker(_at_repo_root):
     (["--dataset", "tests.profile_datasets:nothing"], "has no attribute 'nothing'"),
     (["--dataset", "tests.profile_datasets:make_broken"], "the dataset raised ValueError while it was profiled"),
     (["--samples", "0"], "Invalid value for '--samples'"),
+    (["--decoder", "pil,torchvision"], "--decoder pil,torchvision: a profile measures one setting"),
+    (["--dataset", "tensor", "--decoder", "torchvision"], "--decoder applies to the synthetic dataset"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, _at_repo_root):
     res = runner.invoke(app, ["profile", "--device", "cpu", "--samples" if "--samples" not in args else "--top", "4",

@@ -419,7 +419,8 @@ def test_a_profile_whose_time_ended_before_the_decoders_says_so():
     what = what_if_pipeline(WhatIf(decode=Decoder.NVJPEG), rows, settings(4), 0.05, 16, cut)
     assert what_if_build_lines(what, str) == [
         "What if decode on the GPU with nvJPEG: no prediction (the stage profile's time ended before it timed the "
-        "decoders on the dataset's JPEGs: sweep with a larger --time-budget, or run `loaderbench profile`)."]
+        "decoders on the dataset's JPEGs: sweep with a larger --time-budget (`loaderbench profile` times the "
+        "decoders too, as figures of their own, not as this prediction))."]
 
 
 def test_a_question_without_its_inputs_says_why():

@@ -34,6 +34,7 @@ _PROFILE_DEFAULTS = {
     "mp_context": "the platform's",
     "worker_threads": "torch's 1",
     "main_threads": "torch's",
+    "decoder": "pil; the synthetic dataset only",
 }
 
 _FIXED: list[tuple[str, Any, Any]] = [

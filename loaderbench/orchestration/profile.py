@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the command's module imports this one: the analysis is impo
     from loaderbench.results import SweepProfile
 
 PROFILE_AXES = ("num_workers", "batch_size", "pin_memory", "prefetch_factor", "mp_context", "worker_threads",
-                "main_threads")
+                "main_threads", "decoder")
 """The grid axes a profile takes (one value each); the others mean nothing to it."""
 
 DEFAULT_SAMPLES = 200
@@ -40,12 +40,13 @@ class ProfileOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything the table shows (and the raw timings), for `--format json`."""
+        # The profile's own `settings` (the sweep's pick, None here) gives way to the settings profiled.
         return {
             "dataset": self.dataset.to_dict(),
+            **self.profile.to_dict(),
             "settings": self.settings.to_dict(),
             "device": self.device,
             "setup_s": self.setup_s,
-            **self.profile.to_dict(),
             "raw": self.record.to_dict(),
         }
 
@@ -81,7 +82,25 @@ def profile_settings(config: SweepConfig, *, cuda: bool) -> LoaderSettings:
         mp_context=values["mp_context"] if workers else None,
         worker_threads=values["worker_threads"] if workers else None,
         main_threads=values["main_threads"],
+        decoder=values["decoder"] or "pil",
     )
+
+
+def dataset_for(config: SweepConfig, decoder: str, cache_dir: Path | None = None) -> tuple[Any, Any]:
+    """(dataset, collate function) of `config` (resolved) with `decoder` (the `--decoder` axis:
+    `datasets.with_decoder`; nvjpeg's workers send the encoded bytes, collated as they are).
+    Raises what building the dataset raises, UsageError for a decoder its dataset cannot take."""
+    from loaderbench.workload import datasets
+
+    dataset = datasets.with_decoder(datasets.build_dataset(config.dataset, cache_dir=cache_dir), decoder)
+    collate = datasets.build_collate_fn(config.dataset)
+    if decoder == "nvjpeg":
+        from torch.utils.data import default_collate
+
+        from loaderbench.workload.decode import EncodedCollate
+
+        collate = EncodedCollate(collate or default_collate)
+    return dataset, collate
 
 
 def execute_profile(
@@ -105,7 +124,6 @@ def execute_profile(
     from loaderbench.analysis.stages import summarize_profile
     from loaderbench.measure.stages import ProfilePlan, profile_stages
     from loaderbench.measure.trial import resolve_device
-    from loaderbench.workload import datasets
 
     device = resolve_device(config.measure)
     settings = profile_settings(config, cuda=device.startswith("cuda"))
@@ -116,8 +134,7 @@ def execute_profile(
 
         torch.cuda.set_device(torch.device(device))
     t0 = time.perf_counter()
-    dataset = datasets.build_dataset(config.dataset, cache_dir=cache_dir)
-    collate = datasets.build_collate_fn(config.dataset)
+    dataset, collate = dataset_for(config, settings.decoder, cache_dir)
     setup_s = time.perf_counter() - t0
     plan = ProfilePlan(samples=samples, time_budget_s=time_budget_s, in_worker=in_worker, top=top,
                        seed=config.seed, device=device)
@@ -182,21 +199,13 @@ def profile_pick(config: SweepConfig, settings: LoaderSettings, budget_s: float,
     from loaderbench.measure.stages import ProfilePlan, profile_stages
     from loaderbench.measure.trial import resolve_device
     from loaderbench.results import SweepProfile
-    from loaderbench.workload import datasets
 
     t0 = time.perf_counter()
     try:
         device = resolve_device(config.measure)
         if device.startswith("cuda"):
             torch.cuda.set_device(torch.device(device))
-        dataset = datasets.with_decoder(datasets.build_dataset(config.dataset, cache_dir=cache_dir), settings.decoder)
-        collate = datasets.build_collate_fn(config.dataset)
-        if settings.decoder == "nvjpeg":
-            from torch.utils.data import default_collate
-
-            from loaderbench.workload.decode import EncodedCollate
-
-            collate = EncodedCollate(collate or default_collate)
+        dataset, collate = dataset_for(config, settings.decoder, cache_dir)
         left = max(0.2, budget_s - (time.perf_counter() - t0))
         plan = ProfilePlan(samples=SWEEP_PROFILE_SAMPLES, time_budget_s=left, seed=config.seed, device=device,
                            attribute=False, alternatives=True)

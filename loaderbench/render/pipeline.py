@@ -71,7 +71,8 @@ _NO_ANSWER = {
     WhyNoPrediction.NO_CUDA: "it cannot be predicted here: decoding on the GPU is timed on a CUDA GPU, and this run had none",
     WhyNoPrediction.NO_GPU_TIMING: "nvJPEG was not timed on this GPU (torchvision without nvJPEG, or no JPEG captured)",
     WhyNoPrediction.PROFILE_TIME: ("the stage profile's time ended before it timed the decoders on the dataset's JPEGs: "
-                                   "sweep with a larger --time-budget, or run `loaderbench profile`"),
+                                   "sweep with a larger --time-budget (`loaderbench profile` times the decoders too, "
+                                   "as figures of their own, not as this prediction)"),
     WhyNoPrediction.BYTES_UNKNOWN: "the bytes per sample are not known (give the files the dataset reads with --data)",
     WhyNoPrediction.NO_CACHED_ROWS: "no row was served from a cache: sweep with --cache both (or warm)",
     WhyNoPrediction.NO_LOADER_RATE: "the rows served from a cache give no loader rate for this series",

@@ -56,7 +56,8 @@ def _count(n: int, one: str, many: str) -> str:
 
 
 def _settings_text(settings: LoaderSettings) -> str:
-    return ", ".join(f"{k}={v}" for k, v in settings.dataloader_kwargs().items())
+    text = ", ".join(f"{k}={v}" for k, v in settings.dataloader_kwargs().items())
+    return text if settings.decoder == "pil" else f"{text}, decoder={settings.decoder}"
 
 
 def header_lines(dataset: DatasetSpec, settings: LoaderSettings, device: str, profile: StageProfile) -> list[str]:
