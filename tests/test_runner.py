@@ -553,6 +553,25 @@ def test_loader_alone_is_the_main_processes_pace_where_it_is_slower_than_the_wor
     assert out2["delivery_samples_per_s"] == pytest.approx(16_000.0, rel=0.01)
 
 
+def test_a_worker_that_waited_for_its_finished_batch_to_be_taken_times_its_builds_from_then():
+    # A worker held a batch finished before the probe; the main process took it 0.3 s in (it
+    # had other workers' batches to take first), and only then could the worker build: it
+    # completes batches at 0.4 and 0.5 s, whole builds of 0.1 s. Counted from the start, its
+    # first 0.4 s would make 0.1-s intervals read as a burst's (under half the mean), and it
+    # would have timed no unit.
+    from loaderbench.measure.loop import Completions
+
+    done = Completions(0.0)
+    done.add(0, -1.0, 16, taken_at=0.3)
+    done.add(0, 0.4, 16)
+    done.add(0, 0.5, 16)
+    assert done.units() == {0: 1} and done.rate() == pytest.approx(160.0)
+    blind = Completions(0.0)
+    blind.add(0, 0.4, 16)
+    blind.add(0, 0.5, 16)
+    assert blind.units() == {0: 0} and blind.rate() is None
+
+
 def test_loader_alone_names_the_workers_that_deliver_and_times_only_them():
     # An IterableDataset split by shard, 1 shard and 4 workers: worker 0 builds every batch (in
     # 0.2 s), the other three have nothing to build. The rate is worker 0's, 16 / 0.2 = 80.

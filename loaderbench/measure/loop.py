@@ -450,14 +450,19 @@ class Completions:
         self.delivered: dict[int, int] = {}
         self.fell = False  # a drain of items built before the probe was seen (and dropped)
         self.last: tuple[int, float] | None = None
+        self.freed: dict[int, float] = {}  # per worker, when its first batch built before the start was taken
 
-    def add(self, worker: int | None, done_at: float, samples: int) -> None:
+    def add(self, worker: int | None, done_at: float, samples: int, taken_at: float | None = None) -> None:
         w = -1 if worker is None else worker
         if self.last == (w, done_at):
             return  # the same batch again (the CUDA prefetcher's last batch of an epoch pulls none)
         self.last = (w, done_at)
         self.delivered[w] = self.delivered.get(w, 0) + 1
         if done_at <= self.start:
+            # Built before the probe: its worker had nothing to build until the first of them was
+            # taken (the loader hands a worker its next index as it takes one of its batches).
+            if taken_at is not None:
+                self.freed.setdefault(w, taken_at)
             return
         if w == -1 and w not in self.times:
             self.times[w], self.samples[w] = [self.start], [0]
@@ -466,9 +471,11 @@ class Completions:
         self.first.setdefault(w, 0)
 
     def ends(self, w: int) -> list[int]:
-        """Worker `w`'s unit ends from its current first index (`unit_ends`); the main process's
-        timeline already begins at the start."""
-        return unit_ends(self.times[w], self.first[w], None if w == -1 else self.start)
+        """Worker `w`'s unit ends from its current first index (`unit_ends`), counting from the
+        start, or from when its first batch built before it was taken (a worker with finished
+        batches waiting had nothing to build until then); the main process's timeline already
+        begins at the start."""
+        return unit_ends(self.times[w], self.first[w], None if w == -1 else max(self.start, self.freed.get(w, 0.0)))
 
     def units(self) -> dict[int, int]:
         """Whole units (builds, or bursts) timed per worker that delivered after the start."""
@@ -626,7 +633,9 @@ def loader_alone(
             38% above a plain draw at 4 workers, past what they can build; -12% at 1). So a
             worker's timing runs between ends of whole units (`unit_ends`): an interval under
             PROBE_BURST times its mean (the probe's start counted as one more, since the
-            worker was inside a unit then) hands out an item finished with the one before,
+            worker was inside a unit then; for a worker that held finished batches, from when
+            the first of them was taken, since it could not build before) hands out an item
+            finished with the one before,
             and a unit ends at the completion before each long interval; a worker with no
             short interval builds one batch after the other, every completion ending a unit.
         What the workers build is the ceiling only while the main process takes batches as fast:
@@ -684,12 +693,13 @@ def loader_alone(
                 continue
             reason = "epoch_end"
             break
+        got = clock()
         worker, done_at = origin(raw)
         b = prepare(raw)
         del raw
         n = count(b)
         at = done_at if done_at is not None else clock()
-        done.add(worker, at, n)
+        done.add(worker, at, n, taken_at=got)
         batches += 1
         del b
         now = clock()
