@@ -101,3 +101,11 @@ def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate():
     assert s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
     # Above the row's rate, the probe's reading stands.
     assert summarize(trials(700.0)).loader_ceiling_samples_per_s == pytest.approx(700.0)
+    # A bound of the first trial (held against its own 400 window: at least 400) is at least the
+    # row's 500 too.
+    ts = trials(460.0)
+    ts[0].loader_alone_samples_per_s, ts[0].loader_alone_method = None, "bound"
+    ts[0].loader_alone_bound_samples_per_s, ts[0].loader_alone_reason = 400.0, "time_cap"
+    s = summarize(ts)
+    assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.TIME_CAP
+    assert s.loader_ceiling_bound_samples_per_s == pytest.approx(500.0)

@@ -230,7 +230,9 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0) -> Summary:
             summary.loader_ceiling_bound_samples_per_s = summary.samples_per_s
             summary.loader_ceiling_bound = CeilingBound.BELOW_STEP_RATE
     if summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None:
-        summary.loader_ceiling_bound_samples_per_s, summary.loader_ceiling_bound = ceiling_bound(trials)
+        bound, summary.loader_ceiling_bound = ceiling_bound(trials)
+        # A trial's bound was held against its own window; the row's median is reached too.
+        summary.loader_ceiling_bound_samples_per_s = None if bound is None else max(bound, summary.samples_per_s)
     summary.worker_batches, summary.idle_workers = worker_shares(trials)
     summary.spread = relative_spread(summary)
     summary.noisy = summary.spread > NOISY_SPREAD
