@@ -58,8 +58,16 @@ from loaderbench.analysis.thresholds import (
     TAIL_MIN_STALL,
     TAIL_WAIT_OF_STEP,
 )
-from loaderbench.model import ConfigResult, InputBound, LoaderSettings, Summary, Trial, Verdict, WaitPart
-from loaderbench.stats import split_threshold
+from loaderbench.model import (
+    ConfigResult,
+    InputBound,
+    LoaderSettings,
+    Summary,
+    Trial,
+    Verdict,
+    WaitPart,
+    split_threshold,
+)
 
 
 def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, float]:

@@ -24,8 +24,7 @@ from loaderbench.measure.timing import (
     production_rate,
     split_steps,
 )
-from loaderbench.model import CEILING_SLACK, Note, WarningKind
-from loaderbench.stats import split_threshold
+from loaderbench.model import CEILING_SLACK, Note, WarningKind, split_threshold
 
 Origin = Callable[[Any], "tuple[int | None, float | None]"]
 """(worker id, completion instant) of a raw loader batch: the DataLoader worker that built it
