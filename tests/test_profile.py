@@ -532,6 +532,7 @@ def test_the_table_with_a_worker(_at_repo_root):
     (["--samples", "0"], "Invalid value for '--samples'"),
     (["--decoder", "pil,torchvision"], "--decoder pil,torchvision: a profile measures one setting"),
     (["--dataset", "tensor", "--decoder", "torchvision"], "--decoder applies to the synthetic dataset"),
+    (["--decoder", "nvjpeg"], "--decoder nvjpeg runs on a CUDA GPU and the profile's device is cpu"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, _at_repo_root):
     res = runner.invoke(app, ["profile", "--device", "cpu", "--samples" if "--samples" not in args else "--top", "4",

@@ -301,7 +301,6 @@ def test_the_loader_ceiling_of_a_stream_that_finishes_blocks_is_its_block_rate()
     # draw at 4 workers on this kind of input).
     from loaderbench.measure.trial import measure_config
     from loaderbench.model import DatasetSpec
-
     from tests.fixture_datasets import make_bursts
 
     spec = DatasetSpec(kind="import", factory="tests.fixture_datasets:make_bursts", kwargs={"block": 80, "sleep_ms": 2.0})

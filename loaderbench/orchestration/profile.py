@@ -118,8 +118,9 @@ def execute_profile(
     rest of `__getitem__`).
 
     Raises UsageError for settings a profile cannot take (several values of an axis,
-    `in_worker` without workers, CUDA asked for and missing), DataError when the dataset
-    cannot be built or raises while it is profiled (its type and message in one line).
+    `in_worker` without workers, CUDA asked for and missing, `--decoder nvjpeg` without CUDA),
+    DataError when the dataset cannot be built or raises while it is profiled (its type and
+    message in one line).
     """
     from loaderbench.analysis.stages import summarize_profile
     from loaderbench.measure.stages import ProfilePlan, profile_stages
@@ -127,6 +128,9 @@ def execute_profile(
 
     device = resolve_device(config.measure)
     settings = profile_settings(config, cuda=device.startswith("cuda"))
+    if settings.decoder == "nvjpeg" and not device.startswith("cuda"):
+        raise UsageError(f"--decoder nvjpeg runs on a CUDA GPU and the profile's device is {device}: use --decoder pil "
+                         "or torchvision (or run it on a GPU)")
     if in_worker and settings.num_workers == 0:
         raise UsageError("--in-worker times the samples inside a DataLoader worker: give --num-workers 1 or more")
     if device.startswith("cuda"):
