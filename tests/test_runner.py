@@ -548,28 +548,24 @@ def test_loader_alone_is_the_main_processes_pace_where_it_is_slower_than_the_wor
     # asking and the batch's finish to its taking) give its rate, the lower one.
     from loaderbench.measure.loop import loader_alone
 
-    clock = FakeClock()
+    def probe(take_s: float):
+        clock = FakeClock()
 
-    def take(b):
-        clock.advance(0.020)
-        return b
+        def take(b):
+            clock.advance(take_s)
+            return b
 
-    out = loader_alone(workers_stream(clock, 4, 0.05), take, lambda b: b.samples, origin=origin, num_workers=4,
-                       clock=clock)
+        return loader_alone(workers_stream(clock, 4, 0.05), take, lambda b: b.samples, origin=origin, num_workers=4,
+                            clock=clock)
+
+    out = probe(0.020)
     assert out["method"] == "sustained"
     assert out["samples_per_s"] == pytest.approx(800.0, rel=0.01)
     assert out["delivery_samples_per_s"] == out["samples_per_s"]
 
     # Where taking a batch costs 1 ms, the main process could take 16,000 samples/s: the
     # workers set the pace, and their rate stands: 4 x 16 / 0.05.
-    clock2 = FakeClock()
-
-    def quick(b):
-        clock2.advance(0.001)
-        return b
-
-    out2 = loader_alone(workers_stream(clock2, 4, 0.05), quick, lambda b: b.samples, origin=origin, num_workers=4,
-                        clock=clock2)
+    out2 = probe(0.001)
     assert out2["samples_per_s"] == pytest.approx(1280.0, rel=0.01)
     assert out2["delivery_samples_per_s"] == pytest.approx(16_000.0, rel=0.01)
 
