@@ -486,14 +486,6 @@ class Completions:
         """Whole units (builds, or bursts) timed per worker that delivered after the start."""
         return {w: max(0, len(self.ends(w)) - 1) for w in self.times}
 
-    def intervals(self) -> dict[int, int]:
-        """Batches timed per worker (those of its whole units) that delivered after the start."""
-        out = {}
-        for w in self.times:
-            e = self.ends(w)
-            out[w] = e[-1] - e[0] if len(e) > 1 else 0
-        return out
-
     def _rate(self, w: int, lo: int, hi: int) -> tuple[int, float]:
         """(samples, seconds) of worker `w`'s batches completed at indices lo+1..hi."""
         ts, ns = self.times[w], self.samples[w]
@@ -532,13 +524,13 @@ class Completions:
             if k:
                 self.first[w] = e[k]
                 self.fell = True
-        units = self.units()
-        if not units or min(units.values()) < 1 or sum(self.intervals().values()) < need:
+        ends = {w: self.ends(w) for w in self.times}  # once, after the drops above
+        # Every worker that delivered has a whole unit, and they hold `need` batches among them.
+        if not ends or min(len(e) for e in ends.values()) < 2 or sum(e[-1] - e[0] for e in ends.values()) < need:
             return False
         early = late = 0.0
         halves: dict[int, int] = {}
-        for w in self.times:
-            e = self.ends(w)
+        for w, e in ends.items():
             if len(e) < 3:
                 continue
             mid = e[(len(e) - 1) // 2]
