@@ -320,6 +320,22 @@ def test_a_loader_bound_row_whose_workers_wait_is_named_latency_bound_with_its_r
     # Workers starved of CPU by other load use little of it too: saturated, not latency-bound.
     rows[1] = result(settings(8), cpu(trial(0.030, 0.010), 100, 20, other_pct=80))
     assert not any(isinstance(f, LatencyBound) for f in result_set(rows, step_s=0.010).recommendation.findings)
+    # The same workers behind a main process that takes each batch for 12 ms (pickled arrays through
+    # a pipe) of a 40-ms mean step (30 ms wait + 10 ms step): 30% of its time, past a quarter. The
+    # workers wait for room, not on latency; the row stays loader-bound (12 of 30 ms is receive).
+    slow_receive = cpu(trial(0.030, 0.010), 100, 20)
+    slow_receive.receive_s = [0.012] * 8
+    rows[1] = result(settings(8), slow_receive)
+    rs = result_set(rows, step_s=0.010)
+    s = rs.results[1].summary
+    assert s.verdict is Verdict.LOADER_BOUND and s.worker_cores == pytest.approx(0.10)
+    assert s.receive_p50_s == pytest.approx(0.012) and s.mean_step_s == pytest.approx(0.040)
+    assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
+    assert "Latency-bound" not in sentences(rs)
+    # A receive of 8 ms (20% of the mean step): under a quarter, latency-bound as before.
+    slow_receive.receive_s = [0.008] * 8
+    rs = result_set(rows, step_s=0.010)
+    assert any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
 
 
 # ---- 5. an epoch start that points at __iter__; a worker slower than the main process ----------

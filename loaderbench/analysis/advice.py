@@ -586,7 +586,10 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     less the main process's, over num_workers), with no idle workers among them and the CPUs not
     saturated (workers starved of CPU by other load use little of it too): a sample's CPU
     time is a small part of its wall time in the worker, so it waits on latency (storage, a
-    network), and requests in flight, not cores, set the rate. Not where more workers cannot
+    network), and requests in flight, not cores, set the rate. Not where the main process took
+    its batches for RECEIVE_BINDS_SHARE of its time per batch or more (receive floor p50 over the
+    mean step, `Summary.mean_step_s`): its workers then wait for room in a queue the main process
+    drains slowly (batches pickled through a pipe), which uses as little CPU. Not where more workers cannot
     help: a row with more workers had idle ones (the dataset gives work to no more), or rows
     replay the same stream (`replicated`: a measured row has `WarningKind.REPLICATED`; such
     rows are not ranked, so not in `ok`). Where a config with more workers than the knee measured
@@ -599,6 +602,8 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     if (ss.worker_cores is None or ss.worker_cores >= th.LATENCY_WORKER_CORES or ss.idle_workers
             or cpu_saturated(ss.cpu_util_pct, ss.other_cores, usable_cpus)):
         return []
+    if ss.receive_p50_s and ss.mean_step_s and ss.receive_p50_s >= th.RECEIVE_BINDS_SHARE * ss.mean_step_s:
+        return []  # the main process's receive holds the workers back, not latency
     # More workers are the first remedy named: not where the dataset gives work to no more
     # workers than the subject has (a row with more had idle ones), nor where more workers
     # replay the same stream (their rows are not ranked: the stream must be split first).
