@@ -1479,8 +1479,10 @@ class BeyondKnobs(Record):
     then the predicted ones by their gain: `settings` and `samples_per_s` / `stall_fraction`
     of the pick they start from; `profiled` when the sweep's stage profile was there (the
     changes to a stage need it); what binds the pick's series on this machine and the most the
-    model predicts for it (`binds`, `plateau_samples_per_s`, a prediction); `tolerance`, the
-    gain a predicted change must pass to be listed; `no_profile`, why the profile is missing."""
+    model predicts for it (`binds`, `plateau_samples_per_s`, a prediction), and the series'
+    measured compute ceiling (`compute_samples_per_s`: where the step binds below it, the main
+    thread's receive and copy between steps hold the plateau there); `tolerance`, the gain a
+    predicted change must pass to be listed; `no_profile`, why the profile is missing."""
 
     settings: LoaderSettings
     samples_per_s: float
@@ -1491,6 +1493,7 @@ class BeyondKnobs(Record):
     plateau_samples_per_s: float | None = None
     tolerance: float = 0.0
     no_profile: NoProfile | None = None  # why there is no profile (when not `profiled`)
+    compute_samples_per_s: float | None = None
 
 
 @dataclass

@@ -596,6 +596,25 @@ def test_the_what_if_sentences_say_prediction_and_what_binds():
     assert lines[1].startswith("  16 usable CPUs: predicted ~") and lines[1].endswith(", then the usable CPUs bind.")
     assert any(x.startswith("  Decode with torchvision.io on the CPU: predicted ~1.") for x in lines)
     assert all("predicted" in x for x in lines[1:])
+    assert b.compute_samples_per_s == pytest.approx(_rows(pipeline(5.0, 2.0))[0].summary.compute_ceiling_samples_per_s)
+
+
+def test_a_plateau_below_the_compute_ceiling_is_not_said_to_be_the_step_alone():
+    from loaderbench.conclusions import BeyondKnobs
+    from loaderbench.render.pipeline import beyond_knobs_lines
+
+    def line(plateau: float) -> str:
+        b = BeyondKnobs(settings(8), 2_915.0, 0.38, [], profiled=True, binds=Binds.STEP,
+                        plateau_samples_per_s=plateau, tolerance=0.05, compute_samples_per_s=4_700.0)
+        (only,) = beyond_knobs_lines(b, str)
+        return only
+
+    # 3,236 of 4,700 (69%, past the 5% tolerance): the step alone would run faster; say what holds it.
+    assert ("plateau at ~3,236 samples/s, where the step binds, held to 69% of its ~4,700 samples/s alone (the "
+            "compute ceiling) by the main thread taking each batch between steps and by a loader close behind "
+            "(a prediction)") in line(3_236.0)
+    # 4,600 (98%): within the tolerance, the step binds.
+    assert "plateau at ~4,600 samples/s, where the step binds (a prediction)" in line(4_600.0)
 
 
 # ---------------------------------------------------------------------------------------------

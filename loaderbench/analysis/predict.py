@@ -1280,4 +1280,5 @@ def beyond_knobs(results: Sequence[ConfigResult], base: LoaderSettings, toleranc
     changes.sort(key=lambda c: (c.measured is None, -(c.gain or 0.0)))
     plateau = None if here is None else max((x for _, x in here.curve), default=None)
     return BeyondKnobs(base, rate, row.summary.stall_fraction, changes, profiled=profile is not None,
-                       binds=None if here is None else here.binds, plateau_samples_per_s=plateau, tolerance=tolerance)
+                       binds=None if here is None else here.binds, plateau_samples_per_s=plateau, tolerance=tolerance,
+                       compute_samples_per_s=fit(results, series_of(base), measured_cpus).compute)

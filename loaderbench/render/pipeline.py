@@ -365,6 +365,19 @@ def _more_workers_alone(c: PipelineChange, pick_samples_per_s: float, tolerance:
             f"workers alone")
 
 
+def _plateau_binds(b: BeyondKnobs) -> str:
+    """What binds at the plateau, in words; where that is the step but the plateau sits below the
+    step's own rate (the compute ceiling) by more than the tolerance, what holds it there too: the
+    main thread takes each batch (and copies it) between steps, and the loader runs close behind
+    (the model's soft corner, NOTE [pipeline model] in analysis/predict.py)."""
+    assert b.binds is not None and b.plateau_samples_per_s is not None
+    c = b.compute_samples_per_s
+    if b.binds is Binds.STEP and c and b.plateau_samples_per_s < (1.0 - b.tolerance) * c:
+        return (f"the step binds, held to {b.plateau_samples_per_s / c:.0%} of its ~{c:,.0f} samples/s alone (the "
+                "compute ceiling) by the main thread taking each batch between steps and by a loader close behind")
+    return BINDS_WORDS[b.binds]
+
+
 def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
     """Where the settings stop: the changes to the pipeline that would act on the bottleneck,
     those measured first, each predicted one labelled, with its gain and what then binds."""
@@ -375,7 +388,7 @@ def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
                     f"is predicted ({why})."]
         plateau = ("" if b.binds is None or b.plateau_samples_per_s is None else
                    f"the pipeline model puts this series' plateau at ~{b.plateau_samples_per_s:,.0f} samples/s, "
-                   f"where {BINDS_WORDS[b.binds]} (a prediction): ")
+                   f"where {_plateau_binds(b)} (a prediction): ")
         return [f"Beyond the settings: {plateau}no change to the pipeline that the stage profile prices is "
                 f"predicted to gain more than {b.tolerance:.0%}."]
     out = [f"Beyond the settings (no setting clears the loader bottleneck at {b.samples_per_s:,.0f} samples/s, "
