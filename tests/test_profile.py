@@ -422,6 +422,21 @@ def test_an_iterable_dataset_is_timed_item_by_item():
     assert p.stage("rest of __iter__") is not None and "rest of __getitem__" not in [s.name for s in p.stages]
 
 
+def test_a_stream_that_finishes_blocks_is_timed_over_whole_runs_of_items():
+    # Blocks of 20 items, 20 ms of sleep before each: 1.0 ms per item on average, all of it in the
+    # block's first item. 40 items timed, then 40 plain: each run holds two block starts. Taken in
+    # turn, every block start (an even item) fell on the plain side and the stage read ~0.
+    from tests.fixture_datasets import make_bursts
+
+    record = profile_stages(make_bursts(block=20, sleep_ms=1.0), settings(0, bs=8),
+                            ProfilePlan(samples=40, time_budget_s=60, attribute=False))
+    p = summarize_profile(record)
+    assert p.samples == 40 and p.cost.plain_samples == 40
+    assert p.stage("rest of __iter__").ms_per_sample == pytest.approx(1.0, rel=0.15)
+    assert statistics.fmean(record.plain_s) * 1e3 == pytest.approx(1.0, rel=0.15)
+    assert p.stage("rest of __iter__").share > 0.9
+
+
 @pytest.mark.slow
 def test_an_iterable_dataset_asked_in_a_worker_is_timed_in_this_process():
     record = profile_stages(pd.make_stream(40), LoaderSettings(1, False, False, 2, False, 8),

@@ -1036,13 +1036,26 @@ def _alternatives(profiler: SampleProfiler, dataset: Any, indices: list[int], it
         record.gpu_decode = alt.time_gpu_decode(kept, settings.batch_size, plan.device)
 
 
+def timed_turn(k: int, count: int, iterable: bool) -> bool:
+    """Whether fetch `k` (of 2 x `count`) is the timed one of a pass that times `count` samples in
+    turn with as many others: every other fetch of a map-style dataset; an IterableDataset's first
+    `count` items, then `count` more (its items are consecutive: a stream that finishes items a
+    block at a time pays a block's cost in one item, and with fetches taken in turn blocks of an
+    even length would put every such item on the same side).
+
+    >>> [timed_turn(k, 3, False) for k in range(6)], [timed_turn(k, 3, True) for k in range(6)]
+    ([True, False, True, False, True, False], [True, True, True, False, False, False])
+    """
+    return k < count if iterable else k % 2 == 0
+
+
 def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm: list[int], iterable: bool,
                 batch_size: int, collate: Callable[[list[Any]], Any], record: StageRecord, decoders: Counter[str],
                 deadlines: _Deadlines, main_side: Callable[[Any, BatchTiming], None], count: int,
                 clock: BatchClock) -> None:
     """Pass 1 of `profile_stages`: `count` samples timed in this process, in turn with as many
-    fetched plainly (`indices`: two per timed sample); every `batch_size` items collated,
-    pinned and copied."""
+    fetched plainly (`indices`: two per timed sample; an IterableDataset's in two runs,
+    `timed_turn`); every `batch_size` items collated, pinned and copied."""
     it = iter(dataset) if iterable else None
 
     def fetch(i: int) -> Callable[[], Any]:
@@ -1059,7 +1072,7 @@ def _in_process(profiler: SampleProfiler, dataset: Any, indices: list[int], warm
             break
         i = indices[k % len(indices)] if indices else 0
         try:
-            if k % 2 == 0:
+            if timed_turn(k, count, iterable):
                 item, timing, dec = profiler.staged(fetch(i))
                 record.samples.append(timing)
                 decoders.update(dec)
@@ -1203,7 +1216,8 @@ def _attribution(profiler: SampleProfiler, dataset: Any, indices: list[int] | No
                  deadlines: _Deadlines, plan: ProfilePlan) -> None:
     """Pass 3 of `profile_stages`: cProfile over `__getitem__`, paused inside the recognised
     stages, on up to `plan.samples` samples in turn with as many fetched without it (for the
-    profiler's cost); `indices`: two per profiled sample (None: an IterableDataset's next items)."""
+    profiler's cost); `indices`: two per profiled sample (None: an IterableDataset's next items,
+    in two runs as `timed_turn` says)."""
     prof = cProfile.Profile()
     timer = profiler.timer
     timer.on_enter, timer.on_exit = prof.disable, prof.enable
