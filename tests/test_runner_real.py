@@ -322,6 +322,23 @@ def test_the_loader_ceiling_of_a_stream_that_finishes_blocks_is_its_block_rate()
 
 
 @pytest.mark.slow
+def test_the_window_holds_a_stream_of_blocks_to_what_its_workers_build():
+    # The same stream (2 workers, blocks of 80 items built in 0.16 s, batch 16), under a 4-ms
+    # step it could outrun: each worker's batches come in runs of 5 at the step's pace, then
+    # one after a block's build. Its production counts the blocks' builds, timed from when each
+    # task was sent: 2 x 80 / 0.16 = 1,000 samples/s (the sleeps timed here). Dropping every
+    # interval 4x its worker's median as a wait for room, as before, dropped the builds and
+    # read the runs: 5,764 samples/s on the 2-core machine, capping nothing.
+    from loaderbench.measure.trial import measure_config
+    from loaderbench.model import DatasetSpec
+
+    spec = DatasetSpec(kind="import", factory="tests.fixture_datasets:make_bursts", kwargs={"block": 80, "sleep_ms": 2.0})
+    t = measure_config(_job(2, spec, 4.0, 16, batches=40))
+    built = 2 * 80 / _sleeps_s(1, 0.160)
+    assert t.production_samples_per_s == pytest.approx(built, rel=0.10)
+
+
+@pytest.mark.slow
 def test_workers_with_nothing_to_read_deliver_nothing_and_their_wait_is_no_receive():
     # An IterableDataset split by shard, 1 shard, 4 workers: worker 0 builds every batch (8 x 5
     # ms), the other three deliver nothing. Waiting for worker 0 to build is not a receive: the

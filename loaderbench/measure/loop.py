@@ -23,8 +23,9 @@ from loaderbench.measure.timing import (
     median,
     production_rate,
     split_steps,
+    unit_ends,
 )
-from loaderbench.model import CEILING_SLACK, Note, WarningKind, split_threshold
+from loaderbench.model import CEILING_SLACK, Note, WarningKind
 
 Origin = Callable[[Any], "tuple[int | None, float | None]"]
 """(worker id, completion instant) of a raw loader batch: the DataLoader worker that built it
@@ -79,6 +80,7 @@ def timed_loop(
     epoch_len: int | None = None,
     origin: Origin | None = None,
     cpu_clock: Clock | None = None,
+    dispatch_lag: int | None = None,
 ) -> LoopTimes:
     """Run `step` over `batches` and time it per the NOTE [timing model].
 
@@ -114,7 +116,10 @@ def timed_loop(
     batch is kept in `batch_workers`, and a `next()` is a receive only when its batch was completed
     before the call (NOTE [receive in the window]). With `cpu_clock` (the main process's CPU
     seconds, all its threads: time.process_time) each receive's CPU seconds are kept beside it in
-    `receive_cpu_s` (`after_window` then returns (wall, cpu) lists). Raises ValueError if the loader yields nothing.
+    `receive_cpu_s` (`after_window` then returns (wall, cpu) lists). With `origin` and
+    `dispatch_lag` (the loader sends the task of the batch it hands out at position p when the
+    loop took the one at p - dispatch_lag: torch's DataLoader in order, NOTE [production in the
+    window]), the workers' production is timed from when each batch's task could start. Raises ValueError if the loader yields nothing.
     Returns per-batch lists for the measured batches only, in seconds (timing.split_steps of the
     instants `marker` recorded), and the (ready, end) of every step in `busy_s`.
     """
@@ -126,6 +131,7 @@ def timed_loop(
         batch = next(it)
     except StopIteration:
         raise ValueError("the loader yielded no batch") from None
+    taken_at = [clock()]  # when the loop took each batch, the first included (NOTE [production in the window])
     first_origin = origin(batch) if origin is not None else (None, None)
     batch = prepare(batch)
     ready = marker.mark()
@@ -166,8 +172,15 @@ def timed_loop(
     warmup_receive: list[tuple[float, float]] = []
     batch_workers: list[int | None] = []
     completions: list[tuple[int, float, int]] = []  # NOTE [production in the window]
+    dispatched: list[float | None] = []  # beside each completion: when its task was sent (None: before any take)
+
+    def sent_at(position: int) -> float | None:
+        """When the loader sent the task of the batch at `position` (None: with the first tasks)."""
+        return None if dispatch_lag is None or position < dispatch_lag else taken_at[position - dispatch_lag]
+
     if first_origin[0] is not None and first_origin[1] is not None:
         completions.append((first_origin[0], first_origin[1], first_n))
+        dispatched.append(None)
     whole_epochs = bool(restart_epochs and epoch_len and epoch_len <= min(max_batches, WHOLE_EPOCH_WINDOW_MAX))
     if whole_epochs:
         max_batches = -(-max_batches // epoch_len) * epoch_len  # type: ignore[operator]
@@ -200,6 +213,7 @@ def timed_loop(
             epoch_gaps.append(clock() - t0)
             restarted = True
         t_next = clock()
+        taken_at.append(t_next)
         c1 = cpu_clock() if cpu_clock is not None else 0.0
         d1 = decode_time() if decode_time is not None else 0.0
         worker, done_at = origin(batch) if origin is not None else (None, None)
@@ -217,6 +231,7 @@ def timed_loop(
         n = count(batch)
         if worker is not None and done_at is not None:
             completions.append((worker, done_at, n))
+            dispatched.append(sent_at(len(taken_at) - 1))
         step(batch)
         end = marker.mark()
         steps.append(StepInstants(prev, prev, ready, end))  # asking for a batch is the last step's end
@@ -299,7 +314,8 @@ def timed_loop(
         busy_s=[(times[s.ready], times[s.end]) for s in steps],
         batch_workers=batch_workers,
         completions=completions,
-        production_samples_per_s=None if epoch_gaps else production_rate(completions),
+        production_samples_per_s=None if epoch_gaps else production_rate(
+            completions, dispatched if dispatch_lag is not None and len(completions) == len(taken_at) else None),
     )
 
 
@@ -386,52 +402,7 @@ PROBE_MIN_TIME_S = 0.5
 PROBE_MAX_TIME_S = 4.0
 PROBE_FALL = 0.3  # a later half this much slower than the earlier one: the earlier drained items built before
 PROBE_DRAIN = 1.5  # a worker's leading units this many times its median rate were items it held finished (or half built)
-PROBE_BURST_RATIO = 4.0  # a worker's long intervals this many times its short ones: it hands out items in bursts
 SUSTAINED_SLACK = CEILING_SLACK  # a sustained reading this close below the row's rate with the step is that rate
-
-
-def unit_ends(times: Sequence[float], first: int = 0, start: float | None = None) -> list[int]:
-    """Indices into `times` (one worker's completion instants, ascending) that end a whole unit of
-    its work, from `first` on (NOTE [loader ceiling]): a worker that builds one batch after the
-    other ends a unit at every completion; one that finishes several batches' items together (a
-    block read or decoded at once, a queue filled in `__iter__`) hands them out in runs of short
-    intervals between long ones, and a unit (a burst) ends at the completion before each long
-    interval. Short and long are Otsu's two classes of the intervals (`split_threshold`), told
-    apart only where the long ones average PROBE_BURST_RATIO times the short ones or more (else
-    the intervals are builds that vary). Where two long intervals or more follow the last short
-    one, every completion from the first long one on ends one (a drain of held items, then
-    steady builds): one long interval alone may be a new burst's first item. `start` (before
-    times[0]; only with first == 0) counts as one more interval, from the instant the worker
-    could build: a run of items handed out together (a burst seen alone) is not taken for
-    builds. [] without a whole unit's end.
-
-    >>> unit_ends([0.0, 1.0, 2.0, 3.0])
-    [0, 1, 2, 3]
-    >>> unit_ends([0.0, 1.3, 2.0, 3.1])  # builds that vary
-    [0, 1, 2, 3]
-    >>> unit_ends([0.0, 0.01, 1.0, 1.01, 2.0, 2.01])  # bursts of 2: whole ones end at 1 and 3
-    [1, 3]
-    >>> unit_ends([0.0, 0.001, 0.002, 0.1, 0.2])  # 2 held items drained, then builds of 0.1 s
-    [2, 3, 4]
-    >>> unit_ends([1.0, 1.01, 1.02], start=0.0)  # one burst, 1 s into the probe: no whole unit yet
-    []
-    >>> unit_ends([1.0, 1.01, 1.02, 2.0], start=0.0)  # and the next burst's first item
-    [2]
-    """
-    n = len(times) - 1
-    if n - first < 1:
-        return [first] if n == first else []
-    gaps = [times[i] - times[i - 1] for i in range(first + 1, n + 1)]
-    lead = [times[0] - start] if start is not None and first == 0 and start < times[0] else []
-    split = split_threshold(lead + gaps)
-    if split is None or split[2] < PROBE_BURST_RATIO * max(split[1], 1e-9):
-        return list(range(first, n + 1))
-    long = [first + 1 + k for k, g in enumerate(gaps) if g >= split[0]]
-    if len(long) == n - first:  # no short interval (the start's, a part of a unit, was the short one)
-        return list(range(first, n + 1))
-    if len(long) >= 2 and len(long) == n + 1 - long[0]:  # a drain, then builds one after the other
-        return list(range(long[0] - 1, n + 1))
-    return [i - 1 for i in long]
 
 
 class Completions:

@@ -79,7 +79,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from loaderbench.model import LoaderSettings, Note
+from loaderbench.model import LoaderSettings, Note, split_threshold
 
 Clock = Callable[[], float]
 
@@ -296,19 +296,35 @@ class LoopTimes:
 #     PRODUCTION_GAP times the median of its intervals is left out of its rate (a batch's build
 #     averages its samples' costs: a slow sample does not make a batch's build several times the
 #     median).
+#     That rule cannot tell a wait for room from a stream that finishes a block of batches at
+#     once (a shuffle buffer filled, a record file decoded): its workers' intervals are short
+#     within a block and long across one, and dropping the long ones left such rows 5-10% above
+#     what their workers build. Where the loader's dispatch is known, the waits are taken out
+#     exactly instead: torch's DataLoader in order keeps prefetch_factor x num_workers tasks in
+#     flight and sends one more each time it hands a batch out, so the task of the batch handed
+#     out at position p was sent when the batch at p - prefetch_factor x num_workers was (one
+#     position later with the CUDA prefetcher, which takes a batch from the loader one ahead of
+#     the loop). A worker starts a task when it has finished its previous one and the task has
+#     come, so each build runs from the later of the two to its completion, and no interval is
+#     left out. The loop's own instant of taking that batch is at or after the send: a build
+#     reads at most that much short (the production at most that much high), never long.
 
 
 PRODUCTION_GAP = 4.0  # a worker's interval this many times its median interval is a wait for room, not a build
 
 
-def production_rate(completions: Sequence[tuple[int, float, int]]) -> float | None:
+def production_rate(completions: Sequence[tuple[int, float, int]],
+                    dispatched: Sequence[float | None] | None = None) -> float | None:
     """The workers' sustained production in samples/s (NOTE [production in the window]) from
     `completions`, (worker id, completion instant in seconds, samples) of each batch received:
     per worker, the samples of its batches after its first over the seconds from its first
     completion to its last, less any interval over PRODUCTION_GAP times the median of its
     intervals (with the batch that ended it: a wait for room, not a build); summed over the
     workers with two completions or more, times delivering / timed workers; a batch listed twice
-    counts once. None when no worker completed two batches.
+    counts once. With `dispatched` (beside each completion, the instant its task was sent, on the
+    same clock; None: sent with the first tasks) each build runs from the later of the worker's
+    previous completion and that instant, and no interval is left out. None when no worker
+    completed two batches.
 
     >>> production_rate([(0, 0.0, 16), (1, 0.1, 16), (0, 1.0, 16), (1, 1.1, 16), (0, 2.0, 16)])
     32.0
@@ -318,23 +334,93 @@ def production_rate(completions: Sequence[tuple[int, float, int]]) -> float | No
     16.0
     >>> round(production_rate([(0, 0.0, 16), (0, 0.1, 16), (0, 1.1, 16), (0, 1.2, 16), (0, 1.3, 16)]), 6)  # waits 1 s
     160.0
+    >>> # Blocks of 3 batches, each built in 0.6 s, then handed out at once: the rule drops the
+    >>> # blocks' builds; the tasks' dispatch (all sent at 0.0) keeps them.
+    >>> blocks = [(0, 0.0, 16), (0, 0.6, 16), (0, 0.61, 16), (0, 0.62, 16), (0, 1.22, 16), (0, 1.23, 16), (0, 1.24, 16)]
+    >>> round(production_rate(blocks), 6)
+    1600.0
+    >>> round(production_rate(blocks, [None] + [0.0] * 6), 6)
+    77.419355
+    >>> # The same worker waiting for room: its third task sent at 0.5 s, its build 0.1 s.
+    >>> round(production_rate([(0, 0.0, 16), (0, 0.1, 16), (0, 0.6, 16)], [None, None, 0.5]), 6)
+    160.0
     """
-    per: dict[int, list[tuple[float, int]]] = {}
+    per: dict[int, list[tuple[float, int, float | None]]] = {}
+    sent = list(dispatched) if dispatched is not None else [None] * len(completions)
     # A batch seen twice (the CUDA prefetcher's last batch of an epoch pulls none) counts once.
-    for worker, done_at, samples in dict.fromkeys(completions):
-        per.setdefault(worker, []).append((done_at, samples))
+    for (worker, done_at, samples), at in dict(zip(completions[::-1], sent[::-1])).items():
+        per.setdefault(worker, []).append((done_at, samples, at))
     total, timed = 0.0, 0
     for items in per.values():
-        items.sort()
-        gaps = [(b[0] - a[0], b[1]) for a, b in zip(items, items[1:])]
-        if gaps:
-            limit = PRODUCTION_GAP * median([g for g, _ in gaps])
-            gaps = [(g, n) for g, n in gaps if g <= limit] if limit > 0 else gaps
+        items.sort(key=lambda x: x[0])
+        if dispatched is not None:
+            # Each build from the later of the previous completion and the task's arrival; the
+            # builds laid end to end, timed between ends of whole units (a block's batches are
+            # one unit: its first one carries the block's build).
+            busy = [0.0]
+            for a, b in zip(items, items[1:]):
+                came = a[0] if b[2] is None else min(b[0], max(a[0], b[2]))
+                busy.append(busy[-1] + b[0] - came)
+            ends = unit_ends(busy)
+            gaps = ([] if len(ends) < 2 else
+                    [(busy[ends[-1]] - busy[ends[0]], sum(x[1] for x in items[ends[0] + 1: ends[-1] + 1]))])
+        else:
+            gaps = [(b[0] - a[0], b[1]) for a, b in zip(items, items[1:])]
+            if gaps:
+                limit = PRODUCTION_GAP * median([g for g, _ in gaps])
+                gaps = [(g, n) for g, n in gaps if g <= limit] if limit > 0 else gaps
         span = sum(g for g, _ in gaps)
         if gaps and span > 0:
             total += sum(n for _, n in gaps) / span
             timed += 1
     return total * len(per) / timed if timed else None
+
+
+PROBE_BURST_RATIO = 4.0  # a worker's long intervals this many times its short ones: it hands out items in bursts
+
+
+def unit_ends(times: Sequence[float], first: int = 0, start: float | None = None) -> list[int]:
+    """Indices into `times` (one worker's completion instants, ascending) that end a whole unit of
+    its work, from `first` on (NOTE [loader ceiling]): a worker that builds one batch after the
+    other ends a unit at every completion; one that finishes several batches' items together (a
+    block read or decoded at once, a queue filled in `__iter__`) hands them out in runs of short
+    intervals between long ones, and a unit (a burst) ends at the completion before each long
+    interval. Short and long are Otsu's two classes of the intervals (`split_threshold`), told
+    apart only where the long ones average PROBE_BURST_RATIO times the short ones or more (else
+    the intervals are builds that vary). Where two long intervals or more follow the last short
+    one, every completion from the first long one on ends one (a drain of held items, then
+    steady builds): one long interval alone may be a new burst's first item. `start` (before
+    times[0]; only with first == 0) counts as one more interval, from the instant the worker
+    could build: a run of items handed out together (a burst seen alone) is not taken for
+    builds. [] without a whole unit's end.
+
+    >>> unit_ends([0.0, 1.0, 2.0, 3.0])
+    [0, 1, 2, 3]
+    >>> unit_ends([0.0, 1.3, 2.0, 3.1])  # builds that vary
+    [0, 1, 2, 3]
+    >>> unit_ends([0.0, 0.01, 1.0, 1.01, 2.0, 2.01])  # bursts of 2: whole ones end at 1 and 3
+    [1, 3]
+    >>> unit_ends([0.0, 0.001, 0.002, 0.1, 0.2])  # 2 held items drained, then builds of 0.1 s
+    [2, 3, 4]
+    >>> unit_ends([1.0, 1.01, 1.02], start=0.0)  # one burst, 1 s into the probe: no whole unit yet
+    []
+    >>> unit_ends([1.0, 1.01, 1.02, 2.0], start=0.0)  # and the next burst's first item
+    [2]
+    """
+    n = len(times) - 1
+    if n - first < 1:
+        return [first] if n == first else []
+    gaps = [times[i] - times[i - 1] for i in range(first + 1, n + 1)]
+    lead = [times[0] - start] if start is not None and first == 0 and start < times[0] else []
+    split = split_threshold(lead + gaps)
+    if split is None or split[2] < PROBE_BURST_RATIO * max(split[1], 1e-9):
+        return list(range(first, n + 1))
+    long = [first + 1 + k for k, g in enumerate(gaps) if g >= split[0]]
+    if len(long) == n - first:  # no short interval (the start's, a part of a unit, was the short one)
+        return list(range(first, n + 1))
+    if len(long) >= 2 and len(long) == n + 1 - long[0]:  # a drain, then builds one after the other
+        return list(range(long[0] - 1, n + 1))
+    return [i - 1 for i in long]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,6 +442,23 @@ def median(xs: Sequence[float]) -> float:
     """The upper median of `xs` (0.0 for none)."""
     ys = sorted(xs)
     return ys[len(ys) // 2] if ys else 0.0
+
+
+def dispatch_lag(settings: LoaderSettings, *, prefetched: bool, own_loader: bool) -> int | None:
+    """Positions between the batch whose taking sends a task and the batch of that task (NOTE
+    [production in the window]): prefetch_factor x num_workers for torch's DataLoader in order,
+    one more with the CUDA prefetcher (`prefetched`); None without workers, with in_order off
+    (a ready batch overtakes, and tasks go to workers with room, not in turn) or a loader class
+    of the user's own (`own_loader`: its dispatch is not known).
+
+    >>> dispatch_lag(LoaderSettings(4, True, True, 2, False, 32), prefetched=True, own_loader=False)
+    9
+    >>> dispatch_lag(LoaderSettings(4, False, False, 3, False, 32), prefetched=False, own_loader=False)
+    12
+    """
+    if settings.num_workers <= 0 or not settings.in_order or own_loader:
+        return None
+    return settings.num_workers * (settings.prefetch_factor or 2) + (1 if prefetched else 0)
 
 
 def full_queue_for(settings: LoaderSettings) -> int:
