@@ -302,12 +302,15 @@ class LoopTimes:
 #     what their workers build. Where the loader's dispatch is known, the waits are taken out
 #     exactly instead: torch's DataLoader in order keeps prefetch_factor x num_workers tasks in
 #     flight and sends one more each time it hands a batch out, so the task of the batch handed
-#     out at position p was sent when the batch at p - prefetch_factor x num_workers was (one
-#     position later with the CUDA prefetcher, which takes a batch from the loader one ahead of
-#     the loop). A worker starts a task when it has finished its previous one and the task has
-#     come, so each build runs from the later of the two to its completion, and no interval is
-#     left out. The loop's own instant of taking that batch is at or after the send: a build
-#     reads at most that much short (the production at most that much high), never long.
+#     out at position p was sent when the batch at p - prefetch_factor x num_workers was. With
+#     the CUDA prefetcher the loop's next() takes batch k + 1 from the loader while it hands
+#     over k, and the completion it records at position k is batch k + 1's (`_InspectFirst` in
+#     measure/trial.py), whose task was sent inside the loop's next() at position
+#     k - prefetch_factor x num_workers: the same lag in the loop's positions. A worker starts
+#     a task when it has finished its previous one and the task has come, so each build runs
+#     from the later of the two to its completion, and no interval is left out. The loop's own
+#     instant of taking that batch is at or after the send: a build reads at most that much
+#     short (the production at most that much high), never long.
 
 
 PRODUCTION_GAP = 4.0  # a worker's interval this many times its median interval is a wait for room, not a build
@@ -381,7 +384,7 @@ PROBE_BURST_RATIO = 4.0  # a worker's long intervals this many times its short o
 
 def unit_ends(times: Sequence[float], first: int = 0, start: float | None = None) -> list[int]:
     """Indices into `times` (one worker's completion instants, ascending) that end a whole unit of
-    its work, from `first` on (NOTE [loader ceiling]): a worker that builds one batch after the
+    its work, from `first` on (NOTE [loader ceiling] in measure/loop.py): a worker that builds one batch after the
     other ends a unit at every completion; one that finishes several batches' items together (a
     block read or decoded at once, a queue filled in `__iter__`) hands them out in runs of short
     intervals between long ones, and a unit (a burst) ends at the completion before each long
@@ -444,21 +447,21 @@ def median(xs: Sequence[float]) -> float:
     return ys[len(ys) // 2] if ys else 0.0
 
 
-def dispatch_lag(settings: LoaderSettings, *, prefetched: bool, own_loader: bool) -> int | None:
+def dispatch_lag(settings: LoaderSettings, *, own_loader: bool) -> int | None:
     """Positions between the batch whose taking sends a task and the batch of that task (NOTE
-    [production in the window]): prefetch_factor x num_workers for torch's DataLoader in order,
-    one more with the CUDA prefetcher (`prefetched`); None without workers, with in_order off
-    (a ready batch overtakes, and tasks go to workers with room, not in turn) or a loader class
-    of the user's own (`own_loader`: its dispatch is not known).
+    [production in the window]): prefetch_factor x num_workers for torch's DataLoader in order;
+    None without workers, with in_order off (a ready batch overtakes, and tasks go to workers
+    with room, not in turn) or a loader class of the user's own (`own_loader`: its dispatch is
+    not known).
 
-    >>> dispatch_lag(LoaderSettings(4, True, True, 2, False, 32), prefetched=True, own_loader=False)
-    9
-    >>> dispatch_lag(LoaderSettings(4, False, False, 3, False, 32), prefetched=False, own_loader=False)
-    12
+    >>> dispatch_lag(LoaderSettings(4, True, True, 2, False, 32), own_loader=False)
+    8
+    >>> dispatch_lag(LoaderSettings(4, False, False, 3, False, 32), own_loader=True) is None
+    True
     """
     if settings.num_workers <= 0 or not settings.in_order or own_loader:
         return None
-    return settings.num_workers * (settings.prefetch_factor or 2) + (1 if prefetched else 0)
+    return settings.num_workers * (settings.prefetch_factor or 2)
 
 
 def full_queue_for(settings: LoaderSettings) -> int:

@@ -702,7 +702,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             decode_time=None if gpu_decode is None else (lambda: decode_spent[0]),
             origin=inspected.origin,
             cpu_clock=time.process_time,
-            dispatch_lag=dispatch_lag(settings, prefetched=cuda and settings.prefetch, own_loader=bool(dataset_spec.loader)),
+            dispatch_lag=dispatch_lag(settings, own_loader=bool(dataset_spec.loader)),
         )
     except RuntimeError as exc:
         dead = describe_dead_workers(loader)
