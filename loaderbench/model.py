@@ -885,6 +885,9 @@ class Trial:
     # The workers' sustained production over the first batch, the warm-up and the window, in
     # samples/s (NOTE [production in the window] in measure/timing.py); None when not measured.
     production_samples_per_s: float | None = None
+    # Batches a worker finishes together (a block of items at once: more than 1), the median over
+    # its workers (measure/timing.production_unit_batches); None when not measured.
+    production_unit_batches: float | None = None
     probe_s: float | None = None  # seconds the probes after the window took (receive, loader alone)
     # Where the rest of a trial's time went (seconds): building the DataLoader and the step
     # before iter(), the warm-up between the first batch and the window, stopping the workers.

@@ -336,6 +336,36 @@ def test_the_window_holds_a_stream_of_blocks_to_what_its_workers_build():
     t = measure_config(_job(2, spec, 4.0, 16, batches=40))
     built = 2 * 80 / _sleeps_s(1, 0.160)
     assert t.production_samples_per_s == pytest.approx(built, rel=0.10)
+    assert t.production_unit_batches == 5.0
+
+
+@pytest.mark.slow
+def test_a_stream_of_blocks_is_read_over_whole_cycles_of_its_window():
+    # 2 workers, blocks of 100 items built in 0.15 s, batch 10, a 3-ms step: a worker cannot build
+    # ahead of the block it is handing out, so a cycle is a block's build and its 20 batches'
+    # steps (2 x 100 / (0.15 + 20 x 3 ms) = 952 samples/s on a quiet machine). A window of 50
+    # batches holds 2.5 cycles; read whole, it said 1,078-1,086 against a plain loop's 945-947
+    # (+14%); over its whole cycles, within 0.3%. Checked against a plain loop with the same step,
+    # timed here (6 cycles after 2).
+    from loaderbench.measure.trial import measure_config
+    from loaderbench.model import DatasetSpec
+    from tests.fixture_datasets import make_bursts
+
+    spec = DatasetSpec(kind="import", factory="tests.fixture_datasets:make_bursts",
+                       kwargs={"block": 100, "sleep_ms": 1.5})
+    t = measure_config(_job(2, spec, 3.0, 10, batches=50))
+    assert t.production_unit_batches == 10.0
+    it = iter(torch.utils.data.DataLoader(make_bursts(100, 1.5), batch_size=10, num_workers=2))
+    for _ in range(40):
+        next(it)
+        time.sleep(0.003)
+    t0 = time.perf_counter()
+    for _ in range(120):
+        next(it)
+        time.sleep(0.003)
+    plain = 120 * 10 / (time.perf_counter() - t0)
+    del it
+    assert trial_samples_per_s(t) == pytest.approx(plain, rel=0.07)
 
 
 @pytest.mark.slow

@@ -24,11 +24,13 @@ import statistics
 from collections.abc import Sequence
 
 from loaderbench.analysis.thresholds import (
+    BLOCK_UNIT_BATCHES,
     IDLE_MIN_BATCHES_PER_WORKER,
     IDLE_WORKER_SHARE,
     NOISY_SPREAD,
     PART_CACHED_MAX,
     PART_CACHED_MIN,
+    PERIOD_STALL_OVER_REST,
 )
 from loaderbench.conclusions import FetchPrep, FetchPrepBound
 from loaderbench.model import (
@@ -40,6 +42,7 @@ from loaderbench.model import (
     Summary,
     Trial,
     WarningKind,
+    split_threshold,
 )
 
 
@@ -75,8 +78,9 @@ def trial_samples_per_s(trial: Trial) -> float:
     epoch = epoch_weighed(trial)
     if epoch is not None:
         return epoch[0]
+    blocks = whole_blocks(trial)
     total_s = sum(trial.step_s)
-    window = trial.samples / total_s if total_s > 0 else 0.0
+    window = blocks[0] if blocks is not None else trial.samples / total_s if total_s > 0 else 0.0
     made = trial.production_samples_per_s
     return min(window, made) if made is not None and made > 0 else window
 
@@ -94,6 +98,9 @@ def trial_stall_fraction(trial: Trial) -> float:
         return 0.0
     stall = min(1.0, max(0.0, sum(trial.data_wait_s) / total_s))
     window = trial.samples / total_s
+    blocks = whole_blocks(trial)
+    if blocks is not None:
+        window, stall = blocks
     rate = trial.production_samples_per_s
     if rate is not None and 0 < rate < window and trial.compute_s and trial.samples > 0:
         # Held to the workers' production: a step at that rate lasts batch / rate, of which
@@ -101,6 +108,51 @@ def trial_stall_fraction(trial: Trial) -> float:
         batch = trial.samples / len(trial.step_s)
         stall = max(stall, min(1.0, max(0.0, 1.0 - statistics.fmean(trial.compute_s) * rate / batch)))
     return stall
+
+
+def whole_blocks(trial: Trial) -> tuple[float, float] | None:
+    """(samples/s, stall fraction) of the window's whole cycles where its workers finish blocks of
+    batches (`Trial.production_unit_batches` at least BLOCK_UNIT_BATCHES): from its first long
+    wait to its last (the long waits: Otsu's upper class of the data-waits, averaging at least
+    PERIOD_STALL_OVER_REST times the rest; two or more). None otherwise (the window's own figures
+    stand).
+
+    NOTE [whole blocks in the window]
+        Workers that finish a block of batches at once (a shuffle buffer filled, a record file
+        decoded) cannot build ahead of a block they are still handing out: what is in flight is
+        bounded by prefetch_factor x num_workers batches. So the loop takes a block's batches at
+        the step's pace, then waits for the next block's build, and its rate is a block's build
+        plus its consumption per cycle. A window of a few cycles that begins or ends inside a run
+        holds the runs and the waits in the wrong proportion: with blocks of 20 batches, 2 workers
+        and a 3-ms step, 112 batches held 2.8 cycles and 2 long waits and read 1,120 samples/s
+        where a plain loop drew 884 (+27%). The cycles between the first long wait and the last
+        hold each in its place. Only for such workers: on the GPU case's sawtooth (batches built
+        one at a time, W of them arriving together) the same rule read further from a plain loop
+        in 7 of 10 kept windows (docs/benchmarks.md, section 22).
+
+    >>> from loaderbench.model import Trial
+    >>> waits = [0.0] * 3 + [0.3] + [0.0] * 19 + [0.3] + [0.0] * 10
+    >>> t = Trial(0.1, 3, waits, [0.003] * 34, [w + 0.003 for w in waits], 340, 0.3, "host",
+    ...           production_unit_batches=20.0)
+    >>> rate, stall = whole_blocks(t)
+    >>> round(rate, 1), round(stall, 3)  # 20 batches of 10 over 0.3 s + 20 x 3 ms
+    (555.6, 0.833)
+    """
+    if (trial.production_unit_batches or 0.0) < BLOCK_UNIT_BATCHES or not trial.data_wait_s:
+        return None
+    waits, steps = trial.data_wait_s, trial.step_s
+    split = split_threshold(waits)
+    if split is None or split[2] < PERIOD_STALL_OVER_REST * max(split[1], 1e-9):
+        return None
+    long = [i for i, w in enumerate(waits) if w >= split[0]]
+    if len(long) < 2 or len(steps) != len(waits):
+        return None
+    a, b = long[0], long[-1]
+    cycle_s = sum(steps[a:b])
+    if cycle_s <= 0:
+        return None
+    per_batch = trial.samples / len(steps)
+    return per_batch * (b - a) / cycle_s, min(1.0, max(0.0, sum(waits[a:b]) / cycle_s))
 
 
 def epoch_weighed(trial: Trial) -> tuple[float, float] | None:

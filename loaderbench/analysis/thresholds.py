@@ -43,6 +43,10 @@ PERIOD_BETTER_BY = 0.1
 PERIOD_STALL_OVER_REST = 2.0
 # choice: the stalls number at least half of what a period over the whole window makes.
 PERIOD_MIN_STALL_SHARE = 0.5
+# choice: workers that finish 2 batches or more together hand a window its batches in runs
+# between a block's builds: its rate is taken over whole cycles (NOTE [whole blocks in the
+# window] in analysis/statistics.py).
+BLOCK_UNIT_BATCHES = 2.0
 
 # -- Noise and the knee (analysis/knee.py) ------------------------------------------------------
 

@@ -22,6 +22,7 @@ from loaderbench.measure.timing import (
     WarmUp,
     median,
     production_rate,
+    production_unit_batches,
     split_steps,
     unit_ends,
 )
@@ -294,6 +295,8 @@ def timed_loop(
             f"no batch left to measure after {index} warm-up batches: "
             "lower --warmup-batches or use a longer dataset"
         )
+    # The tasks' dispatch, where every batch's worker and completion are known.
+    sent = dispatched if dispatch_lag is not None and len(completions) == len(taken_at) else None
     return LoopTimes(
         first_batch_s=first_batch_s,
         warmup_s=(window_start - t_first) if window_start is not None else 0.0,
@@ -314,8 +317,8 @@ def timed_loop(
         busy_s=[(times[s.ready], times[s.end]) for s in steps],
         batch_workers=batch_workers,
         completions=completions,
-        production_samples_per_s=None if epoch_gaps else production_rate(
-            completions, dispatched if dispatch_lag is not None and len(completions) == len(taken_at) else None),
+        production_samples_per_s=None if epoch_gaps else production_rate(completions, sent),
+        production_unit_batches=None if epoch_gaps or sent is None else production_unit_batches(completions, sent),
     )
 
 

@@ -236,7 +236,8 @@ class LoopTimes:
     the loop was given no way to tell); `completions`: (worker, completion instant in seconds,
     samples) of every batch the loop received from a worker, the first and the warm-up's
     included ([] when it could not tell); `production_samples_per_s`: the workers' sustained
-    rate over them (`production_rate`; None when not measured).
+    rate over them (`production_rate`; None when not measured); `production_unit_batches`: the
+    batches a worker finishes together (`production_unit_batches`; None when not measured).
     """
 
     first_batch_s: float
@@ -259,6 +260,7 @@ class LoopTimes:
     batch_workers: list[int | None] = field(default_factory=list)
     completions: list[tuple[int, float, int]] = field(default_factory=list)
     production_samples_per_s: float | None = None
+    production_unit_batches: float | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,6 +318,50 @@ class LoopTimes:
 PRODUCTION_GAP = 4.0  # a worker's interval this many times its median interval is a wait for room, not a build
 
 
+def _per_worker(completions: Sequence[tuple[int, float, int]],
+                dispatched: Sequence[float | None] | None) -> dict[int, list[tuple[float, int, float | None]]]:
+    """Per worker, its (completion instant, samples, dispatch instant or None), by completion; a
+    batch listed twice (the CUDA prefetcher's last batch of an epoch pulls none) counts once."""
+    per: dict[int, list[tuple[float, int, float | None]]] = {}
+    sent = list(dispatched) if dispatched is not None else [None] * len(completions)
+    for (worker, done_at, samples), at in dict(zip(completions[::-1], sent[::-1])).items():
+        per.setdefault(worker, []).append((done_at, samples, at))
+    for items in per.values():
+        items.sort(key=lambda x: x[0])
+    return per
+
+
+def _busy(items: Sequence[tuple[float, int, float | None]]) -> list[float]:
+    """One worker's builds laid end to end (seconds, from 0 at its first completion): each from the
+    later of its previous completion and its task's dispatch (NOTE [production in the window])."""
+    busy = [0.0]
+    for a, b in zip(items, items[1:]):
+        came = a[0] if b[2] is None else min(b[0], max(a[0], b[2]))
+        busy.append(busy[-1] + b[0] - came)
+    return busy
+
+
+def production_unit_batches(completions: Sequence[tuple[int, float, int]],
+                            dispatched: Sequence[float | None]) -> float | None:
+    """Batches in a whole unit of a worker's work, the median over the workers with two unit ends
+    or more (`unit_ends` of its builds laid end to end, as `production_rate` times them with
+    `dispatched`): 1 where workers build one batch after the other, more where they finish a
+    block of batches at once. None where no worker shows two unit ends.
+
+    >>> production_unit_batches([(0, 0.0, 16), (0, 0.6, 16), (0, 0.61, 16), (0, 0.62, 16), (0, 1.22, 16),
+    ...                          (0, 1.23, 16), (0, 1.24, 16)], [None] + [0.0] * 6)
+    3.0
+    >>> production_unit_batches([(0, 0.0, 16), (0, 0.1, 16), (0, 0.2, 16)], [None, None, None])
+    1.0
+    """
+    units = []
+    for items in _per_worker(completions, dispatched).values():
+        ends = unit_ends(_busy(items))
+        if len(ends) >= 2:
+            units.append((ends[-1] - ends[0]) / (len(ends) - 1))
+    return float(median(units)) if units else None
+
+
 def production_rate(completions: Sequence[tuple[int, float, int]],
                     dispatched: Sequence[float | None] | None = None) -> float | None:
     """The workers' sustained production in samples/s (NOTE [production in the window]) from
@@ -348,22 +394,13 @@ def production_rate(completions: Sequence[tuple[int, float, int]],
     >>> round(production_rate([(0, 0.0, 16), (0, 0.1, 16), (0, 0.6, 16)], [None, None, 0.5]), 6)
     160.0
     """
-    per: dict[int, list[tuple[float, int, float | None]]] = {}
-    sent = list(dispatched) if dispatched is not None else [None] * len(completions)
-    # A batch seen twice (the CUDA prefetcher's last batch of an epoch pulls none) counts once.
-    for (worker, done_at, samples), at in dict(zip(completions[::-1], sent[::-1])).items():
-        per.setdefault(worker, []).append((done_at, samples, at))
+    per = _per_worker(completions, dispatched)
     total, timed = 0.0, 0
     for items in per.values():
-        items.sort(key=lambda x: x[0])
         if dispatched is not None:
-            # Each build from the later of the previous completion and the task's arrival; the
-            # builds laid end to end, timed between ends of whole units (a block's batches are
-            # one unit: its first one carries the block's build).
-            busy = [0.0]
-            for a, b in zip(items, items[1:]):
-                came = a[0] if b[2] is None else min(b[0], max(a[0], b[2]))
-                busy.append(busy[-1] + b[0] - came)
+            # The builds laid end to end, timed between ends of whole units (a block's batches
+            # are one unit: its first one carries the block's build).
+            busy = _busy(items)
             ends = unit_ends(busy)
             gaps = ([] if len(ends) < 2 else
                     [(busy[ends[-1]] - busy[ends[0]], sum(x[1] for x in items[ends[0] + 1: ends[-1] + 1]))])
