@@ -423,7 +423,9 @@ class ProfileCost(Record):
     (cProfile on, outside the recognised stages). None where not measured.
     `wall_s` of the whole profile against `time_budget_s`; `cut_short`: the passes the budget
     ended early ("samples", "loader", "attribution", "decoder timing": the CPU decoders or nvJPEG
-    not timed)."""
+    not timed). `block_item_ms`: an IterableDataset that finishes its items in blocks (its slowest
+    item a large share of its run's time), that item's milliseconds; the overheads are then None
+    (two runs differ by where the blocks fall)."""
 
     samples: int
     plain_samples: int
@@ -437,6 +439,7 @@ class ProfileCost(Record):
     wall_s: float
     time_budget_s: float
     cut_short: list[str] = field(default_factory=list)
+    block_item_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -415,6 +415,7 @@ def test_an_iterable_dataset_is_timed_item_by_item():
     record = profile_stages(pd.make_stream(40), settings(0, bs=8), ProfilePlan(samples=16, time_budget_s=60))
     p = summarize_profile(record)
     assert p.iterable and p.samples == 16 and p.cost.plain_samples == 16
+    assert p.cost.block_item_ms is None and p.cost.overhead is not None  # even items: the cost is read
     # 1 ms of the thread's CPU by construction (a CPU clock, not a wall clock: load does not move it)
     assert p.stage("CpuSpin").cpu_ms_per_sample == pytest.approx(1.0, rel=0.05)
     assert p.batches_collated == 4  # 32 items, timed and plain, in batches of 8
@@ -435,6 +436,14 @@ def test_a_stream_that_finishes_blocks_is_timed_over_whole_runs_of_items():
     assert p.stage("rest of __iter__").ms_per_sample == pytest.approx(1.0, rel=0.15)
     assert statistics.fmean(record.plain_s) * 1e3 == pytest.approx(1.0, rel=0.15)
     assert p.stage("rest of __iter__").share > 0.9
+    # Each run's slowest item holds a block's 20 ms of its ~40: the profile's own cost is not read
+    # from two such runs, and says why.
+    assert p.cost.block_item_ms == pytest.approx(20.0, rel=0.2)
+    assert p.cost.overhead is None and p.cost.attribution_overhead is None
+    from loaderbench.render.stages import summary_lines
+
+    assert any(x.startswith("The profile's cost: not measured. The stream finishes its items in blocks (its slowest "
+                            "item took 2") for x in summary_lines(p))
 
 
 @pytest.mark.slow

@@ -243,6 +243,10 @@ STAGE_SHARE_THAT_COUNTS = 0.05
 # choice: a profiling thread queued for a CPU 5% of its samples' time ran beside other load: its
 # wall times are longer than a quiet machine's.
 STAGE_QUEUED_SHARE_THAT_COUNTS = 0.05
+# choice: an IterableDataset whose slowest item holds a quarter or more of its run's time finishes
+# items in blocks: two runs of the profile's items then differ by where the blocks fall, and the
+# profile's own cost is not read from them.
+STAGE_BLOCK_ITEM_SHARE = 0.25
 # choice, informed by a measurement: a per-sample tail is long when the slowest samples (the
 # larger of the p99 and the mean of the slowest 1%, NOTE [the tail of a sample's build time] in
 # analysis/stages.py) take 4x the median: in order, a sample that slow holds its batch for several

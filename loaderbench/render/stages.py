@@ -120,10 +120,16 @@ def summary_lines(profile: StageProfile) -> list[str]:
             f"p99 {_ms(b.p99)} ms, max {_ms(b.max)} ms."
         )
     c = profile.cost
-    if c.overhead is not None and c.plain_ms_per_sample is not None and c.profiled_ms_per_sample is not None:
+    if c.block_item_ms is not None:
+        lines.append(f"The profile's cost: not measured. The stream finishes its items in blocks (its slowest item "
+                     f"took {_ms(c.block_item_ms)} ms, a quarter or more of its run's time), so two runs of "
+                     f"{c.samples} items differ by where the blocks fall; the per-item figures are each run's "
+                     "mean (more --samples for more blocks in a run).")
+    elif c.overhead is not None and c.plain_ms_per_sample is not None and c.profiled_ms_per_sample is not None:
+        turn = "in the run after them" if profile.iterable else "in turn with them"
         text = (f"The profile's cost: __getitem__ took {_ms(c.profiled_ms_per_sample)} ms per sample with the "
                 f"stage timing ({c.samples} samples) and {_ms(c.plain_ms_per_sample)} ms without ({c.plain_samples} "
-                f"other samples, in turn with them): {c.overhead:+.1%}")
+                f"other samples, {turn}): {c.overhead:+.1%}")
         if c.attribution_overhead is not None:
             text += f"; under cProfile (the function table) {c.attribution_overhead:+.0%}"
         lines.append(text + ".")
