@@ -1207,7 +1207,7 @@ class InOrderTrial(str, Enum):
 
     TRIED = "tried"  # measured at the pick's settings
     IN_GRID = "in-grid"  # the grid had in_order off already (--in-order on,off)
-    NO_WORKERS = "no-workers"  # the pick has no workers: in_order means nothing
+    NO_WORKERS = "no-workers"  # the pick has no workers or one: no batch can overtake another
     OLD_TORCH = "old-torch"  # this torch's DataLoader has no in_order (torch >= 2.6)
     LOADER_CLASS = "loader-class"  # the loader class takes no in_order
     BUDGET = "budget"  # --time-budget left no time for it

@@ -685,11 +685,13 @@ def test_the_sweep_profiles_its_pick_and_measures_in_order_off_for_a_long_tail(t
     assert rs.sweep.profile is None and len(runner.calls) == 4 and len(asked) == 1
 
 
-def test_a_short_tail_or_a_pick_without_workers_tries_nothing(tmp_path):
+def test_a_short_tail_or_a_pick_with_fewer_than_two_workers_tries_nothing(tmp_path):
     from loaderbench.orchestration.plan import Machine
     from loaderbench.orchestration.run import run_sweep
 
-    for times, grid, trial in (([0.002] * 200, (0, 2), None), ([0.002] * 196 + [0.040] * 4, (0,), InOrderTrial.NO_WORKERS)):
+    # A pick of 1 worker: its batches come in order whatever in_order says (nothing to overtake).
+    for times, grid, trial in (([0.002] * 200, (0, 2), None), ([0.002] * 196 + [0.040] * 4, (0,), InOrderTrial.NO_WORKERS),
+                               ([0.002] * 196 + [0.040] * 4, (1,), InOrderTrial.NO_WORKERS)):
         runner = InOrderRunner()
         cfg = _sweep_config().with_grid(num_workers=grid)
         rs = run_sweep(cfg, output=tmp_path / "r.json", environment={"usable_cpus": 2},

@@ -483,6 +483,17 @@ def _other_named(other: float | None) -> bool:
     return other is not None and other >= th.OTHER_CORES_NAMED
 
 
+def build_rate_unexplained(row: ConfigResult) -> bool:
+    """Whether building batches does not explain `row`'s wait: its loader alone builds them more
+    than MATCHED faster than the step takes them, and the stall that rate explains
+    (`build_rate_stall`) is under BUILD_RATE_EXPLAINS of the measured one."""
+    s = _s(row)
+    explained = build_rate_stall(row)
+    return bool(explained is not None and s.loader_ceiling_samples_per_s and s.compute_ceiling_samples_per_s
+                and s.loader_ceiling_samples_per_s > (1.0 + th.MATCHED) * s.compute_ceiling_samples_per_s
+                and explained < th.BUILD_RATE_EXPLAINS * s.stall_fraction)
+
+
 def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResult], results: Sequence[ConfigResult],
                 usable_cpus: int | None, *, grid: dict[str, Any] | None = None, stopped: bool = False,
                 budget_ended: bool = False) -> list[Finding]:
@@ -523,9 +534,7 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
         f.working_workers = subject.settings.num_workers - bs.idle_workers
     elif (device := _device_binds(subject, ok)) is not None:
         f.cause, f.device = NotClearedCause.STORAGE, device
-    elif (explained is not None and bs.loader_ceiling_samples_per_s and bs.compute_ceiling_samples_per_s
-          and bs.loader_ceiling_samples_per_s > (1.0 + th.MATCHED) * bs.compute_ceiling_samples_per_s
-          and explained < th.BUILD_RATE_EXPLAINS * bs.stall_fraction):
+    elif build_rate_unexplained(subject):
         f.cause = NotClearedCause.NOT_BUILD_RATE
         f.build_rate = BuildRate(bs.loader_ceiling_samples_per_s, bs.compute_ceiling_samples_per_s, explained,
                                  bs.data_wait_p50_s, bs.data_wait_p95_s,
@@ -589,7 +598,9 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     network), and requests in flight, not cores, set the rate. Not where the main process took
     its batches for RECEIVE_BINDS_SHARE of its time per batch or more (receive floor p50 over the
     mean step, `Summary.mean_step_s`): its workers then wait for room in a queue the main process
-    drains slowly (batches pickled through a pipe), which uses as little CPU. Not where more workers cannot
+    drains slowly (batches pickled through a pipe), which uses as little CPU. Not where building
+    batches does not explain the wait (`build_rate_unexplained`: NotCleared says so, and that more
+    workers are not the cure). Not where more workers cannot
     help: a row with more workers had idle ones (the dataset gives work to no more), or rows
     replay the same stream (`replicated`: a measured row has `WarningKind.REPLICATED`; such
     rows are not ranked, so not in `ok`). Where a config with more workers than the knee measured
@@ -604,6 +615,8 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
         return []
     if ss.receive_p50_s and ss.mean_step_s and ss.receive_p50_s >= th.RECEIVE_BINDS_SHARE * ss.mean_step_s:
         return []  # the main process's receive holds the workers back, not latency
+    if build_rate_unexplained(subject):
+        return []  # the loader alone outpaces the step: the wait is not the build's, latency or not
     # More workers are the first remedy named: not where the dataset gives work to no more
     # workers than the subject has (a row with more had idle ones), nor where more workers
     # replay the same stream (their rows are not ranked: the stream must be split first).

@@ -224,13 +224,13 @@ def profile_pick(config: SweepConfig, settings: LoaderSettings, budget_s: float,
 
 
 def in_order_blocked(config: SweepConfig, pick: LoaderSettings, torch_version: str) -> InOrderTrial | None:
-    """Why the sweep cannot try `in_order=False` at `pick` (None when it can): no workers, the
-    grid has it already, this torch's DataLoader has no in_order, or the loader class takes
-    none."""
+    """Why the sweep cannot try `in_order=False` at `pick` (None when it can): no workers or one
+    (one worker's batches come in order whatever the setting), the grid has it already, this
+    torch's DataLoader has no in_order, or the loader class takes none."""
     from loaderbench.conclusions import InOrderTrial
     from loaderbench.orchestration.validate import _check_loader, check_torch_axes
 
-    if pick.num_workers == 0:
+    if pick.num_workers <= 1:
         return InOrderTrial.NO_WORKERS
     if False in (config.grid.get("in_order") or ()):
         return InOrderTrial.IN_GRID

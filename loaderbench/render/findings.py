@@ -538,7 +538,7 @@ def _worker_slower_text(f: WorkerSlower, name: Name) -> str:
             "pool, OpenMP): more workers pay it back only in numbers; batch that work in the main process, or set "
             "the library's own threads in worker_init_fn.")
 _IN_ORDER_NOT_TRIED = {
-    InOrderTrial.NO_WORKERS: "in_order means nothing without workers",
+    InOrderTrial.NO_WORKERS: "in_order means nothing with fewer than 2 workers (no batch can overtake another)",
     InOrderTrial.OLD_TORCH: "in_order=False needs torch 2.6 or later (this torch's DataLoader has no in_order)",
     InOrderTrial.LOADER_CLASS: "the loader class takes no in_order",
     InOrderTrial.BUDGET: "--time-budget left no time to measure in_order=False: add --in-order on,off",
