@@ -885,6 +885,9 @@ class Trial:
     # The workers' sustained production over the first batch, the warm-up and the window, in
     # samples/s (NOTE [production in the window] in measure/timing.py); None when not measured.
     production_samples_per_s: float | None = None
+    # Window positions of the batches a worker had completed before the loop asked for them:
+    # their whole wait was taking them (NOTE [what the wait is made of] in analysis/wait.py).
+    ready_batches: list[int] = field(default_factory=list)
     # Batches a worker finishes together (a block of items at once: more than 1), the median over
     # its workers (measure/timing.production_unit_batches); None when not measured.
     production_unit_batches: float | None = None
@@ -913,13 +916,17 @@ class Trial:
         and that wait is the loader's, not the cost of taking the batch; round trips to idle
         workers are the receive's own (113 small tensors from sleeping workers)."""
         wall, cpu = self.receive_s, self.receive_cpu_s
-        if (num_workers <= 0 or len(cpu) != len(wall) or self.cpu_util_pct is None
-                or self.main_cpu_util_pct is None):
-            return list(wall)
-        cores = max(0.0, self.cpu_util_pct - self.main_cpu_util_pct) / 100.0 / num_workers
-        if cores < WORKERS_COMPUTING:
+        if len(cpu) != len(wall) or not self.workers_computing(num_workers):
             return list(wall)
         return [min(w, c) for w, c in zip(wall, cpu)]
+
+    def workers_computing(self, num_workers: int) -> bool:
+        """Whether the trial's workers were computing over its window: WORKERS_COMPUTING cores
+        each or more ((tree CPU - main process CPU) / num_workers); False without workers or the
+        CPU readings."""
+        if num_workers <= 0 or self.cpu_util_pct is None or self.main_cpu_util_pct is None:
+            return False
+        return max(0.0, self.cpu_util_pct - self.main_cpu_util_pct) / 100.0 / num_workers >= WORKERS_COMPUTING
 
     def per_rank(self) -> list[Trial]:
         """The ranks' own trials of this repeat (index = rank): `rank_trials`, or this trial

@@ -32,7 +32,7 @@ from loaderbench.conclusions import (
     StepSlowed,
     WorkerSlower,
 )
-from loaderbench.model import Ceiling, CeilingBound, Note, Verdict, WarningKind
+from loaderbench.model import Ceiling, CeilingBound, Note, Verdict, WaitPart, WarningKind
 from loaderbench.orchestration.preflight import oversubscription
 from loaderbench.render import columns, footer
 from loaderbench.render.findings import finding_sentences
@@ -278,6 +278,34 @@ def test_a_receive_from_a_computing_worker_is_read_as_the_main_processs_cpu_seco
     assert computing.receive_p50_s == pytest.approx(0.0015) and computing.verdict is Verdict.LOADER_BOUND
     sleeping = result_set([row(20)], step_s=0.010).results[0].summary
     assert sleeping.receive_p50_s == pytest.approx(0.020) and sleeping.verdict is Verdict.RECEIVE_FLOOR
+
+
+def test_a_batch_that_was_built_before_it_was_asked_for_waited_only_to_be_taken():
+    # 4 sleeping workers (0.1 of a core each), a 10-ms step; taking a batch (pickled arrays)
+    # costs 2 ms, and every fourth take 30 ms (the unpickling stalls now and then). Every batch
+    # was built before next() asked for it: the whole wait is the receive, 100%, a receive
+    # floor. Read with the receive's median (2 ms) for each batch, 28 ms of each 36 were the
+    # loader's: "loader-bound", with a sawtooth, beside rows the same output said more workers
+    # did not speed up.
+    waits = [0.002, 0.002, 0.002, 0.030] * 6
+    t = cpu(trial(0.0, 0.010, waits=waits), 60, 20)
+    t.receive_s = [0.002] * 10
+    t.ready_batches = list(range(len(waits)))
+    s = result_set([result(settings(4), t)], step_s=0.010).results[0].summary
+    assert s.wait_parts_s[WaitPart.RECEIVE] == pytest.approx(0.009)  # (3 x 2 + 30) / 4 ms per batch
+    assert s.wait_parts_s[WaitPart.LOADER] == pytest.approx(0.0)
+    assert s.verdict is Verdict.RECEIVE_FLOOR
+    # The same waits where the long ones were batches not yet built: the loader's, as before.
+    t.ready_batches = [i for i, w in enumerate(waits) if w < 0.01]
+    s = result_set([result(settings(4), t)], step_s=0.010).results[0].summary
+    assert s.wait_parts_s[WaitPart.LOADER] == pytest.approx(0.007) and s.verdict is Verdict.LOADER_BOUND
+    # Workers that compute (0.5 of a core each or more) send a finished batch late: a ready
+    # batch's wait is then not all receive.
+    busy = cpu(trial(0.0, 0.010, waits=waits), 260, 20)
+    busy.receive_s, busy.receive_cpu_s = [0.002] * 10, [0.002] * 10
+    busy.ready_batches = list(range(len(waits)))
+    s = result_set([result(settings(4), busy)], step_s=0.010, usable=4).results[0].summary
+    assert s.verdict is Verdict.LOADER_BOUND
 
 
 def test_a_receive_floor_that_more_workers_ran_past_is_loader_bound():

@@ -534,7 +534,8 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
         f.working_workers = subject.settings.num_workers - bs.idle_workers
     elif (device := _device_binds(subject, ok)) is not None:
         f.cause, f.device = NotClearedCause.STORAGE, device
-    elif build_rate_unexplained(subject):
+    elif (build_rate_unexplained(subject) and bs.loader_ceiling_samples_per_s and bs.compute_ceiling_samples_per_s
+          and explained is not None):
         f.cause = NotClearedCause.NOT_BUILD_RATE
         f.build_rate = BuildRate(bs.loader_ceiling_samples_per_s, bs.compute_ceiling_samples_per_s, explained,
                                  bs.data_wait_p50_s, bs.data_wait_p95_s,

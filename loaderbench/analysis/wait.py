@@ -23,7 +23,12 @@ NOTE [what the wait is made of]
          preparation, per batch: torchvision's batched decode holds the calling thread for about
          its GPU time, so it is paid there whatever the workers (`GPU-decode-bound`);
       5. receive: the receive floor, `next()` on batches already built (probed after the
-         window, or timed in it; a GPU decode inside it left out), per batch;
+         window, or timed in it; a GPU decode inside it left out), per batch; for a batch that
+         a worker had completed before the loop asked for it (`Trial.ready_batches`), all that
+         is left: nothing was being built, the main process was taking it (slow takes, such as
+         pickled arrays whose unpickling stalls now and then, are not the loader's). Not where
+         the workers were computing (`Trial.workers_computing`): such a worker sends a finished
+         batch late, from threads that wait for its GIL, and that wait is the loader's;
       6. loader: the rest: the batch was not built in time (fetch and prep in the workers, or
          in the main process with 0 workers).
     The parts are summed over the window; the largest one names the verdict when the stall is
@@ -78,6 +83,8 @@ def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, f
     h2d_on_path = bool(trial.h2d_s) and not (settings.prefetch and settings.pin_memory)
     received = trial.receives_read_s(settings.num_workers)
     receive = percentile(received, 50) if received and settings.num_workers > 0 else 0.0
+    ready = (set(trial.ready_batches) if settings.num_workers > 0 and not trial.workers_computing(settings.num_workers)
+             else set())
     decode = trial.gpu_decode_s
     starts = set(trial.epoch_start_batches)
     for i, wait in enumerate(trial.data_wait_s):
@@ -100,7 +107,7 @@ def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, f
         if i < len(decode):
             # The main thread decoding on the GPU (--decoder nvjpeg), inside this batch's wait.
             take(WaitPart.GPU_DECODE, decode[i])
-        take(WaitPart.RECEIVE, receive)
+        take(WaitPart.RECEIVE, rest if i in ready else receive)
         parts[WaitPart.LOADER] += rest
     return parts
 

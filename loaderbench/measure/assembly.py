@@ -98,6 +98,7 @@ def assemble_trial(
         epoch_start_batches=loop.epoch_start_batches,
         first_batch_sampler_s=loop.first_batch_sampler_s,
         production_samples_per_s=loop.production_samples_per_s,
+        ready_batches=loop.ready_batches,
         production_unit_batches=loop.production_unit_batches,
         samples_rule=samples_rule,
         warmup_s=loop.warmup_s,

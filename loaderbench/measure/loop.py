@@ -170,6 +170,7 @@ def timed_loop(
     gpu_decode_s: list[float] = []
     epoch_starts: list[int] = []
     in_window_receive: list[tuple[float, float]] = []  # (wall, CPU) seconds of each receive
+    ready_in_window: list[int] = []  # window positions of the batches built before their next()
     warmup_receive: list[tuple[float, float]] = []
     batch_workers: list[int | None] = []
     completions: list[tuple[int, float, int]] = []  # NOTE [production in the window]
@@ -224,6 +225,8 @@ def timed_loop(
             # A GPU decode inside next() (the prefetcher's, of the next batch) is no receive.
             (in_window_receive if window_start is not None else warmup_receive).append(
                 (t_next - t0 - (d1 - d0), max(0.0, c1 - c0 - (d1 - d0))))
+            if window_start is not None and origin is not None:
+                ready_in_window.append(measured)  # this batch's window position (NOTE [what the wait is made of])
         s1 = sampler_time() if sampler_time is not None else 0.0
         batch = prepare(batch)
         d2 = decode_time() if decode_time is not None else 0.0
@@ -317,6 +320,7 @@ def timed_loop(
         busy_s=[(times[s.ready], times[s.end]) for s in steps],
         batch_workers=batch_workers,
         completions=completions,
+        ready_batches=ready_in_window,
         production_samples_per_s=None if epoch_gaps else production_rate(completions, sent),
         production_unit_batches=None if epoch_gaps or sent is None else production_unit_batches(completions, sent),
     )

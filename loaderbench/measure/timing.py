@@ -236,7 +236,9 @@ class LoopTimes:
     the loop was given no way to tell); `completions`: (worker, completion instant in seconds,
     samples) of every batch the loop received from a worker, the first and the warm-up's
     included ([] when it could not tell); `production_samples_per_s`: the workers' sustained
-    rate over them (`production_rate`; None when not measured); `production_unit_batches`: the
+    rate over them (`production_rate`; None when not measured); `ready_batches`: the window
+    positions of the batches a worker had completed before the loop's next() for them (known
+    only with the loop's `origin`); `production_unit_batches`: the
     batches a worker finishes together (`production_unit_batches`; None when not measured).
     """
 
@@ -259,6 +261,7 @@ class LoopTimes:
     busy_s: list[tuple[float, float]] = field(default_factory=list)
     batch_workers: list[int | None] = field(default_factory=list)
     completions: list[tuple[int, float, int]] = field(default_factory=list)
+    ready_batches: list[int] = field(default_factory=list)
     production_samples_per_s: float | None = None
     production_unit_batches: float | None = None
 
