@@ -512,6 +512,12 @@ class StageProfile(Record):
                 return row
         raise KeyError(name)
 
+    def sample_ms(self) -> float:
+        """A sample's milliseconds over every stage with a figure (the table's total: building it,
+        receiving, pinning and copying it), each less its time queued for a CPU."""
+        return sum(max(0.0, (r.ms_per_sample or 0.0) - (r.queued_ms_per_sample or 0.0))
+                   for r in self.stages if r.ms_per_sample is not None)
+
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
         d["rest_functions"] = d.pop("functions")  # the name `loaderbench profile --format json` gives them

@@ -480,6 +480,22 @@ def test_a_large_fixed_cost_per_call_is_named_with_what_getitems_would_buy():
     assert batched_fetch(two_transforms(20.0, 20.0, batched_fetch=fetched), knee) == []  # 8 of 40 ms: 0.2
     small = BatchedFetchTiming(items=16, rounds=3, one_ms=1.0, batch_ms=15.0)  # 0.07 ms fixed of 10 ms
     assert batched_fetch(two_transforms(5.0, 5.0, batched_fetch=small), knee) == []
+    # A build of almost nothing (0.004 ms, 0.0031 of it fixed per call) beside a 2-ms receive: the
+    # fixed cost is 78% of the build and 0.15% of the sample's time. Nothing that counts to gain,
+    # and no stage of the build is offered cheaper either.
+    tiny = BatchedFetchTiming(items=16, rounds=3, one_ms=0.0032, batch_ms=0.0047)
+    beside_receive = jpeg_profile(stages=[row("A", "transform", 0.001), row("B", "transform", 0.003),
+                                          row("receive", "receive", 2.0, 0.5, where="main")],
+                                  decoders={}, decoder_timing=None, batched_fetch=tiny)
+    assert tiny.fixed_ms == pytest.approx(0.0031) and beside_receive.sample_ms() == pytest.approx(2.004)
+    assert batched_fetch(beside_receive, knee) == []
+    rows = _rows(pipeline(5.0, 2.0, cpus=2, cpu_per_sample_s=0.004))
+    kinds = [c.kind for c in predict.beyond_knobs(rows, settings(4), 0.05, 2, beside_receive).changes]
+    assert ChangeKind.CHEAPER_STAGE not in kinds and ChangeKind.BATCHED_FETCH not in kinds
+    # The same build at 3 + 2 ms beside the receive: A twice as cheap is offered.
+    real = jpeg_profile(stages=[row("A", "transform", 3.0), row("B", "transform", 2.0),
+                                row("receive", "receive", 2.0, 0.5, where="main")], decoders={}, decoder_timing=None)
+    assert ChangeKind.CHEAPER_STAGE in [c.kind for c in predict.beyond_knobs(rows, settings(4), 0.05, 2, real).changes]
     from loaderbench.render.findings import finding_sentence
 
     text = finding_sentence(f)

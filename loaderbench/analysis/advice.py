@@ -1288,14 +1288,17 @@ def batched_fetch(profile: StageProfile | None, knee: ConfigResult | None) -> li
     """BatchedFetch when the stage profile's batched fetch of a dataset without `__getitems__`
     (model.BatchedFetchTiming: one call for several items against one call per item) shows a
     fixed cost per call of at least BATCHED_FETCH_FIXED_SHARE of the profiled build time per
-    sample: paid once per batch of the knee's batch size, the build time per sample becomes
-    T - f (1 - 1/B), one worker T / that faster (a prediction)."""
+    sample, and at least STAGE_SHARE_THAT_COUNTS of the sample's whole time in the table (a
+    build of almost nothing beside a slow receive gains nothing that counts): paid once per batch
+    of the knee's batch size, the build time per sample becomes T - f (1 - 1/B), one worker T /
+    that faster (a prediction)."""
     if profile is None or profile.batched_fetch is None or knee is None:
         return []
     t = profile.batched_fetch
     build = sum(max(0.0, (r.ms_per_sample or 0.0) - (r.queued_ms_per_sample or 0.0)) for r in profile.stages
                 if StageKind(r.kind).builds and r.ms_per_sample is not None)
-    if build <= 0 or t.fixed_ms / build < th.BATCHED_FETCH_FIXED_SHARE:
+    if (build <= 0 or t.fixed_ms / build < th.BATCHED_FETCH_FIXED_SHARE
+            or t.fixed_ms < th.STAGE_SHARE_THAT_COUNTS * profile.sample_ms()):
         return []
     batch = knee.settings.batch_size
     new = max(build - t.fixed_ms * (1.0 - 1.0 / batch), 1e-9)

@@ -1207,7 +1207,8 @@ def beyond_knobs(results: Sequence[ConfigResult], base: LoaderSettings, toleranc
     measured row of `--decoder` where the sweep has one; more usable CPUs where the CPUs bind on
     this machine (the fewest predicted to clear the stall, up to 8x the measured, else 8x); the largest other build stage of the
     profile twice as cheap; `__getitems__` where a batched fetch measured a large fixed cost per
-    call. A prediction is listed when it gains more than `tolerance` over the pick's measured
+    call (each only where it is STAGE_SHARE_THAT_COUNTS of a sample's whole time in the table or
+    more: a build of almost nothing beside a slow receive has nothing to gain). A prediction is listed when it gains more than `tolerance` over the pick's measured
     samples/s; a measured row always. Measured first, then by predicted gain. None when the pick
     was not measured."""
     row = _best_row(results, lambda s: s == base)
@@ -1263,12 +1264,15 @@ def beyond_knobs(results: Sequence[ConfigResult], base: LoaderSettings, toleranc
             r.kind == StageKind.DECODE.value and "decode" in decoded)]
         largest = max(stages, key=_quiet_ms, default=None)
         build = sum(_quiet_ms(r) for r in _builds(profile))
-        if largest is not None and build > 0 and _quiet_ms(largest) / build >= STAGE_SHARE_THAT_COUNTS:
+        whole = profile.sample_ms()  # a build of almost nothing beside a slow receive: no stage counts
+        if (largest is not None and build > 0 and _quiet_ms(largest) / build >= STAGE_SHARE_THAT_COUNTS
+                and _quiet_ms(largest) >= STAGE_SHARE_THAT_COUNTS * whole):
             question = WhatIf(stages=(StageChange(largest.name, 2.0),))
             add(ChangeKind.CHEAPER_STAGE, question, what_if_pipeline(question, results, base, tolerance,
                                                                       measured_cpus, profile))
         fetched = profile.batched_fetch
-        if fetched is not None and build > 0 and fetched.fixed_ms / build >= BATCHED_FETCH_FIXED_SHARE:
+        if (fetched is not None and build > 0 and fetched.fixed_ms / build >= BATCHED_FETCH_FIXED_SHARE
+                and fetched.fixed_ms >= STAGE_SHARE_THAT_COUNTS * whole):
             saved = fetched.fixed_ms * (1.0 - 1.0 / base.batch_size)
             cpu = sum(r.cpu_ms_per_sample or 0.0 for r in _builds(profile))
             shift = StageShift("fixed cost per __getitem__ call", fetched.fixed_ms, fetched.fixed_ms / base.batch_size,
