@@ -714,6 +714,9 @@ def test_a_short_tail_or_a_pick_with_fewer_than_two_workers_tries_nothing(tmp_pa
                        machine=Machine(cuda=False, usable_cpus=2), runner=runner, save=lambda r, p: None,
                        profiler=lambda c, pick, b, t=times: SweepProfile(pick, record=stage_record(t, {"A": 1.0})))
         assert rs.sweep.profile.in_order is trial and all(in_order for _, in_order, _ in runner.calls)
+        # The analysis the output shows has it too (it said "not measured: add --in-order on,off").
+        found = [f for f in (rs.recommendation.findings if rs.recommendation else []) if isinstance(f, LongTail)]
+        assert [f.trial for f in found] == ([] if trial is None else [trial])
 
 
 def test_the_profiles_budget_is_a_share_of_the_time_budget_within_its_bounds():

@@ -315,6 +315,8 @@ def run_sweep(
         timing.profile_s = time.monotonic() - t_profile
         snapshot()
         try_in_order(result_set, config, pick, measure, trial_walls, started_at if searched else None, obs)
+        if not searched:
+            snapshot()  # analysed with what try_in_order recorded (why in_order=False was not tried, too)
     if searched:
         # The rows of a distributed sweep are the whole job's (samples/s and CPU summed over
         # ranks): the model runs on the job's CPUs.
