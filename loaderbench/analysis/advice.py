@@ -498,7 +498,8 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
                 usable_cpus: int | None, *, grid: dict[str, Any] | None = None, stopped: bool = False,
                 budget_ended: bool = False) -> list[Finding]:
     """NotCleared when the best ranked config is loader-bound (or, if the best is bound by
-    something else, the knee is), with the cause: CPU saturation (wait.cpu_saturated: the
+    something else, the knee is) and no ranked config is compute-bound (one that is cleared the
+    bottleneck: a cheaper pick within the tolerance of a loader-bound best), with the cause: CPU saturation (wait.cpu_saturated: the
     process tree and the other load used CPU_SATURATED of the usable CPUs; `mostly_other` when
     the other load took more of them than the tree); an IterableDataset that configs with more
     workers replay (not ranked); the storage device (`_device_binds`); a wait that building
@@ -515,8 +516,8 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     workers (`budget_ended`: NOT_REACHED `by_budget`, with the workers-needed estimate)."""
     subject = next((r for r in (best, knee) if r.summary is not None
                     and r.summary.verdict is Verdict.LOADER_BOUND), None)
-    if subject is None:
-        return []
+    if subject is None or any(_s(r).verdict is Verdict.COMPUTE_BOUND for r in ok):
+        return []  # (a measured config that is compute-bound cleared it)
     bs = _s(subject)
     f = NotCleared(subject.settings, of_best=subject is best, stall_fraction=bs.stall_fraction,
                    band=bs.band or InputBound.NOT)
