@@ -416,6 +416,15 @@ def test_an_iterable_dataset_is_timed_item_by_item():
     p = summarize_profile(record)
     assert p.iterable and p.samples == 16 and p.cost.plain_samples == 16
     assert p.cost.block_item_ms is None and p.cost.overhead is not None  # even items: the cost is read
+    from loaderbench.render.stages import summary_lines
+
+    assert any(x.startswith("Per-sample build time (__iter__, ") for x in summary_lines(p))
+    # A stream that ends during the plain run (24 items: 1 to warm up, 16 timed, 7 plain): the plain
+    # run holds other items than the timed one's share, and the profile's cost is not read from it.
+    short = summarize_profile(profile_stages(pd.make_stream(24), settings(0, bs=8),
+                                             ProfilePlan(samples=16, time_budget_s=60)))
+    assert short.samples == 16 and short.cost.plain_samples == 7
+    assert short.cost.overhead is None and short.cost.attribution_overhead is None
     # 1 ms of the thread's CPU by construction (a CPU clock, not a wall clock: load does not move it)
     assert p.stage("CpuSpin").cpu_ms_per_sample == pytest.approx(1.0, rel=0.05)
     assert p.batches_collated == 4  # 32 items, timed and plain, in batches of 8

@@ -146,11 +146,15 @@ def summarize_profile(record: StageRecord, *, top: int = 10) -> StageProfile:
         plain_samples=len(plain),
         plain_ms_per_sample=plain_ms,
         profiled_ms_per_sample=profiled_ms,
-        overhead=None if not plain_ms or profiled_ms is None or block_ms else profiled_ms / plain_ms - 1.0,
+        # An IterableDataset's runs are consecutive items: a plain run cut short (the budget, the
+        # stream's end) holds other items than the timed one's share, and is no reference.
+        overhead=(None if not plain_ms or profiled_ms is None or block_ms or (record.iterable and len(plain) < n)
+                  else profiled_ms / plain_ms - 1.0),
         attribution_samples=k,
         attribution_plain_ms_per_sample=attr_plain,
         attribution_ms_per_sample=attr_ms,
-        attribution_overhead=None if not attr_plain or attr_ms is None or block_ms else attr_ms / attr_plain - 1.0,
+        attribution_overhead=(None if not attr_plain or attr_ms is None or block_ms or (record.iterable and kp < k)
+                              else attr_ms / attr_plain - 1.0),
         wall_s=record.wall_s,
         time_budget_s=record.time_budget_s,
         cut_short=list(record.cut_short),

@@ -1234,7 +1234,7 @@ def _attribution(profiler: SampleProfiler, dataset: Any, indices: list[int] | No
                 else functools.partial(dataset.__getitem__, indices[k])  # type: ignore[index]
             )
             try:
-                if k % 2:
+                if not timed_turn(k, plan.samples if indices is None else len(indices) // 2, indices is None):
                     item, wall_s = profiler.plain(fetch)
                     plain_s += wall_s
                     plain_done += 1

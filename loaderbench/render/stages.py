@@ -31,13 +31,18 @@ def _ms(v: float | None) -> str:
     return f"{v:.3f}" if v < 0.1 else f"{v:.2f}"
 
 
+def _fetch(profile: StageProfile) -> str:
+    """What builds one sample: `__getitem__`, or an IterableDataset's `__iter__` (its next item)."""
+    return "__iter__" if profile.iterable else "__getitem__"
+
+
 def _note(row: StageRow, profile: StageProfile) -> str:
     if row.na is not None:
         return _NA_TEXT.get(row.na, row.na)
     parts: list[str] = []
     kind = StageKind(row.kind)
     if kind is StageKind.READ and not row.calls_per_sample:
-        parts.append("no file read seen in __getitem__")
+        parts.append(f"no file read seen in {_fetch(profile)}")
     elif kind is StageKind.DECODE and not row.calls_per_sample:
         parts.append("no PIL or torchvision decode seen")
     elif kind is StageKind.DECODE and profile.decoders:
@@ -97,7 +102,7 @@ def stage_table(profile: StageProfile) -> Table:
 
 def function_table(profile: StageProfile) -> Table:
     """The rest of `__getitem__` by function (the profiler pass)."""
-    table = Table(title="the rest of __getitem__ by function (cProfile, self time, outside the stages above)",
+    table = Table(title=f"the rest of {_fetch(profile)} by function (cProfile, self time, outside the stages above)",
                   title_justify="left")
     for name, justify in (("function", "left"), ("where", "left"), ("ms/sample", "right"),
                           ("share of the rest", "right"), ("calls/sample", "right"), ("called from", "left")):
@@ -116,7 +121,7 @@ def summary_lines(profile: StageProfile) -> list[str]:
     if b is not None:
         how = "with the stage timing" if not profile.cost.plain_samples else "without the profile"
         lines.append(
-            f"Per-sample build time (__getitem__, {how}): p50 {_ms(b.p50)} ms, p90 {_ms(b.p90)} ms, "
+            f"Per-sample build time ({_fetch(profile)}, {how}): p50 {_ms(b.p50)} ms, p90 {_ms(b.p90)} ms, "
             f"p99 {_ms(b.p99)} ms, max {_ms(b.max)} ms."
         )
     c = profile.cost
@@ -127,7 +132,7 @@ def summary_lines(profile: StageProfile) -> list[str]:
                      "mean (more --samples for more blocks in a run).")
     elif c.overhead is not None and c.plain_ms_per_sample is not None and c.profiled_ms_per_sample is not None:
         turn = "in the run after them" if profile.iterable else "in turn with them"
-        text = (f"The profile's cost: __getitem__ took {_ms(c.profiled_ms_per_sample)} ms per sample with the "
+        text = (f"The profile's cost: {_fetch(profile)} took {_ms(c.profiled_ms_per_sample)} ms per sample with the "
                 f"stage timing ({c.samples} samples) and {_ms(c.plain_ms_per_sample)} ms without ({c.plain_samples} "
                 f"other samples, {turn}): {c.overhead:+.1%}")
         if c.attribution_overhead is not None:
@@ -151,7 +156,7 @@ def summary_lines(profile: StageProfile) -> list[str]:
         )
     if profile.functions and not profile.rest_counts:
         lines.append(
-            f"The rest of __getitem__ is under {profile.rest_share_min:.0%} of a sample's time: its functions are in "
+            f"The rest of {_fetch(profile)} is under {profile.rest_share_min:.0%} of a sample's time: its functions are in "
             "--format json (rest_functions)."
         )
     return lines
@@ -170,7 +175,7 @@ def render_profile(outcome: Any, console: Console) -> None:
         if profile.unlisted_share is not None:
             console.print(
                 f"Not in these functions: {profile.unlisted_share:.0%} of the rest (other functions, and lines of "
-                "__getitem__ itself after a recognised stage, which the profiler does not see).",
+                f"{_fetch(profile)} itself after a recognised stage, which the profiler does not see).",
                 highlight=False, markup=False, soft_wrap=True)
 
 
