@@ -483,15 +483,19 @@ def _other_named(other: float | None) -> bool:
     return other is not None and other >= th.OTHER_CORES_NAMED
 
 
-def build_rate_unexplained(row: ConfigResult) -> bool:
-    """Whether building batches does not explain `row`'s wait: its loader alone builds them more
-    than MATCHED faster than the step takes them, and the stall that rate explains
-    (`build_rate_stall`) is under BUILD_RATE_EXPLAINS of the measured one."""
+def build_rate_unexplained(row: ConfigResult) -> BuildRate | None:
+    """The BuildRate of `row` where building batches does not explain its wait (None where it
+    may): its loader alone builds them more than MATCHED faster than the step takes them, and the
+    stall that rate explains (`build_rate_stall`) is under BUILD_RATE_EXPLAINS of the measured
+    one; `in_tail` when its p95 wait is over TAIL_OVER_MEDIAN x its median."""
     s = _s(row)
     explained = build_rate_stall(row)
-    return bool(explained is not None and s.loader_ceiling_samples_per_s and s.compute_ceiling_samples_per_s
-                and s.loader_ceiling_samples_per_s > (1.0 + th.MATCHED) * s.compute_ceiling_samples_per_s
-                and explained < th.BUILD_RATE_EXPLAINS * s.stall_fraction)
+    alone, compute = s.loader_ceiling_samples_per_s, s.compute_ceiling_samples_per_s
+    if (explained is None or not alone or not compute or alone <= (1.0 + th.MATCHED) * compute
+            or explained >= th.BUILD_RATE_EXPLAINS * s.stall_fraction):
+        return None
+    return BuildRate(alone, compute, explained, s.data_wait_p50_s, s.data_wait_p95_s,
+                     in_tail=s.data_wait_p95_s > th.TAIL_OVER_MEDIAN * s.data_wait_p50_s)
 
 
 def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResult], results: Sequence[ConfigResult],
@@ -521,7 +525,6 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     bs = _s(subject)
     f = NotCleared(subject.settings, of_best=subject is best, stall_fraction=bs.stall_fraction,
                    band=bs.band or InputBound.NOT)
-    explained = build_rate_stall(subject)
     if cpu_saturated(bs.cpu_util_pct, bs.other_cores, usable_cpus) and bs.cpu_util_pct is not None:
         cores = bs.cpu_util_pct / 100.0
         named = _other_named(bs.other_cores)
@@ -535,12 +538,8 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
         f.working_workers = subject.settings.num_workers - bs.idle_workers
     elif (device := _device_binds(subject, ok)) is not None:
         f.cause, f.device = NotClearedCause.STORAGE, device
-    elif (build_rate_unexplained(subject) and bs.loader_ceiling_samples_per_s and bs.compute_ceiling_samples_per_s
-          and explained is not None):
-        f.cause = NotClearedCause.NOT_BUILD_RATE
-        f.build_rate = BuildRate(bs.loader_ceiling_samples_per_s, bs.compute_ceiling_samples_per_s, explained,
-                                 bs.data_wait_p50_s, bs.data_wait_p95_s,
-                                 in_tail=bs.data_wait_p95_s > th.TAIL_OVER_MEDIAN * bs.data_wait_p50_s)
+    elif (unexplained := build_rate_unexplained(subject)) is not None:
+        f.cause, f.build_rate = NotClearedCause.NOT_BUILD_RATE, unexplained
     elif (slower := cores_slower(subject, ok, usable_cpus)) is not None:
         f.cause, f.cores_slower = NotClearedCause.CORES_SLOWER, slower
     elif subject.settings.num_workers == max(r.settings.num_workers for r in ok):
@@ -617,7 +616,7 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
         return []
     if ss.receive_p50_s and ss.mean_step_s and ss.receive_p50_s >= th.RECEIVE_BINDS_SHARE * ss.mean_step_s:
         return []  # the main process's receive holds the workers back, not latency
-    if build_rate_unexplained(subject):
+    if build_rate_unexplained(subject) is not None:
         return []  # the loader alone outpaces the step: the wait is not the build's, latency or not
     # More workers are the first remedy named: not where the dataset gives work to no more
     # workers than the subject has (a row with more had idle ones), nor where more workers
