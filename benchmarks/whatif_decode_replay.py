@@ -6,8 +6,9 @@ from its kept result files, against the measured runs beside them (no GPU, nothi
 Each folder holds `pil-NcpusN.json` (the sweep with the PIL decoder on N usable CPUs, with its
 stage profile), `torchvision-NcpusN.json` (`--decoder torchvision`, measured on the same CPUs) and
 optionally `nvjpeg-16cpus.json` (`--decoder nvjpeg --prefetch off,on` at the predicted knee).
-Prints, per CPU count, `decode=torchvision` predicted (knee, samples/s, what binds) against the
-measured pick (samples/s, verdict) and the error; and `decode=nvjpeg`'s two cases against the
+Prints, per CPU count, `decode=torchvision` predicted (knee, samples/s, what binds, and the loader's
+bound where it runs close behind) against the measured pick (samples/s, verdict, whether its
+resource is one the prediction named) and the error; and `decode=nvjpeg`'s two cases against the
 measured rows without and with the prefetcher.
 """
 
@@ -64,9 +65,12 @@ def main(folders: list[str]) -> int:
             err = (what.knee_samples_per_s or 0.0) / got - 1.0
             errors.append(err)
             binds = None if what.binds is None else what.binds.value
+            near = "" if what.binds_near is None else f", {what.binds_near.value} close behind"
+            named = {binds, None if what.binds_near is None else what.binds_near.value}
+            same = "same" if resource(verdict, saturated) in named else "differs"
             print(f"{folder.name} {n:2d} CPUs: decode=torchvision predicted {what.knee_samples_per_s:,.0f} at "
-                  f"{what.knee_workers} workers (binds: {binds}); measured {got:,.0f} at {workers} workers "
-                  f"({verdict}, {resource(verdict, saturated)}); error {err:+.1%}")
+                  f"{what.knee_workers} workers (binds: {binds}{near}); measured {got:,.0f} at {workers} workers "
+                  f"({verdict}, {resource(verdict, saturated)}: {same}); error {err:+.1%}")
         nv = folder / "nvjpeg-16cpus.json"
         pil = folder / "pil-16cpus.json"
         if nv.exists() and pil.exists():

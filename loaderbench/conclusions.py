@@ -167,7 +167,10 @@ class StageShift(Record):
 class WhatIfCase(Record):
     """One case of a what-if's answer (a `decode=nvjpeg` answer has two: the decode serialised
     with the step, and overlapped on a side stream): its knee, that knee's samples/s and stall,
-    what binds, the curve by num_workers, and the step's milliseconds per batch with the decode
+    what binds (`binds_near`: where the step binds, the loader's bound that still holds the
+    predicted rate LOADER_BOUND_STALL or more below the main thread's, as a measured row there
+    would read loader-bound; analysis/predict.binds_near), the curve by num_workers, and the
+    step's milliseconds per batch with the decode
     in it (`step_ms_per_batch`, serialised: step + decode; overlapped: the longer of the two, or
     step + decode too where the decode holds the main thread for its GPU time: `host_waits`)."""
 
@@ -180,6 +183,7 @@ class WhatIfCase(Record):
     shown_workers: list[int] = field(default_factory=list)
     step_ms_per_batch: float | None = None
     host_waits: bool = False
+    binds_near: Binds | None = None
 
     @property
     def knee_workers(self) -> int | None:
@@ -221,7 +225,8 @@ class WhatIfAnswer(Record):
     the curve of predicted samples/s by num_workers; `shown_workers`, the worker counts a
     sentence quotes (0, powers of two, the CPU count and the knee's neighbours). The storage
     what-if adds what the device feeds and what the model was fitted on. `why` when there is no
-    answer. `binds`: what binds where the curve flattens; `usable_cpus` the CPUs predicted for;
+    answer. `binds`: what binds where the curve flattens (`binds_near`, as in `WhatIfCase`);
+    `usable_cpus` the CPUs predicted for;
     `base`: the recommended config and its measured samples/s (`base_samples_per_s`). A
     question that changes what building a sample costs (NOTE [what-ifs beyond the knobs] in
     analysis/predict.py) adds the stages it changes (`shifts`), how much faster one worker builds
@@ -256,6 +261,7 @@ class WhatIfAnswer(Record):
     binds: Binds | None = None
     usable_cpus: int | None = None
     base: LoaderSettings | None = None
+    binds_near: Binds | None = None
     base_samples_per_s: float | None = None
     shifts: list[StageShift] = field(default_factory=list)
     loader_speedup: float | None = None

@@ -954,3 +954,28 @@ def test_a_main_thread_that_binds_names_what_a_measured_verdict_would(extra_ms, 
     model = Fit(per_worker=2_000.0, cpu_s_per_sample=None, main=256 / (extra_ms / 1e3), zero_workers=None,
                 compute=256 / 0.0545, sharpness=6.0, main_h2d=copy_share)
     assert binds_at(model, 16, 16).value == expected
+
+
+@pytest.mark.parametrize("cpus_rate, sharpness, near", [
+    # The main thread: the step 54.5 ms + 0.7 ms receive per batch of 256 = 4,638 samples/s.
+    # U / kappa = 12 / (12 / 5,300) = 5,300 per s: softmin(5,300, 4,638, 6) = 4,638 x (1 +
+    # (4,638 / 5,300)^6)^(-1/6) = 4,638 x 1.449^(-1/6) = 4,638 x 0.940 = 4,360, 6.0% under the
+    # main thread: a measured row waits for batches that share of its time.
+    (5_300.0, 6.0, "cpus"),
+    (5_300.0, 30.0, None),   # a hard corner: 4,638 x (1 + 0.0182)^(-1/30) = 4,635, nothing behind
+    (9_000.0, 6.0, None),    # 4,638 x (1 + 0.0188)^(-1/6) = 4,624: 0.3% under, nothing behind
+])
+def test_the_loader_close_behind_a_binding_step_is_named(cpus_rate, sharpness, near):
+    from loaderbench.analysis.predict import Fit, binds_at, binds_near, softmin
+
+    model = Fit(per_worker=2_000.0, cpu_s_per_sample=12 / cpus_rate, main=256 / 0.0007, zero_workers=None,
+                compute=256 / 0.0545, sharpness=sharpness)
+    main = model.main_thread
+    assert main == pytest.approx(4_638, abs=1)
+    assert binds_at(model, 16, 12) is Binds.STEP
+    got = binds_near(model, 16, 12)
+    assert (None if got is None else got.value) == near
+    if near is not None:
+        assert softmin(cpus_rate, main, sharpness) == pytest.approx(4_360, abs=5)
+    # Where the loader binds outright, nothing is named close behind.
+    assert binds_near(replace(model, cpu_s_per_sample=12 / 3_000.0), 16, 12) is None

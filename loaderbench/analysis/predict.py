@@ -716,16 +716,7 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
     load *= loader_scale
     main = model.compute if workers == 0 else model.main_thread
     if main is None or load < main:
-        if workers == 0:
-            return Binds.WORKERS
-        capped = model.working is not None and workers >= model.working  # the rest get no work
-        bounds = [(min(workers, model.working or workers) * (model.per_worker or math.inf) * loader_scale,
-                   Binds.WORKING if capped else Binds.WORKERS)]
-        if usable_cpus and model.cpu_s_per_sample:
-            bounds.append((usable_cpus / model.cpu_s_per_sample * loader_scale, Binds.CPUS))
-        if model.device:
-            bounds.append((model.device, Binds.STORAGE))
-        return min(bounds, key=lambda b: b[0])[1]
+        return Binds.WORKERS if workers == 0 else _loader_binds(model, workers, usable_cpus, loader_scale)
     if workers > 0 and model.main and model.compute:
         extra = (1.0 / model.main) / (1.0 / model.main + 1.0 / model.compute)
         if extra >= LOADER_BOUND_STALL and (model.main_h2d or 0.0) >= H2D_BINDS_SHARE:
@@ -733,6 +724,39 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
         if extra >= RECEIVE_BINDS_SHARE:
             return Binds.RECEIVE
     return Binds.GPU_DECODE if gpu_decode else Binds.STEP
+
+
+def _loader_binds(model: Fit, workers: int, usable_cpus: int | None, loader_scale: float) -> Binds:
+    """The lowest of the loader's bounds at `workers` workers: one worker's rate x the workers
+    the dataset gives work to, the CPUs' U / kappa, the device."""
+    capped = model.working is not None and workers >= model.working  # the rest get no work
+    bounds = [(min(workers, model.working or workers) * (model.per_worker or math.inf) * loader_scale,
+               Binds.WORKING if capped else Binds.WORKERS)]
+    if usable_cpus and model.cpu_s_per_sample:
+        bounds.append((usable_cpus / model.cpu_s_per_sample * loader_scale, Binds.CPUS))
+    if model.device:
+        bounds.append((model.device, Binds.STORAGE))
+    return min(bounds, key=lambda b: b[0])[1]
+
+
+def binds_near(model: Fit, workers: int, usable_cpus: int | None, loader_scale: float = 1.0) -> Binds | None:
+    """Where the main thread binds at `workers` workers (`binds_at`) but the loader still holds
+    the combined rate LOADER_BOUND_STALL or more below the main thread's own (the model's soft
+    corner, NOTE [pipeline model]), the loader's bound close behind: a measured row there waits
+    that share of its time for batches, and its verdict is loader-bound. None elsewhere.
+
+    On the H200 case at 12 usable CPUs, `decode=torchvision` predicted ~4,221 samples/s, stall
+    ~9%, "the step binds", where the main thread alone runs ~4,590; the measured run read 4,396,
+    loader-bound with the CPUs saturated (docs/benchmarks.md, "decode=torchvision predicted
+    against --decoder torchvision measured")."""
+    load = model.loader(workers, usable_cpus)
+    main = model.main_thread
+    if workers == 0 or load is None or main is None:
+        return None
+    load *= loader_scale
+    if load < main or softmin(load, main, model.sharpness) >= (1.0 - LOADER_BOUND_STALL) * main:
+        return None
+    return _loader_binds(model, workers, usable_cpus, loader_scale)
 
 
 # NOTE [what-ifs beyond the knobs]
@@ -981,9 +1005,10 @@ def _case(model: Fit, anchors: dict[int, float], base: LoaderSettings, top: int,
     a = anchors[min(anchors, key=lambda m: (abs(m - wb), m))] if anchors else 1.0
     curve = _curve(preds)
     step_ms = None if not model.compute else 1e3 * base.batch_size / model.compute
+    binds = binds_at(model, wb, cpus, a, gpu_binds)
     return WhatIfCase(mode=mode, knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
-                      knee_stall_fraction=knee.stall_fraction,
-                      binds=binds_at(model, wb, cpus, a, gpu_binds),
+                      knee_stall_fraction=knee.stall_fraction, binds=binds,
+                      binds_near=binds_near(model, wb, cpus, a) if binds is Binds.STEP else None,
                       curve=curve, shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
                       step_ms_per_batch=step_ms)
 
@@ -1125,7 +1150,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     return WhatIfAnswer(
         question, knee=first.knee, knee_samples_per_s=first.knee_samples_per_s,
         knee_stall_fraction=first.knee_stall_fraction, curve=first.curve, shown_workers=first.shown_workers,
-        binds=first.binds, usable_cpus=cpus, base=base, base_samples_per_s=measured, shifts=rebuilt.shifts,
+        binds=first.binds, binds_near=first.binds_near, usable_cpus=cpus, base=base, base_samples_per_s=measured, shifts=rebuilt.shifts,
         loader_speedup=rebuilt.build_ms / rebuilt.new_build_ms if rebuilt.new_build_ms > 0 else None,
         loader_gain=None if not before or not after else after / before,
         decode_from=rebuilt.decode_from, decoder_factor=rebuilt.decoder_factor,

@@ -745,7 +745,7 @@ def _knee_and_curve(what: WhatIfAnswer, name: Name) -> str:
     w = what.knee_workers
     return (f"knee ~{w} worker{'' if w == 1 else 's'}, ~{what.knee_samples_per_s or 0.0:,.0f} samples/s"
             + ("" if stall is None else f", stall ~{stall:.0%}")
-            + f" ({name(what.knee)}). Predicted samples/s by num_workers: {curve}{binds_clause(what.binds)}.")
+            + f" ({name(what.knee)}). Predicted samples/s by num_workers: {curve}{binds_clause(what.binds, what.binds_near)}.")
 
 
 def _what_if_disk_lines(what: WhatIfAnswer, name: Name) -> list[str]:

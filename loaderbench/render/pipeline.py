@@ -116,13 +116,31 @@ def _knee(case: WhatIfCase | WhatIfAnswer, name: Name) -> str:
             + ("" if stall is None else f", stall ~{stall:.0%}") + f" ({name(case.knee)})")
 
 
-def _binds(b: Binds | None) -> str:
-    return "" if b is None else f": {BINDS_WORDS[b]}"
+_NEAR_WORDS = {
+    Binds.WORKERS: "the workers",
+    Binds.CPUS: "the usable CPUs",
+    Binds.STORAGE: "the storage device",
+    Binds.WORKING: "the workers the dataset gives work to",
+}
 
 
-def binds_clause(b: Binds | None) -> str:
+def binds_words(b: Binds, near: Binds | None = None) -> str:
+    """"the step binds", and where the loader runs close behind it (`near`, analysis/predict.binds_near)
+    ", with the usable CPUs close behind (they still hold it back: a measured run there would read
+    loader-bound)"."""
+    if near is None or near not in _NEAR_WORDS:
+        return BINDS_WORDS[b]
+    return (f"{BINDS_WORDS[b]}, with {_NEAR_WORDS[near]} close behind (they still hold it back: a measured run "
+            "there would read loader-bound)")
+
+
+def _binds(b: Binds | None, near: Binds | None = None) -> str:
+    return "" if b is None else f": {binds_words(b, near)}"
+
+
+def binds_clause(b: Binds | None, near: Binds | None = None) -> str:
     """", where the curve flattens the step binds" or ''."""
-    return "" if b is None else f"; where the curve flattens {BINDS_WORDS[b]}"
+    return "" if b is None else f"; where the curve flattens {binds_words(b, near)}"
 
 
 def _shifts(what: WhatIfAnswer) -> str:
@@ -179,7 +197,7 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
                 how = (f"on a side stream (the CUDA prefetcher), no better: the decode and its crops hold the main "
                        f"thread for their GPU time{held}, so the next step cannot start while they run")
             step = "" if case.step_ms_per_batch is None else f", {case.step_ms_per_batch:.1f} ms per batch"
-            parts.append(f"{how}{step}: {_knee(case, name)}{_binds(case.binds)}; by num_workers: {_curve(case)}")
+            parts.append(f"{how}{step}: {_knee(case, name)}{_binds(case.binds, case.binds_near)}; by num_workers: {_curve(case)}")
         return [f"{text}. " + ". ".join(_upper(p) for p in parts)
                 + ". These add the decode and its crops, as timed alone, to the step; in a loop the decode also "
                 "waits for the step queued before it and the step's launches overlap its GPU time, so a measured "
@@ -191,7 +209,7 @@ def what_if_build_lines(what: WhatIfAnswer, name: Name) -> list[str]:
              f"to {what.compared_up_to_workers} workers (what the settings alone would do)"
              + ("" if what.changed_samples_per_s is None else
                 f"; with it, ~{what.changed_samples_per_s:,.0f} over the same") + ".")
-    return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds)}. Predicted samples/s by num_workers: "
+    return [f"{text}. {_upper(_knee(what, name))}{_binds(what.binds, what.binds_near)}. Predicted samples/s by num_workers: "
             f"{_curve(what)}.{series}{alone}"]
 
 
@@ -340,9 +358,9 @@ def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) 
                    else "on a side stream no better (the decode holds the main thread)" if case.host_waits
                    else "overlapped on a side stream")
             parts.append(f"{how} ~{case.knee_samples_per_s:,.0f} samples/s "
-                         f"({case.knee_samples_per_s / pick_samples_per_s:.2f}x){_binds(case.binds)}")
+                         f"({case.knee_samples_per_s / pick_samples_per_s:.2f}x){_binds(case.binds, case.binds_near)}")
         return f"predicted{loader} " + "; ".join(parts)
-    then = "" if a.binds is None else f", then {BINDS_WORDS[a.binds]}"
+    then = "" if a.binds is None else f", then {binds_words(a.binds, a.binds_near)}"
     series = ("" if a.series_samples_per_s is None or a.knee is None or a.base is None else
               f" with {_series_change(a.knee, a.base)} (~{a.series_samples_per_s:,.0f} with the pick's "
               f"{_series_values(a.knee, a.base)})")
