@@ -138,6 +138,8 @@ class Binds(str, Enum):
     # the workers the dataset gives work to (fewer shards than workers, or a stream every worker
     # replays): more workers add nothing, more shards would
     WORKING = "working-workers"
+    # the main process building each batch between steps (0 workers), where workers go no further
+    MAIN_PROCESS = "main-process"
 
 
 class DecodeMode(str, Enum):

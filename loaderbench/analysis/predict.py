@@ -562,10 +562,17 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     main_binds = cpus != measured_cpus and main is not None and best.samples_per_s >= AT_THE_LOWER_RATE * main
     if not main_binds and 0 < w_best < w_top and binds_at(model, w_best, cpus) is Binds.WORKERS:
         main_binds = True
+    # A best prediction without workers, with workers on the curve after it or measured in the
+    # series, none faster: the main process building each batch binds, not the workers (more of
+    # them go no further).
+    with_w = [r.summary.samples_per_s for r in _ranked(results) if r.summary is not None
+              and r.settings.num_workers > 0 and series_of(r.settings) == series_of(base)]
+    no_further = w_best == 0 and (w_top > 0 or (bool(with_w) and max(with_w) <= best.samples_per_s))
+    binds = Binds.MAIN_PROCESS if no_further else binds_at(model, w_best, cpus, math.inf if main_binds else 1.0)
     return WhatIfAnswer(WhatIf(cpus=cpus), knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
                         knee_stall_fraction=knee.stall_fraction, curve=curve,
                         shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
-                        binds=binds_at(model, w_best, cpus, math.inf if main_binds else 1.0),
+                        binds=binds,
                         usable_cpus=cpus)
 
 

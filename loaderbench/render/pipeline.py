@@ -40,6 +40,8 @@ BINDS_WORDS = {
     Binds.GPU_DECODE: "the decode on the GPU binds (the step waits for it each batch)",
     Binds.WORKING: ("the workers the dataset gives work to bind (more workers add nothing; more shards, or one "
                     "stream split across the workers, would go further)"),
+    Binds.MAIN_PROCESS: ("the main process building each batch between steps binds (0 workers; with workers the "
+                         "series goes no further)"),
 }
 
 _DECODE_WORDS = {
