@@ -423,6 +423,29 @@ def make_replicated_labelled_stream() -> torch.utils.data.IterableDataset:
     return SplitLabelledStream(replicate=True)
 
 
+class LocalLabelStream(torch.utils.data.IterableDataset):
+    """A stream of 400 items split across workers (each worker its share), every item an
+    all-zero tensor with a label local to the worker's shard (0, 1, 2, ... in every worker):
+    two workers' first samples are equal, yet no worker replays another's."""
+
+    def __init__(self, replicate: bool = False) -> None:
+        self.replicate = replicate
+
+    def __iter__(self):
+        info = get_worker_info()
+        n = 400 if info is None or self.replicate else len(range(info.id, 400, info.num_workers))
+        for i in range(n):
+            yield torch.zeros(3, 8, 8), i
+
+
+def make_local_label_stream() -> torch.utils.data.IterableDataset:
+    return LocalLabelStream()
+
+
+def make_replicated_local_label_stream() -> torch.utils.data.IterableDataset:
+    return LocalLabelStream(replicate=True)
+
+
 class FileSamples(Dataset):
     """One sample per file under `root` (every file, sorted): its bytes as a uint8 tensor, read
     with read(); `keep=True` keeps what it read in its own memory (a cache inside the dataset,

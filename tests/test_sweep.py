@@ -158,6 +158,18 @@ def test_a_split_stream_whose_images_are_equal_and_labels_differ_is_not_replicat
     assert workload_facts(make_replicated_labelled_stream(), check_replication=True).replicated_across_workers is True
 
 
+@pytest.mark.slow
+def test_a_split_stream_whose_samples_are_equal_in_every_worker_is_not_replicated():
+    # All-zero tensors with labels that restart in each worker's shard: worker 0's and worker
+    # 1's samples are equal item by item, but 2 workers yield the 400 items once (200 each),
+    # where a replayed stream yields them twice (800).
+    from loaderbench.orchestration.preflight import workload_facts
+    from tests.fixture_datasets import make_local_label_stream, make_replicated_local_label_stream
+
+    assert workload_facts(make_local_label_stream(), check_replication=True).replicated_across_workers is False
+    assert workload_facts(make_replicated_local_label_stream(), check_replication=True).replicated_across_workers is True
+
+
 def _pipeline_outcome(nw: int, *, build_s: float = 0.064, step_s: float = 0.012) -> Outcome:
     """A loader whose worker builds a 16-sample batch in `build_s`, a `step_s` step: W workers
     deliver a batch every build_s / W (0 workers: build, then step)."""

@@ -172,8 +172,9 @@ def oversubscription(settings: LoaderSettings, usable_cpus: int, main_threads: i
 def workload_facts(dataset: Any, *, check_replication: bool, timeout_s: float = 60.0) -> WorkloadFacts:
     """Probe a built dataset: bytes of one sample; for an IterableDataset with workers planned,
     whether two workers replay the same stream (compares the first sample of worker 0 and of
-    worker 1, which a 2-worker DataLoader yields first and second). Never raises for the probe
-    itself: an error leaves the field None."""
+    worker 1, which a 2-worker DataLoader yields first and second, then their second; where
+    they are equal and the stream ends within COUNT_CHECK_S, whether 2 workers yield it twice:
+    `_replayed_by_count`). Never raises for the probe itself: an error leaves the field None."""
     import torch
     from torch.utils.data import DataLoader, IterableDataset
 
@@ -199,6 +200,8 @@ def workload_facts(dataset: Any, *, check_replication: bool, timeout_s: float = 
                 except StopIteration:
                     pass
             del it
+            if replicated:
+                replicated = _replayed_by_count(dataset, DataLoader, COUNT_CHECK_S)
         except Exception:  # noqa: BLE001
             replicated = None
     try:
@@ -209,6 +212,37 @@ def workload_facts(dataset: Any, *, check_replication: bool, timeout_s: float = 
         sample_bytes=sample_bytes, iterable=iterable, replicated_across_workers=replicated,
         num_samples=num_samples,
     )
+
+
+COUNT_CHECK_S = 3.0  # choice: at most this long for each pass that counts a stream's items
+
+
+def _count(items: Any, deadline_s: float) -> int | None:
+    """How many items `items` yields, or None when it has not ended within `deadline_s`."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    n = 0
+    for _ in items:
+        n += 1
+        if time.monotonic() > end:
+            return None
+    return n
+
+
+def _replayed_by_count(dataset: Any, loader_cls: Any, deadline_s: float) -> bool:
+    """Where two workers' first samples are equal, whether the stream is replayed by every
+    worker or only looks so: a stream split across workers whose items are equal in content (an
+    all-zero tensor with a label that restarts in each worker's shard) yields its N items once
+    over 2 workers, a replayed one 2N. Counts the stream in this process and over a 2-worker
+    DataLoader, each within `deadline_s`; True (replayed) where either does not end in time or
+    the 2 workers yield 1.5 N items or more."""
+    alone = _count(iter(dataset), deadline_s)
+    if not alone:
+        return True
+    loader = loader_cls(dataset, batch_size=None, num_workers=2, timeout=deadline_s * 4)
+    both = _count(iter(loader), deadline_s)
+    return both is None or both >= 1.5 * alone
 
 
 def _same(a: Any, b: Any, torch: Any) -> bool:
