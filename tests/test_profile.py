@@ -356,8 +356,11 @@ def test_stages_of_known_cpu_cost_within_10_percent_of_their_reference(tmp_path)
             rel = max(0.10, (q3 - q1) / statistics.median(cpus[name]))
             if profiled != pytest.approx(statistics.median(cpus[name]), rel=rel):
                 out.append((name, profiled, rel, cpus[name]))
-            if p.stage(name).share < 0.05 or p.stage(name).waiting:  # a CPU-bound stage does not wait
-                out.append((name, "share or waiting", p.stage(name).share, p.stage(name).waiting))
+            # Its share at least half of the reference's (the 8 MB read is 3-6% of a sample's time,
+            # by the machine's memory bandwidth), and a CPU-bound stage does not wait.
+            ref_share = statistics.median(walls[name]) / sum(statistics.median(w) for w in walls.values())
+            if p.stage(name).share < 0.5 * ref_share or p.stage(name).waiting:
+                out.append((name, "share or waiting", p.stage(name).share, ref_share, p.stage(name).waiting))
         # The sleep: blocked (neither on a CPU nor queued), its CPU a fraction of a millisecond.
         nap = p.stage("Nap")
         if not (nap.waiting and nap.cpu_ms_per_sample < 0.1 * statistics.median(walls["Nap"])
