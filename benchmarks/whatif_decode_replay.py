@@ -8,7 +8,8 @@ stage profile), `torchvision-NcpusN.json` (`--decoder torchvision`, measured on 
 optionally `nvjpeg-16cpus.json` (`--decoder nvjpeg --prefetch off,on` at the predicted knee).
 Prints, per CPU count, `decode=torchvision` predicted (knee, samples/s, what binds, and the loader's
 bound where it runs close behind) against the measured pick (samples/s, verdict, whether its
-resource is one the prediction named) and the error; and `decode=nvjpeg`'s two cases against the
+resource is one the prediction named), the measured row at the predicted knee's settings where
+the run has one (its verdict's resource against the prediction's) and the error; and `decode=nvjpeg`'s two cases against the
 measured rows without and with the prefetcher.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -50,6 +52,22 @@ def resource(verdict: str, saturated: bool | None) -> str:
             "H2D-bound (pageable copy)": "h2d", "H2D-bound (copy not hidden)": "h2d"}.get(verdict, verdict)
 
 
+def at_knee(path: Path, knee: Any, named: set[str | None]) -> str:
+    """'; at the predicted knee (its workers, pin_memory and prefetcher) measured N (verdict,
+    resource: same|differs)' where the measured run has that row, else ''."""
+    rs = read_results(path)
+    analyze(rs)
+    row = next((r for r in rs.results if r.summary is not None and r.summary.verdict is not None
+                and r.settings.num_workers == knee.num_workers and r.settings.pin_memory == knee.pin_memory
+                and r.settings.prefetch == knee.prefetch), None)
+    if row is None:
+        return ""
+    s = row.summary
+    res = resource(s.verdict.value, bool(s.cpu_saturated))
+    return (f"; at the predicted knee measured {s.samples_per_s:,.0f} ({s.verdict.value}, {res}: "
+            f"{'same' if res in named else 'differs'})")
+
+
 def main(folders: list[str]) -> int:
     errors: list[float] = []
     for folder in map(Path, folders):
@@ -70,7 +88,8 @@ def main(folders: list[str]) -> int:
             same = "same" if resource(verdict, saturated) in named else "differs"
             print(f"{folder.name} {n:2d} CPUs: decode=torchvision predicted {what.knee_samples_per_s:,.0f} at "
                   f"{what.knee_workers} workers (binds: {binds}{near}); measured {got:,.0f} at {workers} workers "
-                  f"({verdict}, {resource(verdict, saturated)}: {same}); error {err:+.1%}")
+                  f"({verdict}, {resource(verdict, saturated)}: {same}); error {err:+.1%}"
+                  + at_knee(tv, what.knee, named))
         nv = folder / "nvjpeg-16cpus.json"
         pil = folder / "pil-16cpus.json"
         if nv.exists() and pil.exists():
