@@ -594,7 +594,10 @@ def test_the_what_if_sentences_say_prediction_and_what_binds():
     (line,) = what_if_build_lines(what, lambda s: f"{s.num_workers} workers")
     assert line.startswith("What if 16 usable CPUs, A 2x faster (a prediction from the pipeline model")
     assert "A 3.00 -> 1.50 ms per sample; one worker builds a sample 1.43x faster" in line
-    assert ": the step binds. Predicted samples/s by num_workers: 0: ~" in line
+    # The knee quoted (27 workers, ~6,656 samples/s, stall ~17% of the 2-ms step's 8,000) is held
+    # under the main thread's rate by the workers: a measured row there would read loader-bound.
+    assert ("stall ~17% (27 workers): the step binds, with the workers close behind (they still hold it back: a "
+            "measured run there would read loader-bound). Predicted samples/s by num_workers: 0: ~") in line
     # With 8 CPUs the curve goes to 16 workers, still short of the step: more workers would go further.
     eight = what_if_pipeline(WhatIf(cpus=8, stages=(StageChange("A", 2.0),)), rows, settings(4), 0.05, 16,
                              two_transforms(3.0, 2.0))
@@ -979,3 +982,17 @@ def test_the_loader_close_behind_a_binding_step_is_named(cpus_rate, sharpness, n
         assert softmin(cpus_rate, main, sharpness) == pytest.approx(4_360, abs=5)
     # Where the loader binds outright, nothing is named close behind.
     assert binds_near(replace(model, cpu_s_per_sample=12 / 3_000.0), 16, 12) is None
+
+
+@pytest.mark.parametrize("workers, expected", [
+    (8, "workers"),   # 8 x 400 = 3,200 samples/s, the CPUs' 12 / (12 / 4,600) = 4,600: 70% of them
+    (10, "cpus"),     # 4,000: 87% of the CPUs' rate, CPU_SATURATED (85%) or more, as a measured row names it
+    (11, "cpus"),     # 4,400: 96%
+    (13, "cpus"),     # 5,200 > 4,600: the CPUs' own bound is the lower
+])
+def test_workers_that_would_saturate_the_cpus_are_named_as_the_cpus(workers, expected):
+    from loaderbench.analysis.predict import Fit, binds_at
+
+    model = Fit(per_worker=400.0, cpu_s_per_sample=12 / 4_600.0, main=None, zero_workers=None,
+                compute=50_000.0, sharpness=6.0)
+    assert binds_at(model, workers, 12).value == expected

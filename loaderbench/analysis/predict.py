@@ -41,6 +41,7 @@ from loaderbench.analysis.thresholds import (
     BATCHED_FETCH_FIXED_SHARE,
     BOUND_STALL,
     CLEARS_STALL,
+    CPU_SATURATED,
     DEFAULT_SHARPNESS,
     H2D_BINDS_SHARE,
     HARD_CORNER_RATIO,
@@ -735,7 +736,10 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
 
 def _loader_binds(model: Fit, workers: int, usable_cpus: int | None, loader_scale: float) -> Binds:
     """The lowest of the loader's bounds at `workers` workers: one worker's rate x the workers
-    the dataset gives work to, the CPUs' U / kappa, the device."""
+    the dataset gives work to, the CPUs' U / kappa, the device. The workers' bound is named the
+    CPUs' where at that rate the process tree would use CPU_SATURATED of the usable CPUs or more,
+    as a measured row's verdict names it (loader-bound with the CPUs saturated): more workers go
+    little further there."""
     capped = model.working is not None and workers >= model.working  # the rest get no work
     bounds = [(min(workers, model.working or workers) * (model.per_worker or math.inf) * loader_scale,
                Binds.WORKING if capped else Binds.WORKERS)]
@@ -743,7 +747,10 @@ def _loader_binds(model: Fit, workers: int, usable_cpus: int | None, loader_scal
         bounds.append((usable_cpus / model.cpu_s_per_sample * loader_scale, Binds.CPUS))
     if model.device:
         bounds.append((model.device, Binds.STORAGE))
-    return min(bounds, key=lambda b: b[0])[1]
+    rate, binds = min(bounds, key=lambda b: b[0])
+    if binds is Binds.WORKERS and len(bounds) > 1 and bounds[1][1] is Binds.CPUS and rate >= CPU_SATURATED * bounds[1][0]:
+        return Binds.CPUS
+    return binds
 
 
 def binds_near(model: Fit, workers: int, usable_cpus: int | None, loader_scale: float = 1.0) -> Binds | None:
@@ -1013,9 +1020,17 @@ def _case(model: Fit, anchors: dict[int, float], base: LoaderSettings, top: int,
     curve = _curve(preds)
     step_ms = None if not model.compute else 1e3 * base.batch_size / model.compute
     binds = binds_at(model, wb, cpus, a, gpu_binds)
+    near = None
+    if binds is Binds.STEP:
+        # Where the curve flattens, or at the knee the answer quotes (its stall is the one printed).
+        wk = knee.settings.num_workers
+        ak = anchors[min(anchors, key=lambda m: (abs(m - wk), m))] if anchors else 1.0
+        main = model.main_thread
+        near = binds_near(model, wb, cpus, a) or (
+            _loader_binds(model, wk, cpus, ak) if wk > 0 and main and knee.samples_per_s < (1.0 - LOADER_BOUND_STALL) * main
+            else None)
     return WhatIfCase(mode=mode, knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
-                      knee_stall_fraction=knee.stall_fraction, binds=binds,
-                      binds_near=binds_near(model, wb, cpus, a) if binds is Binds.STEP else None,
+                      knee_stall_fraction=knee.stall_fraction, binds=binds, binds_near=near,
                       curve=curve, shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
                       step_ms_per_batch=step_ms)
 
