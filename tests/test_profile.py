@@ -391,9 +391,12 @@ def test_stages_of_known_wall_cost_within_10_percent_of_their_reference(tmp_path
     ds = pd.KnownCost(pd.write_padded_jpegs(tmp_path, 12, 8_000_000))
     walls, _, record, p = _known_cost_profile(ds)
     checked = []
+    whole = sum(statistics.median(w) for w in walls.values())
     for name in ("read", "decode", "Spin", "Nap", "Crop2"):
         row = p.stage(name)
-        if (row.share or 0) >= 0.05:
+        # Seen with at least half its share in the reference (the 8 MB read is 3-6% of a
+        # sample's time, by the machine's memory bandwidth).
+        if (row.share or 0) >= 0.5 * statistics.median(walls[name]) / whole:
             checked.append(name)
             profiled = statistics.median(1e3 * s.wall_s.get(name, 0.0) for s in record.samples)
             rel = 0.10 if name == "Nap" else 0.25
