@@ -55,7 +55,7 @@ def summarize_config(result: ConfigResult, *, loader_only: bool = False, usable_
     verdict (wait); no compute ceiling. Mutates `result`; a config without trials keeps no
     summary. (`analyze` runs the passes over a whole result set.)"""
     statistics.summarize_result(result)
-    wait.split_waits([result])
+    wait.split_waits([result], usable_cpus)
     wait.judge([result], loader_only=loader_only, usable_cpus=usable_cpus)
 
 
@@ -110,7 +110,7 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
     ceiling.set_ceilings(results, rs.ceilings, compute_kind)
     shown = ceiling.ceilings_shown(results, rs.ceilings, compute_kind)
     # 3. wait parts and verdicts
-    wait.split_waits(results)
+    wait.split_waits(results, usable)
     wait.judge(results, loader_only=loader_only, usable_cpus=usable)
     # 4. the knee: with --cache both, rank the cold runs (what a first epoch, or a dataset larger
     # than the page cache, sees; the warm runs give the prep stall in the fetch/prep split).

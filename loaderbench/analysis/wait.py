@@ -28,7 +28,11 @@ NOTE [what the wait is made of]
          is left: nothing was being built, the main process was taking it (slow takes, such as
          pickled arrays whose unpickling stalls now and then, are not the loader's). Not where
          the workers were computing (`Trial.workers_computing`): such a worker sends a finished
-         batch late, from threads that wait for its GIL, and that wait is the loader's;
+         batch late, from threads that wait for its GIL, and that wait is the loader's; nor
+         where the trial's CPUs were saturated (`cpu_saturated`): a main process that waits
+         for a core to take a batch is held by the CPUs the workers fill (on 2 CPUs, 8 workers
+         of 2 ms of CPU and 3 ms of sleep a sample read "mostly the main process taking each
+         finished batch ... more workers cannot remove it" beside rows that rose with workers);
       6. loader: the rest: the batch was not built in time (fetch and prep in the workers, or
          in the main process with 0 workers).
     The parts are summed over the window; the largest one names the verdict when the stall is
@@ -43,7 +47,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 
-from loaderbench.analysis.statistics import percentile
+from loaderbench.analysis.statistics import other_cores, percentile
 from loaderbench.analysis.thresholds import (
     CPU_SATURATED,
     LOADER_BOUND_STALL,
@@ -75,16 +79,19 @@ from loaderbench.model import (
 )
 
 
-def trial_wait_parts(trial: Trial, settings: LoaderSettings) -> dict[WaitPart, float]:
+def trial_wait_parts(trial: Trial, settings: LoaderSettings, usable_cpus: int | None = None) -> dict[WaitPart, float]:
     """Seconds of the trial's measured data-wait in each part, summed over its batches (NOTE
     [what the wait is made of]). The parts add up to the total data-wait (negative waits, which
-    event timing can give by a few microseconds, count as 0)."""
+    event timing can give by a few microseconds, count as 0). `usable_cpus`: where the trial's
+    CPUs were saturated on them, a ready batch's wait is not the receive's (NOTE, 5)."""
     parts = dict.fromkeys(WaitPart, 0.0)
     h2d_on_path = bool(trial.h2d_s) and not (settings.prefetch and settings.pin_memory)
     received = trial.receives_read_s(settings.num_workers)
     receive = percentile(received, 50) if received and settings.num_workers > 0 else 0.0
-    ready = (set(trial.ready_batches) if settings.num_workers > 0 and not trial.workers_computing(settings.num_workers)
-             else set())
+    saturated = cpu_saturated(trial.cpu_util_pct, other_cores(trial.other_cpu_util_pct, trial.steal_cpu_util_pct),
+                              usable_cpus)
+    ready = (set(trial.ready_batches) if settings.num_workers > 0 and not saturated
+             and not trial.workers_computing(settings.num_workers) else set())
     decode = trial.gpu_decode_s
     starts = set(trial.epoch_start_batches)
     for i, wait in enumerate(trial.data_wait_s):
@@ -126,14 +133,14 @@ def production_wait_s(trial: Trial) -> float:
     return trial.samples / n / rate - total_s / n
 
 
-def wait_parts_per_batch(result: ConfigResult) -> dict[WaitPart, float]:
+def wait_parts_per_batch(result: ConfigResult, usable_cpus: int | None = None) -> dict[WaitPart, float]:
     """Mean seconds per measured batch of each wait part, median over the config's repeats; a
     trial held to its workers' production adds the wait that holding implies to the loader part
-    (`production_wait_s`)."""
+    (`production_wait_s`). `usable_cpus` as in `trial_wait_parts`."""
     per_trial = []
     for t in result.trials:
         if t.data_wait_s:
-            parts = trial_wait_parts(t, result.settings)
+            parts = trial_wait_parts(t, result.settings, usable_cpus)
             per = {p: v / len(t.data_wait_s) for p, v in parts.items()}
             # Held to the workers' production: the wait the window did not see is batches not
             # built in time (production_wait_s).
@@ -169,11 +176,12 @@ def cpu_saturated(cpu_util_pct: float | None, other_cores: float | None, usable_
     return cpu_util_pct / 100.0 + (other_cores or 0.0) >= CPU_SATURATED * usable_cpus
 
 
-def split_waits(results: Sequence[ConfigResult]) -> None:
-    """The wait-parts pass: every summarised config's `wait_parts_s`."""
+def split_waits(results: Sequence[ConfigResult], usable_cpus: int | None = None) -> None:
+    """The wait-parts pass: every summarised config's `wait_parts_s` (`usable_cpus`: the CPUs
+    its saturation is read on)."""
     for r in results:
         if r.summary is not None:
-            r.summary.wait_parts_s = wait_parts_per_batch(r)
+            r.summary.wait_parts_s = wait_parts_per_batch(r, usable_cpus)
 
 
 def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_cpus: int | None = None) -> None:
