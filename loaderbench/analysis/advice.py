@@ -659,19 +659,23 @@ def equal_cheaper(ranking: Ranking) -> list[Finding]:
                          tolerance=ranking.tolerance)]
 
 
-def leave_free_cpus(main_cores: float | None, slowdown: float | None) -> int | None:
+def leave_free_cpus(main_cores: float | None, slowdown: float | None, usable_cpus: int | None = None) -> int | None:
     """CPUs to leave free for the training process, whose step ran `slowdown` slower beside the
     loader while its main process used `main_cores`: the same work at the step's own pace,
-    main_cores x (1 + slowdown), rounded up to whole CPUs, at least 1. None unmeasured.
+    main_cores x (1 + slowdown), rounded up to whole CPUs, at least 1. None unmeasured, or where
+    that leaves no CPU of `usable_cpus` to the workers (on 1 CPU there is none to leave free).
 
     >>> leave_free_cpus(0.8, 0.23)
     1
     >>> leave_free_cpus(1.5, 0.5)
     3
+    >>> leave_free_cpus(0.8, 0.23, usable_cpus=1) is None
+    True
     """
     if main_cores is None:
         return None
-    return max(1, math.ceil(main_cores * (1.0 + max(0.0, slowdown or 0.0)) - 1e-9))
+    n = max(1, math.ceil(main_cores * (1.0 + max(0.0, slowdown or 0.0)) - 1e-9))
+    return None if usable_cpus is not None and n >= usable_cpus else n
 
 
 def step_slowed_rows(results: Sequence[ConfigResult], usable_cpus: int | None,
@@ -693,7 +697,7 @@ def step_slowed_rows(results: Sequence[ConfigResult], usable_cpus: int | None,
             cpu_cores=None if s.cpu_util_pct is None else s.cpu_util_pct / 100.0, main_cores=main,
             other_cores=s.other_cores, usable_cpus=usable_cpus,
             cpu_saturated=bool(cpu_saturated(s.cpu_util_pct, s.other_cores, usable_cpus)),
-            leave_free_cpus=leave_free_cpus(main, s.step_slowdown), repeats=s.repeats))
+            leave_free_cpus=leave_free_cpus(main, s.step_slowdown, usable_cpus), repeats=s.repeats))
     return [StepSlowed(rows=rows, threshold=th.STEP_SLOWED)] if rows else []
 
 
@@ -903,7 +907,7 @@ def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, 
                 compute_p50_s=ks.compute_p50_s, alone_s=alone_s,
                 cpu_saturated=bool(cpu_saturated(ks.cpu_util_pct, ks.other_cores, usable_cpus)),
                 cpu_cores=None if ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0, usable_cpus=usable_cpus,
-                main_cores=main, leave_free_cpus=leave_free_cpus(main, compute_mean_s / alone_s - 1.0)))
+                main_cores=main, leave_free_cpus=leave_free_cpus(main, compute_mean_s / alone_s - 1.0, usable_cpus)))
         elif ks.verdict is Verdict.COMPUTE_BOUND:
             # (A knee at the receive floor is explained by its own finding: the hand-off binds.)
             out.append(StepBinds(knee.settings, share=share, ceiling=ceiling))
