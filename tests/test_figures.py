@@ -98,6 +98,9 @@ def test_leave_free_cpus_is_the_main_process_at_the_steps_own_pace():
     assert leave_free_cpus(1.2, 0.5) == 2  # 1.8
     assert leave_free_cpus(0.3, 0.0) == 1  # at least one
     assert leave_free_cpus(None, 0.5) is None
+    # On 1 usable CPU there is none to leave free, and 2 of 2 would leave the workers none.
+    assert leave_free_cpus(0.8, 0.24, usable_cpus=1) is None and leave_free_cpus(1.2, 0.5, usable_cpus=2) is None
+    assert leave_free_cpus(0.8, 0.24, usable_cpus=2) == 1
 
 
 def test_more_workers_measured_without_gain_never_rests_on_a_row_whose_step_slowed():
@@ -306,6 +309,14 @@ def test_a_batch_that_was_built_before_it_was_asked_for_waited_only_to_be_taken(
     busy.ready_batches = list(range(len(waits)))
     s = result_set([result(settings(4), busy)], step_s=0.010, usable=4).results[0].summary
     assert s.verdict is Verdict.LOADER_BOUND
+    # Workers of 0.4 of a core each ((190 - 30) / 4) on 2 CPUs the tree used 1.9 of (95%, past
+    # CPU_SATURATED): the main process waited for a core to take its batches, which the workers
+    # held: the long takes are the loader's (the CPUs), 7 ms a batch as above.
+    full = cpu(trial(0.0, 0.010, waits=waits), 190, 30)
+    full.receive_s = [0.002] * 10
+    full.ready_batches = list(range(len(waits)))
+    s = result_set([result(settings(4), full)], step_s=0.010, usable=2).results[0].summary
+    assert s.wait_parts_s[WaitPart.LOADER] == pytest.approx(0.007) and s.verdict is Verdict.LOADER_BOUND
 
 
 def test_a_receive_floor_that_more_workers_ran_past_is_loader_bound():

@@ -219,6 +219,10 @@ def test_a_cheaper_stage_is_predicted_as_the_same_pipeline_measured_with_it():
     gone = dict(what_if_pipeline(WhatIf(stages=(StageChange("B"),)), rows, settings(4), 0.05, 16,
                                  two_transforms(3.0, 2.0)).curve)
     assert gone[2] == pytest.approx(2000 / 3.0, rel=1e-3)
+    # A stage asked in another case is answered, and named, as the profile spells it.
+    lower = what_if_pipeline(WhatIf(stages=(StageChange("a", 2.0),)), rows, settings(4), 0.05, 16,
+                             two_transforms(3.0, 2.0))
+    assert lower.question.stages[0].name == "A" and lower.curve == what.curve
 
 
 def test_a_change_is_answered_in_the_series_that_goes_furthest_with_the_picks_own_beside_it():
@@ -996,3 +1000,54 @@ def test_workers_that_would_saturate_the_cpus_are_named_as_the_cpus(workers, exp
     model = Fit(per_worker=400.0, cpu_s_per_sample=12 / 4_600.0, main=None, zero_workers=None,
                 compute=50_000.0, sharpness=6.0)
     assert binds_at(model, workers, 12).value == expected
+
+
+@pytest.mark.parametrize("zero_rate, expected", [
+    (1_000.0, "workers"),   # loading slower than the step: it binds, workers would take it off
+    (3_000.0, "workers"),   # (1/3,000) / (1/3,000 + 1/1,600) = 35% of the time spent loading
+    (100_000.0, "step"),    # 1/100,000 / (1/100,000 + 1/1,600) = 1.6%: under LOADER_BOUND_STALL
+])
+def test_without_workers_loading_in_turn_with_the_step_binds_while_it_takes_a_stalls_share(zero_rate, expected):
+    from loaderbench.analysis.predict import Fit, binds_at
+
+    model = Fit(per_worker=None, cpu_s_per_sample=None, main=None, zero_workers=zero_rate, compute=1_600.0,
+                sharpness=6.0)
+    assert binds_at(model, 0, 2).value == expected
+
+
+def test_a_build_change_best_without_workers_names_the_main_process_not_more_workers():
+    # Batch 3, a 5-ms step: 0 workers wait 1.5 ms a batch (A 0.3 + B 0.2 ms a sample: 3 / 6.5 ms
+    # = 462 samples/s); with 2 and 4 workers the main process takes 2.7-2.8 ms to receive each
+    # batch (390 samples/s: no loader rate for workers). A 2x cheaper: 1.05 ms a batch, 3 / 6.05
+    # ms = 496 samples/s, a stall of 1 - 496 / 600 = 17%: not "the step binds"; and the rows
+    # with workers, slower and held by their receive, say more workers go no further.
+    from tests.helpers import result, trial
+    from tests.test_figures import cpu, result_set
+
+    def one(w, wait_s, receive_s=None):
+        t = cpu(trial(wait_s, 0.005, bs=3), 40, 30)
+        if receive_s is not None:
+            t.receive_s = [receive_s] * 20
+        return result(settings(w, bs=3), t)
+
+    rs = result_set([one(0, 0.0015), one(2, 0.0027, 0.0027), one(4, 0.0028, 0.0028)], step_s=0.005, bs=3)
+    what = what_if_pipeline(WhatIf(stages=(StageChange("A", 2.0),)), rs.results, settings(0, bs=3), 0.05, 2,
+                            two_transforms(0.3, 0.2))
+    assert what.why is None and what.knee_workers == 0
+    assert what.knee_samples_per_s == pytest.approx(496, rel=0.01) and what.knee_stall_fraction > 0.15
+    assert what.binds is Binds.MAIN_PROCESS
+
+
+def test_beyond_the_settings_offers_the_stage_whose_halving_goes_furthest_not_the_longest():
+    # A build of 5 ms a sample on 2 CPUs: A spins 2 ms of CPU, B sleeps 3 ms (no CPU). 8 workers
+    # would build 1,600 samples/s, the CPUs only 2 / 2 ms = 1,000: they bind (a 2-ms step of 16,
+    # 8,000/s, is far off). B halved saves no CPU: still 1,000. A halved: 2 / 1 ms = 2,000, so A
+    # is the stage offered, though B takes longer.
+    rows = _rows(pipeline(5.0, 2.0, cpus=2, cpu_per_sample_s=0.002))
+    profile = jpeg_profile(stages=[row("A", "transform", 2.0, 2.0), row("B", "transform", 3.0, 0.0)],
+                           decoders={}, decoder_timing=None)
+    b = predict.beyond_knobs(rows, settings(8), 0.05, 2, profile)
+    cheaper = [c for c in b.changes if c.kind is ChangeKind.CHEAPER_STAGE]
+    assert [c.question.stages[0].name for c in cheaper] == ["A"]
+    b_alone = what_if_pipeline(WhatIf(stages=(StageChange("B", 2.0),)), rows, settings(8), 0.05, 2, profile)
+    assert max(x for _, x in b_alone.curve) == pytest.approx(1000, rel=0.05)

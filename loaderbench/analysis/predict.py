@@ -568,8 +568,8 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     # them go no further).
     with_w = [r.summary.samples_per_s for r in _ranked(results) if r.summary is not None
               and r.settings.num_workers > 0 and series_of(r.settings) == series_of(base)]
-    no_further = w_best == 0 and (w_top > 0 or (bool(with_w) and max(with_w) <= best.samples_per_s))
-    binds = Binds.MAIN_PROCESS if no_further else binds_at(model, w_best, cpus, math.inf if main_binds else 1.0)
+    binds = (Binds.MAIN_PROCESS if workers_go_no_further(w_best, curve, best.samples_per_s, with_w)
+             else binds_at(model, w_best, cpus, math.inf if main_binds else 1.0))
     return WhatIfAnswer(WhatIf(cpus=cpus), knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
                         knee_stall_fraction=knee.stall_fraction, curve=curve,
                         shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
@@ -717,7 +717,9 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
     RECEIVE_BINDS_SHARE of the main thread's time per sample (the receive and the step run in
     turn), else the step (`gpu_decode`:
     the model's step holds a decode on the GPU that the step waits for, a stall of at least
-    LOADER_BOUND_STALL). None when nothing is known."""
+    LOADER_BOUND_STALL). With 0 workers the main process loads each batch in turn with the step:
+    the workers bind (they would take the loading off it) where loading is LOADER_BOUND_STALL of
+    the time or more, else the step. None when nothing is known."""
     load = model.loader(workers, usable_cpus)
     if load is None:
         return None
@@ -725,6 +727,8 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
     main = model.compute if workers == 0 else model.main_thread
     if main is None or load < main:
         return Binds.WORKERS if workers == 0 else _loader_binds(model, workers, usable_cpus, loader_scale)
+    if workers == 0 and (1.0 / load) / (1.0 / load + 1.0 / main) >= LOADER_BOUND_STALL:
+        return Binds.WORKERS  # loading in turn with the step still takes a stall's share of the time
     if workers > 0 and model.main and model.compute:
         extra = (1.0 / model.main) / (1.0 / model.main + 1.0 / model.compute)
         if extra >= LOADER_BOUND_STALL and (model.main_h2d or 0.0) >= H2D_BINDS_SHARE:
@@ -732,6 +736,19 @@ def binds_at(model: Fit, workers: int, usable_cpus: int | None, loader_scale: fl
         if extra >= RECEIVE_BINDS_SHARE:
             return Binds.RECEIVE
     return Binds.GPU_DECODE if gpu_decode else Binds.STEP
+
+
+def workers_go_no_further(w_best: int, curve: Sequence[tuple[int, float]], best_samples_per_s: float,
+                          measured_with_workers: Sequence[float]) -> bool:
+    """Whether a series predicted best without workers (`w_best` 0) goes no further with them:
+    worker counts on its `curve` (none faster, as `w_best` is the best) or, where the model has
+    no rate for workers, its measured rows with workers (samples/s) none faster. There the main
+    process building each batch binds (Binds.MAIN_PROCESS), not "more workers"."""
+    if w_best != 0:
+        return False
+    if any(w > 0 for w, _ in curve):
+        return True
+    return bool(measured_with_workers) and max(measured_with_workers) <= best_samples_per_s
 
 
 def _loader_binds(model: Fit, workers: int, usable_cpus: int | None, loader_scale: float) -> Binds:
@@ -990,7 +1007,8 @@ def _scaled(model: Fit, rebuilt: _Rebuilt | None) -> Fit:
 
 def _case(model: Fit, anchors: dict[int, float], base: LoaderSettings, top: int, cpus: int | None,
           tolerance: float, mode: DecodeMode | None, gpu_binds: bool = False,
-          floors: dict[int, float] | None = None, measured_cpus: int | None = None) -> WhatIfCase:
+          floors: dict[int, float] | None = None, measured_cpus: int | None = None,
+          measured_with_workers: Sequence[float] = ()) -> WhatIfCase:
     """The curve, knee and what binds of `model` from 0 to `top` workers on `cpus` CPUs, the loader
     anchored (`anchors`); `floors`: samples/s a worker count is predicted at least at (what it
     measured, for a change that costs the build nothing more). On fewer CPUs than the rows were
@@ -1020,6 +1038,8 @@ def _case(model: Fit, anchors: dict[int, float], base: LoaderSettings, top: int,
     curve = _curve(preds)
     step_ms = None if not model.compute else 1e3 * base.batch_size / model.compute
     binds = binds_at(model, wb, cpus, a, gpu_binds)
+    if binds is Binds.WORKERS and workers_go_no_further(wb, curve, best.samples_per_s, measured_with_workers):
+        binds = Binds.MAIN_PROCESS
     near = None
     if binds is Binds.STEP:
         # Where the curve flattens, or at the knee the answer quotes (its stall is the one printed).
@@ -1075,6 +1095,11 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     (MAIN_THREAD_BINDS) another series' answer replaces it where its knee is predicted faster by
     more than `tolerance` (`series_samples_per_s`, `series_binds` keep `base`'s own)."""
     names = [] if profile is None else askable_stages(profile)
+    if profile is not None and question.stages:  # a stage asked in another case answers in the profile's
+        spelled = {r.name.lower(): r.name for r in profile.stages}
+        question = replace(question, stages=tuple(
+            c if c.name in spelled.values() else replace(c, name=spelled.get(c.name.lower(), c.name))
+            for c in question.stages))
     if rebuilt is None:
         if profile is None:
             return WhatIfAnswer(question, why=WhyNoPrediction.NO_PROFILE)
@@ -1129,6 +1154,10 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     cheaper = (rebuilt.gpu_ms_per_batch is None and rebuilt.new_build_ms <= rebuilt.build_ms
                and rebuilt.cpu_saved_s >= 0.0 and rebuilt.receive_factor >= 1.0 and question.disk_mb_per_s is None)
     floors = measured_at if cheaper else None
+    # A change that makes the build no dearer leaves rows with workers at least as fast: theirs
+    # tell whether the series goes further with workers where the model has no rate for them.
+    with_workers = [] if not cheaper else [r.summary.samples_per_s for r in series
+                                           if r.summary is not None and r.settings.num_workers > 0]
     cases: list[WhatIfCase] = []
     if rebuilt.gpu_ms_per_batch is not None:
         g = rebuilt.gpu_ms_per_batch
@@ -1142,13 +1171,14 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
             # measured row would not call compute-bound, the decode is what binds (its verdict:
             # GPU-decode-bound), whether it runs before the step or beside it.
             case = _case(with_gpu, anchors, as_run, top, cpus, tolerance, mode, measured_cpus=measured_cpus,
+                         measured_with_workers=with_workers,
                          gpu_binds=step_ms > 0 and (step_ms - t) / step_ms >= LOADER_BOUND_STALL)
             cases.append(replace(case, step_ms_per_batch=step_ms,
                                  host_waits=waits and mode is DecodeMode.OVERLAPPED))
     else:
         cases.append(_case(changed, anchors, base, top, cpus, tolerance,
                            DecodeMode.CPU if question.decode is not None else None, floors=floors,
-                           measured_cpus=measured_cpus))
+                           measured_cpus=measured_cpus, measured_with_workers=with_workers))
     # What more workers alone give by the same model (no change; not with another storage
     # device, which the model already holds), and the change, each at best up to twice the
     # counts the curve shows: a loader that waits on I/O gains from workers past the CPUs, and
@@ -1309,14 +1339,18 @@ def beyond_knobs(results: Sequence[ConfigResult], base: LoaderSettings, toleranc
     if profile is not None:
         stages = [r for r in _builds(profile) if r.name not in decoded and not (
             r.kind == StageKind.DECODE.value and "decode" in decoded)]
-        largest = max(stages, key=_quiet_ms, default=None)
         build = sum(_quiet_ms(r) for r in _builds(profile))
         whole = profile.sample_ms()  # a build of almost nothing beside a slow receive: no stage counts
-        if (largest is not None and build > 0 and _quiet_ms(largest) / build >= STAGE_SHARE_THAT_COUNTS
-                and _quiet_ms(largest) >= STAGE_SHARE_THAT_COUNTS * whole):
-            question = WhatIf(stages=(StageChange(largest.name, 2.0),))
-            add(ChangeKind.CHEAPER_STAGE, question, what_if_pipeline(question, results, base, tolerance,
-                                                                      measured_cpus, profile))
+        # Every stage that counts, made 2x cheaper; the one predicted to go furthest is offered (the
+        # largest by time is not always it: a sleep beside CPUs that bind buys nothing).
+        counted = [r for r in stages if build > 0 and _quiet_ms(r) / build >= STAGE_SHARE_THAT_COUNTS
+                   and _quiet_ms(r) >= STAGE_SHARE_THAT_COUNTS * whole]
+        halved = [(q, what_if_pipeline(q, results, base, tolerance, measured_cpus, profile))
+                  for q in (WhatIf(stages=(StageChange(r.name, 2.0),)) for r in counted)]
+        if halved:
+            question, answer = max(halved, key=lambda qa: _top_rate(qa[1])[0] or 0.0
+                                   if qa[1].why is None and qa[1].knee is not None else 0.0)
+            add(ChangeKind.CHEAPER_STAGE, question, answer)
         fetched = profile.batched_fetch
         if (fetched is not None and build > 0 and fetched.fixed_ms / build >= BATCHED_FETCH_FIXED_SHARE
                 and fetched.fixed_ms >= STAGE_SHARE_THAT_COUNTS * whole):
