@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python3 benchmarks/ceiling_check.py --out $OUT/ceiling.json \
         [--configs 14:pin,16:pin] [--rounds 3] [--batch-size 256]
-        [--dataset synthetic | tensor:IO_MS | import:MODULE:FACTORY[:JSON_KWARGS]]
+        [--dataset synthetic | tensor:IO_MS | import:MODULE:FACTORY[:JSON_KWARGS]] [--collate-fn MODULE:FN]
 
 For each config and round, in this order: one trial as a sweep's first trial measures it
 (`measure.trial.measure_config`, the loader-alone probe included: NOTE [loader ceiling] in
@@ -27,13 +27,16 @@ from loaderbench.measure.sampling import EpochSampler
 from loaderbench.measure.trial import measure_config
 from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings, MeasureSpec, TrialJob
 from loaderbench.workload.batch import move_to_device
-from loaderbench.workload.datasets import build_dataset
+from loaderbench.workload.datasets import build_collate_fn, build_dataset
 
 
-def sustained_draw(dataset, settings: LoaderSettings, skip: int, draw: int, cuda: bool) -> float:
-    """Samples/s of `draw` batches after `skip`, no step, H2D copy included."""
+def sustained_draw(dataset, settings: LoaderSettings, skip: int, draw: int, cuda: bool, collate=None) -> float:
+    """Samples/s of `draw` batches after `skip`, no step, H2D copy included (`collate`: the
+    DataLoader's collate_fn, None for its default)."""
     kwargs = settings.dataloader_kwargs()
     bs = kwargs.pop("batch_size")
+    if collate is not None:
+        kwargs["collate_fn"] = collate
     if isinstance(dataset, torch.utils.data.IterableDataset):
         loader = torch.utils.data.DataLoader(dataset, batch_size=bs, **kwargs)
     else:
@@ -50,7 +53,8 @@ def sustained_draw(dataset, settings: LoaderSettings, skip: int, draw: int, cuda
     samples = 0
     for _ in range(draw):
         b = next(it)
-        samples += len(b[0]) if isinstance(b, (list, tuple)) else bs
+        iterable = isinstance(dataset, torch.utils.data.IterableDataset)
+        samples += len(b[0]) if iterable and isinstance(b, (list, tuple)) else bs
         if cuda:
             move_to_device(b, "cuda", non_blocking=settings.pin_memory)
     if cuda:
@@ -70,6 +74,7 @@ def main() -> None:
     ap.add_argument("--compute", default="model:resnet50")
     ap.add_argument("--skip", type=int, default=40)
     ap.add_argument("--draw", type=int, default=160)
+    ap.add_argument("--collate-fn", default=None, help="MODULE:FN, with --dataset import:... (as sweep's --collate-fn)")
     args = ap.parse_args()
     cuda = torch.cuda.is_available()
     if args.dataset.startswith("tensor:"):
@@ -77,19 +82,21 @@ def main() -> None:
                            num_samples=4096)
     elif args.dataset.startswith("import:"):
         module, factory, *kw = args.dataset.split(":", 3)[1:]
-        spec = DatasetSpec(kind="import", factory=f"{module}:{factory}", kwargs=json.loads(kw[0]) if kw else {})
+        spec = DatasetSpec(kind="import", factory=f"{module}:{factory}", kwargs=json.loads(kw[0]) if kw else {},
+                           collate_fn=args.collate_fn)
     else:
         spec = DatasetSpec()
     kind, _, arg = args.compute.partition(":")
     compute = ComputeSpec(kind="model", model=arg) if kind == "model" else ComputeSpec(kind=kind, ms=float(arg))
     dataset = build_dataset(spec)
+    collate = build_collate_fn(spec)
     rows = []
     for rnd in range(args.rounds):
         for c in args.configs.split(","):
             w, _, flags = c.partition(":")
             s = LoaderSettings(int(w), "pin" in flags, "pf" in flags, 2 if int(w) else None, False, args.batch_size)
             t = measure_config(TrialJob(s, spec, compute, MeasureSpec(batches=10, min_time_s=1.0)))
-            draw = sustained_draw(dataset, s, args.skip, args.draw, cuda)
+            draw = sustained_draw(dataset, s, args.skip, args.draw, cuda, collate)
             row = {"round": rnd, "config": s.key(), "with_step": t.samples / sum(t.step_s),
                    "probe": t.loader_alone_samples_per_s, "method": t.loader_alone_method,
                    "bound": t.loader_alone_bound_samples_per_s, "reason": t.loader_alone_reason,
