@@ -41,7 +41,6 @@ from loaderbench.analysis.thresholds import (
     BATCHED_FETCH_FIXED_SHARE,
     BOUND_STALL,
     CLEARS_STALL,
-    CPU_SATURATED,
     DEFAULT_SHARPNESS,
     H2D_BINDS_SHARE,
     HARD_CORNER_RATIO,
@@ -53,6 +52,7 @@ from loaderbench.analysis.thresholds import (
     STAGE_SHARE_THAT_COUNTS,
     UNCONTENDED_SHARE,
 )
+from loaderbench.analysis.wait import cpu_saturated
 from loaderbench.conclusions import (
     BeyondKnobs,
     Binds,
@@ -754,9 +754,9 @@ def workers_go_no_further(w_best: int, curve: Sequence[tuple[int, float]], best_
 def _loader_binds(model: Fit, workers: int, usable_cpus: int | None, loader_scale: float) -> Binds:
     """The lowest of the loader's bounds at `workers` workers: one worker's rate x the workers
     the dataset gives work to, the CPUs' U / kappa, the device. The workers' bound is named the
-    CPUs' where at that rate the process tree would use CPU_SATURATED of the usable CPUs or more,
-    as a measured row's verdict names it (loader-bound with the CPUs saturated): more workers go
-    little further there."""
+    CPUs' where at that rate the process tree would saturate the usable CPUs (`cpu_saturated`,
+    the one definition), as a measured row's verdict names it (loader-bound with the CPUs
+    saturated): more workers go little further there."""
     capped = model.working is not None and workers >= model.working  # the rest get no work
     bounds = [(min(workers, model.working or workers) * (model.per_worker or math.inf) * loader_scale,
                Binds.WORKING if capped else Binds.WORKERS)]
@@ -765,8 +765,10 @@ def _loader_binds(model: Fit, workers: int, usable_cpus: int | None, loader_scal
     if model.device:
         bounds.append((model.device, Binds.STORAGE))
     rate, binds = min(bounds, key=lambda b: b[0])
-    if binds is Binds.WORKERS and len(bounds) > 1 and bounds[1][1] is Binds.CPUS and rate >= CPU_SATURATED * bounds[1][0]:
-        return Binds.CPUS
+    if binds is Binds.WORKERS and usable_cpus and len(bounds) > 1 and bounds[1][1] is Binds.CPUS:
+        # The process tree's predicted CPU at that rate: its share of the CPUs' own bound.
+        if cpu_saturated(100.0 * usable_cpus * rate / bounds[1][0], 0.0, usable_cpus):
+            return Binds.CPUS
     return binds
 
 
