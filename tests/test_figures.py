@@ -825,3 +825,31 @@ def test_no_setting_clears_is_not_said_where_a_measured_config_is_compute_bound(
     assert rs.recommendation.settings.num_workers == 2
     assert not any(isinstance(f, NotCleared) for f in rs.recommendation.findings)
     assert "no measured setting clears" not in sentences(rs)
+
+
+def test_a_receive_floor_row_sets_the_main_threads_rate_the_model_predicts_with():
+    # Batch 3, a 5-ms step (600 samples/s). 0 workers wait 1.5 ms a batch: 462 samples/s. With 2
+    # and 4 workers every batch was built before it was asked for and taken in 2.7-2.8 ms (390,
+    # 385 samples/s: receive floors), though the median take read 0.8 ms (the slow takes of
+    # pickled arrays). The main thread's rate is what those rows ran at: R = 1 / (1/390 - 1/600)
+    # = 1,114 samples/s, not 3 / 0.8 ms = 3,750 (which put 1 worker at ~465, above the rows, and
+    # the best config there). More workers are predicted near 390 and none above 0 workers'.
+    from loaderbench.analysis.predict import fit, series_of, what_if_cpus
+    from loaderbench.conclusions import Binds
+
+    def row(w, wait_s, ceiling=None):
+        t = cpu(trial(wait_s, 0.005, bs=3), 40, 30)
+        if w:
+            t.receive_s = [0.0008] * 20
+            t.ready_batches = list(range(len(t.data_wait_s)))
+            t.loader_alone_samples_per_s = ceiling
+        return result(settings(w, bs=3), t)
+
+    rs = result_set([row(0, 0.0015), row(2, 0.0027, 750), row(4, 0.0028, 800)], step_s=0.005, bs=3)
+    assert [r.summary.verdict for r in rs.results[1:]] == [Verdict.RECEIVE_FLOOR] * 2
+    model = fit(rs.results, series_of(settings(2, bs=3)), 2)
+    assert model.main == pytest.approx((1114.3 + 1 / (1 / 385 - 1 / 600)) / 2, rel=0.01)
+    answer = what_if_cpus(rs.results, settings(2, bs=3), 2, 0.05, measured_cpus=2)
+    curve = dict(answer.curve)
+    assert all(curve[w] == pytest.approx(388, rel=0.05) for w in (5, 6, 7, 8))
+    assert max(x for w, x in curve.items() if w > 0) < curve[0] and answer.binds is Binds.MAIN_PROCESS

@@ -17,7 +17,8 @@ NOTE [pipeline model]
     The main thread takes each finished batch from a worker (the receive floor, measured
     directly) and then steps (the compute ceiling C: the step fed a batch already on the
     device): in series, so its rate is C' = 1 / (1/C + 1/R) with R = samples-per-batch /
-    receive seconds.
+    receive seconds; a row whose verdict is the receive floor ran at C' itself, and gives the R
+    that makes it its measured samples/s (its median receive leaves out the slow takes).
     With workers, loading overlaps the main thread: S = softmin(L, C') = (L^-k + C'^-k)^(-1/k),
     k calibrated on the measured configs (the larger k, the sharper the corner). With 0 workers
     the main process builds and then steps: S = 1 / (1/L0 + 1/C). The stall is 1 - S/C.
@@ -273,6 +274,25 @@ def _main_h2d_share(r: ConfigResult) -> float | None:
     return min(1.0, copy / extra)
 
 
+def _main_from_receive(r: ConfigResult) -> float | None:
+    """R of one row, samples/s: its samples per batch (x ranks) over `_main_extra_s`; None
+    without a receive timed."""
+    t = _main_extra_s(r)
+    return _ranks(r) * _per_batch(r) / t if t > 0 else None
+
+
+def _receive_bound_main(r: ConfigResult, compute: float | None) -> float | None:
+    """R of a row whose verdict is the receive floor, samples/s: the main thread ran it, so R
+    solves 1 / (1/C + 1/R) = its measured samples/s S (R = 1 / (1/S - 1/C)); None for another
+    verdict, without C, or where S is not below C."""
+    s = r.summary
+    if s is None or s.verdict is not Verdict.RECEIVE_FLOOR or not compute or s.samples_per_s <= 0:
+        return None
+    if s.samples_per_s >= 0.999 * compute:
+        return None
+    return 1.0 / (1.0 / s.samples_per_s - 1.0 / compute)
+
+
 def _ranks(r: ConfigResult) -> int:
     """The ranks whose rows were summed into `r` (1 outside a distributed sweep)."""
     return max([t.world_size or 1 for t in r.trials] or [1])
@@ -299,17 +319,20 @@ def fit(results: Sequence[ConfigResult], series: LoaderSettings, usable_cpus: in
     kappas = [r.summary.cpu_util_pct / 100.0 / r.summary.samples_per_s for r in with_w  # type: ignore[union-attr]
               if r.summary.cpu_util_pct and r.summary.samples_per_s > 0]  # type: ignore[union-attr]
     kappa = float(statistics.median(kappas)) if kappas else None
+    ceilings = [r.summary.compute_ceiling_samples_per_s for r in (mine or ok)  # type: ignore[union-attr]
+                if r.summary.compute_ceiling_samples_per_s]  # type: ignore[union-attr]
+    compute = float(statistics.median(ceilings)) if ceilings else None
     # R: samples per batch over the receive floor, from this series' configs with workers; in a
-    # distributed sweep every rank's main process receives its own batches (x world size).
-    mains = [_ranks(r) * _per_batch(r) / t for r in mine_w if (t := _main_extra_s(r)) > 0]
+    # distributed sweep every rank's main process receives its own batches (x world size). A row
+    # whose verdict is the receive floor ran at the main thread's rate: its R is what makes
+    # 1 / (1/C + 1/R) its measured samples/s (`_receive_bound_main`), not its receive's median,
+    # which leaves out the slow takes (pickled arrays: 0.1-0.3 ms median beside a stall of 50%).
+    mains = [x for r in mine_w if (x := _receive_bound_main(r, compute) or _main_from_receive(r))]
     main = float(statistics.median(mains)) if mains else None
     copies = [x for r in mine_w if (x := _main_h2d_share(r)) is not None]
     main_h2d = float(statistics.median(copies)) if copies else None
     zero = next((r for r in mine if r.settings.num_workers == 0), None)
     zero_rate = None if zero is None else _loader_rate(zero)
-    ceilings = [r.summary.compute_ceiling_samples_per_s for r in (mine or ok)  # type: ignore[union-attr]
-                if r.summary.compute_ceiling_samples_per_s]  # type: ignore[union-attr]
-    compute = float(statistics.median(ceilings)) if ceilings else None
     k = _sharpness(mine_w or with_w)
     inputs = FitInputs(sorted(r.settings.key() for r in ok), per_worker, kappa, main, zero_rate, compute, usable_cpus, k)
     return Fit(per_worker, kappa, main, zero_rate, compute, k, inputs, working=working, main_h2d=main_h2d)
