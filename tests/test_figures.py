@@ -708,29 +708,36 @@ def test_a_short_epoch_folder_reads_as_a_plain_loop_over_real_epochs(tmp_path):
     assert 0.95 * lo <= row["summary"]["samples_per_s"] <= 1.05 * hi, (row["summary"]["samples_per_s"], before, after)
 
 
+def main_bound_rows(zero_wait_s: float) -> ResultSet:
+    """Batch 3, a 5-ms step (600 samples/s): 0 workers wait `zero_wait_s` a batch; 2 and 4
+    workers 2.7 and 2.8 ms, all of it the main process receiving each batch (pickled arrays):
+    3 / 7.7 ms = 390 and 385 samples/s."""
+    def row(w, wait_s):
+        t = cpu(trial(wait_s, 0.005, bs=3), 40, 30)
+        if w:
+            t.receive_s = [wait_s] * 20
+        return result(settings(w, bs=3), t)
+
+    return result_set([row(0, zero_wait_s), row(2, 0.0027), row(4, 0.0028)], step_s=0.005, bs=3)
+
+
 def test_a_plateau_without_workers_that_workers_do_not_pass_is_not_put_on_the_workers():
-    # Batch 3, a 5-ms step: 0 workers wait 0.3 ms a batch (3 / 5.3 ms = 566 samples/s); with 2
-    # and 4 workers the main process takes 2.7-2.8 ms to receive each batch (pickled arrays):
-    # 3 / 7.7 ms = 390 samples/s. The best is without workers, and "more of them would go
-    # further" is what the measured rows contradict: the main process building each batch binds.
+    # 0 workers wait 0.3 ms a batch (3 / 5.3 ms = 566 samples/s), with workers 390 and 385
+    # (`main_bound_rows`). The best is without workers, and "more of them would go further" is
+    # what the measured rows contradict: the main process building each batch binds.
     from loaderbench.analysis.predict import what_if_cpus
     from loaderbench.conclusions import Binds
     from loaderbench.render.pipeline import BINDS_WORDS
 
-    def row(w, wait_s, receive_s=None):
-        t = cpu(trial(wait_s, 0.005, bs=3), 40, 30)
-        if receive_s is not None:
-            t.receive_s = [receive_s] * 20
-        return result(settings(w, bs=3), t)
-
-    rs = result_set([row(0, 0.0003), row(2, 0.0027, 0.0027), row(4, 0.0028, 0.0028)], step_s=0.005, bs=3)
+    rs = main_bound_rows(0.0003)
     assert [round(r.summary.samples_per_s) for r in rs.results] == [566, 390, 385]
     answer = what_if_cpus(rs.results, settings(0, bs=3), 2, 0.05, measured_cpus=2)
     assert answer.knee_workers == 0 and answer.knee_samples_per_s == pytest.approx(566, abs=1)
     assert answer.binds is Binds.MAIN_PROCESS
     assert "more of them would go further" not in BINDS_WORDS[answer.binds]
     # With a 2-worker row faster than none, the workers bind as before.
-    rs = result_set([row(0, 0.0003), row(2, 0.0001)], step_s=0.005, bs=3)
+    fast = [result(settings(w, bs=3), cpu(trial(wait_s, 0.005, bs=3), 40, 30)) for w, wait_s in ((0, 0.0003), (2, 0.0001))]
+    rs = result_set(fast, step_s=0.005, bs=3)
     assert what_if_cpus(rs.results, settings(0, bs=3), 2, 0.05, measured_cpus=2).binds is not Binds.MAIN_PROCESS
 
 

@@ -1021,16 +1021,9 @@ def test_a_build_change_best_without_workers_names_the_main_process_not_more_wor
     # batch (390 samples/s: no loader rate for workers). A 2x cheaper: 1.05 ms a batch, 3 / 6.05
     # ms = 496 samples/s, a stall of 1 - 496 / 600 = 17%: not "the step binds"; and the rows
     # with workers, slower and held by their receive, say more workers go no further.
-    from tests.helpers import result, trial
-    from tests.test_figures import cpu, result_set
+    from tests.test_figures import main_bound_rows
 
-    def one(w, wait_s, receive_s=None):
-        t = cpu(trial(wait_s, 0.005, bs=3), 40, 30)
-        if receive_s is not None:
-            t.receive_s = [receive_s] * 20
-        return result(settings(w, bs=3), t)
-
-    rs = result_set([one(0, 0.0015), one(2, 0.0027, 0.0027), one(4, 0.0028, 0.0028)], step_s=0.005, bs=3)
+    rs = main_bound_rows(0.0015)
     what = what_if_pipeline(WhatIf(stages=(StageChange("A", 2.0),)), rs.results, settings(0, bs=3), 0.05, 2,
                             two_transforms(0.3, 0.2))
     assert what.why is None and what.knee_workers == 0
