@@ -860,3 +860,7 @@ def test_a_receive_floor_row_sets_the_main_threads_rate_the_model_predicts_with(
     curve = dict(answer.curve)
     assert all(curve[w] == pytest.approx(388, rel=0.05) for w in (5, 6, 7, 8))
     assert max(x for w, x in curve.items() if w > 0) < curve[0] and answer.binds is Binds.MAIN_PROCESS
+    # Asked of the 0-worker config (whose prefetch_factor is idle), the curve's counts with workers
+    # are the measured rows' own: on the measured CPUs they come out as measured.
+    zero = dict(what_if_cpus(rs.results, settings(0, bs=3), 2, 0.05, measured_cpus=2).curve)
+    assert zero[2] == pytest.approx(390, rel=0.01) and zero[4] == pytest.approx(385, rel=0.01)

@@ -126,6 +126,23 @@ def with_workers(base: LoaderSettings, workers: int) -> LoaderSettings:
     return series_of(base) if workers == 0 else replace(base, num_workers=workers)
 
 
+def with_worker_axes(results: Sequence[ConfigResult], base: LoaderSettings) -> LoaderSettings:
+    """`base` as the series' configs with workers are: a 0-worker `base` has its workers-only
+    axes idle (prefetch_factor None, ...), which no measured row with workers has, so its
+    curve's cells with workers would match none of them and the anchoring would take the
+    0-worker row's error for every count (on a collate of numpy arrays, 1-4 workers predicted at
+    the 0-worker rate, 652 samples/s, where 310-462 were measured). Takes those axes from the
+    fastest measured row of the series with workers; `base` itself where it has workers or none
+    was measured."""
+    if base.num_workers > 0:
+        return base
+    rows = [r for r in _ranked(results) if r.settings.num_workers > 0 and series_of(r.settings) == series_of(base)]
+    if not rows:
+        return base
+    best = max(rows, key=lambda r: r.summary.samples_per_s)  # type: ignore[union-attr]
+    return replace(best.settings, num_workers=0)
+
+
 @dataclass(frozen=True)
 class Fit:
     """One series' fitted rates (NOTE [pipeline model]); every rate in samples/s, None when
@@ -567,7 +584,8 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     series cannot be predicted."""
     widest = max((r.settings.num_workers for r in results), default=0)
     top_w = max_workers if max_workers is not None else 2 * max(cpus, widest)
-    cells = [with_workers(base, w) for w in range(0, top_w + 1)]
+    axes = with_worker_axes(results, base)
+    cells = [with_workers(axes, w) for w in range(0, top_w + 1)]
     preds = predict(results, cells, cpus, fit_cpus=measured_cpus, unique=True)
     if measured_cpus:
         preds = _anchored(preds, results, cells, measured_cpus, cpus)
@@ -1179,6 +1197,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     cheaper = (rebuilt.gpu_ms_per_batch is None and rebuilt.new_build_ms <= rebuilt.build_ms
                and rebuilt.cpu_saved_s >= 0.0 and rebuilt.receive_factor >= 1.0 and question.disk_mb_per_s is None)
     floors = measured_at if cheaper else None
+    axes = with_worker_axes(series, base)  # the curve's configs with workers as the measured ones are
     # A change that makes the build no dearer leaves rows with workers at least as fast: theirs
     # tell whether the series goes further with workers where the model has no rate for them.
     with_workers = [] if not cheaper else [r.summary.samples_per_s for r in series
@@ -1191,7 +1210,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
         for mode, step_ms in ((DecodeMode.SERIALISED, t + g), (DecodeMode.OVERLAPPED, t + g if waits else max(t, g))):
             with_gpu = replace(changed, compute=1e3 * base.batch_size / step_ms if step_ms > 0 else changed.compute)
             # Serialised is the decode before the step (no prefetcher); overlapped, in the prefetcher.
-            as_run = replace(base, prefetch=mode is DecodeMode.OVERLAPPED)
+            as_run = replace(axes, prefetch=mode is DecodeMode.OVERLAPPED)
             # The step waits for the decode for step_ms - t of each batch: where that is a stall a
             # measured row would not call compute-bound, the decode is what binds (its verdict:
             # GPU-decode-bound), whether it runs before the step or beside it.
@@ -1201,7 +1220,7 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
             cases.append(replace(case, step_ms_per_batch=step_ms,
                                  host_waits=waits and mode is DecodeMode.OVERLAPPED))
     else:
-        cases.append(_case(changed, anchors, base, top, cpus, tolerance,
+        cases.append(_case(changed, anchors, axes, top, cpus, tolerance,
                            DecodeMode.CPU if question.decode is not None else None, floors=floors,
                            measured_cpus=measured_cpus, measured_with_workers=with_workers))
     # What more workers alone give by the same model (no change; not with another storage
@@ -1212,10 +1231,10 @@ def what_if_pipeline(question: WhatIf, results: Sequence[ConfigResult], base: Lo
     unchanged = wide = None
     compared = 2 * top if rebuilt.gpu_ms_per_batch is None else top
     if question.disk_mb_per_s is None:
-        unchanged = _case(model, anchors, base, compared, cpus, tolerance, None, floors=measured_at,
+        unchanged = _case(model, anchors, axes, compared, cpus, tolerance, None, floors=measured_at,
                           measured_cpus=measured_cpus)
         if rebuilt.gpu_ms_per_batch is None:
-            wide = _case(changed, anchors, base, compared, cpus, tolerance, None, floors=floors,
+            wide = _case(changed, anchors, axes, compared, cpus, tolerance, None, floors=floors,
                          measured_cpus=measured_cpus)
     first = cases[0]
     if first.knee is None:
