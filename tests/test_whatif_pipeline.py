@@ -1044,3 +1044,20 @@ def test_beyond_the_settings_offers_the_stage_whose_halving_goes_furthest_not_th
     assert [c.question.stages[0].name for c in cheaper] == ["A"]
     b_alone = what_if_pipeline(WhatIf(stages=(StageChange("B", 2.0),)), rows, settings(8), 0.05, 2, profile)
     assert max(x for _, x in b_alone.curve) == pytest.approx(1000, rel=0.05)
+
+
+def test_a_cpus_what_if_names_the_workers_close_behind_a_knee_under_the_main_threads_rate():
+    # Workers of 200 samples/s each, a 2-ms step of 16 with a 0.2-ms receive: the main thread runs
+    # 1 / (1/8,000 + 1/80,000) = 7,273 samples/s, k = 6. On 32 CPUs the curve flattens at 64
+    # workers (softmin(12,800, 7,273) = 7,233): the step binds there. With a 10% tolerance the
+    # knee is the fewest workers within 10% of that, ~6,510 (L ~7,340, ~37 workers): 10.5% under
+    # the main thread, so a measured row there would wait for batches: the workers close behind.
+    # With a 2% tolerance the knee (~7,089) is 2.5% under it: nothing named behind.
+    from loaderbench.analysis.predict import what_if_cpus
+
+    rows = _rows(pipeline(5.0, 2.0))
+    loose = what_if_cpus(rows, settings(4), 32, 0.10, measured_cpus=16)
+    assert loose.binds is Binds.STEP and loose.binds_near is Binds.WORKERS
+    assert loose.knee_samples_per_s == pytest.approx(6_510, rel=0.02)
+    tight = what_if_cpus(rows, settings(4), 32, 0.02, measured_cpus=16)
+    assert tight.binds is Binds.STEP and tight.binds_near is None

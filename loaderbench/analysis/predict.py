@@ -614,8 +614,21 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
     return WhatIfAnswer(WhatIf(cpus=cpus), knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
                         knee_stall_fraction=knee.stall_fraction, curve=curve,
                         shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
-                        binds=binds,
+                        binds=binds, binds_near=_near_at_knee(model, binds, knee, cpus),
                         usable_cpus=cpus)
+
+
+def _near_at_knee(model: Fit, binds: Binds | None, knee: Prediction, cpus: int | None) -> Binds | None:
+    """Where the main thread binds (the step, the receive, the copy) but the knee quoted runs
+    LOADER_BOUND_STALL or more below the main thread's own rate, the loader's bound there, close
+    behind (`binds_near`): a measured row at the knee would read loader-bound."""
+    main = model.main_thread
+    wk = knee.settings.num_workers
+    if binds not in (Binds.STEP, Binds.RECEIVE, Binds.H2D) or wk == 0 or not main:
+        return None
+    if knee.samples_per_s >= (1.0 - LOADER_BOUND_STALL) * main:
+        return None
+    return _loader_binds(model, wk, cpus, 1.0)
 
 
 def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s: float, iops: float | None,
