@@ -96,7 +96,8 @@ def test_a_step_a_timer_oversleeps_is_not_a_slowed_step():
 def test_leave_free_cpus_is_the_main_process_at_the_steps_own_pace():
     assert leave_free_cpus(0.8, 0.24) == 1  # 0.99 cores
     assert leave_free_cpus(1.2, 0.5) == 2  # 1.8
-    assert leave_free_cpus(0.3, 0.0) == 1  # at least one
+    assert leave_free_cpus(0.45, 0.2) == 1  # 0.54: at least one
+    assert leave_free_cpus(0.3, 0.0) is None  # under half a core: the step waited to be scheduled
     assert leave_free_cpus(None, 0.5) is None
     # On 1 usable CPU there is none to leave free, and 2 of 2 would leave the workers none.
     assert leave_free_cpus(0.8, 0.24, usable_cpus=1) is None and leave_free_cpus(1.2, 0.5, usable_cpus=2) is None

@@ -662,8 +662,9 @@ def equal_cheaper(ranking: Ranking) -> list[Finding]:
 def leave_free_cpus(main_cores: float | None, slowdown: float | None, usable_cpus: int | None = None) -> int | None:
     """CPUs to leave free for the training process, whose step ran `slowdown` slower beside the
     loader while its main process used `main_cores`: the same work at the step's own pace,
-    main_cores x (1 + slowdown), rounded up to whole CPUs, at least 1. None unmeasured, or where
-    that leaves no CPU of `usable_cpus` to the workers (on 1 CPU there is none to leave free).
+    main_cores x (1 + slowdown), rounded up to whole CPUs, at least 1. None unmeasured, where
+    that work is under LEAVE_FREE_MIN_CORES (the step waited to be scheduled, not for a core), or
+    where it leaves no CPU of `usable_cpus` to the workers (on 1 CPU there is none to leave free).
 
     >>> leave_free_cpus(0.8, 0.23)
     1
@@ -671,10 +672,15 @@ def leave_free_cpus(main_cores: float | None, slowdown: float | None, usable_cpu
     3
     >>> leave_free_cpus(0.8, 0.23, usable_cpus=1) is None
     True
+    >>> leave_free_cpus(0.06, 0.18) is None
+    True
     """
     if main_cores is None:
         return None
-    n = max(1, math.ceil(main_cores * (1.0 + max(0.0, slowdown or 0.0)) - 1e-9))
+    need = main_cores * (1.0 + max(0.0, slowdown or 0.0))
+    if need < th.LEAVE_FREE_MIN_CORES:
+        return None
+    n = max(1, math.ceil(need - 1e-9))
     return None if usable_cpus is not None and n >= usable_cpus else n
 
 

@@ -132,6 +132,12 @@ STEP_SLOWED = 0.10
 # choice: ...and by at least 1 ms: a sleep step oversleeps by 0.1-0.4 ms on a busy 2-CPU machine, a
 # few percent of a short step, which is the timer's, not a slowed step.
 STEP_SLOWED_MIN_S = 0.001
+# choice: "leave N CPUs free for the training process" only where its main process needs half a
+# core or more at the step's own pace; under that the step waited to be scheduled, not for a core
+# of its own, and a CPU taken from the workers costs the loader more than it gives (on 2 CPUs a
+# main process of 0.06 cores was told to leave 1 free; the 4-worker row, at 1.46 cores, measured
+# 25% below the 8-worker row the same output recommended).
+LEAVE_FREE_MIN_CORES = 0.5
 # choice: a worker that delivered under a quarter of an equal share of a window's batches (batches
 # / num_workers) takes no real part in it: with the DataLoader's in-order round robin every working
 # worker delivers its equal share to within one batch, so a quarter is far from any working one.
