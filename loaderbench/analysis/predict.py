@@ -618,17 +618,19 @@ def what_if_cpus(results: Sequence[ConfigResult], base: LoaderSettings, cpus: in
                         usable_cpus=cpus)
 
 
-def _near_at_knee(model: Fit, binds: Binds | None, knee: Prediction, cpus: int | None) -> Binds | None:
+def _near_at_knee(model: Fit, binds: Binds | None, knee: Prediction, cpus: int | None,
+                  loader_scale: float = 1.0) -> Binds | None:
     """Where the main thread binds (the step, the receive, the copy) but the knee quoted runs
-    LOADER_BOUND_STALL or more below the main thread's own rate, the loader's bound there, close
-    behind (`binds_near`): a measured row at the knee would read loader-bound."""
+    LOADER_BOUND_STALL or more below the main thread's own rate, the loader's bound there (times
+    `loader_scale`, the anchoring), close behind (`binds_near`): a measured row at the knee would
+    read loader-bound."""
     main = model.main_thread
     wk = knee.settings.num_workers
     if binds not in (Binds.STEP, Binds.RECEIVE, Binds.H2D) or wk == 0 or not main:
         return None
     if knee.samples_per_s >= (1.0 - LOADER_BOUND_STALL) * main:
         return None
-    return _loader_binds(model, wk, cpus, 1.0)
+    return _loader_binds(model, wk, cpus, loader_scale)
 
 
 def what_if_disk(results: Sequence[ConfigResult], base: LoaderSettings, mb_per_s: float, iops: float | None,
@@ -1101,10 +1103,7 @@ def _case(model: Fit, anchors: dict[int, float], base: LoaderSettings, top: int,
         # Where the curve flattens, or at the knee the answer quotes (its stall is the one printed).
         wk = knee.settings.num_workers
         ak = anchors[min(anchors, key=lambda m: (abs(m - wk), m))] if anchors else 1.0
-        main = model.main_thread
-        near = binds_near(model, wb, cpus, a) or (
-            _loader_binds(model, wk, cpus, ak) if wk > 0 and main and knee.samples_per_s < (1.0 - LOADER_BOUND_STALL) * main
-            else None)
+        near = binds_near(model, wb, cpus, a) or _near_at_knee(model, binds, knee, cpus, ak)
     return WhatIfCase(mode=mode, knee=knee.settings, knee_samples_per_s=knee.samples_per_s,
                       knee_stall_fraction=knee.stall_fraction, binds=binds, binds_near=near,
                       curve=curve, shown_workers=shown_workers(knee.settings.num_workers, max(w for w, _ in curve), cpus),
