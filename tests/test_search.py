@@ -244,6 +244,15 @@ def test_the_budget_reserve_is_the_latest_trials_time_when_they_grew():
     assert budget_reserve_s([6.0, 6.0, 6.0, 2.0, 2.0], drift_follows=True) == 18.0
 
 
+def test_the_report_after_the_measurements_is_inside_the_budget():
+    from loaderbench.orchestration.budget import finish_reserve_s, measuring_budget_s
+
+    # The default 120-s budget leaves the measurements 117 s; a 20-s one keeps a tenth, 2 s.
+    assert measuring_budget_s(120.0) == 117.0
+    assert finish_reserve_s(20.0) == 2.0 and measuring_budget_s(20.0) == 18.0
+    assert finish_reserve_s(0.0) == 0.0
+
+
 def test_softmin_and_the_zero_worker_series():
     assert softmin(100.0, 1e9, 6.0) == pytest.approx(100.0)
     f = Fit(per_worker=100.0, cpu_s_per_sample=None, main=None, zero_workers=None, compute=400.0, sharpness=6.0)

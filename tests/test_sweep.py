@@ -526,7 +526,8 @@ def test_a_budget_spent_before_the_search_measures_one_config_and_says_so(tmp_pa
 
 
 def test_the_step_that_makes_the_drift_check_run_needs_only_its_own_time(tmp_path):
-    # Trials of 0.4 s and 1.6 s of budget left at the start. Two configs measured, 0.8 s left:
+    # Trials of 0.4 s and 1.6 s of budget left at the start (the report's 3 s kept apart:
+    # measuring_budget_s). Two configs measured, 0.8 s left:
     # the third step fits alone (the check would not run without it, so no time is kept for
     # the check); three measured, 0.4 s left: no step fits with the check's two trials, so the
     # search stops and the check runs.
@@ -539,11 +540,14 @@ def test_the_step_that_makes_the_drift_check_run_needs_only_its_own_time(tmp_pat
             return ok(w)
         return make
 
+    from loaderbench.orchestration.budget import measuring_budget_s
+
     runner = FakeRunner({w: slow(w) for w in range(9)})
     fresh = FakeRunner({w: (lambda w=w: ok(w)) for w in range(9)})
     cfg = replace(config(num_workers=(0, 1, 2, 4, 8)), repeats=3, search="auto", time_budget_s=120.0)
     rs = run_sweep(cfg, output=tmp_path / "r.json", environment=ENV, machine=MACHINE, runner=runner,
-                   fresh_runner=fresh, save=lambda r, p: None, started_at=time.monotonic() - 118.4)
+                   fresh_runner=fresh, save=lambda r, p: None,
+                   started_at=time.monotonic() - (measuring_budget_s(120.0) - 1.6))
     assert len([c for c in runner.calls if c[2] == "config"]) == 3
     assert rs.sweep.search.stopped.startswith("--time-budget reached")
     assert len(fresh.calls) == 1 and rs.sweep.drift is not None

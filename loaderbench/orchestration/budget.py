@@ -4,6 +4,24 @@ from __future__ import annotations
 
 import statistics
 
+FINISH_RESERVE_S = 3.0
+"""Seconds --time-budget keeps for what follows the measurements: the analysis, the report, the
+result file and the interpreter's exit (1.4-3.3 s after the default sweep's last measurement on
+the H200 host, 1.8 s on the 2-core machine: docs/benchmarks.md)."""
+FINISH_RESERVE_SHARE = 0.1  # of a short --time-budget at most
+
+
+def finish_reserve_s(time_budget_s: float) -> float:
+    """Seconds of `time_budget_s` (--time-budget) kept for the analysis, the report and the exit
+    after the last measurement: FINISH_RESERVE_S, at most FINISH_RESERVE_SHARE of the budget."""
+    return min(FINISH_RESERVE_S, FINISH_RESERVE_SHARE * max(0.0, time_budget_s))
+
+
+def measuring_budget_s(time_budget_s: float) -> float:
+    """The seconds of `time_budget_s` (--time-budget, counted from the command's start) that the
+    measurements may take: the rest is kept for the report (`finish_reserve_s`)."""
+    return time_budget_s - finish_reserve_s(time_budget_s)
+
 
 def budget_reserve_s(trial_walls: list[float], *, drift_follows: bool) -> float:
     """Seconds a search step must leave before the `--time-budget` deadline, from the wall
@@ -30,7 +48,10 @@ def budget_reserve_s(trial_walls: list[float], *, drift_follows: bool) -> float:
         config, and the footer gives the time since the command started against the budget.
         A drift check that trips takes one warm and one fresh trial more (NOTE [drift check]),
         past the budget. A budget that ends during the search leaves the knee of what was
-        measured as the pick, and the footer says so.
+        measured as the pick, and the footer says so. The measurements end FINISH_RESERVE_S
+        before the budget (at most a tenth of it: `measuring_budget_s`): the analysis, the report
+        and the exit after them took 1.4-3.3 s of the default sweep on the H200 host, and one
+        run whose profile used its share to the end answered 3.9 s past a 120-s budget.
     """
     if not trial_walls:
         return 0.0

@@ -27,7 +27,7 @@ from loaderbench.model import (
     TrialJob,
     WarningKind,
 )
-from loaderbench.orchestration.budget import budget_reserve_s
+from loaderbench.orchestration.budget import budget_reserve_s, measuring_budget_s
 from loaderbench.orchestration.ceilings import measure_ceilings, recheck_ceilings
 from loaderbench.orchestration.config import SweepConfig
 from loaderbench.orchestration.drift import DRIFT_MIN_CONFIGS, check_drift
@@ -238,6 +238,8 @@ def run_sweep(
 
     profiling = profiler is not None and config.profile
     profile_reserve_s = sweep_profile_budget_s(config.time_budget_s) if profiling else 0.0
+    # What --time-budget leaves the measurements: the report after them is the user's wait too.
+    measuring_s = measuring_budget_s(config.time_budget_s)
     if searched:
 
         def reserve_s() -> float:
@@ -251,7 +253,7 @@ def run_sweep(
 
         search = Search(
             [p.settings for p in points], measure=measure, tolerance=config.tolerance, repeats=config.repeats,
-            budget_s=max(0.0, config.time_budget_s - (time.monotonic() - started_at)), reserve_s=reserve_s,
+            budget_s=max(0.0, measuring_s - (time.monotonic() - started_at)), reserve_s=reserve_s,
             usable_cpus=machine.cpus_per_rank, ranks=machine.world_size,
             cuda=machine.cuda and config.measure.device != "cpu",
             dense_workers=config.dense_workers,
@@ -282,7 +284,7 @@ def run_sweep(
             outcome = timed(job, runner)
             return outcome.trial if outcome.status == "ok" else None
 
-        deadline = started_at + config.time_budget_s
+        deadline = started_at + measuring_s
         if sustained_window(config.measure, row) is not None and not sustained_fits(deadline, trial_walls):
             sweep.sustained_left_out = pick.key()
             return None
@@ -292,7 +294,7 @@ def run_sweep(
     recheck_ceilings(result_set.ceilings, results, config, compute, runner, cache_dir, obs)
     if fresh_runner is not None:
         check_drift(result_set, results, done, run_trial, fresh_runner, config.tolerance, obs,
-                    deadline=started_at + config.time_budget_s if searched else None,
+                    deadline=started_at + measuring_s if searched else None,
                     warm_trial_s=statistics.median(trial_walls) if trial_walls else None,
                     # the pick's sustained trial follows (NOTE [the pick's sustained figure])
                     keep_s=lambda knee: (sustained_reserve_s(trial_walls)
@@ -307,7 +309,7 @@ def run_sweep(
             snapshot()
     if profiling and pick is not None:
         assert profiler is not None
-        left = config.time_budget_s - (time.monotonic() - started_at) if searched else None
+        left = measuring_s - (time.monotonic() - started_at) if searched else None
         obs.phase("profiling the pick: where each sample's time goes")
         t_profile = time.monotonic()
         sweep.profile = profiler(config, pick, sweep_profile_budget_s(config.time_budget_s, left,
@@ -365,7 +367,7 @@ def try_in_order(result_set: ResultSet, config: SweepConfig, pick: LoaderSetting
         if started_at is None:
             return True
         trial = statistics.fmean(trial_walls[-3:]) if trial_walls else 0.0
-        return time.monotonic() + trial <= started_at + config.time_budget_s
+        return time.monotonic() + trial <= started_at + measuring_budget_s(config.time_budget_s)
 
     if not time_left():
         taken.in_order = InOrderTrial.BUDGET
