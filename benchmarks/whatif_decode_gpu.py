@@ -12,7 +12,11 @@ minutes in all; each step is skipped, and said so, once the remaining time canno
    --what-if decode=torchvision` of it (predicted knee, samples/s, what binds), against
    `loaderbench sweep --decoder torchvision --no-profile` measured on the same CPUs (its pick,
    samples/s, verdict and CPU use). Target: samples/s within 10%, the binding resource the
-   measured run's own.
+   measured run's own. Beside each pair, a host-speed reference (benchmarks/host_speed.py: every
+   usable CPU building the PIL samples for 2 s) before, between and after the two sweeps: the
+   prediction's error is also given against the host's speed during each sweep
+   (`error_host_adjusted`: (1 + error) x the torchvision sweep's reference / the PIL sweep's,
+   each the mean of the two beside it), for a host that slows or speeds up between them.
 3. `decode=nvjpeg`: from the 16-CPU PIL sweep, the prediction's two cases (serialised with the
    step, overlapped on a side stream) against `--decoder nvjpeg --prefetch off,on` measured at
    the predicted knee's workers (`--search grid`): samples/s of each (target 15%) and the step
@@ -61,6 +65,19 @@ def sweep(out: Path, flags: list[str], cpus: int | None = None, timeout_s: float
     if proc.returncode != 0 or not out.exists():
         return {"cmd": " ".join(cmd), "wall_s": wall, "error": proc.stderr[-3000:]}
     return {"cmd": " ".join(cmd), "wall_s": wall, "data": json.loads(out.read_text())}
+
+
+def host_speed(cpus: int, seconds: float = 2.0) -> float | None:
+    """The host's speed at building the embedded dataset's PIL samples on `cpus` CPUs, one process
+    a CPU (benchmarks/host_speed.py): samples/s, or None when the reference failed."""
+    cmd = ["taskset", "-c", cpus_list(cpus), sys.executable, str(ROOT / "benchmarks" / "host_speed.py"),
+           "--seconds", f"{seconds:g}"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        return float(json.loads(proc.stdout.strip().splitlines()[-1])["samples_per_s"])
+    except (subprocess.SubprocessError, ValueError, KeyError, IndexError):
+        return None
 
 
 def show_json(path: Path, *what_if: str) -> dict[str, Any]:
@@ -119,6 +136,8 @@ def main() -> int:
     ap.add_argument("--pair-budget", type=float, default=60.0, help="--time-budget of the profile-cost pair")
     ap.add_argument("--budget", type=float, default=40.0, help="--time-budget of each decoder sweep")
     ap.add_argument("--cpus", default="8,12,16")
+    ap.add_argument("--no-host-reference", dest="host_reference", action="store_false",
+                    help="no host-speed reference (benchmarks/host_speed.py) before, between and after each pair")
     ap.add_argument("--no-pair", action="store_true",
                     help="skip step 1 (the default sweep's own record gives its profile's seconds)")
     args = ap.parse_args()
@@ -152,13 +171,19 @@ def main() -> int:
     rows = []
     widest = None
     for n in [int(c) for c in args.cpus.split(",")]:
-        if not fits(2 * args.budget + 40, f"decode=torchvision at {n} CPUs"):
+        if not fits(2 * args.budget + (60 if args.host_reference else 40), f"decode=torchvision at {n} CPUs"):
             break
+        # The host's speed beside each sweep (a reference timed in the same run): the two sweeps
+        # run minutes apart on a shared host, and a prediction from one is checked on the other.
+        host = [host_speed(n) if args.host_reference else None]
         pil = sweep(folder / f"pil-{n}cpus.json", ["--time-budget", f"{args.budget:g}"], cpus=n)
+        host.append(host_speed(n) if args.host_reference else None)
         tv = sweep(folder / f"torchvision-{n}cpus.json",
                    ["--decoder", "torchvision", "--no-profile", "--time-budget", f"{args.budget:g}"], cpus=n)
+        host.append(host_speed(n) if args.host_reference else None)
         entry: dict[str, Any] = {"cpus": n, "pil_cmd": pil["cmd"], "torchvision_cmd": tv["cmd"],
-                                 "errors": [x.get("error") for x in (pil, tv) if x.get("error")]}
+                                 "errors": [x.get("error") for x in (pil, tv) if x.get("error")],
+                                 "host_samples_per_s": host}
         if "data" in pil:
             entry["pil_pick"] = pick_of(pil["data"])
             entry["profile"] = profile_of(pil["data"])
@@ -175,6 +200,11 @@ def main() -> int:
         if p.get("samples_per_s") and m.get("samples_per_s"):
             entry["error"] = p["samples_per_s"] / m["samples_per_s"] - 1.0
             entry["binds_match"] = p.get("binds") == m.get("resource")
+            if None not in host:
+                # The host's speed during the torchvision sweep against during the PIL sweep (each
+                # the mean of the references before and after it).
+                entry["host_ratio"] = (host[1] + host[2]) / (host[0] + host[1])
+                entry["error_host_adjusted"] = (1.0 + entry["error"]) * entry["host_ratio"] - 1.0
         rows.append(entry)
     report["decode_torchvision"] = rows
 

@@ -9,8 +9,9 @@ optionally `nvjpeg-16cpus.json` (`--decoder nvjpeg --prefetch off,on` at the pre
 Prints, per CPU count, `decode=torchvision` predicted (knee, samples/s, what binds, and the loader's
 bound where it runs close behind) against the measured pick (samples/s, verdict, whether its
 resource is one the prediction named), the measured row at the predicted knee's settings where
-the run has one (its verdict's resource against the prediction's) and the error; and `decode=nvjpeg`'s two cases against the
-measured rows without and with the prefetcher.
+the run has one (its verdict's resource against the prediction's) and the error, and where the run
+took host-speed references beside the two sweeps, the error against the host's speed during each;
+and `decode=nvjpeg`'s two cases against the measured rows without and with the prefetcher.
 """
 
 from __future__ import annotations
@@ -68,6 +69,22 @@ def at_knee(path: Path, knee: Any, named: set[str | None]) -> str:
             f"{'same' if res in named else 'differs'})")
 
 
+def host_ratio(folder: Path, cpus: int) -> float | None:
+    """The host's speed during the torchvision sweep against during the PIL sweep on `cpus` CPUs,
+    from the host-speed references the run took beside them (whatif_decode_gpu.py's
+    `host_samples_per_s`: before, between, after), or None where it took none."""
+    report = folder / "whatif_decode_gpu.json"
+    if not report.exists():
+        return None
+    import json
+
+    for entry in json.loads(report.read_text()).get("decode_torchvision") or []:
+        host = entry.get("host_samples_per_s") or []
+        if entry.get("cpus") == cpus and len(host) == 3 and None not in host:
+            return float((host[1] + host[2]) / (host[0] + host[1]))
+    return None
+
+
 def main(folders: list[str]) -> int:
     errors: list[float] = []
     for folder in map(Path, folders):
@@ -90,6 +107,11 @@ def main(folders: list[str]) -> int:
                   f"{what.knee_workers} workers (binds: {binds}{near}); measured {got:,.0f} at {workers} workers "
                   f"({verdict}, {resource(verdict, saturated)}: {same}); error {err:+.1%}"
                   + at_knee(tv, what.knee, named))
+            ratio = host_ratio(folder, n)
+            if ratio is not None:
+                print(f"{'':>{len(folder.name)}} {n:2d} CPUs: the host ran {ratio:.2f}x as fast during the torchvision "
+                      f"sweep as during the PIL sweep (host_speed.py beside each); error against it "
+                      f"{(1.0 + err) * ratio - 1.0:+.1%}")
         nv = folder / "nvjpeg-16cpus.json"
         pil = folder / "pil-16cpus.json"
         if nv.exists() and pil.exists():
