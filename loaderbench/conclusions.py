@@ -211,6 +211,7 @@ class WhyNoPrediction(str, Enum):
     NO_PROFILE = "no-profile"  # no stage profile (--no-profile, or a file written before the sweep took one)
     STAGE_UNKNOWN = "stage-unknown"  # no stage of that name in the profile
     STAGE_NOT_BUILT = "stage-not-built"  # pin or H2D: the main process's copy, not building a sample
+    STAGE_NOT_TIMED = "stage-not-timed"  # a stage the profile names but did not time (the receive at 0 workers)
     NO_JPEG_DECODE = "no-jpeg-decode"  # the profile shows no PIL or torchvision JPEG decode
     SAME_DECODER = "same-decoder"  # the pipeline decodes so already
     NO_DECODER_TIMING = "no-decoder-timing"  # the decoders were not timed on the dataset's JPEGs

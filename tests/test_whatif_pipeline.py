@@ -152,6 +152,11 @@ def test_a_stage_made_faster_or_removed_scales_the_build():
     assert rb.receive_factor == 4.0 and rb.new_build_ms == rb.build_ms == 5.0
     assert [(s.name, s.new_ms_per_sample, s.share) for s in rb.shifts] == [("receive", 0.125, None)]
     assert rebuild(WhatIf(stages=(StageChange("pin", 2.0),)), jpeg_profile(), 16)[0] is WhyNoPrediction.STAGE_NOT_BUILT
+    # A pick without workers receives nothing: its profile names the receive but timed none, and a
+    # question about it has no answer (it had read "nothing changes" beside the rows with workers).
+    zero = jpeg_profile(stages=[*jpeg_profile().stages[:6], row("receive", "receive", None, where="main", na="no-workers"),
+                                *jpeg_profile().stages[7:]])
+    assert rebuild(WhatIf(stages=(StageChange("receive", None),)), zero, 16)[0] is WhyNoPrediction.STAGE_NOT_TIMED
     why, names = rebuild(WhatIf(stages=(StageChange("Crop", 2.0),)), jpeg_profile(), 16)
     assert why is WhyNoPrediction.STAGE_UNKNOWN and names[:3] == ["read", "decode", "RandomResizedCrop"]
     # A name in another case is the stage.

@@ -995,11 +995,12 @@ def rebuild(question: WhatIf, profile: StageProfile, batch_size: int) -> _Rebuil
         if row is None:
             return WhyNoPrediction.STAGE_UNKNOWN, names
         if row.kind == StageKind.RECEIVE.value:
+            if row.ms_per_sample is None:  # a pick without workers receives nothing: no time to change
+                return WhyNoPrediction.STAGE_NOT_TIMED, names
             receive_factor = math.inf if change.speedup is None else change.speedup
-            if row.ms_per_sample is not None:
-                quiet = _quiet_ms(row)
-                main_shifts.append(StageShift(row.name, quiet, quiet / receive_factor, row.cpu_ms_per_sample or 0.0,
-                                              (row.cpu_ms_per_sample or 0.0) / receive_factor, None))
+            quiet = _quiet_ms(row)
+            main_shifts.append(StageShift(row.name, quiet, quiet / receive_factor, row.cpu_ms_per_sample or 0.0,
+                                          (row.cpu_ms_per_sample or 0.0) / receive_factor, None))
             continue
         if row.name not in rows:
             return (WhyNoPrediction.STAGE_NOT_BUILT if not StageKind(row.kind).builds
