@@ -785,10 +785,10 @@ def worker_slower(results: Sequence[ConfigResult]) -> list[Finding]:
     turned off after fork). The extra time per batch must also exceed WORKER_SLOWER_HANDOFF
     times the row's receive (`receive_p50_s`) and WORKER_SLOWER_MIN_S: a worker hands its batch
     over, which the main process never does, and for samples of microseconds that hand-off is
-    the whole difference. Where the 0-worker row's main process spent under
-    WORKER_SLOWER_MAIN_CPU of the worker's build in CPU seconds per batch (`main_cpu_s_per_batch`),
-    it ran no parallel work that a fork could serialise into that time: not named. One finding,
-    for the largest factor."""
+    the whole difference. The workers of that row must also have been busy on a CPU for
+    WORKER_SLOWER_BUSY of their time or more (`worker_busy`; no reading: not required): work
+    that runs slower keeps a worker busy, a hand-off that blocks it does not. One finding, for
+    the largest factor."""
     found: list[tuple[float, WorkerSlower]] = []
     ok = [r for r in results if r.status == "ok" and r.summary is not None]
     for zero in ok:
@@ -802,25 +802,25 @@ def worker_slower(results: Sequence[ConfigResult]) -> list[Finding]:
         fewest = min(peers, key=lambda r: (r.settings.num_workers, r.settings.structural_key()))
         build = worker_build_s(fewest)
         handoff = _s(fewest).receive_p50_s or 0.0
-        main_cpu = main_cpu_s_per_batch(zero)
+        busy = worker_busy(fewest)
         if (build is not None and build[0] >= th.WORKER_BUILD_SLOWER * main
                 and build[0] - main >= max(th.WORKER_SLOWER_MIN_S, th.WORKER_SLOWER_HANDOFF * handoff)
-                and (main_cpu is None or main_cpu >= th.WORKER_SLOWER_MAIN_CPU * build[0])):
+                and (busy is None or busy >= th.WORKER_SLOWER_BUSY)):
             found.append((build[0] / main, WorkerSlower(fewest.settings, worker_build_s=build[0], build_rule=build[1],
                                                         main=zero.settings, main_build_s=main,
                                                         factor=th.WORKER_BUILD_SLOWER)))
     return [max(found, key=lambda x: x[0])[1]] if found else []
 
 
-def main_cpu_s_per_batch(r: ConfigResult) -> float | None:
-    """CPU seconds the main process spent per batch over a row's window (its CPU reading x the
-    seconds per batch at the row's samples/s; the step's CPU included); None without a reading,
-    and for a distributed job (its main-process reading is one rank's)."""
+def worker_busy(r: ConfigResult) -> float | None:
+    """The share of a core each worker of `r` used over its window: (the process tree's CPU -
+    the main process's) / num_workers, in cores; None without workers or readings, and for a
+    distributed job (its main-process reading is one rank's)."""
     s = r.summary
-    if (s is None or s.main_cpu_util_pct is None or not s.samples_per_batch or s.samples_per_s <= 0
+    if (s is None or r.settings.num_workers <= 0 or s.cpu_util_pct is None or s.main_cpu_util_pct is None
             or (s.world_size or 1) > 1):
         return None
-    return s.main_cpu_util_pct / 100.0 * s.samples_per_batch / s.samples_per_s
+    return max(0.0, s.cpu_util_pct - s.main_cpu_util_pct) / 100.0 / r.settings.num_workers
 
 
 def without_workers(s: LoaderSettings) -> LoaderSettings:

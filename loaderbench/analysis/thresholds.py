@@ -171,13 +171,13 @@ RECEIVE_CONTRADICTED = 0.15
 # in a worker: 0.2 ms of work and about 1 ms of hand-off).
 WORKER_SLOWER_HANDOFF = 4.0
 WORKER_SLOWER_MIN_S = 0.001
-# choice: a library's threads turned off in a forked worker serialise work the main process ran
-# in parallel: the worker's build then takes about the CPU seconds per batch the main process
-# spent at 0 workers. Where the main process spent under WORKER_SLOWER_MAIN_CPU of the worker's
-# build in CPU per batch (the step's own CPU included, so an upper bound), it had no such work
-# to serialise: a tensor dataset of 1.6-MB batches, 0.8 ms of main CPU per batch at 0 workers
-# against 9.1 ms per batch in one worker, whose time went to handing the batch over.
-WORKER_SLOWER_MAIN_CPU = 0.5
+# choice: a worker slower because its work runs slower (a library's threads turned off in a
+# fork, a slower path taken there) is busy on a CPU while it builds; one slower because handing
+# the batch over blocks it is not. The fewest-workers row's workers must have used at least
+# WORKER_SLOWER_BUSY of a core each ((tree CPU - main process CPU) / num_workers): a thread
+# pool serialised after fork read 0.99 (4.4x slower), a tensor dataset of 1.6-MB batches 0.53
+# (9.1 ms a batch in one worker against 0.3 ms in the main process, its time in the hand-off).
+WORKER_SLOWER_BUSY = 0.75
 # choice: configs past the knee are "more, not better" when they use over half a core more.
 MORE_NOT_BETTER_CORES = 0.5
 # choice: building batches does not explain the wait when the stall its rate explains is under
