@@ -66,8 +66,8 @@ _NO_ANSWER = {
     WhyNoPrediction.STAGE_NOT_BUILT: ("pin and H2D are the main process's copy, not building a sample: --pin-memory "
                                       "and --prefetch act on them"),
     WhyNoPrediction.STAGE_NOT_TIMED: ("the stage profile did not time that stage: at the pick's settings (0 "
-                                      "workers) the main process builds each batch and receives none; profile the "
-                                      "settings with workers (loaderbench profile --num-workers N) to ask of it"),
+                                      "workers) the main process builds each batch and receives none, so there is "
+                                      "no receive to change; it is a question for a pick with workers"),
     WhyNoPrediction.NO_JPEG_DECODE: ("the stage profile shows no PIL or torchvision JPEG decode (another format, or "
                                      "a decoder the profile does not recognise: ask stage=NAME:F for its stage)"),
     WhyNoPrediction.SAME_DECODER: "the pipeline decodes with torchvision.io already",
