@@ -435,15 +435,13 @@ def test_one_worker_several_times_slower_than_the_main_process_is_named_with_bot
     # The worker's CPU: busy 0.95 of a core (tree 100%, main 5%): its work runs slower, named.
     # Busy 0.5 of a core (tree 55%, main 5%): half its time blocked handing batches over, not
     # work running slower: not named.
-    from loaderbench.analysis.advice import worker_busy
-
     cpu(rows[1].trials[0], 100, 5)
     summarize_config(rows[1])
-    assert worker_busy(rows[1]) == pytest.approx(0.95)
+    assert rows[1].summary.worker_cores == pytest.approx(0.95)
     assert any(isinstance(f, WorkerSlower) for f in result_set(rows, step_s=0.010).analysis.notes)
     cpu(rows[1].trials[0], 55, 5)
     summarize_config(rows[1])
-    assert worker_busy(rows[1]) == pytest.approx(0.5)
+    assert rows[1].summary.worker_cores == pytest.approx(0.5)
     assert not any(isinstance(f, WorkerSlower) for f in result_set(rows, step_s=0.010).analysis.notes)
     cpu(rows[1].trials[0], None, None)
     summarize_config(rows[1])

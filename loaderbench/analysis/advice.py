@@ -786,7 +786,7 @@ def worker_slower(results: Sequence[ConfigResult]) -> list[Finding]:
     times the row's receive (`receive_p50_s`) and WORKER_SLOWER_MIN_S: a worker hands its batch
     over, which the main process never does, and for samples of microseconds that hand-off is
     the whole difference. The workers of that row must also have been busy on a CPU for
-    WORKER_SLOWER_BUSY of their time or more (`worker_busy`; no reading: not required): work
+    WORKER_SLOWER_BUSY of their time or more (`Summary.worker_cores`; no reading: not required): work
     that runs slower keeps a worker busy, a hand-off that blocks it does not. One finding, for
     the largest factor."""
     found: list[tuple[float, WorkerSlower]] = []
@@ -802,7 +802,7 @@ def worker_slower(results: Sequence[ConfigResult]) -> list[Finding]:
         fewest = min(peers, key=lambda r: (r.settings.num_workers, r.settings.structural_key()))
         build = worker_build_s(fewest)
         handoff = _s(fewest).receive_p50_s or 0.0
-        busy = worker_busy(fewest)
+        busy = _s(fewest).worker_cores
         if (build is not None and build[0] >= th.WORKER_BUILD_SLOWER * main
                 and build[0] - main >= max(th.WORKER_SLOWER_MIN_S, th.WORKER_SLOWER_HANDOFF * handoff)
                 and (busy is None or busy >= th.WORKER_SLOWER_BUSY)):
@@ -810,17 +810,6 @@ def worker_slower(results: Sequence[ConfigResult]) -> list[Finding]:
                                                         main=zero.settings, main_build_s=main,
                                                         factor=th.WORKER_BUILD_SLOWER)))
     return [max(found, key=lambda x: x[0])[1]] if found else []
-
-
-def worker_busy(r: ConfigResult) -> float | None:
-    """The share of a core each worker of `r` used over its window: (the process tree's CPU -
-    the main process's) / num_workers, in cores; None without workers or readings, and for a
-    distributed job (its main-process reading is one rank's)."""
-    s = r.summary
-    if (s is None or r.settings.num_workers <= 0 or s.cpu_util_pct is None or s.main_cpu_util_pct is None
-            or (s.world_size or 1) > 1):
-        return None
-    return max(0.0, s.cpu_util_pct - s.main_cpu_util_pct) / 100.0 / r.settings.num_workers
 
 
 def without_workers(s: LoaderSettings) -> LoaderSettings:
