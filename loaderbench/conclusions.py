@@ -725,6 +725,9 @@ class RemainingWait(Finding):
     quiet_receive_s: float | None = None
     cpu_cores: float | None = None
     usable_cpus: int | None = None
+    # The loader part of a config whose loader alone builds batches faster than the step takes
+    # them (advice.build_rate_unexplained): the batches came late, not for want of building rate.
+    built_fast_enough: bool = False
 
 
 class NotClearedCause(str, Enum):

@@ -878,3 +878,29 @@ def test_a_receive_floor_row_sets_the_main_threads_rate_the_model_predicts_with(
     # are the measured rows' own: on the measured CPUs they come out as measured.
     zero = dict(what_if_cpus(rs.results, settings(0, bs=3), 2, 0.05, measured_cpus=2).curve)
     assert zero[2] == pytest.approx(390, rel=0.01) and zero[4] == pytest.approx(385, rel=0.01)
+
+
+def test_a_loader_wait_whose_loader_alone_is_fast_enough_reads_late_not_unbuilt():
+    # 2 workers: 8 ms of wait beside a 10-ms step (stall 44%), the loader alone 16,000 samples/s at
+    # batch 16 (1 ms a batch), 10x the step's 1,600/s: that rate explains a stall of 9% at most. The
+    # wait is the loader part (not a receive), and 4 workers measured no faster. The sentence on
+    # the remaining stall must not say the batches were not built in time beside "building batches
+    # does not explain it".
+    from loaderbench.analysis import summarize_config
+    from loaderbench.conclusions import RemainingWait
+
+    rows = []
+    for w in (2, 4):
+        t = cpu(trial(0.008, 0.010), 60, 20)
+        t.loader_alone_samples_per_s, t.loader_alone_method = 16_000.0, "sustained"
+        rows.append(result(settings(w), t))
+        summarize_config(rows[-1])
+    rs = result_set(rows, step_s=0.010)
+    [nc] = [f for f in rs.recommendation.findings if isinstance(f, NotCleared)]
+    assert nc.cause is NotClearedCause.NOT_BUILD_RATE
+    [rw] = [f for f in rs.recommendation.findings if isinstance(f, RemainingWait)]
+    assert rw.part is WaitPart.LOADER and rw.built_fast_enough
+    text = sentences(rs)
+    assert ("is mostly batches that reached the step late, though the loader alone builds them faster than the "
+            "step takes them: 8.0 ms per batch") in text
+    assert "not built in time" not in text

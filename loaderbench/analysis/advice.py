@@ -462,6 +462,7 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         quiet_receive_s=None if quiet is None else _s(quiet).receive_p50_s,
         cpu_cores=None if quiet is None or ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0,
         usable_cpus=usable_cpus if quiet is not None else None,
+        built_fast_enough=main is WaitPart.LOADER and build_rate_unexplained(knee) is not None,
     )]
 
 

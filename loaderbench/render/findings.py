@@ -410,6 +410,10 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
         # Persistent workers, or none: nothing starts again; the epoch's first batch is built
         # while nothing else is in flight.
         words = "each epoch's first batch, built with nothing in flight (no worker starts: the pipeline refills)"
+    if part is WaitPart.LOADER and f.built_fast_enough:
+        # The loader alone builds them faster than the step takes them: late, not unbuilt.
+        words = ("batches that reached the step late, though the loader alone builds them faster than the step "
+                 "takes them")
     text = (f"{who} ({f.stall_fraction:.1%}, {f.wait_p50_s * 1e3:.1f} ms median wait per batch) "
             f"is mostly {words}: {f.part_s * 1e3:.1f} ms per batch")
     if part is WaitPart.RECEIVE and f.receive_s is not None:
