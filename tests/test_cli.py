@@ -517,3 +517,16 @@ def _sleep_and_report(w: int) -> None:
 
     os.write(w, b"x")
     time.sleep(30)
+
+
+def test_a_sweep_asked_of_a_stage_its_profile_lacks_saves_its_results_then_refuses_in_one_line(tmp_path):
+    # The stage names are known only once the pick is profiled: the sweep runs, saves and shows
+    # its results, then refuses the question as bad input (exit 2), one line naming the flag.
+    res, out = sweep(tmp_path, "--dataset", "tensor", "--batch-size", "8", "--compute", "sleep:5",
+                     "--num-workers", "0", "--device", "cpu", "--min-time", "0.3", "--what-if", "stage=nosuch:2")
+    assert res.exit_code == 2, res.output
+    assert out.exists() and json.loads(out.read_text())["results"]
+    last = res.output.strip().splitlines()[-1]
+    assert "Traceback" not in res.output
+    assert last.startswith("loaderbench: error: --what-if stage=nosuch:2: the stage profile of ")
+    assert "has no stage of that name; name one of its stages (" in last and "collate" in last

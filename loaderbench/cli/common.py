@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -149,6 +150,28 @@ def apply_what_if(rs: Any, questions: Sequence[Any]) -> None:
     from loaderbench.analysis import analyze
 
     analyze(rs, what_if=questions)
+
+
+def check_stage_names(rs: Any, what_if: Sequence[str] | None, result: Path) -> None:
+    """Raise UsageError (exit 2, one line) where a `--what-if stage=NAME:F` of `what_if` (as
+    typed) names no stage of the stage profile of `rs` (analysed with the questions), or names
+    pin or H2D (the main process's copy); `result` names the result file in the message."""
+    from loaderbench.conclusions import WhyNoPrediction
+
+    answer = rs.analysis.what_if if rs.analysis is not None else None
+    if answer is None or answer.why not in (WhyNoPrediction.STAGE_UNKNOWN, WhyNoPrediction.STAGE_NOT_BUILT):
+        return
+    asked = {c.name for c in answer.question.stages} - set(answer.stage_names)
+    typed = ", ".join(q for q in what_if or [] if q.startswith("stage=") and
+                      q[len("stage="):].rsplit(":", 1)[0] in asked)
+    # Asked by the config's own what_if (none on the command line): named as that key.
+    typed = f"--what-if {typed or 'stage=...'}" if what_if else "what_if (the config's) stage=" + ", ".join(sorted(asked))
+    if answer.why is WhyNoPrediction.STAGE_NOT_BUILT:
+        raise UsageError(f"{typed}: pin and H2D are the main process's copy, not building a sample: "
+                         "--pin-memory and --prefetch act on them; name a stage that builds a sample "
+                         f"({', '.join(answer.stage_names)})")
+    raise UsageError(f"{typed}: the stage profile of {result} has no stage of that name; "
+                     f"name one of its stages ({', '.join(answer.stage_names)})")
 
 
 VERBOSE_HELP = ("Under the table, also the search and its drift check, the headroom, the loader ceiling and "

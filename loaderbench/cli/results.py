@@ -21,7 +21,6 @@ def show_command(
 ) -> None:
     """Render a saved result again."""
     from loaderbench.analysis import analyze
-    from loaderbench.conclusions import WhyNoPrediction
     from loaderbench.results import read_results
 
     def body() -> None:
@@ -29,17 +28,7 @@ def show_command(
         question = common.parse_what_if(what_if)
         rs = read_results(result)
         analyze(rs, what_if=question)  # statistics are re-derived from the raw per-batch samples
-        answer = rs.analysis.what_if if rs.analysis is not None else None
-        if answer is not None and answer.why in (WhyNoPrediction.STAGE_UNKNOWN, WhyNoPrediction.STAGE_NOT_BUILT):
-            asked = {c.name for c in answer.question.stages} - set(answer.stage_names)
-            typed = ", ".join(q for q in what_if or [] if q.startswith("stage=") and
-                              q[len("stage="):].rsplit(":", 1)[0] in asked) or "stage=..."
-            if answer.why is WhyNoPrediction.STAGE_NOT_BUILT:
-                raise UsageError(f"--what-if {typed}: pin and H2D are the main process's copy, not building a sample: "
-                                 "--pin-memory and --prefetch act on them; name a stage that builds a sample "
-                                 f"({', '.join(answer.stage_names)})")
-            raise UsageError(f"--what-if {typed}: the stage profile of {result} has no stage of that name; "
-                             f"name one of its stages ({', '.join(answer.stage_names)})")
+        common.check_stage_names(rs, what_if, result)
         common.render_result(rs, fmt, common.stdout(), wide=wide, verbose=verbose)
 
     common.guard(body)

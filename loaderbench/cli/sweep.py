@@ -155,6 +155,9 @@ def sweep_command(**kwargs: Any) -> None:
 
             png = plot_results(rs, out.with_suffix(".png"))
             common.stderr().print(f"plot saved to {png}", highlight=False, markup=False)
+        # A stage the profile does not have is known only once it was taken: the results are
+        # saved and shown, then the question is refused as bad input.
+        common.check_stage_names(rs, what_if, out)
         if rs.sweep.lost is not None:
             from loaderbench.errors import RankLost
             from loaderbench.render.nodes import lost_line
