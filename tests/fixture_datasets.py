@@ -428,13 +428,16 @@ class LocalLabelStream(torch.utils.data.IterableDataset):
     all-zero tensor with a label local to the worker's shard (0, 1, 2, ... in every worker):
     two workers' first samples are equal, yet no worker replays another's."""
 
-    def __init__(self, replicate: bool = False) -> None:
+    def __init__(self, replicate: bool = False, item_ms: float = 0.0) -> None:
         self.replicate = replicate
+        self.item_ms = item_ms
 
     def __iter__(self):
         info = get_worker_info()
         n = 400 if info is None or self.replicate else len(range(info.id, 400, info.num_workers))
         for i in range(n):
+            if self.item_ms:
+                time.sleep(self.item_ms / 1000)
             yield torch.zeros(3, 8, 8), i
 
 
@@ -444,6 +447,11 @@ def make_local_label_stream() -> torch.utils.data.IterableDataset:
 
 def make_replicated_local_label_stream() -> torch.utils.data.IterableDataset:
     return LocalLabelStream(replicate=True)
+
+
+def make_long_local_label_stream(replicate: bool = False) -> torch.utils.data.IterableDataset:
+    """The same 400 items at 10 ms each: one pass takes 4 s, longer than a count may run."""
+    return LocalLabelStream(replicate=replicate, item_ms=10.0)
 
 
 class FileSamples(Dataset):

@@ -170,6 +170,20 @@ def test_a_split_stream_whose_samples_are_equal_in_every_worker_is_not_replicate
     assert workload_facts(make_replicated_local_label_stream(), check_replication=True).replicated_across_workers is True
 
 
+@pytest.mark.slow
+def test_a_long_split_stream_of_equal_samples_is_not_flagged_but_a_long_replayed_one_is():
+    # 400 equal items at 10 ms: one pass (4 s) outlasts the 3-s count, so the count cannot
+    # tell them apart. The split stream's workers read get_worker_info().id (which worker they
+    # are): not decided, not flagged. The replayed one never asks: flagged as replayed.
+    from loaderbench.orchestration.preflight import COUNT_CHECK_S, workload_facts
+    from tests.fixture_datasets import make_long_local_label_stream
+
+    assert 400 * 0.010 > COUNT_CHECK_S
+    assert workload_facts(make_long_local_label_stream(), check_replication=True).replicated_across_workers is None
+    assert workload_facts(make_long_local_label_stream(replicate=True),
+                          check_replication=True).replicated_across_workers is True
+
+
 def _pipeline_outcome(nw: int, *, build_s: float = 0.064, step_s: float = 0.012) -> Outcome:
     """A loader whose worker builds a 16-sample batch in `build_s`, a `step_s` step: W workers
     deliver a batch every build_s / W (0 workers: build, then step)."""

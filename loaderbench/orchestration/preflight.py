@@ -14,6 +14,7 @@ NOTE [shared memory estimate]
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,7 +191,9 @@ def workload_facts(dataset: Any, *, check_replication: bool, timeout_s: float = 
     replicated: bool | None = None
     if iterable and check_replication:
         try:
-            loader = DataLoader(dataset, batch_size=None, num_workers=2, timeout=timeout_s)
+            asked = _asked_flag()
+            loader = DataLoader(dataset, batch_size=None, num_workers=2, timeout=timeout_s,
+                                worker_init_fn=None if asked is None else functools.partial(_watch_worker_info, asked))
             it = iter(loader)
             a, b = next(it), next(it)  # worker 0's first sample, worker 1's first
             replicated = _same(a, b, torch)
@@ -201,7 +204,8 @@ def workload_facts(dataset: Any, *, check_replication: bool, timeout_s: float = 
                     pass
             del it
             if replicated:
-                replicated = _replayed_by_count(dataset, DataLoader, COUNT_CHECK_S)
+                replicated = _replayed_by_count(dataset, DataLoader, COUNT_CHECK_S,
+                                                asked_worker=asked is not None and bool(asked.value))
         except Exception:  # noqa: BLE001
             replicated = None
     try:
@@ -218,31 +222,77 @@ COUNT_CHECK_S = 3.0  # choice: at most this long for each pass that counts a str
 
 
 def _count(items: Any, deadline_s: float) -> int | None:
-    """How many items `items` yields, or None when it has not ended within `deadline_s`."""
+    """How many items `items` yields, or None when it has not ended within `deadline_s` of its
+    first item (the wait for the first is start-up: workers that spawn and import torch)."""
     import time
 
-    end = time.monotonic() + deadline_s
+    end = None
     n = 0
     for _ in items:
         n += 1
-        if time.monotonic() > end:
+        now = time.monotonic()
+        if end is None:
+            end = now + deadline_s
+        elif now > end:
             return None
     return n
 
 
-def _replayed_by_count(dataset: Any, loader_cls: Any, deadline_s: float) -> bool:
+def _replayed_by_count(dataset: Any, loader_cls: Any, deadline_s: float, *, asked_worker: bool = False) -> bool | None:
     """Where two workers' first samples are equal, whether the stream is replayed by every
     worker or only looks so: a stream split across workers whose items are equal in content (an
     all-zero tensor with a label that restarts in each worker's shard) yields its N items once
     over 2 workers, a replayed one 2N. Counts the stream in this process and over a 2-worker
-    DataLoader, each within `deadline_s`; True (replayed) where either does not end in time or
-    the 2 workers yield 1.5 N items or more."""
+    DataLoader, each within `deadline_s`; True (replayed) where the 2 workers yield 1.5 N items
+    or more. Where a count does not end in time: True, unless the workers asked which worker
+    they are (`asked_worker`: they read `get_worker_info().id` or `.num_workers`, as a stream
+    that splits its work does), then None (not decided, not flagged)."""
+    undecided = None if asked_worker else True
     alone = _count(iter(dataset), deadline_s)
-    if not alone:
+    if alone is None:
+        return undecided
+    if alone == 0:
         return True
     loader = loader_cls(dataset, batch_size=None, num_workers=2, timeout=deadline_s * 4)
     both = _count(iter(loader), deadline_s)
-    return both is None or both >= 1.5 * alone
+    return undecided if both is None else both >= 1.5 * alone
+
+
+def _asked_flag() -> Any:
+    """A flag shared with the probe's workers (`_watch_worker_info` sets it), or None where
+    multiprocessing cannot make one here."""
+    try:
+        import multiprocessing
+
+        return multiprocessing.Value("b", 0)
+    except Exception:  # noqa: BLE001 - without it the count alone decides
+        return None
+
+
+def _watch_worker_info(asked: Any, worker_id: int) -> None:
+    """The probe's worker_init_fn: puts a WorkerInfo in the worker's place for
+    `torch.utils.data.get_worker_info()` that sets `asked` when the dataset reads its `id` or
+    `num_workers` (which worker it is, as a stream that splits its work asks; its `seed` alone
+    does not split). torch sets the worker's WorkerInfo before it calls worker_init_fn and makes
+    the dataset's iterator after. Leaves torch's own in place where its layout differs."""
+    try:
+        from torch.utils.data._utils import worker as torch_worker
+
+        info: Any = torch_worker._worker_info
+        base = type(info)
+
+        class _Watched(base):  # type: ignore[misc, valid-type]
+            __slots__ = ()
+
+            def __getattribute__(self, name: str) -> Any:
+                if name in ("id", "num_workers"):
+                    asked.value = 1
+                return base.__getattribute__(self, name)  # type: ignore[call-arg]
+
+        torch_worker._worker_info = _Watched(id=info.id, num_workers=info.num_workers, seed=info.seed,
+                                             dataset=info.dataset)
+    except Exception:  # noqa: BLE001 - torch's own WorkerInfo stays; the count alone decides
+        pass
 
 
 def _same(a: Any, b: Any, torch: Any) -> bool:
