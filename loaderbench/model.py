@@ -191,7 +191,8 @@ class InputBound(str, Enum):
 
 
 WORKERS_COMPUTING = 0.50
-"""Cores per worker at or above which a trial's workers were computing over its window: its
+"""Cores per worker (per CPU, with more workers than usable CPUs) at or above which a trial's
+workers were computing over its window: its
 receives then read as the main process's CPU seconds in them where fewer (Trial.receives_read_s),
 since such a worker sends a finished batch from threads that wait for its GIL."""
 CEILING_SLACK = 0.10
@@ -908,25 +909,27 @@ class Trial:
     node_rank: int | None = None
     host: str | None = None
 
-    def receives_read_s(self, num_workers: int) -> list[float]:
+    def receives_read_s(self, num_workers: int, usable_cpus: int | None = None) -> list[float]:
         """The trial's receives (`receive_s`), each read as the main process's CPU seconds in it
-        where those are fewer (`receive_cpu_s`) when its workers were computing (WORKERS_COMPUTING
-        cores each or more: (tree CPU - main process CPU) / num_workers); else as timed. NOTE
-        [receive floor] in measure/loop.py: a worker busy in Python sends a finished batch late,
-        and that wait is the loader's, not the cost of taking the batch; round trips to idle
-        workers are the receive's own (113 small tensors from sleeping workers)."""
+        where those are fewer (`receive_cpu_s`) when its workers were computing
+        (`workers_computing`); else as timed. NOTE [receive floor] in measure/loop.py: a worker
+        busy in Python sends a finished batch late, and that wait is the loader's, not the cost
+        of taking the batch; round trips to idle workers are the receive's own (113 small tensors
+        from sleeping workers)."""
         wall, cpu = self.receive_s, self.receive_cpu_s
-        if len(cpu) != len(wall) or not self.workers_computing(num_workers):
+        if len(cpu) != len(wall) or not self.workers_computing(num_workers, usable_cpus):
             return list(wall)
         return [min(w, c) for w, c in zip(wall, cpu)]
 
-    def workers_computing(self, num_workers: int) -> bool:
-        """Whether the trial's workers were computing over its window: WORKERS_COMPUTING cores
-        each or more ((tree CPU - main process CPU) / num_workers); False without workers or the
-        CPU readings."""
+    def workers_computing(self, num_workers: int, usable_cpus: int | None = None) -> bool:
+        """Whether the trial's workers were computing over its window: WORKERS_COMPUTING cores or
+        more for each worker that had a CPU ((tree CPU - main process CPU) / min(num_workers,
+        `usable_cpus`): 4 workers computing on 1 usable CPU hold 0.25 cores each and the whole
+        CPU); False without workers or the CPU readings."""
         if num_workers <= 0 or self.cpu_util_pct is None or self.main_cpu_util_pct is None:
             return False
-        return max(0.0, self.cpu_util_pct - self.main_cpu_util_pct) / 100.0 / num_workers >= WORKERS_COMPUTING
+        share = min(num_workers, usable_cpus) if usable_cpus and usable_cpus > 0 else num_workers
+        return max(0.0, self.cpu_util_pct - self.main_cpu_util_pct) / 100.0 / share >= WORKERS_COMPUTING
 
     def per_rank(self) -> list[Trial]:
         """The ranks' own trials of this repeat (index = rank): `rank_trials`, or this trial

@@ -109,3 +109,25 @@ def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate():
     s = summarize(ts)
     assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.TIME_CAP
     assert s.loader_ceiling_bound_samples_per_s == pytest.approx(500.0)
+
+
+def test_workers_that_fill_fewer_cpus_than_they_are_read_as_computing():
+    # Two workers building on 1 usable CPU (the process tree 100% of a core, the main process 3%):
+    # 0.485 cores each, under WORKERS_COMPUTING, yet the one CPU they had was 97% theirs. A
+    # receive then waits for that CPU (10 ms timed for 1.2 ms of the main process's CPU): with the
+    # usable CPUs known it reads as its CPU seconds; on 2 CPUs the same readings (0.97 of 2 cores)
+    # are workers that did not fill them, and the wall seconds stay.
+    t = trial(0.040, 0.020)
+    t.cpu_util_pct, t.main_cpu_util_pct = 100.0, 3.0
+    t.receive_s, t.receive_cpu_s = [0.010, 0.011, 0.009], [0.0012, 0.0011, 0.0013]
+    assert not t.workers_computing(2)
+    assert t.workers_computing(2, usable_cpus=1)
+    assert not t.workers_computing(2, usable_cpus=2)
+    assert t.receives_read_s(2, usable_cpus=1) == [0.0012, 0.0011, 0.0013]
+    assert t.receives_read_s(2) == [0.010, 0.011, 0.009]
+    assert stats.summarize([t], 2, usable_cpus=1).receive_p50_s == pytest.approx(0.0012)
+    assert stats.summarize([t], 2).receive_p50_s == pytest.approx(0.010)
+    # Sleeping workers (the tree 8% of a core beside the main process's 3%) are waiting, not
+    # computing, however few the CPUs: their round trips are the receive's own.
+    t.cpu_util_pct = 8.0
+    assert not t.workers_computing(4, usable_cpus=1)

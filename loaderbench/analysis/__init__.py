@@ -54,7 +54,7 @@ def summarize_config(result: ConfigResult, *, loader_only: bool = False, usable_
     """The per-config passes on one config alone: its summary (statistics), wait parts and
     verdict (wait); no compute ceiling. Mutates `result`; a config without trials keeps no
     summary. (`analyze` runs the passes over a whole result set.)"""
-    statistics.summarize_result(result)
+    statistics.summarize_result(result, usable_cpus)
     wait.split_waits([result], usable_cpus)
     wait.judge([result], loader_only=loader_only, usable_cpus=usable_cpus)
 
@@ -104,7 +104,7 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
 
     # 1. summaries
     for r in results:
-        statistics.summarize_result(r)
+        statistics.summarize_result(r, usable)
     fetch_prep = statistics.fetch_prep(results)
     # 2. ceilings
     ceiling.set_ceilings(results, rs.ceilings, compute_kind)

@@ -809,9 +809,10 @@ def pool_results(sets: Sequence[ResultSet], names: Sequence[str]) -> ResultSet:
                 into.status, into.error = r.status, r.error
             into.trials.extend(r.trials)
     results = list(by_key.values())
+    usable = (first.environment or {}).get("usable_cpus")
     for r in results:
         if r.status == "ok" and r.trials:
-            r.summary = stats.summarize(r.trials, r.settings.num_workers)
+            r.summary = stats.summarize(r.trials, r.settings.num_workers, usable if isinstance(usable, int) else None)
     return dataclasses.replace(
         first,
         results=results,

@@ -28,6 +28,8 @@ def to_frame(result_set: ResultSet) -> Any:
 
     if any(r.status == "ok" and r.trials and r.summary is None for r in result_set.results):
         analyze(result_set)  # summaries are derived from the raw trials
+    usable = (result_set.environment or {}).get("usable_cpus")
+    usable = usable if isinstance(usable, int) else None
     rows: list[dict[str, Any]] = []
     for r in result_set.results:
         base = {
@@ -55,7 +57,7 @@ def to_frame(result_set: ResultSet) -> Any:
                     "cpu_util_pct": t.cpu_util_pct,
                     "gpu_util_pct": t.gpu_util_pct,
                     "memory_pss_bytes": t.memory_pss_bytes,
-                    "receive_p50_s": (stats.percentile(rx, 50) if (rx := t.receives_read_s(r.settings.num_workers))
+                    "receive_p50_s": (stats.percentile(rx, 50) if (rx := t.receives_read_s(r.settings.num_workers, usable))
                                       else None),
                 }
             )

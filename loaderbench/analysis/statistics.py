@@ -206,12 +206,12 @@ def _median_or_none(values: Sequence[float | None]) -> float | None:
     return float(statistics.median(present)) if present else None
 
 
-def summarize(trials: Sequence[Trial], num_workers: int = 0) -> Summary:
+def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | None = None) -> Summary:
     """Median over repeats of each trial's statistics, plus the min-max spread of throughput.
 
     Per trial: samples_per_s = samples / sum(step_s); stall_fraction = sum(data_wait_s) /
     sum(step_s); p50/p95 over that trial's per-batch samples; the receive as
-    `Trial.receives_read_s(num_workers)` reads it. Raises ValueError with no trials or a trial
+    `Trial.receives_read_s(num_workers, usable_cpus)` reads it. Raises ValueError with no trials or a trial
     without measured batches.
     """
     if not trials:
@@ -245,7 +245,7 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0) -> Summary:
             else int(max(t.memory_pss_bytes or 0 for t in trials))
         ),
         receive_p50_s=_median_or_none(
-            [percentile(r, 50) if (r := t.receives_read_s(num_workers)) else None for t in trials]
+            [percentile(r, 50) if (r := t.receives_read_s(num_workers, usable_cpus)) else None for t in trials]
         ),
         h2d_p50_s=_median_or_none([percentile(t.h2d_s, 50) if t.h2d_s else None for t in trials]),
         h2d_gb_per_s=_median_or_none(
@@ -340,7 +340,7 @@ def worker_shares(trials: Sequence[Trial]) -> tuple[list[int], int | None]:
     return list(counted[0]), min(idle)
 
 
-def summarize_result(result: ConfigResult) -> None:
+def summarize_result(result: ConfigResult, usable_cpus: int | None = None) -> None:
     """The summaries pass for one config: `result.summary` from its trials (`summarize`), with
     its samples per batch as counted (NOTE [samples per batch]: the batch size when no trial
     says), its mean step and whether it may be ranked (not when it counts duplicate samples: a
@@ -348,7 +348,7 @@ def summarize_result(result: ConfigResult) -> None:
     if result.status != "ok" or not result.trials:
         result.summary = None
         return
-    s = summarize(result.trials, result.settings.num_workers)
+    s = summarize(result.trials, result.settings.num_workers, usable_cpus)
     s.samples_per_batch = samples_per_batch(result.trials, result.settings.batch_size)
     s.mean_step_s = s.samples_per_batch * (s.world_size or 1) / s.samples_per_s if s.samples_per_s > 0 else 0.0
     s.ranked = not result.has(WarningKind.REPLICATED)

@@ -86,12 +86,12 @@ def trial_wait_parts(trial: Trial, settings: LoaderSettings, usable_cpus: int | 
     CPUs were saturated on them, a ready batch's wait is not the receive's (NOTE, 5)."""
     parts = dict.fromkeys(WaitPart, 0.0)
     h2d_on_path = bool(trial.h2d_s) and not (settings.prefetch and settings.pin_memory)
-    received = trial.receives_read_s(settings.num_workers)
+    received = trial.receives_read_s(settings.num_workers, usable_cpus)
     receive = percentile(received, 50) if received and settings.num_workers > 0 else 0.0
     saturated = cpu_saturated(trial.cpu_util_pct, other_cores(trial.other_cpu_util_pct, trial.steal_cpu_util_pct),
                               usable_cpus)
     ready = (set(trial.ready_batches) if settings.num_workers > 0 and not saturated
-             and not trial.workers_computing(settings.num_workers) else set())
+             and not trial.workers_computing(settings.num_workers, usable_cpus) else set())
     decode = trial.gpu_decode_s
     starts = set(trial.epoch_start_batches)
     for i, wait in enumerate(trial.data_wait_s):
