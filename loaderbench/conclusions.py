@@ -1108,13 +1108,16 @@ class StepSlowed(Finding):
 class IdleRow(Record):
     """One row whose workers did not all take part: of `num_workers`, `no_batch` delivered no
     batch and `few` under IDLE_WORKER_SHARE of an equal share; `worker_batches`, the batches
-    each delivered (index = worker id)."""
+    each delivered (index = worker id). `in_probe`: counted in the loader-alone probe after the
+    window (their share ran out), `window_batches` then the window's counts."""
 
     settings: LoaderSettings
     num_workers: int
     no_batch: int
     few: int
     worker_batches: list[int] = field(default_factory=list)
+    in_probe: bool = False
+    window_batches: list[int] = field(default_factory=list)
 
     @property
     def working(self) -> int:

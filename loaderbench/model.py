@@ -1096,10 +1096,14 @@ class Summary(Record):
     # The workers' own CPU: (the tree's - the main process's) / num_workers, in cores (None without
     # workers or readings); batches each worker delivered in the first trial that counted them
     # (index = worker id), and the workers that delivered none or under IDLE_WORKER_SHARE of an
-    # equal share in every trial that counted them (None: not counted).
+    # equal share in every trial that counted them, or that delivered none in the loader-alone
+    # probe after the window (None: not counted).
     worker_cores: float | None = None
     worker_batches: list[int] = field(default_factory=list)
     idle_workers: int | None = None
+    # The loader-alone probe's batches per worker where it named more idle workers than the window
+    # (a worker whose share ran out during or before the window: statistics.worker_shares); [] else.
+    idle_probe_batches: list[int] = field(default_factory=list)
     # -- the ceilings pass (analysis/ceiling.py) --
     ceiling_share: float | None = None  # samples/s over the compute ceiling
     # The mean compute per batch (the step beside the loader) over the step alone (the compute

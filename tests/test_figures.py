@@ -904,3 +904,24 @@ def test_a_loader_wait_whose_loader_alone_is_fast_enough_reads_late_not_unbuilt(
     assert ("is mostly batches that reached the step late, though the loader alone builds them faster than the "
             "step takes them: 8.0 ms per batch") in text
     assert "not built in time" not in text
+
+
+def test_workers_whose_share_ran_out_are_named_from_the_probe_after_the_window():
+    # Shards of 200,000 and 40 items at batch 8: the three small shards' workers deliver their
+    # 5 batches round robin early in the epoch (3 each in the window, past the warm-up), then
+    # nothing: the window's 26, 3, 3, 3 is over a quarter of an equal share (35 / 4 / 4 = 2.2)
+    # for each, so the window alone names none; the probe after it counted 17, 0, 0, 0.
+    t = trial(0.020, 0.010, n=35)
+    t.receive_s, t.worker_batches, t.loader_alone_worker_batches = [0.020] * 5, [26, 3, 3, 3], [17, 0, 0, 0]
+    rs = result_set([result(settings(4), t)], step_s=0.010)
+    [four] = rs.results
+    assert four.summary.idle_workers == 3 and four.summary.idle_probe_batches == [17, 0, 0, 0]
+    assert columns.row_cells(four, cuda=False)["verdict"] == "loader-bound (3 of 4 workers idle)"
+    [f] = [f for f in rs.analysis.notes if isinstance(f, IdleWorkers)]
+    assert [(r.num_workers, r.no_batch, r.working, r.in_probe) for r in f.rows] == [(4, 3, 1, True)]
+    assert ("4 workers: 3 of 4 workers delivered no batch in the loader-alone probe after the window (17, 0, 0, 0 "
+            "batches; in the window 26, 3, 3, 3: their share ran out early") in sentences(rs)
+    # A probe that counted too few batches (under 2 per worker) decides nothing.
+    t.loader_alone_worker_batches = [5, 0, 0, 0]
+    rs = result_set([result(settings(4), t)], step_s=0.010)
+    assert rs.results[0].summary.idle_workers == 0

@@ -710,12 +710,18 @@ def step_slowed_rows(results: Sequence[ConfigResult], usable_cpus: int | None,
 
 def idle_workers(results: Sequence[ConfigResult]) -> list[Finding]:
     """IdleWorkers for the measured rows with workers that delivered no batch or under
-    IDLE_WORKER_SHARE of an equal share in every trial that counted them (`Summary.idle_workers`):
+    IDLE_WORKER_SHARE of an equal share in every trial that counted them, or none in the
+    loader-alone probe after the window (`Summary.idle_workers`, `Summary.idle_probe_batches`):
     how many delivered none, how many too few, and what each delivered."""
     rows = []
     for r in results:
         s = r.summary
         if s is None or r.status != "ok" or not s.idle_workers or not s.worker_batches:
+            continue
+        if s.idle_probe_batches:
+            rows.append(IdleRow(r.settings, r.settings.num_workers, no_batch=s.idle_workers, few=0,
+                                worker_batches=list(s.idle_probe_batches), in_probe=True,
+                                window_batches=list(s.worker_batches)))
             continue
         wb = s.worker_batches
         share = th.IDLE_WORKER_SHARE * sum(wb) / len(wb)

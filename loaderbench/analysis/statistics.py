@@ -285,7 +285,7 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
         bound, summary.loader_ceiling_bound = ceiling_bound(trials)
         # A trial's bound was held against its own window; the row's median is reached too.
         summary.loader_ceiling_bound_samples_per_s = None if bound is None else max(bound, summary.samples_per_s)
-    summary.worker_batches, summary.idle_workers = worker_shares(trials)
+    summary.worker_batches, summary.idle_workers, summary.idle_probe_batches = worker_shares(trials)
     summary.spread = relative_spread(summary)
     summary.noisy = summary.spread > NOISY_SPREAD
     summary.other_cores = other_cores(summary.other_cpu_util_pct, summary.steal_cpu_util_pct)
@@ -320,24 +320,41 @@ def ceiling_bound(trials: Sequence[Trial]) -> tuple[float | None, CeilingBound |
     return top, why
 
 
-def worker_shares(trials: Sequence[Trial]) -> tuple[list[int], int | None]:
+def worker_shares(trials: Sequence[Trial]) -> tuple[list[int], int | None, list[int]]:
     """The batches each DataLoader worker delivered in the window (`Trial.worker_batches`, of the
-    first trial that counted them) and how many workers took no real part: delivered no batch,
-    or under IDLE_WORKER_SHARE of an equal share (the window's batches / num_workers), in every
-    trial that counted them over at least IDLE_MIN_BATCHES_PER_WORKER batches per worker (the
-    fewest over those trials: a worker idle by chance in one short window is not named). ([],
-    None) when no trial counted them so.
+    first trial that counted them), how many workers took no real part, and the probe's counts
+    where they decided it ([] else). In the window: a worker that delivered no batch, or under
+    IDLE_WORKER_SHARE of an equal share (the window's batches / num_workers), in every trial that
+    counted them over at least IDLE_MIN_BATCHES_PER_WORKER batches per worker (the fewest over
+    those trials: a worker idle by chance in one short window is not named). In the loader-alone
+    probe after the window (`Trial.loader_alone_worker_batches`, counted as much): a worker that
+    delivered no batch there while the others delivered that many, which the DataLoader's in-order
+    round robin gives only a worker whose share of the stream ran out (shards of 200,000 and 40
+    items: 26, 3, 3, 3 batches in the window, 17, 0, 0, 0 in the probe); where the probe names more
+    idle workers than the windows, its count and its batches. ([], None, []) when nothing counted
+    them so.
 
     >>> t = Trial(0.1, 0, [0.0] * 8, [0.01] * 8, [0.01] * 8, 8, 0.1, "host", worker_batches=[8, 0, 0, 0])
     >>> worker_shares([t])
-    ([8, 0, 0, 0], 3)
+    ([8, 0, 0, 0], 3, [])
+    >>> t = Trial(0.1, 0, [0.0] * 35, [0.01] * 35, [0.01] * 35, 35, 0.4, "host", worker_batches=[26, 3, 3, 3],
+    ...           loader_alone_worker_batches=[17, 0, 0, 0])
+    >>> worker_shares([t])
+    ([26, 3, 3, 3], 3, [17, 0, 0, 0])
     """
-    counted = [t.worker_batches for t in trials
-               if t.worker_batches and sum(t.worker_batches) >= IDLE_MIN_BATCHES_PER_WORKER * len(t.worker_batches)]
-    if not counted:
-        return [], None
-    idle = [sum(1 for b in wb if b < IDLE_WORKER_SHARE * sum(wb) / len(wb)) for wb in counted]
-    return list(counted[0]), min(idle)
+    def enough(wb: list[int]) -> bool:
+        return bool(wb) and sum(wb) >= IDLE_MIN_BATCHES_PER_WORKER * len(wb)
+
+    counted = [t.worker_batches for t in trials if enough(t.worker_batches)]
+    probed = [t.loader_alone_worker_batches for t in trials if enough(t.loader_alone_worker_batches)]
+    if not counted and not probed:
+        return [], None, []
+    idle = min((sum(1 for b in wb if b < IDLE_WORKER_SHARE * sum(wb) / len(wb)) for wb in counted), default=0)
+    stopped = max((sum(1 for b in wb if b == 0) for wb in probed), default=0)
+    if stopped > idle:
+        probe = next(wb for wb in probed if sum(1 for b in wb if b == 0) == stopped)
+        return list(counted[0]) if counted else list(probe), stopped, list(probe)
+    return (list(counted[0]), idle, []) if counted else ([], None, [])
 
 
 def summarize_result(result: ConfigResult, usable_cpus: int | None = None) -> None:

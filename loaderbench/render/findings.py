@@ -506,6 +506,13 @@ def _step_slowed_text(f: StepSlowed, name: Name) -> str:
 def _idle_text(f: IdleWorkers, name: Name) -> str:
     rows = []
     for r in f.rows:
+        if r.in_probe:
+            rows.append(f"{name(r.settings)}: {r.no_batch} of {r.num_workers} workers delivered no batch in the "
+                        f"loader-alone probe after the window ({', '.join(str(b) for b in r.worker_batches)} "
+                        f"batches; in the window {', '.join(str(b) for b in r.window_batches)}: their share ran "
+                        f"out early in the epoch, and the window's samples/s still counts it): past that the dataset "
+                        f"gives work to {r.working}")
+            continue
         parts = []
         if r.no_batch:
             parts.append(f"{r.no_batch} of {r.num_workers} workers delivered no batch")
@@ -514,7 +521,7 @@ def _idle_text(f: IdleWorkers, name: Name) -> str:
         rows.append(f"{name(r.settings)}: " + " and ".join(parts)
                     + f" ({', '.join(str(b) for b in r.worker_batches)} batches): the dataset gives work to "
                     + str(r.working))
-    return ("Idle workers: " + "; ".join(rows) + ". Split it into at least num_workers shards (an IterableDataset "
+    return ("Idle workers: " + "; ".join(rows) + ". Split it into at least num_workers shards of about equal size (an IterableDataset "
             "split by shard or file gives nothing to the workers beyond the number of shards, e.g. with "
             "torch.utils.data.get_worker_info()): until then more workers change nothing, and these rows are bound "
             "by the workers that work, not by the receive.")
