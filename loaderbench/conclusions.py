@@ -1097,11 +1097,13 @@ class SlowedRow(Record):
 class StepSlowed(Finding):
     """Rows whose step ran over `threshold` slower beside the loader than alone (their verdict
     is `step slowed` where it would otherwise be compute-bound): they do not show what the step
-    alone binds, and advice does not rest on them."""
+    alone binds, and advice does not rest on them. `pick`: the recommended config, where it is one
+    of them (its figure is what training at its settings sees, the step slowed as measured)."""
 
     kind: ClassVar[FindingKind] = FindingKind.STEP_SLOWED
     rows: list[SlowedRow] = field(default_factory=list)
     threshold: float = 0.0
+    pick: LoaderSettings | None = None
 
 
 @dataclass(frozen=True)

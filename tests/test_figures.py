@@ -86,6 +86,25 @@ def test_a_row_whose_step_slowed_is_named_on_that_row_not_compute_bound():
     assert "0.9 cores of the 2 usable CPUs busy, not all: the host was disturbed" in sentences(rs)
 
 
+def test_a_loader_bound_pick_whose_step_slowed_says_so_on_its_row_and_in_the_note():
+    # 2 workers: a 30-ms wait beside a 50-ms step (200 samples/s); 4 workers: a 10-ms wait
+    # beside a 62-ms step (+24%; 16 / 0.072 = 222 samples/s), the pick. Its verdict stays
+    # loader-bound, the row says the step slowed, and the note does not say that no advice rests
+    # on rows that include the recommended one.
+    rs = result_set([result(settings(2), cpu(trial(0.030, 0.050), 120, 80)),
+                     result(settings(4), cpu(trial(0.010, 0.062), 190, 80))])
+    four = rs.results[1]
+    assert rs.recommendation.settings == settings(4)
+    assert four.summary.verdict is Verdict.LOADER_BOUND and four.summary.step_slowed
+    assert columns.row_cells(four, cuda=False)["verdict"] == "loader-bound (step +24%)"
+    [note] = [f for f in rs.analysis.notes if isinstance(f, StepSlowed)]
+    assert note.pick == settings(4)
+    text = sentences(rs)
+    assert ("these rows do not show what the step alone binds. The pick (4 workers) is one of them: its figure is "
+            "what training at its settings sees, the step slowed as measured") in text
+    assert "no advice rests on them" not in text
+
+
 def test_a_step_a_timer_oversleeps_is_not_a_slowed_step():
     # sleep:5 read 5.6 ms (+12%, 0.6 ms): a sleep's overshoot on a busy machine, under 1 ms.
     rs = result_set([result(settings(2), trial(0.0, 0.0056))], step_s=0.005)

@@ -139,7 +139,7 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
     notes = [*advice.memory_per_worker(results), *advice.partial_batches(results, cfg.get("dataset")),
              *advice.served_from_cache(results),
              *advice.noisy(results, next((f for f in recommendation.findings if isinstance(f, Knee)), None)),
-             *advice.step_slowed_rows(results, usable, named), *advice.idle_workers(results),
+             *advice.step_slowed_rows(results, usable, named, recommendation.settings), *advice.idle_workers(results),
              *advice.epoch_iter(results), *advice.worker_slower(results)]
     analysis = Analysis(
         recommendation=recommendation,

@@ -686,12 +686,12 @@ def leave_free_cpus(main_cores: float | None, slowdown: float | None, usable_cpu
 
 
 def step_slowed_rows(results: Sequence[ConfigResult], usable_cpus: int | None,
-                     named: Sequence[LoaderSettings] = ()) -> list[Finding]:
+                     named: Sequence[LoaderSettings] = (), pick: LoaderSettings | None = None) -> list[Finding]:
     """StepSlowed for the measured rows whose step ran over STEP_SLOWED slower beside the loader
     than alone (`Summary.step_slowed`), with their CPUs: the process tree's, the main process's and
     the other load's, whether that reached the usable CPUs, and the CPUs to leave free
     (`leave_free_cpus`). Rows in `named` (the knee, when its StepSlower finding names it) are
-    left out."""
+    left out; `pick` (the recommended config) is named where it is among the rows."""
     rows = []
     for r in results:
         s = r.summary
@@ -705,7 +705,8 @@ def step_slowed_rows(results: Sequence[ConfigResult], usable_cpus: int | None,
             other_cores=s.other_cores, usable_cpus=usable_cpus,
             cpu_saturated=bool(cpu_saturated(s.cpu_util_pct, s.other_cores, usable_cpus)),
             leave_free_cpus=leave_free_cpus(main, s.step_slowdown, usable_cpus), repeats=s.repeats))
-    return [StepSlowed(rows=rows, threshold=th.STEP_SLOWED)] if rows else []
+    listed = pick is not None and any(row.settings == pick for row in rows)
+    return [StepSlowed(rows=rows, threshold=th.STEP_SLOWED, pick=pick if listed else None)] if rows else []
 
 
 def idle_workers(results: Sequence[ConfigResult]) -> list[Finding]:

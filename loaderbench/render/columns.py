@@ -142,7 +142,8 @@ def _pct(x: float) -> str:
 def verdict_text(m: Summary, num_workers: int | None = None) -> str:
     """A summary's verdict as the table prints it: the verdict, then `(stall every N batches)`
     for a periodic loader-bound wait, `(tail)` when only the tail of the waits says so; `step
-    slowed +23%` with how much slower the step ran than alone; `(3 of 4 workers idle)` where
+    slowed +23%` with how much slower the step ran than alone (`(step +23%)` after another
+    verdict whose step slowed so); `(3 of 4 workers idle)` where
     workers of the row's `num_workers` delivered no batch or too few."""
     text = "" if m.verdict is None else m.verdict.value
     if m.verdict is Verdict.STEP_SLOWED and m.step_slowdown is not None:
@@ -151,6 +152,8 @@ def verdict_text(m: Summary, num_workers: int | None = None) -> str:
         text += f" (stall every {m.stall_period_batches} batches)"
     elif m.tail_only:
         text += " (tail)"
+    if m.verdict is not Verdict.STEP_SLOWED and m.step_slowed and m.step_slowdown is not None:
+        text += f" (step {m.step_slowdown:+.0%})"
     if m.idle_workers and num_workers:
         text += f" ({m.idle_workers} of {num_workers} workers idle)"
     return text

@@ -498,9 +498,13 @@ def _step_slowed_text(f: StepSlowed, name: Name) -> str:
             text += (f"; {r.cpu_cores:.1f} cores{other} of the {r.usable_cpus} usable CPUs busy, not all: the host "
                      "was disturbed, or the workers competed for memory bandwidth")
         rows.append(text + (f"; {r.repeats} trials" if r.repeats > 1 else "; one trial") + ")")
-    return (f"Step slowed beside the loader (over {f.threshold:.0%} slower than alone): " + "; ".join(rows)
+    text = (f"Step slowed beside the loader (over {f.threshold:.0%} slower than alone): " + "; ".join(rows)
             + ". The training process was short of CPU (the workers took its cores) or the host was disturbed: "
-            "these rows do not show what the step alone binds, and no advice rests on them.")
+            "these rows do not show what the step alone binds")
+    if f.pick is not None:
+        return (text + f". The pick ({name(f.pick)}) is one of them: its figure is what training at its settings "
+                "sees, the step slowed as measured; fewer workers or more CPUs give the step its pace back.")
+    return text + ", and no advice rests on them."
 
 
 def _idle_text(f: IdleWorkers, name: Name) -> str:
