@@ -718,3 +718,24 @@ class PythonCpu(Dataset):
 
 def make_python_cpu(n: int = 100_000, cpu_ms: float = 3.0) -> Dataset:
     return PythonCpu(n, cpu_ms)
+
+
+class EpochIndexStream(torch.utils.data.IterableDataset):
+    """`items` items split across workers; every epoch's __iter__ first builds an index for
+    `index_s` (a sleep), then yields its items at `item_ms` each (sleeps): an epoch start that
+    costs however persistent the workers are."""
+
+    def __init__(self, items: int = 320, index_s: float = 0.3, item_ms: float = 2.0) -> None:
+        self.items, self.index_s, self.item_ms = items, index_s, item_ms
+
+    def __iter__(self):
+        info = get_worker_info()
+        mine = range(self.items) if info is None else range(info.id, self.items, info.num_workers)
+        time.sleep(self.index_s)
+        for i in mine:
+            time.sleep(self.item_ms / 1000)
+            yield torch.zeros(3, 8, 8), i
+
+
+def make_epoch_index_stream(items: int = 320, index_s: float = 0.3, item_ms: float = 2.0):
+    return EpochIndexStream(items, index_s, item_ms)

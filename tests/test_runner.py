@@ -389,6 +389,10 @@ def test_epochs_restart_the_loader_and_count_the_restart_as_wait():
     assert sorted(t.data_wait_s)[-2:] == pytest.approx([0.51, 0.51])
     assert t.epoch_gap_s == pytest.approx([0.51, 0.51])
     assert t.notes == []
+    # The loader's length was never given: the first epoch that ended tells it (5 batches of 4).
+    assert t.first_epoch == (5, 20)
+    t = run(clock, Epochs(clock), 0.02, warmup_batches=0, min_batches=4, restart_epochs=True)
+    assert t.first_epoch is None  # no epoch ended within 1 + 4 batches
 
 
 class Built:

@@ -404,3 +404,35 @@ def test_a_batch_sent_late_by_a_worker_holding_its_gil_is_no_receive_cost():
     read = t.receives_read_s(1)
     assert statistics.median(read) < 16 * 0.003 / 8
     assert statistics.median(read) <= statistics.median(t.receive_s)
+
+
+@pytest.mark.slow
+def test_a_streams_epoch_start_is_weighed_once_per_epoch_as_a_loop_over_whole_epochs_sees_it():
+    # 320 items over 2 persistent workers at batch 16: 20 batches an epoch, each epoch's
+    # __iter__ first spends 0.3 s building an index. A 24-batch window holds one such start: as
+    # timed it weighs it once in 24 batches, where training meets it once in 20. The stream has
+    # no length; the epoch the loop saw end tells it (20 batches, 320 samples), and the row's
+    # figure is a whole epoch's, within 8% of a plain loop over three whole epochs timed here.
+    from torch.utils.data import DataLoader
+
+    from loaderbench.analysis.statistics import trial_samples_per_s
+    from loaderbench.measure.trial import measure_config
+    from loaderbench.model import ComputeSpec, DatasetSpec, MeasureSpec, TrialJob
+    from tests.fixture_datasets import make_epoch_index_stream
+    from tests.helpers import settings
+
+    spec = DatasetSpec(kind="import", factory="tests.fixture_datasets:make_epoch_index_stream")
+    job = TrialJob(settings(2, bs=16, persistent=True), spec, ComputeSpec(kind="sleep", ms=10.0),
+                   MeasureSpec(batches=24, warmup_batches=2, min_time_s=0.2))
+    t = measure_config(job)
+    assert (t.epoch_batches, t.epoch_samples) == (20, 320) and len(t.epoch_start_batches) >= 1
+    loader = DataLoader(make_epoch_index_stream(), batch_size=16, num_workers=2, persistent_workers=True)
+    for _ in loader:  # the workers started: training's later epochs
+        pass
+    t0, n = time.perf_counter(), 0
+    for _ in range(3):
+        for _, labels in loader:
+            n += len(labels)
+            time.sleep(0.010)
+    plain = n / (time.perf_counter() - t0)
+    assert trial_samples_per_s(t) == pytest.approx(plain, rel=0.08)

@@ -153,6 +153,8 @@ def timed_loop(
     index = 0
     measured = 0
     samples = 0
+    epoch_so_far = [1, first_n]  # batches and samples of the current epoch, the first batch's included
+    first_epoch: tuple[int, int] | None = None
     host_wait: list[float] = []
     window_start: float | None = None
     warm = 0
@@ -214,6 +216,9 @@ def timed_loop(
                 break
             epoch_gaps.append(clock() - t0)
             restarted = True
+            if first_epoch is None:
+                first_epoch = (epoch_so_far[0], epoch_so_far[1])
+            epoch_so_far[:] = [0, 0]
         t_next = clock()
         taken_at.append(t_next)
         c1 = cpu_clock() if cpu_clock is not None else 0.0
@@ -233,6 +238,8 @@ def timed_loop(
         ready = marker.mark()
         t1 = clock()
         n = count(batch)
+        epoch_so_far[0] += 1
+        epoch_so_far[1] += n
         if worker is not None and done_at is not None:
             completions.append((worker, done_at, n))
             dispatched.append(sent_at(len(taken_at) - 1))
@@ -323,6 +330,7 @@ def timed_loop(
         ready_batches=ready_in_window,
         production_samples_per_s=None if epoch_gaps else production_rate(completions, sent),
         production_unit_batches=None if epoch_gaps or sent is None else production_unit_batches(completions, sent),
+        first_epoch=first_epoch,
     )
 
 

@@ -239,7 +239,10 @@ class LoopTimes:
     rate over them (`production_rate`; None when not measured); `ready_batches`: the window
     positions of the batches a worker had completed before the loop's next() for them (known
     only with the loop's `origin`); `production_unit_batches`: the
-    batches a worker finishes together (`production_unit_batches`; None when not measured).
+    batches a worker finishes together (`production_unit_batches`; None when not measured);
+    `first_epoch`: (batches, samples) of the first epoch the loop saw end, from the loader's
+    first batch to its restart (None where none ended: a loader of unknown length, an
+    IterableDataset, tells its epoch only so).
     """
 
     first_batch_s: float
@@ -264,6 +267,7 @@ class LoopTimes:
     ready_batches: list[int] = field(default_factory=list)
     production_samples_per_s: float | None = None
     production_unit_batches: float | None = None
+    first_epoch: tuple[int, int] | None = None
 
 
 # ---------------------------------------------------------------------------------------------

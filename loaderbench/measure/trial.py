@@ -759,8 +759,11 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         loader_alone_intervals=alone.get("intervals"),
         loader_alone_worker_batches=list(alone.get("worker_batches") or []),
         worker_batches=worker_batches(loop.batch_workers, settings.num_workers),
-        epoch_batches=_epoch_len(batch_sampler) if epochs else None,
-        epoch_samples=epoch_samples,
+        # An IterableDataset has no length: it tells its epoch by ending one in the loop.
+        epoch_batches=(None if not epochs else _epoch_len(batch_sampler) if not iterable
+                       else loop.first_epoch[0] if loop.first_epoch else None),
+        epoch_samples=(epoch_samples if not (epochs and iterable)
+                       else loop.first_epoch[1] if loop.first_epoch else None),
         probe_s=alone.get("probe_s"),
         setup_s=setup_s,
         stop_s=stop_s,
