@@ -593,7 +593,9 @@ class Remedy(Record):
     knee) or not (`flag`: what would measure it, None for a remedy that is no setting; `in_grid`:
     the sweep's grid already lists it, so no flag is missing: the sweep stopped before it, or
     the search did not measure it). `step_slowdown`: the measured config's step ran that much
-    slower beside the loader than alone (over STEP_SLOWED): its figure is no evidence either way."""
+    slower beside the loader than alone (over STEP_SLOWED): its figure is no evidence either way;
+    `other_cores`: other processes took that many of the usable CPUs during its window (as much
+    as the other-load note names): no evidence either."""
 
     remedy: RemedyKind
     measured: bool
@@ -605,6 +607,7 @@ class Remedy(Record):
     gain: float | None = None
     in_grid: bool = False
     step_slowdown: float | None = None
+    other_cores: float | None = None
 
 
 @dataclass
@@ -716,7 +719,8 @@ class RemainingWait(Finding):
     batch_bytes: int | None = None
     remedies: list[Remedy] = field(default_factory=list)
     measured_no_gain: list[Remedy] = field(default_factory=list)
-    # Measured without gain, but on a row whose step slowed beside the loader: no evidence.
+    # Measured without gain, but on a row whose step slowed beside the loader, or whose window
+    # other processes shared (Remedy.other_cores): no evidence.
     slowed: list[Remedy] = field(default_factory=list)
     # A receive that the CPUs' saturation swells: the same batch received at `quiet_settings`
     # (fewer workers) in `quiet_receive_s`, where this config's tree used `cpu_cores` of

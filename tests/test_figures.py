@@ -123,6 +123,24 @@ def test_leave_free_cpus_is_the_main_process_at_the_steps_own_pace():
     assert leave_free_cpus(0.8, 0.24, usable_cpus=2) == 1
 
 
+def test_more_workers_measured_without_gain_never_rests_on_a_row_other_processes_shared():
+    # 2 workers: 30 ms wait + 50 ms step (200 samples/s). 4 workers read 160 samples/s (-20%)
+    # while other processes took 0.8 cores of the 2 usable CPUs in its window (over the 0.5 at
+    # which the other-load note names a shared machine): no evidence either way.
+    shared = result(settings(4), cpu(trial(0.050, 0.050), 100, 50, other_pct=80.0))
+    rs = result_set([result(settings(2), cpu(trial(0.030, 0.050), 100, 50)), shared])
+    [rw] = [f for f in rs.recommendation.findings if isinstance(f, RemainingWait)]
+    assert rw.measured_no_gain == [] and [r.other_cores for r in rw.slowed] == [pytest.approx(0.8)]
+    text = sentences(rs)
+    assert ("Measured, but no evidence (more workers): 4 workers, 160 samples/s (-20.0%), other processes took 0.8 "
+            "cores of the usable CPUs during its window (a shared machine).") in text
+    assert "Measured without gain" not in text
+    # Under the floor (0.3 cores) the row is evidence.
+    shared = result(settings(4), cpu(trial(0.050, 0.050), 100, 50, other_pct=30.0))
+    rs = result_set([result(settings(2), cpu(trial(0.030, 0.050), 100, 50)), shared])
+    assert "Measured without gain (more workers): 4 workers, 160 samples/s (-20.0%)" in sentences(rs)
+
+
 def test_more_workers_measured_without_gain_never_rests_on_a_row_whose_step_slowed():
     # 2 workers: 30 ms wait + 50 ms step: 200 samples/s, loader-bound. 4 workers read 178
     # samples/s (-11%) but its step ran 90 ms (+80%) beside the loader: no evidence.

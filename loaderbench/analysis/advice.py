@@ -440,6 +440,13 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     if main is WaitPart.LOADER and not remedies:
         return []
     assert ks.verdict is not None
+    # A remedy measured on a window other processes shared (as much as the other-load note
+    # names) is no evidence either: the row measured a shared machine.
+    floor = other_load_floor(usable_cpus)
+    by_settings = {r.settings: r for r in ok}
+    remedies = [replace(r, other_cores=c) if r.measured and r.settings in by_settings
+                and (c := _s(by_settings[r.settings]).other_cores) is not None and c >= floor else r
+                for r in remedies]
     quiet: ConfigResult | None = None
     if main is WaitPart.RECEIVE and ks.receive_p50_s and cpu_saturated(ks.cpu_util_pct, ks.other_cores, usable_cpus):
         fewer = [r for r in ok if 0 < r.settings.num_workers < s.num_workers
@@ -456,8 +463,10 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         numpy_leaves=None if trial is None else trial.numpy_leaves,
         batch_bytes=ks.batch_bytes,
         remedies=[r for r in remedies if not r.measured or (r.gain or 0.0) > 0],
-        measured_no_gain=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0 and r.step_slowdown is None],
-        slowed=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0 and r.step_slowdown is not None],
+        measured_no_gain=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0 and r.step_slowdown is None
+                          and r.other_cores is None],
+        slowed=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0
+                and (r.step_slowdown is not None or r.other_cores is not None)],
         quiet_settings=None if quiet is None else quiet.settings,
         quiet_receive_s=None if quiet is None else _s(quiet).receive_p50_s,
         cpu_cores=None if quiet is None or ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0,
@@ -567,6 +576,17 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     return [f]
 
 
+def other_load_floor(usable_cpus: int | None) -> float:
+    """Cores other processes (and steal) take in a window before it measures a shared machine:
+    OTHER_LOAD_CORES and OTHER_LOAD_SHARE of the usable CPUs, or on fewer usable CPUs than 1 /
+    OTHER_LOAD_SMALL_SHARE that share of them (1.0 core of 16, 0.5 of 2)."""
+    cpus = usable_cpus or 0
+    floor = max(th.OTHER_LOAD_CORES, th.OTHER_LOAD_SHARE * cpus)
+    if cpus:
+        floor = max(min(floor, th.OTHER_LOAD_SMALL_SHARE * cpus), th.OTHER_LOAD_SHARE * cpus)
+    return floor
+
+
 def other_load(ok: Sequence[ConfigResult], usable_cpus: int | None) -> list[Finding]:
     """OtherLoad when, during some measured window, other processes (and the hypervisor's steal)
     took at least OTHER_LOAD_CORES cores and OTHER_LOAD_SHARE of the usable CPUs, or on fewer
@@ -578,11 +598,7 @@ def other_load(ok: Sequence[ConfigResult], usable_cpus: int | None) -> list[Find
     if not seen:
         return []
     top, where = max(seen, key=lambda x: x[0])
-    cpus = usable_cpus or 0
-    floor = max(th.OTHER_LOAD_CORES, th.OTHER_LOAD_SHARE * cpus)
-    if cpus:
-        floor = max(min(floor, th.OTHER_LOAD_SMALL_SHARE * cpus), th.OTHER_LOAD_SHARE * cpus)
-    if top < floor:
+    if top < other_load_floor(usable_cpus):
         return []
     steal = (_s(where).steal_cpu_util_pct or 0.0) / 100.0
     return [OtherLoad(where.settings, median_cores=statistics.median(c for c, _ in seen), max_cores=top,

@@ -452,8 +452,13 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
                  f"{_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}).")
     for r in f.slowed:
         text += (f" Measured, but no evidence ({_REMEDY_NAMES[r.remedy]}): {name(r.settings) if r.settings else ''}, "
-                 f"{_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}), its step {r.step_slowdown or 0.0:+.0%} "
-                 "slower beside the loader than alone (the training process short of CPU, or the host disturbed).")
+                 f"{_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}), ")
+        if r.step_slowdown is not None:
+            text += (f"its step {r.step_slowdown:+.0%} slower beside the loader than alone (the training process "
+                     "short of CPU, or the host disturbed).")
+        else:
+            text += (f"other processes took {r.other_cores or 0.0:.1f} cores of the usable CPUs during its window "
+                     "(a shared machine).")
     return text
 
 
