@@ -146,9 +146,11 @@ def sweep_command(**kwargs: Any) -> None:
         if not any(r.status == "ok" for r in rs.results):
             from loaderbench.errors import NothingMeasured
 
+            first = next(((r.key(), r.error) for r in rs.results if r.error), None)
             raise NothingMeasured(
                 "no config was measured successfully: every row failed, hung or was skipped "
-                f"(each row says why; details in {out})"
+                + (f"(the first, {first[0]}: {first[1]}; " if first else "(")
+                + f"each row says why; details in {out})"
             )
         if plot:
             from loaderbench.render.plot import plot_results
