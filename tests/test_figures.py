@@ -587,6 +587,11 @@ def test_cheaper_configs_within_the_tolerance_of_the_pick_are_named_as_equal():
     assert ("no repeats, though configs measured within the tolerance of the pick competed with it (--time-budget "
             "reached before repeat 2)") in line
     assert "no config competed closely enough" not in line
+    # One whose search found no config at the tolerance's edge says so, not that they competed.
+    rs.sweep.search = SearchLog(grid_configs=3, stopped="the ranking is clear: no config near the knee's edge")
+    [line] = [x for x in footer.search_lines(rs) if x.startswith("Search")]
+    assert line.endswith("no repeats: the configs measured within the tolerance of the pick count as equal to it, and "
+                         "none sat near the tolerance's edge, where a repeat could change the pick.")
     # A cheaper config further than the tolerance below the pick is not equal.
     rows = equal_rows()
     rows[0] = result(settings(1), trial(16 / 900 - 0.010, 0.010))

@@ -219,12 +219,16 @@ def search_lines(rs: ResultSet, name: Name | None = None) -> list[str]:
            "which would make it the knee" if disputed else "")
     rec = analysis_of(rs).recommendation.findings
     close = any(isinstance(f, (EqualCheaper, BestWithinTolerance)) for f in rec)
+    stopped = (log.stopped if log else None) or "done"
+    clear = close and not repeated and stopped.startswith("the ranking is clear")
     text = (f"Search (model-guided, --search auto): {_measured_of_grid(rs, name)}{over}) in {took}: the predicted "
             "knee, its neighbours and the variants there; "
             + (f"repeats where they decide: {'; '.join(repeated)}{why}" if repeated
+               else "no repeats: the configs measured within the tolerance of the pick count as equal to it, and "
+                    "none sat near the tolerance's edge, where a repeat could change the pick" if clear
                else "no repeats, though configs measured within the tolerance of the pick competed with it"
                if close else "no config competed closely enough to need repeats")
-            + f" ({(log.stopped if log else None) or 'done'}).")
+            + ("." if clear else f" ({stopped})."))
     out = [text]
     check = sw.prediction_check
     before, loo = (None, None) if check is None else (check.before_measured, check.errors)
