@@ -455,6 +455,20 @@ def test_an_epoch_start_many_builds_long_with_persistent_workers_points_at_iter(
     assert not any(isinstance(f, EpochIter) for f in result_set([persistent_row(False, 320.0)]).analysis.notes)
 
 
+def test_an_epoch_start_bound_row_without_a_sustained_ceiling_is_named_from_its_steady_steps():
+    # No loader-alone rate: the row's other batches took 50 ms steps, so 2 workers each built a
+    # batch in 2 x 0.05 = 0.1 s at most; its epoch starts waited 0.5 s, 5x that or more.
+    r = persistent_row(True, 320.0)
+    r.trials[0].loader_alone_samples_per_s = None
+    r.trials[0].loader_alone_method, r.trials[0].loader_alone_reason = "bound", "epoch_end"
+    r.trials[0].loader_alone_bound_samples_per_s = 200.0
+    rs = result_set([r])
+    assert rs.results[0].summary.verdict is Verdict.EPOCH_START_BOUND
+    [f] = [f for f in rs.analysis.notes if isinstance(f, EpochIter)]
+    assert [(row.build_s, row.build_rule) for row in f.rows] == [(pytest.approx(0.1), "window")]
+    assert "5x a steady batch's build (100.0 ms at most)" in sentences(rs)
+
+
 def test_one_worker_several_times_slower_than_the_main_process_is_named_with_both_figures():
     from loaderbench.analysis import summarize_config
 

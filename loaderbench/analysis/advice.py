@@ -88,6 +88,7 @@ from loaderbench.conclusions import (
 )
 from loaderbench.model import (
     GRID_AXES,
+    CeilingBound,
     ConfigResult,
     InputBound,
     LoaderSettings,
@@ -752,7 +753,9 @@ def worker_build_s(r: ConfigResult) -> tuple[float, str] | None:
     """Seconds one worker of `r` takes to build a batch in the steady state, and how it is known:
     "sustained", num_workers x samples per batch / the sustained loader ceiling (NOTE [loader
     ceiling]); else "window", num_workers x the mean step of a loader-bound window (the workers
-    deliver one batch a step: an upper bound on the build). None without workers or either."""
+    deliver one batch a step: an upper bound on the build), or of an epoch-start-bound window's
+    batches that started no epoch (not where the probe read under the row's rate: disturbed).
+    None without workers or either."""
     s = r.summary
     w = r.settings.num_workers
     if s is None or w <= 0 or not s.samples_per_batch:
@@ -761,6 +764,11 @@ def worker_build_s(r: ConfigResult) -> tuple[float, str] | None:
         return w * s.samples_per_batch * (s.world_size or 1) / s.loader_ceiling_samples_per_s, "sustained"
     if s.verdict is Verdict.LOADER_BOUND and s.mean_step_s and not s.idle_workers:
         return w * s.mean_step_s, "window"
+    if (s.verdict is Verdict.EPOCH_START_BOUND and not s.idle_workers
+            and s.loader_ceiling_bound is not CeilingBound.BELOW_STEP_RATE):
+        steady = [x for t in r.trials for i, x in enumerate(t.step_s) if i not in t.epoch_start_batches]
+        if steady:
+            return w * statistics.fmean(steady), "window"
     return None
 
 
