@@ -393,6 +393,11 @@ def test_epochs_restart_the_loader_and_count_the_restart_as_wait():
     assert t.first_epoch == (5, 20)
     t = run(clock, Epochs(clock), 0.02, warmup_batches=0, min_batches=4, restart_epochs=True)
     assert t.first_epoch is None  # no epoch ended within 1 + 4 batches
+    # Told the epoch is to be learnt (an IterableDataset's), the window waits for its end, then
+    # ends on whole epochs: 5 batches, one start among them, where 2 were asked for.
+    t = run(clock, Epochs(clock), 0.02, warmup_batches=0, min_batches=2, min_time_s=0.05, restart_epochs=True,
+            learn_epoch=True)
+    assert t.first_epoch == (5, 20) and len(t.step_s) == 5 and t.epoch_start_batches == [4]
 
 
 class Built:

@@ -223,7 +223,7 @@ def _job(nw: int, spec, step_ms: float, bs: int, batches: int = 10):
     from tests.helpers import settings
 
     return TrialJob(settings(nw, bs=bs), spec, ComputeSpec(kind="sleep", ms=step_ms),
-                    MeasureSpec(batches=batches, warmup_batches=2, min_time_s=0.2))
+                    MeasureSpec(batches=batches, warmup_batches=2, min_time_s=0.5))
 
 
 def _sleeps_s(n: int, each_s: float) -> float:
@@ -407,12 +407,15 @@ def test_a_batch_sent_late_by_a_worker_holding_its_gil_is_no_receive_cost():
 
 
 @pytest.mark.slow
-def test_a_streams_epoch_start_is_weighed_once_per_epoch_as_a_loop_over_whole_epochs_sees_it():
+@pytest.mark.parametrize("workers, batches", [(2, 24), (1, 10)])
+def test_a_streams_epoch_start_is_weighed_once_per_epoch_as_a_loop_over_whole_epochs_sees_it(workers, batches):
     # 320 items over 2 persistent workers at batch 16: 20 batches an epoch, each epoch's
     # __iter__ first spends 0.3 s building an index. A 24-batch window holds one such start: as
     # timed it weighs it once in 24 batches, where training meets it once in 20. The stream has
     # no length; the epoch the loop saw end tells it (20 batches, 320 samples), and the row's
     # figure is a whole epoch's, within 8% of a plain loop over three whole epochs timed here.
+    # 1 worker asked for 10 batches: the window would end inside the first epoch, with no start
+    # in it; it waits for the epoch's end, then ends on whole epochs.
     from torch.utils.data import DataLoader
 
     from loaderbench.analysis.statistics import trial_samples_per_s
@@ -422,11 +425,11 @@ def test_a_streams_epoch_start_is_weighed_once_per_epoch_as_a_loop_over_whole_ep
     from tests.helpers import settings
 
     spec = DatasetSpec(kind="import", factory="tests.fixture_datasets:make_epoch_index_stream")
-    job = TrialJob(settings(2, bs=16, persistent=True), spec, ComputeSpec(kind="sleep", ms=10.0),
-                   MeasureSpec(batches=24, warmup_batches=2, min_time_s=0.2))
+    job = TrialJob(settings(workers, bs=16, persistent=True), spec, ComputeSpec(kind="sleep", ms=10.0),
+                   MeasureSpec(batches=batches, warmup_batches=2, min_time_s=0.5))
     t = measure_config(job)
     assert (t.epoch_batches, t.epoch_samples) == (20, 320) and len(t.epoch_start_batches) >= 1
-    loader = DataLoader(make_epoch_index_stream(), batch_size=16, num_workers=2, persistent_workers=True)
+    loader = DataLoader(make_epoch_index_stream(), batch_size=16, num_workers=workers, persistent_workers=True)
     for _ in loader:  # the workers started: training's later epochs
         pass
     t0, n = time.perf_counter(), 0

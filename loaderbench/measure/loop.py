@@ -51,7 +51,15 @@ MIN_READY_RECEIVES = 5  # receives timed in the window on ready batches that mak
 #     sweep knows (a folder, --data): a second epoch reads again what the first left in the page
 #     cache, so a window over whole epochs would mix the device's reads with the cache's and a
 #     cold-cache row would be partly warm; its window stays in the first epoch.
+#     An IterableDataset has no length (`learn_epoch`; one whose own `__len__` says its epoch is
+#     longer than WHOLE_EPOCH_WINDOW_MAX batches is not waited for): the window goes on until its
+#     first epoch ends, while that epoch is at most WHOLE_EPOCH_WINDOW_MAX batches and the window
+#     under EPOCH_WAIT_TIMES its minimum time (a stream without end costs each window that much); the epoch's length is then known and the window ends on
+#     whole epochs as above. (A 1-worker row of a 20-batch stream whose `__iter__` spends 1 s on
+#     an index each epoch ended its window before the first epoch did and read 75% above a plain
+#     loop over real epochs.)
 WHOLE_EPOCH_WINDOW_MAX = 200
+EPOCH_WAIT_TIMES = 3  # choice: a window waits for an unknown epoch's end at most this many times its minimum time
 
 
 def timed_loop(
@@ -79,6 +87,7 @@ def timed_loop(
     decode_time: Callable[[], float] | None = None,
     early_warmup: tuple[int, int] | None = None,
     epoch_len: int | None = None,
+    learn_epoch: bool = False,
     origin: Origin | None = None,
     cpu_clock: Clock | None = None,
     dispatch_lag: int | None = None,
@@ -218,6 +227,11 @@ def timed_loop(
             restarted = True
             if first_epoch is None:
                 first_epoch = (epoch_so_far[0], epoch_so_far[1])
+                if learn_epoch and epoch_len is None:  # NOTE [whole epochs in the window]: now known
+                    epoch_len = first_epoch[0]
+                    whole_epochs = epoch_len <= min(max_batches, WHOLE_EPOCH_WINDOW_MAX)
+                    if whole_epochs:
+                        max_batches = -(-max_batches // epoch_len) * epoch_len
             epoch_so_far[:] = [0, 0]
         t_next = clock()
         taken_at.append(t_next)
@@ -276,6 +290,10 @@ def timed_loop(
         done = measured >= max_batches or (measured >= min_batches and elapsed >= min_time_s)
         if whole_epochs:
             done = done and measured % epoch_len == 0  # type: ignore[operator]
+        elif learn_epoch and first_epoch is None:
+            # An epoch of unknown length: wait for its end while it could be a short one.
+            done = done and (epoch_so_far[0] > WHOLE_EPOCH_WINDOW_MAX or measured >= max_batches
+                             or elapsed >= EPOCH_WAIT_TIMES * min_time_s)
         if agree is not None:
             done = agree(done)
         if done:

@@ -25,7 +25,13 @@ from loaderbench.measure.introspect import (
     stop_workers,
     unreadable_internals,
 )
-from loaderbench.measure.loop import loader_alone, probe_receive, settle_ceiling, timed_loop
+from loaderbench.measure.loop import (
+    WHOLE_EPOCH_WINDOW_MAX,
+    loader_alone,
+    probe_receive,
+    settle_ceiling,
+    timed_loop,
+)
 from loaderbench.measure.meter import WindowMeter, WindowReading
 from loaderbench.measure.sampling import TimedBatchSampler
 from loaderbench.measure.timing import (
@@ -42,6 +48,7 @@ from loaderbench.model import (
     CeilingMethod,
     ComputeSpec,
     DatasetSpec,
+    LoaderSettings,
     MeasureSpec,
     Note,
     Trial,
@@ -474,6 +481,17 @@ def set_up(job: TrialJob) -> TrialSetup:
     return TrialSetup(device, device_name, cuda, resolve_timing(job.measure, job.compute, device_name), group, dataset)
 
 
+def _short_or_unsized(dataset: Any, settings: LoaderSettings) -> bool:
+    """Whether an IterableDataset's epoch may be short enough to wait for in the window: it has
+    no `__len__`, or that length in batches is at most WHOLE_EPOCH_WINDOW_MAX (NOTE [whole
+    epochs in the window] in measure/loop.py)."""
+    try:
+        n = len(dataset)
+    except Exception:  # noqa: BLE001 - no length (TypeError), or one that cannot be told
+        return True
+    return -(-n // max(1, settings.batch_size)) <= WHOLE_EPOCH_WINDOW_MAX
+
+
 def _epoch_len(batch_sampler: Any) -> int | None:
     """Batches per epoch of a map-style trial (its batch sampler's length), None when unknown."""
     if batch_sampler is None:
@@ -696,6 +714,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             early_warmup=early_warmup_for(settings, measure.warmup_batches),
             # Whole epochs only where no files are read (NOTE [whole epochs in the window]).
             epoch_len=_epoch_len(batch_sampler) if epochs and not dataset_spec.data_roots else None,
+            learn_epoch=epochs and iterable and not dataset_spec.data_roots and _short_or_unsized(dataset, settings),
             after_window=after_window,
             agree=None if group is None else group.agree,
             sampler_time=None if batch_sampler is None else (lambda: batch_sampler.spent_s),
