@@ -247,9 +247,11 @@ def test_the_budget_reserve_is_the_latest_trials_time_when_they_grew():
 def test_the_report_after_the_measurements_is_inside_the_budget():
     from loaderbench.orchestration.budget import finish_reserve_s, measuring_budget_s
 
-    # The default 120-s budget leaves the measurements 117 s; a 20-s one keeps a tenth, 2 s.
-    assert measuring_budget_s(120.0) == 117.0
+    # The default 120-s budget leaves the measurements 115 s; a 20-s one keeps a tenth, 2 s, and
+    # a 60-s one 5 s.
+    assert measuring_budget_s(120.0) == 115.0
     assert finish_reserve_s(20.0) == 2.0 and measuring_budget_s(20.0) == 18.0
+    assert finish_reserve_s(60.0) == 5.0
     assert finish_reserve_s(0.0) == 0.0
 
 

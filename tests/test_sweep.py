@@ -540,7 +540,7 @@ def test_a_budget_spent_before_the_search_measures_one_config_and_says_so(tmp_pa
 
 
 def test_the_step_that_makes_the_drift_check_run_needs_only_its_own_time(tmp_path):
-    # Trials of 0.4 s and 1.6 s of budget left at the start (the report's 3 s kept apart:
+    # Trials of 0.4 s and 1.6 s of budget left at the start (the report's 5 s kept apart:
     # measuring_budget_s). Two configs measured, 0.8 s left:
     # the third step fits alone (the check would not run without it, so no time is kept for
     # the check); three measured, 0.4 s left: no step fits with the check's two trials, so the
