@@ -1066,3 +1066,14 @@ def test_a_cpus_what_if_names_the_workers_close_behind_a_knee_under_the_main_thr
     assert loose.knee_samples_per_s == pytest.approx(6_510, rel=0.02)
     tight = what_if_cpus(rows, settings(4), 32, 0.02, measured_cpus=16)
     assert tight.binds is Binds.STEP and tight.binds_near is None
+
+
+def test_a_profile_that_timed_no_sample_says_so_in_one_line():
+    # Its budget ended before a sample was timed (a stream whose __iter__ spends a second on an
+    # index): no empty list of stages after "where each sample's time goes:".
+    from loaderbench.render.pipeline import profile_summary_line
+
+    empty = jpeg_profile(stages=[row("rest of __iter__", "rest", None)], samples=0)
+    line = profile_summary_line(empty, lambda s: "1 worker")
+    assert line.startswith("Stage profile of the pick: no sample was timed within its share of the budget (it took ")
+    assert "where each sample's time goes" not in line

@@ -238,6 +238,11 @@ def profile_summary_line(profile: StageProfile, name: Name) -> str:
     other = sum(r.share or 0.0 for r in rows if r not in big)
     parts = [f"{r.name} {r.share:.0%}" for r in big] + ([f"other stages {other:.0%}"] if other >= 0.005 else [])
     who = "" if profile.settings is None else f" ({name(profile.settings)})"
+    cost = f"{profile.cost.wall_s:.1f} s" + ("" if profile.sweep_share is None else
+                                             f", {profile.sweep_share:.0%} of the sweep")
+    if not parts:
+        return (f"Stage profile of the pick{who}: no sample was timed within its share of the budget (it took "
+                f"{cost}; loaderbench profile times it on its own).")
     text = f"Stage profile of the pick{who}, where each sample's time goes: {', '.join(parts)}"
     # The same figures as --verbose's tail line (its basis: wall less the time queued for a CPU
     # where that was read), else the profile's own percentiles.
@@ -246,8 +251,6 @@ def profile_summary_line(profile: StageProfile, name: Name) -> str:
         text += f"; per-sample build time p50 {_ms(t.p50_ms)} ms, p99 {_ms(t.p99_ms)} ms ({t.basis})"
     elif b is not None:
         text += f"; per-sample build time p50 {_ms(b.p50)} ms, p99 {_ms(b.p99)} ms"
-    cost = f"{profile.cost.wall_s:.1f} s" + ("" if profile.sweep_share is None else
-                                             f", {profile.sweep_share:.0%} of the sweep")
     return text + f" (it took {cost}; --verbose: the table)."
 
 
