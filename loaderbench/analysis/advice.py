@@ -444,7 +444,7 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     # A remedy measured on a window other processes shared (as much as the other-load note
     # names) is no evidence either: the row measured a shared machine.
     floor = other_load_floor(usable_cpus)
-    by_settings = {r.settings: r for r in ok}
+    by_settings = {r.settings: r for r in ok if r.cache == knee.cache}  # as `_variant` finds them
     remedies = [replace(r, other_cores=c) if r.measured and r.settings in by_settings
                 and (c := _s(by_settings[r.settings]).other_cores) is not None and c >= floor else r
                 for r in remedies]

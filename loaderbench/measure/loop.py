@@ -54,8 +54,8 @@ MIN_READY_RECEIVES = 5  # receives timed in the window on ready batches that mak
 #     An IterableDataset has no length (`learn_epoch`; one whose own `__len__` says its epoch is
 #     longer than WHOLE_EPOCH_WINDOW_MAX batches is not waited for): the window goes on until its
 #     first epoch ends, while that epoch is at most WHOLE_EPOCH_WINDOW_MAX batches and the window
-#     under EPOCH_WAIT_TIMES its minimum time (a stream without end costs each window that much); the epoch's length is then known and the window ends on
-#     whole epochs as above. (A 1-worker row of a 20-batch stream whose `__iter__` spends 1 s on
+#     under EPOCH_WAIT_TIMES its minimum time (a stream without end costs each window that much);
+#     the epoch's length is then known and the window ends on whole epochs as above. (A 1-worker row of a 20-batch stream whose `__iter__` spends 1 s on
 #     an index each epoch ended its window before the first epoch did and read 75% above a plain
 #     loop over real epochs.)
 WHOLE_EPOCH_WINDOW_MAX = 200
@@ -162,7 +162,7 @@ def timed_loop(
     index = 0
     measured = 0
     samples = 0
-    epoch_so_far = [1, first_n]  # batches and samples of the current epoch, the first batch's included
+    epoch_batches, epoch_samples = 1, first_n  # of the current epoch so far, the first batch's included
     first_epoch: tuple[int, int] | None = None
     host_wait: list[float] = []
     window_start: float | None = None
@@ -226,13 +226,13 @@ def timed_loop(
             epoch_gaps.append(clock() - t0)
             restarted = True
             if first_epoch is None:
-                first_epoch = (epoch_so_far[0], epoch_so_far[1])
+                first_epoch = (epoch_batches, epoch_samples)
                 if learn_epoch and epoch_len is None:  # NOTE [whole epochs in the window]: now known
                     epoch_len = first_epoch[0]
                     whole_epochs = epoch_len <= min(max_batches, WHOLE_EPOCH_WINDOW_MAX)
                     if whole_epochs:
                         max_batches = -(-max_batches // epoch_len) * epoch_len
-            epoch_so_far[:] = [0, 0]
+            epoch_batches, epoch_samples = 0, 0
         t_next = clock()
         taken_at.append(t_next)
         c1 = cpu_clock() if cpu_clock is not None else 0.0
@@ -252,8 +252,8 @@ def timed_loop(
         ready = marker.mark()
         t1 = clock()
         n = count(batch)
-        epoch_so_far[0] += 1
-        epoch_so_far[1] += n
+        epoch_batches += 1
+        epoch_samples += n
         if worker is not None and done_at is not None:
             completions.append((worker, done_at, n))
             dispatched.append(sent_at(len(taken_at) - 1))
@@ -292,7 +292,7 @@ def timed_loop(
             done = done and measured % epoch_len == 0  # type: ignore[operator]
         elif learn_epoch and first_epoch is None:
             # An epoch of unknown length: wait for its end while it could be a short one.
-            done = done and (epoch_so_far[0] > WHOLE_EPOCH_WINDOW_MAX or measured >= max_batches
+            done = done and (epoch_batches > WHOLE_EPOCH_WINDOW_MAX or measured >= max_batches
                              or elapsed >= EPOCH_WAIT_TIMES * min_time_s)
         if agree is not None:
             done = agree(done)
