@@ -84,8 +84,13 @@ def main() -> None:
         (out.parent / f"sweep-{k + 1}.log").write_text(proc.stdout + proc.stderr)
         settings, stated, _, _ = pick_of(result)
         seen.setdefault(settings.key(), settings)
+        taken = read_results(result).sweep.sustained
         sweeps.append({"sweep": k + 1, "rc": proc.returncode, "wall_s": wall, "pick": settings.key(),
-                       "stated_samples_per_s": stated})
+                       "stated_samples_per_s": stated,
+                       # how the stated figure was settled from the longer windows, beside the search's
+                       "settled": None if taken is None else taken.settled.value,
+                       "windows_samples_per_s": None if taken is None else taken.windows_samples_per_s,
+                       "search_samples_per_s": None if taken is None else taken.search_samples_per_s})
         print(json.dumps(sweeps[-1]), flush=True)
         run_slot()
     for k, sw in enumerate(sweeps):

@@ -28,6 +28,7 @@ from loaderbench.model import (
     NodeFigures,
     Record,
     ServedFrom,
+    SustainedSettled,
     Verdict,
     WaitPart,
     fields_from_json,
@@ -642,6 +643,10 @@ class Knee(Finding):
     sustained_batches: int | None = None
     sustained_batches_per_worker: float | None = None
     search_batches_per_worker: float | None = None
+    # Each sustained window's own samples/s (two where the first read past the tolerance from the
+    # search's figure) and how the figure above was settled from them (Sustained.settled).
+    sustained_windows: list[float] = field(default_factory=list)
+    sustained_settled: SustainedSettled | None = None
     # Where --time-budget left no time for that trial (SweepRecord.sustained_left_out): the figure
     # rests on the search's windows alone, of `search_batches_per_worker` batches per worker.
     sustained_left_out: bool = False

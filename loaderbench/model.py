@@ -212,6 +212,16 @@ class CeilingBound(str, Enum):
     OTHER = "other"  # a reason this version does not know
 
 
+class SustainedSettled(str, Enum):
+    """How the pick's sustained figure came from its longer windows (NOTE [the pick's sustained
+    figure] in orchestration/sustained.py; analysis.statistics.settle_windows decides it).
+    `Sustained.settled` and `Knee.sustained_settled` hold the value."""
+
+    ONE = "one window"  # one window: it agreed with the search's figure, or no time for a second
+    POOLED = "two windows pooled"  # two windows within the tolerance of each other
+    MIDDLE = "middle of three"  # two windows apart: the middle of their readings and the search's
+
+
 class WaitPart(str, Enum):
     """The measured parts a config's data-wait is split into (NOTE [what the wait is made of] in
     analysis/wait.py)."""

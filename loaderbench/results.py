@@ -30,6 +30,7 @@ from loaderbench.model import (
     LoaderSettings,
     Record,
     StageRecord,
+    SustainedSettled,
     Trial,
 )
 from loaderbench.schema import mark_legacy_probes, migrate
@@ -178,7 +179,11 @@ class Sustained(Record):
     and stall fraction (0..1) over `batches` batches (`batches_per_worker` each, `window_s`
     seconds), beside the row's figure from the search's windows (`search_samples_per_s`, over
     `search_batches_per_worker` batches per worker, the median of its trials); `wall_s`: the
-    trial's wall seconds; `trial`: its raw measurements."""
+    wall seconds of its windows; `trial`: the first window's raw measurements. Where that window
+    read past the tolerance from the search's figure and time allowed, a second window of the
+    same length (`second`): `windows_samples_per_s` holds each window's own samples/s, and
+    `settled` how `samples_per_s` and `stall_fraction` came from them
+    (analysis.statistics.settle_windows; `batches` and `window_s` are the first window's)."""
 
     config: str
     samples_per_s: float
@@ -190,6 +195,9 @@ class Sustained(Record):
     search_batches_per_worker: float
     wall_s: float = 0.0
     trial: Trial | None = None
+    windows_samples_per_s: list[float] = field(default_factory=list)
+    settled: SustainedSettled = SustainedSettled.ONE
+    second: Trial | None = None
 
 
 @dataclass

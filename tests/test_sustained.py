@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loaderbench.measure.isolation import Outcome
-from loaderbench.model import ComputeSpec, MeasureSpec
+from loaderbench.model import ComputeSpec, MeasureSpec, SustainedSettled
 from loaderbench.orchestration.config import build_config
 from loaderbench.orchestration.plan import Machine, resolve_defaults
 from loaderbench.orchestration.run import run_sweep
@@ -99,13 +99,16 @@ def test_the_recommendation_states_the_sustained_figure_beside_the_searchs(tmp_p
     from loaderbench.render import footer
 
     # The search's windows (10 batches, 1.7 per worker) read a 12 ms step at 6 workers: 1,333 samples/s;
-    # sustained, a step of 14 ms: 1,143 samples/s (the search read +16.7%).
+    # sustained, a step of 14 ms: 1,143 samples/s (the search read +16.7%, past the 5% tolerance: a
+    # second window, which reads the same, and the two are pooled).
     rs, runner = _search(tmp_path, 0.014)
     taken = rs.sweep.sustained
     assert taken is not None and taken.config == settings(6).key()
     assert (taken.batches, taken.batches_per_worker) == (24, 4.0)
     assert taken.samples_per_s == pytest.approx(16 / 0.014) and taken.search_samples_per_s == pytest.approx(16 / 0.012)
-    assert rs.sweep.timing.sustained_s >= 0.0 and runner.jobs[-1].measure.batches == 24
+    assert taken.settled is SustainedSettled.POOLED and taken.windows_samples_per_s == pytest.approx([16 / 0.014] * 2)
+    assert taken.second is not None and [j.measure.batches for j in runner.jobs[-2:]] == [24, 24]
+    assert rs.sweep.timing.sustained_s >= 0.0 and runner.jobs[-3].measure.batches == 10
     # The row keeps the search's figure (the ranking stands on like windows); the knee states both.
     row = next(r for r in rs.results if r.settings.num_workers == 6)
     assert len(row.trials) == 1 and row.summary.samples_per_s == pytest.approx(16 / 0.012)
@@ -113,11 +116,13 @@ def test_the_recommendation_states_the_sustained_figure_beside_the_searchs(tmp_p
     assert knee.sustained_samples_per_s == pytest.approx(16 / 0.014) and knee.sustained_batches == 24
     text = " ".join(footer.footer_lines(rs))
     # The band follows the stall stated (the search's windows never waited: not input-bound).
-    assert "6 workers: 1,143 samples/s sustained (24 batches, 4 per worker), stall 14.3% (moderately input-bound)" in text
+    assert ("6 workers: 1,143 samples/s sustained (2 windows of 24 batches, 4 per worker), stall 14.3% "
+            "(moderately input-bound)") in text
     assert row.summary.stall_fraction == pytest.approx(0.0)
     assert ("The search ranked it on windows of 1.7 batches per worker, where it read 1,333 samples/s at a stall of "
-            "0.0% (+16.7% against the longer window); the table and what follows compare configs on those windows, "
-            "like with like.") in text
+            "0.0% (+16.7% against the longer windows); the table and what follows compare configs on those windows, "
+            "like with like. Its first longer window read 1,143 samples/s, past the 5% tolerance from the search's "
+            "figure, and a second read 1,143 samples/s: the two agree, and its figure pools them.") in text
     # In the JSON the analysis hands out, the same figures.
     import json
 
@@ -126,6 +131,12 @@ def test_the_recommendation_states_the_sustained_figure_beside_the_searchs(tmp_p
     doc = json.loads(to_json(rs))
     [k] = [f for f in doc["analysis"]["recommendation"]["findings"] if f["kind"] == "knee"]
     assert k["sustained_samples_per_s"] == pytest.approx(16 / 0.014) and k["sustained_batches_per_worker"] == 4.0
+    assert k["sustained_settled"] == "two windows pooled" and k["sustained_windows"] == pytest.approx([16 / 0.014] * 2)
+    # The file reads back with the second window and how the figure was settled.
+    from loaderbench.results import ResultSet
+
+    back = ResultSet.from_dict(json.loads(json.dumps(rs.to_dict()))).sweep.sustained
+    assert back is not None and back.settled is SustainedSettled.POOLED and back.second is not None
 
 
 def test_an_auto_sweep_of_two_configs_measured_as_a_grid_still_sustains_its_pick(tmp_path):
@@ -180,3 +191,79 @@ def test_a_sustained_figure_that_matches_the_searchs_reads_the_same():
                 sustained_stall_fraction=0.02, sustained_batches=64, sustained_batches_per_worker=4.0,
                 search_batches_per_worker=2.6)
     assert "(the same as the longer window)" in sustained_sentence(knee) and "-0.0%" not in sustained_sentence(knee)
+
+
+def _windows(periods: list[float]):
+    """A `run` for measure_sustained whose successive windows read steps of `periods` (no wait:
+    16 samples a batch), each 5 s on the fake clock it returns."""
+    clock = FakeClock()
+    clock.advance(100.0)
+    left = list(periods)
+    ran: list[MeasureSpec] = []
+
+    def run(window):
+        ran.append(window)
+        clock.advance(5.0)
+        return trial(0.0, left.pop(0), n=window.batches)
+
+    return run, clock, ran
+
+
+def test_a_window_that_agrees_with_the_search_stands_alone():
+    # 8 workers on windows of 10 batches (1.25 per worker); the search read 320 samples/s, the
+    # window 16 / 0.0515 = 311 (-2.9%, inside the 5% tolerance): no second window.
+    row = result(settings(8), trial(0.0, 0.05, n=10))
+    run, clock, ran = _windows([0.0515, 0.05])
+    taken = measure_sustained(row, MeasureSpec(), run, search_samples_per_s=320.0, deadline=None,
+                              trial_walls=[4.0], tolerance=0.05, clock=clock)
+    assert taken is not None and len(ran) == 1 and taken.second is None
+    assert taken.settled is SustainedSettled.ONE and taken.samples_per_s == pytest.approx(16 / 0.0515)
+    assert taken.windows_samples_per_s == pytest.approx([16 / 0.0515])
+
+
+def test_two_windows_that_disagree_leave_the_middle_reading_with_their_spread():
+    from loaderbench.conclusions import Knee
+    from loaderbench.model import InputBound
+    from loaderbench.render.findings import finding_sentence, sustained_sentence
+
+    # The search read 320 samples/s (50 ms steps); the first window 16 / 0.0625 = 256 (-20%: a
+    # disturbed host), a second 16 / 0.049 = 326.5. Apart by 27.6%: the middle of 256, 320 and
+    # 326.5 is the search's 320, with the search's stall (0).
+    row = result(settings(8), trial(0.0, 0.05, n=10))
+    run, clock, ran = _windows([0.0625, 0.049])
+    taken = measure_sustained(row, MeasureSpec(), run, search_samples_per_s=320.0, deadline=None,
+                              trial_walls=[4.0], tolerance=0.05, clock=clock)
+    assert taken is not None and [w.batches for w in ran] == [32, 32] and taken.wall_s == pytest.approx(10.0)
+    assert taken.settled is SustainedSettled.MIDDLE and taken.samples_per_s == pytest.approx(320.0)
+    assert taken.windows_samples_per_s == pytest.approx([256.0, 16 / 0.049]) and taken.stall_fraction == 0.0
+    knee = Knee(settings(8), 320.0, 0.0, InputBound.NOT, tolerance=0.05, sustained_samples_per_s=320.0,
+                sustained_stall_fraction=0.0, sustained_batches=32, sustained_batches_per_worker=4.0,
+                search_batches_per_worker=1.25, sustained_windows=[256.0, 16 / 0.049],
+                sustained_settled=SustainedSettled.MIDDLE)
+    assert finding_sentence(knee, lambda s: "8 workers") == (
+        "8 workers: 320 samples/s sustained (2 windows of 32 batches, 4 per worker, and the search's: the middle "
+        "reading), stall 0.0% (not input-bound).")
+    # 326.5 / 256 - 1 = 27.6%: half of it the uncertainty.
+    assert sustained_sentence(knee) == (
+        "The search ranked it on windows of 1.2 batches per worker, where it read 320 samples/s at a stall of 0.0% "
+        "(the longer windows read 256 and 327 samples/s); the table and what follows compare configs on those "
+        "windows, like with like. Its two longer windows disagree by 28%, past the 5% tolerance (the host moved "
+        "while they ran): its figure is the middle of their readings and the search's, uncertain by ±14% "
+        "(measure longer: --min-time, or --repeats).")
+
+
+def test_the_second_window_leaves_the_profile_its_share_of_the_budget():
+    # Trials of 4 s keep 1.5 x 4 = 6 s for a window. At 100 s, with the deadline at 112 s, the first
+    # window fits (ends at 105 s); a second would need 105 + 6 = 111 s plus the profile's 3 s kept
+    # after it: not taken, and the first window's figure stands alone (-20%, said as one window).
+    row = result(settings(8), trial(0.0, 0.05, n=10))
+    run, clock, ran = _windows([0.0625, 0.049])
+    taken = measure_sustained(row, MeasureSpec(), run, search_samples_per_s=320.0, deadline=112.0,
+                              trial_walls=[4.0], tolerance=0.05, keep_after_s=3.0, clock=clock)
+    assert taken is not None and len(ran) == 1 and taken.settled is SustainedSettled.ONE
+    assert taken.samples_per_s == pytest.approx(256.0)
+    # With only 1 s kept for the profile it fits (111 + 1 = 112).
+    run, clock, ran = _windows([0.0625, 0.049])
+    taken = measure_sustained(row, MeasureSpec(), run, search_samples_per_s=320.0, deadline=112.0,
+                              trial_walls=[4.0], tolerance=0.05, keep_after_s=1.0, clock=clock)
+    assert taken is not None and len(ran) == 2 and taken.settled is SustainedSettled.MIDDLE

@@ -210,7 +210,9 @@ def _sustained(rs: ResultSet, findings: list[Finding]) -> None:
             findings[i] = replace(f, band=band, sustained_samples_per_s=taken.samples_per_s,
                                   sustained_stall_fraction=taken.stall_fraction, sustained_batches=taken.batches,
                                   sustained_batches_per_worker=taken.batches_per_worker,
-                                  search_batches_per_worker=taken.search_batches_per_worker)
+                                  search_batches_per_worker=taken.search_batches_per_worker,
+                                  sustained_windows=list(taken.windows_samples_per_s) or [taken.samples_per_s],
+                                  sustained_settled=taken.settled)
 
 
 def _unsettled_drift(rs: ResultSet, findings: list[Finding]) -> None:

@@ -40,6 +40,7 @@ from loaderbench.model import (
     NodeFigures,
     ServedFrom,
     Summary,
+    SustainedSettled,
     Trial,
     WarningKind,
     split_threshold,
@@ -588,3 +589,37 @@ def window_batches_per_worker(row: ConfigResult) -> float | None:
     if w <= 0 or not row.trials:
         return None
     return statistics.median(len(t.step_s) / w for t in row.trials)
+
+
+def settle_windows(search_samples_per_s: float, search_stall_fraction: float,
+                   windows: list[tuple[float, float, float]], tolerance: float) -> tuple[float, float, SustainedSettled]:
+    """The pick's sustained samples/s and stall fraction (0..1) from its windows (NOTE [the pick's
+    sustained figure] in orchestration/sustained.py), and how they were settled. `windows`: each sustained window's
+    (samples/s, stall fraction, samples), in the order measured, one or two; the search's figure
+    and stall beside them; `tolerance`: the knee's (a fraction). Raises ValueError for no window.
+
+    One window: its own figures. Two within `tolerance` of each other (relative to the lower):
+    pooled, their samples over their seconds (seconds = samples / samples/s), the stall weighted
+    by those seconds. Two apart: the middle of the three readings (the search's and the two
+    windows'), with that reading's stall.
+
+    >>> settle_windows(3842.0, 0.18, [(3089.0, 0.34, 11264)], 0.05)
+    (3089.0, 0.34, <SustainedSettled.ONE: 'one window'>)
+    >>> settle_windows(3842.0, 0.18, [(3089.0, 0.34, 11264), (3860.0, 0.17, 11264)], 0.05)
+    (3842.0, 0.18, <SustainedSettled.MIDDLE: 'middle of three'>)
+    >>> rate, stall, how = settle_windows(4000.0, 0.1, [(3000.0, 0.3, 6000), (3100.0, 0.2, 6200)], 0.05)
+    >>> round(rate, 6), round(stall, 6), how  # 12,200 samples over 2 + 2 s
+    (3050.0, 0.25, <SustainedSettled.POOLED: 'two windows pooled'>)
+    """
+    if not windows:
+        raise ValueError("settle_windows: no window")
+    if len(windows) == 1:
+        rate, stall, _ = windows[0]
+        return rate, stall, SustainedSettled.ONE
+    (r1, st1, n1), (r2, st2, n2) = windows[:2]
+    if r1 > 0 and r2 > 0 and abs(r1 - r2) <= tolerance * min(r1, r2):
+        s1, s2 = n1 / r1, n2 / r2
+        return (n1 + n2) / (s1 + s2), (st1 * s1 + st2 * s2) / (s1 + s2), SustainedSettled.POOLED
+    readings = sorted([(search_samples_per_s, search_stall_fraction), (r1, st1), (r2, st2)])
+    rate, stall = readings[1]
+    return rate, stall, SustainedSettled.MIDDLE

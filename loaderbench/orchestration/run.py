@@ -288,8 +288,12 @@ def run_sweep(
         if sustained_window(config.measure, row) is not None and not sustained_fits(deadline, trial_walls):
             sweep.sustained_left_out = pick.key()
             return None
+        # A second window leaves the profile its share (NOTE [the pick's sustained figure]).
+        keep_s = (sweep_profile_budget_s(config.time_budget_s, elapsed_s=time.monotonic() - started_at)
+                  if profiling else 0.0)
         return measure_sustained(row, config.measure, run, search_samples_per_s=figure,
-                                 deadline=deadline, trial_walls=trial_walls)
+                                 deadline=deadline, trial_walls=trial_walls, tolerance=config.tolerance,
+                                 keep_after_s=keep_s)
 
     recheck_ceilings(result_set.ceilings, results, config, compute, runner, cache_dir, obs)
     if fresh_runner is not None:

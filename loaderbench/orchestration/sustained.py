@@ -31,6 +31,20 @@ NOTE [the pick's sustained figure]
     a row far from the knee would not. On 8 usable CPUs of the H200 host, with `--time-budget
     40`, keeping it back from the first trial on (13.5 s, so 20 s kept) ended the search after
     its one probe row (2 workers, stall 89%), with more workers unmeasured.
+
+    One window of 3-4 s is itself a sample of a host that moves: on the H200 host one read
+    3,089 samples/s where the search's windows had read 3,842 and plain loops at its settings
+    3,880 and 4,241 on either side of the next sweep (-20%: a disturbance of a few seconds),
+    and in four other sweeps the window read 7-14% under the search's figure with the plain loop
+    after it within 1-7% of the window. Two readings that disagree do not say which of them
+    holds. So where the window reads more than the knee's tolerance from the search's figure and
+    a second window still fits before the deadline (`sustained_fits`, with the profile's share
+    kept after it), the pick is measured over the same window once more (`settle_windows`): two
+    windows within the tolerance of each other are pooled (their samples over their seconds: the
+    search's figure was off, as near the knee it reads); two that are not leave the middle of the
+    three readings (the search's and the two windows'), and the recommendation gives the
+    windows' spread beside it as its uncertainty. A window within the tolerance of the search's
+    figure stands alone: the two agree.
 """
 
 from __future__ import annotations
@@ -40,7 +54,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from loaderbench.analysis.statistics import window_batches_per_worker
+from loaderbench.analysis.statistics import settle_windows, window_batches_per_worker
 from loaderbench.analysis.thresholds import MODERATELY_INPUT_BOUND_MAX
 from loaderbench.model import ConfigResult, MeasureSpec, Trial
 from loaderbench.results import Sustained
@@ -86,13 +100,15 @@ def search_reserve_s(top: ConfigResult | None, measure: MeasureSpec, trial_walls
 
 def measure_sustained(row: ConfigResult, measure: MeasureSpec, run: Callable[[MeasureSpec], Trial | None], *,
                       search_samples_per_s: float, deadline: float | None, trial_walls: list[float],
+                      tolerance: float = 0.0, keep_after_s: float = 0.0,
                       clock: Callable[[], float] = time.monotonic) -> Sustained | None:
     """The pick's sustained figure (NOTE [the pick's sustained figure]): `run(measure)` measures
     `row`'s settings with the longer window and returns its trial (None when it failed).
     `search_samples_per_s`: the row's figure from the search's windows; `deadline`: the
-    `--time-budget`'s end on `clock` (None: no budget). Returns the record, or None when no
-    sustained trial is needed (`sustained_window`), it does not fit before the deadline, or it
-    failed."""
+    `--time-budget`'s end on `clock` (None: no budget); `tolerance`: the knee's (a fraction; 0
+    takes no second window); `keep_after_s`: seconds a second window must leave before the
+    deadline (the profile's share). Returns the record, or None when no sustained trial is
+    needed (`sustained_window`), it does not fit before the deadline, or it failed."""
     from loaderbench.analysis.statistics import trial_samples_per_s, trial_stall_fraction
 
     window = sustained_window(measure, row)
@@ -104,10 +120,20 @@ def measure_sustained(row: ConfigResult, measure: MeasureSpec, run: Callable[[Me
     trial = run(window)
     if trial is None:
         return None
+    trials = [trial]
+    first = trial_samples_per_s(trial)
+    if (tolerance > 0 and search_samples_per_s > 0 and abs(first / search_samples_per_s - 1.0) > tolerance
+            and sustained_fits(None if deadline is None else deadline - keep_after_s, trial_walls, clock)):
+        again = run(window)
+        if again is not None:
+            trials.append(again)
+    readings = [(trial_samples_per_s(t), trial_stall_fraction(t), float(t.samples)) for t in trials]
+    search_stall = row.summary.stall_fraction if row.summary is not None else 0.0
+    rate, stall, settled = settle_windows(search_samples_per_s, search_stall, readings, tolerance)
     w = row.settings.num_workers
-    return Sustained(config=row.settings.key(), samples_per_s=trial_samples_per_s(trial),
-                     stall_fraction=trial_stall_fraction(trial), batches=len(trial.step_s),
-                     batches_per_worker=len(trial.step_s) / w, window_s=trial.wall_s,
+    return Sustained(config=row.settings.key(), samples_per_s=rate, stall_fraction=stall,
+                     batches=len(trial.step_s), batches_per_worker=len(trial.step_s) / w, window_s=trial.wall_s,
                      search_samples_per_s=search_samples_per_s,
                      search_batches_per_worker=window_batches_per_worker(row) or 0.0,
-                     wall_s=clock() - t0, trial=trial)
+                     wall_s=clock() - t0, trial=trial, windows_samples_per_s=[r for r, _, _ in readings],
+                     settled=settled, second=trials[1] if len(trials) > 1 else None)

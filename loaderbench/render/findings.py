@@ -40,7 +40,14 @@ from loaderbench.conclusions import (
     Transfer,
     WorkerSlower,
 )
-from loaderbench.model import AXES_BY_NAME, GRID_AXES, LoaderSettings, WaitPart, loader_arg_text
+from loaderbench.model import (
+    AXES_BY_NAME,
+    GRID_AXES,
+    LoaderSettings,
+    SustainedSettled,
+    WaitPart,
+    loader_arg_text,
+)
 
 Name = Callable[[LoaderSettings], str]
 """How a config is named in a sentence (render/sweep.py names it as the table's columns do)."""
@@ -164,12 +171,29 @@ def sustained_sentence(f: Knee) -> str:
     if f.sustained_samples_per_s is None or f.sustained_samples_per_s <= 0:
         return ""
     change = f.samples_per_s / f.sustained_samples_per_s - 1.0
-    against = "the same as the longer window" if abs(change) < 0.0005 else f"{change:+.1%} against the longer window"
+    two = f.sustained_windows[:2] if len(f.sustained_windows) >= 2 else []
+    if two and f.sustained_settled == SustainedSettled.MIDDLE:
+        against = f"the longer windows read {two[0]:,.0f} and {_rate(two[1])}"
+    elif two:
+        against = f"{change:+.1%} against the longer windows"
+    else:
+        against = ("the same as the longer window" if abs(change) < 0.0005
+                   else f"{change:+.1%} against the longer window")
     per = f.search_batches_per_worker
     windows = f"windows of {per:.1f} batches per worker" if per else "short windows"
-    return (f"The search ranked it on {windows}, where it read {_rate(f.samples_per_s)} at a stall of "
+    text = (f"The search ranked it on {windows}, where it read {_rate(f.samples_per_s)} at a stall of "
             f"{f.stall_fraction:.1%} ({against}); the table and what follows compare configs on those windows, "
             "like with like.")
+    if not two:
+        return text
+    tol = f"the {f.tolerance:.0%} tolerance" if f.tolerance > 0 else "the tolerance"
+    if f.sustained_settled == SustainedSettled.MIDDLE:
+        spread = abs(two[0] - two[1]) / min(two)
+        return (f"{text} Its two longer windows disagree by {spread:.0%}, past {tol} (the host moved while they "
+                "ran): its figure is the middle of their readings and the search's, uncertain by "
+                f"±{spread / 2:.0%} (measure longer: --min-time, or --repeats).")
+    return (f"{text} Its first longer window read {_rate(two[0])}, past {tol} from the search's figure, and a "
+            f"second read {_rate(two[1])}: the two agree, and its figure pools them.")
 
 
 def finding_sentences(findings: Sequence[Finding], name: Name = describe) -> list[str]:
@@ -186,6 +210,9 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
         if f.sustained_samples_per_s is not None and f.sustained_stall_fraction is not None:
             over = (f"{f.sustained_batches} batches, {f.sustained_batches_per_worker:.0f} per worker"
                     if f.sustained_batches_per_worker else f"{f.sustained_batches} batches")
+            if len(f.sustained_windows) >= 2:
+                over = (f"2 windows of {over}, and the search's: the middle reading"
+                        if f.sustained_settled == SustainedSettled.MIDDLE else f"2 windows of {over}")
             return (f"{name(f.settings)}: {_rate(f.sustained_samples_per_s)} sustained ({over}), "
                     f"stall {f.sustained_stall_fraction:.1%} ({f.band.value}).")
         return f"{name(f.settings)}: {_rate(f.samples_per_s)}, stall {f.stall_fraction:.1%} ({f.band.value})."
