@@ -7,13 +7,15 @@ the sweep (run on a GPU host):
 A shared host drifts 5-10% over a minute, so a plain loop run after a sweep sets the sweep's figure
 against a host that has moved. Here `--sweeps` default sweeps (`loaderbench sweep`, each in its own
 process as a user runs it, its wall time recorded against the 120-s budget) alternate with slots of
-plain loops (`pick_check.plain_loop_samples_per_s`: the same DataLoader and step with no
-instrumentation). Each slot runs a plain loop at every pick seen so far; the slot before the first
-sweep runs one at the pick of `--like` (an earlier default sweep's result), the likeliest pick. A
-sweep's pick is then bracketed where an earlier slot ran its settings: its stated figure (the
-sustained window its recommendation states) is set against the mean of the loops on either side,
-else against the loop after it alone (`bracketed` false). The target: each sweep's stated figure
-within 5% of its bracket, and the median over the sweeps.
+plain loops (`pick_check.fresh_plain_loop_samples_per_s`: the same DataLoader and step with no
+instrumentation, each in a fresh process; `--in-process` runs them in this one, as the records
+before gpu-round-22 were, which reference_check.py found up to 10% low). Each slot runs a plain loop
+at every pick seen so far; the slot before the first sweep runs one at the pick of `--like` (an
+earlier default sweep's result), the likeliest pick. A sweep's pick is then bracketed where an
+earlier slot ran its settings: its stated figure (the sustained window its recommendation states) is
+set against the mean of the loops on either side, else against the loop after it alone (`bracketed`
+false). The target: each sweep's stated figure within 5% of its bracket, and the median over the
+sweeps.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pick_check import plain_loop_samples_per_s  # noqa: E402
+from pick_check import fresh_plain_loop_samples_per_s, plain_loop_samples_per_s  # noqa: E402
 
 from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings  # noqa: E402
 from loaderbench.results import read_results  # noqa: E402
@@ -57,6 +59,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=40)
     ap.add_argument("--batches", type=int, default=150)
     ap.add_argument("--sweep-timeout", type=float, default=150.0)
+    ap.add_argument("--in-process", action="store_true",
+                    help="run the plain loops in this process (as before; see reference_check.py) rather than fresh ones")
     ap.add_argument("--sweep-args", default="", help="more flags for each sweep (a smoke test off the GPU host)")
     args = ap.parse_args()
     out = Path(args.out)
@@ -69,7 +73,8 @@ def main() -> None:
     def run_slot() -> None:
         got = {}
         for key, s in seen.items():
-            got[key] = plain_loop_samples_per_s(s, dataset, compute, warmup=args.warmup, batches=args.batches)
+            loop = plain_loop_samples_per_s if args.in_process else fresh_plain_loop_samples_per_s
+            got[key] = loop(s, dataset, compute, warmup=args.warmup, batches=args.batches)
         slots.append(got)
         print(json.dumps({"slot": len(slots) - 1, "plain": got}), flush=True)
 

@@ -77,6 +77,22 @@ def plain_loop_samples_per_s(settings: LoaderSettings, ds_spec: DatasetSpec, ste
     return settings.batch_size * batches / (time.perf_counter() - t0)
 
 
+def fresh_plain_loop_samples_per_s(settings: LoaderSettings, ds_spec: DatasetSpec, step_spec: ComputeSpec,
+                                   warmup: int, batches: int) -> float:
+    """`plain_loop_samples_per_s` in a fresh Python process: a process that has run other loops
+    before read the same settings up to 10% under a fresh one in the same minute on the H200 host
+    (docs/benchmarks.md), so a reference loop starts from nothing, as a training run does."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from pick_check import plain_loop_samples_per_s; "
+            "from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings; a = json.loads(sys.argv[2]); "
+            "print(plain_loop_samples_per_s(LoaderSettings.from_dict(a['s']), DatasetSpec.from_dict(a['d']), "
+            "ComputeSpec.from_dict(a['c']), warmup=a['w'], batches=a['b']))")
+    arg = json.dumps({"s": settings.to_dict(), "d": ds_spec.to_dict(), "c": step_spec.to_dict(),
+                      "w": warmup, "b": batches})
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), arg],
+                         check=True, capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def cli_samples_per_s(settings: LoaderSettings, config: dict) -> float:
     """`loaderbench sweep` on `settings` alone, in its own process, with the result's dataset and
     step (the synthetic default's or a tensor dataset's flags): its row's samples/s."""
