@@ -593,10 +593,11 @@ def window_batches_per_worker(row: ConfigResult) -> float | None:
 
 def settle_windows(search_samples_per_s: float, search_stall_fraction: float,
                    windows: list[tuple[float, float, float]], tolerance: float) -> tuple[float, float, SustainedSettled]:
-    """The pick's sustained samples/s and stall fraction (0..1) from its windows (NOTE [the pick's
-    sustained figure] in orchestration/sustained.py), and how they were settled. `windows`: each sustained window's
-    (samples/s, stall fraction, samples), in the order measured, one or two; the search's figure
-    and stall beside them; `tolerance`: the knee's (a fraction). Raises ValueError for no window.
+    """The pick's sustained samples/s and stall fraction (0..1) from its windows, and how they
+    were settled (NOTE [the pick's sustained figure] in orchestration/sustained.py). `windows`:
+    each sustained window's (samples/s, stall fraction, samples), in the order measured, one or
+    two; the search's figure and stall beside them; `tolerance`: the knee's (a fraction). Raises
+    ValueError for no window.
 
     One window: its own figures. Two within `tolerance` of each other (relative to the lower):
     pooled, their samples over their seconds (seconds = samples / samples/s), the stall weighted

@@ -34,10 +34,8 @@ NOTE [the pick's sustained figure]
 
     One window of 3-4 s is itself a sample of a host that moves: on the H200 host one read
     3,089 samples/s where the search's windows had read 3,842 and plain loops at its settings
-    3,880 and 4,241 on either side of the next sweep (-20%: a disturbance of a few seconds),
-    and in four other sweeps the window read 7-14% under the search's figure with the plain loop
-    after it within 1-7% of the window. Two readings that disagree do not say which of them
-    holds. So where the window reads more than the knee's tolerance from the search's figure and
+    3,880 and 4,241 on either side of the next sweep (-20%: a disturbance of a few seconds). Two
+    readings that disagree do not say which of them holds. So where the window reads more than the knee's tolerance from the search's figure and
     a second window still fits before the deadline (`sustained_fits`, with the profile's share
     kept after it), the pick is measured over the same window once more (`settle_windows`): two
     windows within the tolerance of each other are pooled (their samples over their seconds: the

@@ -189,8 +189,8 @@ def sustained_sentence(f: Knee) -> str:
     tol = f"the {f.tolerance:.0%} tolerance" if f.tolerance > 0 else "the tolerance"
     if f.sustained_settled == SustainedSettled.MIDDLE:
         spread = abs(two[0] - two[1]) / min(two)
-        return (f"{text} Its two longer windows disagree by {spread:.0%}, past {tol} (the host moved while they "
-                "ran): its figure is the middle of their readings and the search's, uncertain by "
+        return (f"{text} Its two longer windows disagree by {spread:.0%}, past {tol} (the rate moved between them: a "
+                "shared or disturbed host): its figure is the middle of their readings and the search's, uncertain by "
                 f"±{spread / 2:.0%} (measure longer: --min-time, or --repeats).")
     return (f"{text} Its first longer window read {_rate(two[0])}, past {tol} from the search's figure, and a "
             f"second read {_rate(two[1])}: the two agree, and its figure pools them.")
