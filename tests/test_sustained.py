@@ -241,8 +241,8 @@ def test_two_windows_that_disagree_leave_the_middle_reading_with_their_spread():
                 search_batches_per_worker=1.25, sustained_windows=[256.0, 16 / 0.049],
                 sustained_settled=SustainedSettled.MIDDLE)
     assert finding_sentence(knee, lambda s: "8 workers") == (
-        "8 workers: 320 samples/s sustained (2 windows of 32 batches, 4 per worker, and the search's: the middle "
-        "reading), stall 0.0% (not input-bound).")
+        "8 workers: 320 samples/s sustained (the middle of 3 readings: 2 windows of 32 batches, 4 per worker, and "
+        "the search's), stall 0.0% (not input-bound).")
     # 326.5 / 256 - 1 = 27.6%: half of it the uncertainty.
     assert sustained_sentence(knee) == (
         "The search ranked it on windows of 1.2 batches per worker, where it read 320 samples/s at a stall of 0.0% "

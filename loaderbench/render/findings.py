@@ -211,7 +211,7 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
             over = (f"{f.sustained_batches} batches, {f.sustained_batches_per_worker:.0f} per worker"
                     if f.sustained_batches_per_worker else f"{f.sustained_batches} batches")
             if len(f.sustained_windows) >= 2:
-                over = (f"2 windows of {over}, and the search's: the middle reading"
+                over = (f"the middle of 3 readings: 2 windows of {over}, and the search's"
                         if f.sustained_settled == SustainedSettled.MIDDLE else f"2 windows of {over}")
             return (f"{name(f.settings)}: {_rate(f.sustained_samples_per_s)} sustained ({over}), "
                     f"stall {f.sustained_stall_fraction:.1%} ({f.band.value}).")
