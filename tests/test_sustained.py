@@ -243,13 +243,13 @@ def test_two_windows_that_disagree_leave_the_middle_reading_with_their_spread():
     assert finding_sentence(knee, lambda s: "8 workers") == (
         "8 workers: 320 samples/s sustained (the middle of 3 readings: 2 windows of 32 batches, 4 per worker, and "
         "the search's), stall 0.0% (not input-bound).")
-    # 326.5 / 256 - 1 = 27.6%: half of it the uncertainty.
+    # 326.5 / 256 - 1 = 27.6% apart; the three readings spread (326.5 - 256) / 320 = 22%: half of it the uncertainty.
     assert sustained_sentence(knee) == (
         "The search ranked it on windows of 1.2 batches per worker, where it read 320 samples/s at a stall of 0.0% "
         "(the longer windows read 256 and 327 samples/s); the table and what follows compare configs on those "
         "windows, like with like. Its two longer windows disagree by 28%, past the 5% tolerance (the rate moved "
         "between them: a shared or disturbed host): its figure is the middle of their readings and the search's, "
-        "uncertain by ±14% (measure longer: --min-time, or --repeats).")
+        "uncertain by ±11% (half the spread of the three; measure longer: --min-time, or --repeats).")
 
 
 def test_the_second_window_leaves_the_profile_its_share_of_the_budget():

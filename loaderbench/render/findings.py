@@ -154,6 +154,11 @@ def spread_sentence(f: Knee) -> str:
                 "or --isolation process).")
     if f.repeats < 2 or f.spread <= f.tolerance or f.tolerance <= 0:
         return ""
+    if f.sustained_samples_per_s:
+        # The figure stated rests on the longer window(s); the ranking on the search's repeats.
+        return (f"Its {f.repeats} repeats in the search spread {f.spread:.0%} of their median (±{f.spread / 2:.0%}), "
+                f"past the {f.tolerance:.0%} tolerance: the pick among configs within that much of it is uncertain "
+                "by as much (measure longer: --batches, --min-time, or --repeats).")
     return (f"Its {f.repeats} repeats spread {f.spread:.0%} of their median (±{f.spread / 2:.0%}), past the "
             f"{f.tolerance:.0%} tolerance: its figure, and the pick among configs within that much of it, are "
             "uncertain by as much (measure longer: --batches, --min-time, or --repeats).")
@@ -188,10 +193,12 @@ def sustained_sentence(f: Knee) -> str:
         return text
     tol = f"the {f.tolerance:.0%} tolerance" if f.tolerance > 0 else "the tolerance"
     if f.sustained_settled == SustainedSettled.MIDDLE:
-        spread = abs(two[0] - two[1]) / min(two)
-        return (f"{text} Its two longer windows disagree by {spread:.0%}, past {tol} (the rate moved between them: a "
+        apart = abs(two[0] - two[1]) / min(two)
+        three = [*two, f.samples_per_s]
+        spread = (max(three) - min(three)) / f.sustained_samples_per_s
+        return (f"{text} Its two longer windows disagree by {apart:.0%}, past {tol} (the rate moved between them: a "
                 "shared or disturbed host): its figure is the middle of their readings and the search's, uncertain by "
-                f"±{spread / 2:.0%} (measure longer: --min-time, or --repeats).")
+                f"±{spread / 2:.0%} (half the spread of the three; measure longer: --min-time, or --repeats).")
     return (f"{text} Its first longer window read {_rate(two[0])}, past {tol} from the search's figure, and a "
             f"second read {_rate(two[1])}: the two agree, and its figure pools them.")
 
