@@ -647,6 +647,11 @@ class Knee(Finding):
     # search's figure) and how the figure above was settled from them (Sustained.settled).
     sustained_windows: list[float] = field(default_factory=list)
     sustained_settled: SustainedSettled | None = None
+    # Where the share of `ran_dry_workers` of its workers ran out inside the window (IdleRow.in_probe)
+    # and the loader alone then read `ran_dry_samples_per_s`, under its figure: the figure holds while
+    # every worker has work, and is at most what a whole epoch reaches.
+    ran_dry_workers: int = 0
+    ran_dry_samples_per_s: float | None = None
     # Where --time-budget left no time for that trial (SweepRecord.sustained_left_out): the figure
     # rests on the search's windows alone, of `search_batches_per_worker` batches per worker.
     sustained_left_out: bool = False
@@ -1120,7 +1125,9 @@ class IdleRow(Record):
     """One row whose workers did not all take part: of `num_workers`, `no_batch` delivered no
     batch and `few` under IDLE_WORKER_SHARE of an equal share; `worker_batches`, the batches
     each delivered (index = worker id). `in_probe`: counted in the loader-alone probe after the
-    window (their share ran out), `window_batches` then the window's counts."""
+    window (their share ran out), `window_batches` then the window's counts, and
+    `after_samples_per_s` what that probe read with the workers still working (samples/s; None
+    where it gave no reading)."""
 
     settings: LoaderSettings
     num_workers: int
@@ -1129,6 +1136,7 @@ class IdleRow(Record):
     worker_batches: list[int] = field(default_factory=list)
     in_probe: bool = False
     window_batches: list[int] = field(default_factory=list)
+    after_samples_per_s: float | None = None
 
     @property
     def working(self) -> int:

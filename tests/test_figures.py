@@ -981,3 +981,33 @@ def test_workers_whose_share_ran_out_are_named_from_the_probe_after_the_window()
     t.loader_alone_worker_batches = [5, 0, 0, 0]
     rs = result_set([result(settings(4), t)], step_s=0.010)
     assert rs.results[0].summary.idle_workers == 0
+
+
+def test_a_pick_whose_workers_ran_out_inside_the_window_is_at_most_its_figure_over_an_epoch():
+    # Shards of 4,000, 1,000 and 300 items at 5 ms each, batch 8 (40 ms a batch in a worker), a 10-ms
+    # step, 3 workers: while all three have work they deliver 3 x 8 / 0.040 = 600 samples/s; the
+    # window (72, 72, 37 batches) counts the third until its share ran out and reads 8 / (0.0066 +
+    # 0.010) = 482 samples/s. The probe after it had the other two alone: 2 x 8 / 0.040 = 400, read
+    # 385 and held up to the row's rate as a bound. The pick's figure is then at most what an epoch
+    # reaches, and the headline says so with the probe's 385.
+    from loaderbench.conclusions import Knee
+
+    t = trial(0.0066, 0.010, n=181, bs=8)
+    t.worker_batches, t.loader_alone_worker_batches = [72, 72, 37], [14, 14, 0]
+    t.loader_alone_method, t.loader_alone_reason = "bound", "below_step_rate"
+    t.loader_alone_bound_samples_per_s, t.loader_alone_probe_samples_per_s = 482.0, 385.0
+    rs = result_set([result(settings(3, bs=8), t)], step_s=0.010)
+    [f] = [f for f in rs.analysis.notes if isinstance(f, IdleWorkers)]
+    assert [(r.no_batch, r.working, r.in_probe, r.after_samples_per_s) for r in f.rows] == [(1, 2, True, 385.0)]
+    [knee] = [f for f in rs.recommendation.findings if isinstance(f, Knee)]
+    assert knee.samples_per_s == pytest.approx(8 / 0.0166) and (knee.ran_dry_workers, knee.ran_dry_samples_per_s) == (1, 385.0)
+    text = sentences(rs)
+    assert ("3 workers: 482 samples/s, stall 39.8% (highly input-bound); at most, over a whole epoch: the share of 1 of "
+            "its 3 workers ran out inside the window, and the loader alone then delivered 385 samples/s.") in text
+    assert "past that the dataset gives work to 2, and the loader alone delivered 385 samples/s with them" in text
+    # A probe that read at the row's rate or above says nothing more of the epoch.
+    t.loader_alone_probe_samples_per_s = None
+    t.loader_alone_method, t.loader_alone_samples_per_s, t.loader_alone_reason = "sustained", 600.0, None
+    rs = result_set([result(settings(3, bs=8), t)], step_s=0.010)
+    [knee] = [f for f in rs.recommendation.findings if isinstance(f, Knee)]
+    assert knee.ran_dry_samples_per_s is None and "at most, over a whole epoch" not in sentences(rs)

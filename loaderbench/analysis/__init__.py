@@ -34,6 +34,7 @@ from loaderbench.conclusions import (
     Analysis,
     Baseline,
     Finding,
+    IdleWorkers,
     Knee,
     LoaderClass,
     NoProfile,
@@ -136,10 +137,12 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
     row, which = baseline_row(rs)
     # The knee's slowed step is named by the recommendation (StepSlower), not again as a note.
     named = [f.settings for f in recommendation.findings if isinstance(f, StepSlower)]
+    idle = advice.idle_workers(results)
+    _ran_dry(recommendation.findings, idle)
     notes = [*advice.memory_per_worker(results), *advice.partial_batches(results, cfg.get("dataset")),
              *advice.served_from_cache(results),
              *advice.noisy(results, next((f for f in recommendation.findings if isinstance(f, Knee)), None)),
-             *advice.step_slowed_rows(results, usable, named, recommendation.settings), *advice.idle_workers(results),
+             *advice.step_slowed_rows(results, usable, named, recommendation.settings), *idle,
              *advice.epoch_iter(results), *advice.worker_slower(results)]
     analysis = Analysis(
         recommendation=recommendation,
@@ -213,6 +216,22 @@ def _sustained(rs: ResultSet, findings: list[Finding]) -> None:
                                   search_batches_per_worker=taken.search_batches_per_worker,
                                   sustained_windows=list(taken.windows_samples_per_s) or [taken.samples_per_s],
                                   sustained_settled=taken.settled)
+
+
+def _ran_dry(findings: list[Finding], idle: list[Finding]) -> None:
+    """The Knee of `findings` gets the workers whose share ran out inside its window and what the
+    loader alone read after that (IdleRow.in_probe, `after_samples_per_s`), where that is under
+    its figure (the sustained one where measured): its figure is then what the loader reached
+    while every worker had work, at most what a whole epoch reaches."""
+    rows = [row for f in idle if isinstance(f, IdleWorkers) for row in f.rows
+            if row.in_probe and row.after_samples_per_s is not None]
+    for i, f in enumerate(findings):
+        if not isinstance(f, Knee):
+            continue
+        row = next((r for r in rows if r.settings == f.settings), None)
+        figure = f.sustained_samples_per_s or f.samples_per_s
+        if row is not None and row.after_samples_per_s is not None and row.after_samples_per_s < figure:
+            findings[i] = replace(f, ran_dry_workers=row.no_batch, ran_dry_samples_per_s=row.after_samples_per_s)
 
 
 def _unsettled_drift(rs: ResultSet, findings: list[Finding]) -> None:

@@ -730,16 +730,23 @@ def idle_workers(results: Sequence[ConfigResult]) -> list[Finding]:
     """IdleWorkers for the measured rows with workers that delivered no batch or under
     IDLE_WORKER_SHARE of an equal share in every trial that counted them, or none in the
     loader-alone probe after the window (`Summary.idle_workers`, `Summary.idle_probe_batches`):
-    how many delivered none, how many too few, and what each delivered."""
+    how many delivered none, how many too few, and what each delivered; for the probe's, what
+    it read with the workers still working (`IdleRow.after_samples_per_s`)."""
     rows = []
     for r in results:
         s = r.summary
         if s is None or r.status != "ok" or not s.idle_workers or not s.worker_batches:
             continue
         if s.idle_probe_batches:
+            probe = next((t for t in r.trials if t.loader_alone_worker_batches == s.idle_probe_batches), None)
+            # What the probe read with the workers still working: its own reading where it was held
+            # up to the row's rate as a bound, else its sustained rate.
+            after = None if probe is None else (probe.loader_alone_probe_samples_per_s
+                                                if probe.loader_alone_probe_samples_per_s is not None
+                                                else probe.loader_alone_samples_per_s)
             rows.append(IdleRow(r.settings, r.settings.num_workers, no_batch=s.idle_workers, few=0,
                                 worker_batches=list(s.idle_probe_batches), in_probe=True,
-                                window_batches=list(s.worker_batches)))
+                                window_batches=list(s.worker_batches), after_samples_per_s=after))
             continue
         wb = s.worker_batches
         share = th.IDLE_WORKER_SHARE * sum(wb) / len(wb)

@@ -221,8 +221,9 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
                 over = (f"the middle of 3 readings: 2 windows of {over}, and the search's"
                         if f.sustained_settled == SustainedSettled.MIDDLE else f"2 windows of {over}")
             return (f"{name(f.settings)}: {_rate(f.sustained_samples_per_s)} sustained ({over}), "
-                    f"stall {f.sustained_stall_fraction:.1%} ({f.band.value}).")
-        return f"{name(f.settings)}: {_rate(f.samples_per_s)}, stall {f.stall_fraction:.1%} ({f.band.value})."
+                    f"stall {f.sustained_stall_fraction:.1%} ({f.band.value}){_ran_dry_text(f)}.")
+        return (f"{name(f.settings)}: {_rate(f.samples_per_s)}, stall {f.stall_fraction:.1%} "
+                f"({f.band.value}){_ran_dry_text(f)}.")
     if isinstance(f, EqualCheaper):
         return _equal_cheaper_text(f, name)
     if isinstance(f, StepSlowed):
@@ -546,6 +547,15 @@ def _step_slowed_text(f: StepSlowed, name: Name) -> str:
     return text + ", and no advice rests on them."
 
 
+def _ran_dry_text(f: Knee) -> str:
+    """The knee's caveat where the share of some of its workers ran out inside its window ('' else)."""
+    if f.ran_dry_samples_per_s is None or not f.ran_dry_workers:
+        return ""
+    w = f.settings.num_workers
+    return (f"; at most, over a whole epoch: the share of {f.ran_dry_workers} of its {w} workers ran out inside "
+            f"the window, and the loader alone then delivered {_rate(f.ran_dry_samples_per_s)}")
+
+
 def _idle_text(f: IdleWorkers, name: Name) -> str:
     rows = []
     for r in f.rows:
@@ -554,7 +564,9 @@ def _idle_text(f: IdleWorkers, name: Name) -> str:
                         f"loader-alone probe after the window ({', '.join(str(b) for b in r.worker_batches)} "
                         f"batches; in the window {', '.join(str(b) for b in r.window_batches)}: their share ran "
                         f"out early in the epoch, and the window's samples/s still counts it): past that the dataset "
-                        f"gives work to {r.working}")
+                        f"gives work to {r.working}"
+                        + ("" if r.after_samples_per_s is None else
+                           f", and the loader alone delivered {_rate(r.after_samples_per_s)} with them"))
             continue
         parts = []
         if r.no_batch:
