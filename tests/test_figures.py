@@ -1011,3 +1011,22 @@ def test_a_pick_whose_workers_ran_out_inside_the_window_is_at_most_its_figure_ov
     rs = result_set([result(settings(3, bs=8), t)], step_s=0.010)
     [knee] = [f for f in rs.recommendation.findings if isinstance(f, Knee)]
     assert knee.ran_dry_samples_per_s is None and "at most, over a whole epoch" not in sentences(rs)
+
+
+def test_a_knee_past_the_cpus_that_cleared_a_latency_bound_row_says_why_it_paid():
+    # 4 workers on 2 CPUs wait 30 ms before a 10 ms step, using (0.6 - 0.2) / 4 = 0.10 of a core
+    # each: latency-bound. 16 workers never wait (1,600 samples/s at batch 16): the knee, past the
+    # 2 CPUs and not loader-bound; the 4-worker row below it says why workers past the cores paid.
+    rows = [result(settings(4), cpu(trial(0.030, 0.010), 60, 20)), result(settings(16), cpu(trial(0.0, 0.010), 90, 20))]
+    rs = result_set(rows, step_s=0.010)
+    assert rs.recommendation.settings.num_workers == 16
+    [f] = [f for f in rs.recommendation.findings if isinstance(f, LatencyBound)]
+    assert f.settings.num_workers == 4 and f.cleared_by is not None and f.cleared_by.num_workers == 16
+    assert f.worker_cores == pytest.approx(0.10)
+    text = sentences(rs)
+    assert ("Latency-bound below the knee (4 workers): its workers used 0.10 of a core each on average (under 30%): "
+            "a sample waits on storage or the network far longer than it computes, so requests in flight set the "
+            "rate, not the CPUs, which is why 16 workers, past the 2 usable CPUs, clears it.") in text
+    # A knee within the CPUs says nothing of it (more workers than cores did not have to pay).
+    rs = result_set([rows[0], result(settings(2), cpu(trial(0.0, 0.010), 60, 20))], step_s=0.010)
+    assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)

@@ -623,9 +623,20 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     help: a row with more workers had idle ones (the dataset gives work to no more), or rows
     replay the same stream (`replicated`: a measured row has `WarningKind.REPLICATED`; such
     rows are not ranked, so not in `ok`). Where a config with more workers than the knee measured
-    within `tolerance` of it, that config is named (`more_no_gain`) and more workers are not offered."""
+    within `tolerance` of it, that config is named (`more_no_gain`) and more workers are not offered.
+    Where neither is loader-bound and the knee has more workers than `usable_cpus`, the subject is
+    the loader-bound row with the most workers below the knee's count (its other settings the
+    knee's), and the finding says the knee cleared it (`cleared_by`): why workers past the core
+    count paid."""
     subject = next((r for r in (best, knee) if r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND
                     and r.settings.num_workers > 0), None)
+    cleared_by = None
+    if subject is None and usable_cpus and knee.settings.num_workers > usable_cpus:
+        below = [r for r in ok if 0 < r.settings.num_workers < knee.settings.num_workers
+                 and replace(r.settings, num_workers=knee.settings.num_workers) == knee.settings
+                 and r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND]
+        if below:
+            subject, cleared_by = max(below, key=lambda r: r.settings.num_workers), knee.settings
     if subject is None:
         return []
     ss = _s(subject)
@@ -649,7 +660,8 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
             and _s(r).samples_per_s <= (1.0 + tolerance) * ks.samples_per_s]
     return [LatencyBound(subject.settings, worker_cores=ss.worker_cores, threshold=th.LATENCY_WORKER_CORES,
                          usable_cpus=usable_cpus, most_workers=max(r.settings.num_workers for r in ok),
-                         more_no_gain=max(more, key=lambda r: r.settings.num_workers).settings if more else None)]
+                         more_no_gain=max(more, key=lambda r: r.settings.num_workers).settings if more else None,
+                         cleared_by=cleared_by)]
 
 
 def oversubscribed(knee: ConfigResult, usable_cpus: int | None) -> list[Finding]:
