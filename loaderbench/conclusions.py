@@ -994,13 +994,18 @@ class MemoryPerWorker(Finding):
 @dataclass
 class PartialBatches(Finding):
     """Batches of `batch_size` held `samples_per_batch` samples on average (the median config's;
-    `min`-`max` across configs)."""
+    `min`-`max` across configs). `epoch_samples` / `epoch_batches`: the epoch the loop counted,
+    where every batch but each epoch's last was full (`last_only`: that average is the epoch's,
+    as training sees it)."""
 
     kind: ClassVar[FindingKind] = FindingKind.PARTIAL_BATCHES
     batch_size: int
     samples_per_batch: float
     min: float
     max: float
+    epoch_samples: int | None = None
+    epoch_batches: int | None = None
+    last_only: bool = False
 
 
 @dataclass(frozen=True)

@@ -617,6 +617,7 @@ def test_batches_that_hold_fewer_samples_than_batch_size_are_named():
     assert partial_batches([result(settings(0, bs=25), trial(0.01, 0.02, n=10, bs=25))], {}) == []
     assert partial_batches([r], {"sampler_kind": "batch_sampler"}) == []
     assert partial_batches([r], {"samples_per_batch": 25}) == []
+    assert not f.last_only  # the sampler's 25 indices fill no batch: not each epoch's last alone
 
 
 def test_uniform_waits_that_wobble_in_a_cycle_are_not_periodic_stalls():

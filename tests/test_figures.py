@@ -1030,3 +1030,27 @@ def test_a_knee_past_the_cpus_that_cleared_a_latency_bound_row_says_why_it_paid(
     # A knee within the CPUs says nothing of it (more workers than cores did not have to pay).
     rs = result_set([rows[0], result(settings(2), cpu(trial(0.0, 0.010), 60, 20))], step_s=0.010)
     assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
+
+
+def test_an_epoch_whose_last_batch_alone_is_short_is_named_as_training_sees_it():
+    from loaderbench.analysis.advice import partial_batches
+    from loaderbench.render import footer
+
+    # 450 samples at batch_size 64: 7 full batches and one of 2 an epoch, 450 / 8 = 56.25 on
+    # average (under 90% of 64), over two epochs of the window.
+    t = trial(0.01, 0.03, n=16, bs=64)
+    t.samples, t.epoch_samples, t.epoch_batches = 900, 450, 8
+    r = result(settings(2, bs=64), t)
+    assert r.summary.samples_per_batch == pytest.approx(56.25)
+    [f] = partial_batches([r], {})
+    assert (f.epoch_samples, f.epoch_batches, f.last_only) == (450, 8, True)
+    rs = result_set([r], step_s=0.03)
+    text = " ".join(footer.footer_lines(rs))
+    assert ("Partial batches (batch_size 64): each epoch of 450 samples ends in a batch of 2 (7 full batches and "
+            "that one: 56.2 samples on average), as in training: samples/s and the ceiling count it") in text
+    assert "the epoch ends before a batch fills" not in text
+    # An epoch of 8 batches holding 40 samples each (a sampler of fewer indices per batch): not the last alone.
+    t.samples, t.epoch_samples = 640, 320
+    [f] = partial_batches([result(settings(2, bs=64), t)], {})
+    assert not f.last_only
+

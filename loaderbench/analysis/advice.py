@@ -1139,16 +1139,27 @@ def partial_batches(results: Sequence[ConfigResult], dataset: dict[str, Any] | N
     `batch_size` samples on average (the median config's count): the epoch (a sampler with
     fewer indices, a short IterableDataset, or its stream split across workers) ends before a
     batch fills, so throughput and the ceiling describe smaller batches than the DataLoader line
-    names. Not for a batch sampler (which sets the batches) or --samples-per-batch."""
+    names; or, where the loop counted an epoch of ceil(samples / batch_size) batches whose mean
+    is the average (within 2%), only each epoch's last batch is short (`last_only`), as in
+    training. Not for a batch sampler (which sets the batches) or --samples-per-batch."""
     d = dataset or {}
     if d.get("sampler_kind") == "batch_sampler" or d.get("samples_per_batch"):
         return []
     out: list[Finding] = []
     for bs in sorted({r.settings.batch_size for r in results}):
-        held = sorted(_s(r).samples_per_batch or bs for r in results
-                      if r.settings.batch_size == bs and r.status == "ok" and r.trials and r.summary is not None)
+        rows = sorted((r for r in results if r.settings.batch_size == bs and r.status == "ok" and r.trials
+                       and r.summary is not None), key=lambda r: _s(r).samples_per_batch or bs)
+        held = [_s(r).samples_per_batch or bs for r in rows]
         if held and held[len(held) // 2] < th.PARTIAL * bs:
-            out.append(PartialBatches(bs, samples_per_batch=held[len(held) // 2], min=held[0], max=held[-1]))
+            mid = held[len(held) // 2]
+            epoch = next(((t.epoch_samples, t.epoch_batches) for t in rows[len(held) // 2].trials
+                          if t.epoch_samples and t.epoch_batches), (None, None))
+            samples, batches = epoch
+            # Every batch full but each epoch's last: the average is the epoch's own, as in training.
+            last_only = bool(samples and batches and batches == -(-samples // bs)
+                             and abs(samples / batches - mid) <= 0.02 * mid)
+            out.append(PartialBatches(bs, samples_per_batch=mid, min=held[0], max=held[-1], epoch_samples=samples,
+                                      epoch_batches=batches, last_only=last_only))
     return out
 
 

@@ -623,7 +623,14 @@ def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]
             + ": measure longer (--batches, --min-time) or more often (--repeats) before trusting small differences."
         )
     for f in a.notes:
-        if isinstance(f, PartialBatches):
+        if isinstance(f, PartialBatches) and f.last_only and f.epoch_samples and f.epoch_batches:
+            last = f.epoch_samples - (f.epoch_batches - 1) * f.batch_size
+            out.append(
+                f"Partial batches (batch_size {f.batch_size}): each epoch of {f.epoch_samples:,} samples ends in a batch "
+                f"of {last:,} ({f.epoch_batches - 1} full batches and that one: {f.samples_per_batch:,.1f} samples on "
+                "average), as in training: samples/s and the ceiling count it (drop_last=True leaves it out)."
+            )
+        elif isinstance(f, PartialBatches):
             spread = "" if f.min == f.max else f" ({f.min:,.1f}-{f.max:,.1f} across configs)"
             out.append(
                 f"Partial batches (batch_size {f.batch_size}): batches held {f.samples_per_batch:,.1f} "
