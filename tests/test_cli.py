@@ -357,7 +357,7 @@ def test_a_sweep_where_nothing_is_measured_exits_2_after_the_table(tmp_path):
     assert "FAILED: OSError: cannot read" in res.output
     # The last line names the cause, not only that every row failed.
     last = " ".join(res.output.split("loaderbench: error:")[-1].split())
-    assert last.startswith("no config was measured successfully: every row failed, hung or was skipped (the first, w0-")
+    assert last.startswith("no config was measured successfully: every row failed, hung or was skipped (the first, 0 workers:")
     assert ": OSError: cannot read sample" in last
     row = json.loads(out.read_text())["results"][0]
     assert row["status"] == "failed" and "OSError: cannot read sample" in row["error"]

@@ -145,8 +145,10 @@ def sweep_command(**kwargs: Any) -> None:
         common.stderr().print(f"results saved to {out}", highlight=False, markup=False)
         if not any(r.status == "ok" for r in rs.results):
             from loaderbench.errors import NothingMeasured
+            from loaderbench.render.footer import namer
 
-            first = next(((r.key(), r.error) for r in rs.results if r.error), None)
+            name = namer(rs)  # as the table names it, not its key
+            first = next(((name(r.settings), r.error) for r in rs.results if r.error), None)
             raise NothingMeasured(
                 "no config was measured successfully: every row failed, hung or was skipped "
                 + (f"(the first, {first[0]}: {first[1]}; " if first else "(")
