@@ -217,7 +217,8 @@ def test_idle_workers_are_named_and_never_read_as_a_receive_floor():
             "Split it into at least num_workers shards") in text
     [nc] = [f for f in rs.recommendation.findings if isinstance(f, NotCleared)]
     assert nc.cause is NotClearedCause.IDLE_WORKERS and nc.working_workers == 1
-    assert "Only 1 of its 2 workers delivered batches: the loader binds through the one that works" in text
+    assert ("Only 1 of its 2 workers get work (the note on idle workers gives what each delivered): the loader binds "
+            "through the one that works") in text
     assert "try more workers" not in text and "receive floor" not in text
     assert not any(isinstance(f, RemainingWait) for f in rs.recommendation.findings)  # not a receive wait
     # Every worker at work: the same row is a receive floor.
@@ -1002,15 +1003,16 @@ def test_a_pick_whose_workers_ran_out_inside_the_window_is_at_most_its_figure_ov
     [knee] = [f for f in rs.recommendation.findings if isinstance(f, Knee)]
     assert knee.samples_per_s == pytest.approx(8 / 0.0166) and (knee.ran_dry_workers, knee.ran_dry_samples_per_s) == (1, 385.0)
     text = sentences(rs)
-    assert ("3 workers: 482 samples/s, stall 39.8% (highly input-bound); at most, over a whole epoch: the share of 1 of "
-            "its 3 workers ran out inside the window, and the loader alone then delivered 385 samples/s.") in text
+    assert ("3 workers: 482 samples/s, stall 39.8% (highly input-bound), while all 3 workers had work: 1 of them ran "
+            "out of work inside the window, after which the loader alone delivered 385 samples/s with the other 2; a "
+            "whole epoch reaches at most this figure, less as shards run out.") in text
     assert "past that the dataset gives work to 2, and the loader alone delivered 385 samples/s with them" in text
     # A probe that read at the row's rate or above says nothing more of the epoch.
     t.loader_alone_probe_samples_per_s = None
     t.loader_alone_method, t.loader_alone_samples_per_s, t.loader_alone_reason = "sustained", 600.0, None
     rs = result_set([result(settings(3, bs=8), t)], step_s=0.010)
     [knee] = [f for f in rs.recommendation.findings if isinstance(f, Knee)]
-    assert knee.ran_dry_samples_per_s is None and "at most, over a whole epoch" not in sentences(rs)
+    assert knee.ran_dry_samples_per_s is None and "a whole epoch reaches at most" not in sentences(rs)
 
 
 def test_a_knee_past_the_cpus_that_cleared_a_latency_bound_row_says_why_it_paid():

@@ -267,3 +267,16 @@ def test_the_second_window_leaves_the_profile_its_share_of_the_budget():
     taken = measure_sustained(row, MeasureSpec(), run, search_samples_per_s=320.0, deadline=112.0,
                               trial_walls=[4.0], tolerance=0.05, keep_after_s=1.0, clock=clock)
     assert taken is not None and len(ran) == 2 and taken.settled is SustainedSettled.MIDDLE
+
+
+def test_a_repeat_spread_just_past_the_tolerance_is_not_printed_as_the_tolerance_itself():
+    from loaderbench.conclusions import Knee
+    from loaderbench.model import InputBound
+    from loaderbench.render.findings import spread_sentence
+
+    # 5.4% of the median rounds to 5%, the tolerance: one decimal shows it is past.
+    knee = Knee(settings(4), 600.0, 0.1, InputBound.NOT, spread=0.054, repeats=2, tolerance=0.05)
+    assert spread_sentence(knee).startswith("Its 2 repeats spread 5.4% of their median (±3%), past the 5% tolerance")
+    # 8% reads in whole percents.
+    knee = Knee(settings(4), 600.0, 0.1, InputBound.NOT, spread=0.08, repeats=2, tolerance=0.05)
+    assert spread_sentence(knee).startswith("Its 2 repeats spread 8% of their median (±4%), past the 5% tolerance")

@@ -154,12 +154,14 @@ def spread_sentence(f: Knee) -> str:
                 "or --isolation process).")
     if f.repeats < 2 or f.spread <= f.tolerance or f.tolerance <= 0:
         return ""
+    # Whole percents that round to the tolerance itself would read "5% ... past the 5% tolerance".
+    pct = ".1%" if round(f.spread * 100) <= round(f.tolerance * 100) else ".0%"
     if f.sustained_samples_per_s:
         # The figure stated rests on the longer window(s); the ranking on the search's repeats.
-        return (f"Its {f.repeats} repeats in the search spread {f.spread:.0%} of their median (±{f.spread / 2:.0%}), "
+        return (f"Its {f.repeats} repeats in the search spread {f.spread:{pct}} of their median (±{f.spread / 2:.0%}), "
                 f"past the {f.tolerance:.0%} tolerance: the pick among configs within that much of it is uncertain "
                 "by as much (measure longer: --batches, --min-time, or --repeats).")
-    return (f"Its {f.repeats} repeats spread {f.spread:.0%} of their median (±{f.spread / 2:.0%}), past the "
+    return (f"Its {f.repeats} repeats spread {f.spread:{pct}} of their median (±{f.spread / 2:.0%}), past the "
             f"{f.tolerance:.0%} tolerance: its figure, and the pick among configs within that much of it, are "
             "uncertain by as much (measure longer: --batches, --min-time, or --repeats).")
 
@@ -378,9 +380,9 @@ def _not_cleared_text(f: NotCleared, name: Name) -> str:
                  "(`--what-if disk=MBPS` predicts another device).")
     elif f.cause is NotClearedCause.IDLE_WORKERS:
         working, w = f.working_workers or 0, f.settings.num_workers
-        cause = (f" Only {working} of its {w} workers delivered batches: the loader binds through "
-                 + ("the one that works" if working == 1 else f"the {working} that work")
-                 + ", and more workers do not help (the note on idle workers says what does).")
+        cause = (f" Only {working} of its {w} workers get work (the note on idle workers gives what each delivered): "
+                 "the loader binds through " + ("the one that works" if working == 1 else f"the {working} that work")
+                 + ", and more workers do not help (that note says what does).")
     elif f.cause is NotClearedCause.NOT_REACHED and f.by_budget:
         counts = f" ({', '.join(str(w) for w in f.not_reached)} workers)" if f.not_reached else ""
         cause = (f" The configs with more workers{counts} were not reached: --time-budget ended the search before "
@@ -560,8 +562,10 @@ def _ran_dry_text(f: Knee) -> str:
     if f.ran_dry_samples_per_s is None or not f.ran_dry_workers:
         return ""
     w = f.settings.num_workers
-    return (f"; at most, over a whole epoch: the share of {f.ran_dry_workers} of its {w} workers ran out inside "
-            f"the window, and the loader alone then delivered {_rate(f.ran_dry_samples_per_s)}")
+    left = w - f.ran_dry_workers
+    return (f", while all {w} workers had work: {f.ran_dry_workers} of them ran out of work inside the window, "
+            f"after which the loader alone delivered {_rate(f.ran_dry_samples_per_s)} with the other {left}; a whole "
+            "epoch reaches at most this figure, less as shards run out")
 
 
 def _idle_text(f: IdleWorkers, name: Name) -> str:
