@@ -1029,6 +1029,14 @@ def test_a_knee_past_the_cpus_that_cleared_a_latency_bound_row_says_why_it_paid(
     assert ("Latency-bound below the knee (4 workers): its workers used 0.10 of a core each on average (under 30%): "
             "a sample waits on storage or the network far longer than it computes, so requests in flight set the "
             "rate, not the CPUs, which is why 16 workers, past the 2 usable CPUs, clears it.") in text
+    # A knee past the CPUs that still waits 60% of its time (15 ms before a 10-ms step, every wait an
+    # epoch start: epoch-start-bound, not loader-bound) cleared nothing, and nothing is said.
+    starts = cpu(trial(0.015, 0.010), 90, 20)
+    starts.epoch_start_batches = list(range(20))
+    rs = result_set([rows[0], result(settings(16), starts)], step_s=0.010)
+    assert rs.recommendation.settings.num_workers == 16 and rs.results[1].summary.verdict is Verdict.EPOCH_START_BOUND
+    assert rs.results[1].summary.stall_fraction == pytest.approx(0.6)
+    assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
     # A knee within the CPUs says nothing of it (more workers than cores did not have to pay).
     rs = result_set([rows[0], result(settings(2), cpu(trial(0.0, 0.010), 60, 20))], step_s=0.010)
     assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)

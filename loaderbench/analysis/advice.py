@@ -624,14 +624,17 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     replay the same stream (`replicated`: a measured row has `WarningKind.REPLICATED`; such
     rows are not ranked, so not in `ok`). Where a config with more workers than the knee measured
     within `tolerance` of it, that config is named (`more_no_gain`) and more workers are not offered.
-    Where neither is loader-bound and the knee has more workers than `usable_cpus`, the subject is
+    Where neither is loader-bound, the knee has more workers than `usable_cpus` and waits at most
+    MODERATELY_INPUT_BOUND_MAX of its time (else it cleared nothing: an epoch-start-bound knee of
+    67% stall was said to clear it), the subject is
     the loader-bound row with the most workers below the knee's count (its other settings the
     knee's), and the finding says the knee cleared it (`cleared_by`): why workers past the core
     count paid."""
     subject = next((r for r in (best, knee) if r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND
                     and r.settings.num_workers > 0), None)
     cleared_by = None
-    if subject is None and usable_cpus and knee.settings.num_workers > usable_cpus:
+    if (subject is None and usable_cpus and knee.settings.num_workers > usable_cpus
+            and _s(knee).stall_fraction <= th.MODERATELY_INPUT_BOUND_MAX):
         below = [r for r in ok if 0 < r.settings.num_workers < knee.settings.num_workers
                  and replace(r.settings, num_workers=knee.settings.num_workers) == knee.settings
                  and r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND]
