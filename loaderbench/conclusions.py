@@ -996,7 +996,7 @@ class PartialBatches(Finding):
     """Batches of `batch_size` held `samples_per_batch` samples on average (the median config's;
     `min`-`max` across configs). `epoch_samples` / `epoch_batches`: the epoch the loop counted,
     where every batch but each epoch's last was full (`last_only`: that average is the epoch's,
-    as training sees it)."""
+    as training sees it; `last_batch` the samples of that last batch)."""
 
     kind: ClassVar[FindingKind] = FindingKind.PARTIAL_BATCHES
     batch_size: int
@@ -1006,6 +1006,7 @@ class PartialBatches(Finding):
     epoch_samples: int | None = None
     epoch_batches: int | None = None
     last_only: bool = False
+    last_batch: int | None = None
 
 
 @dataclass(frozen=True)

@@ -1053,7 +1053,7 @@ def test_an_epoch_whose_last_batch_alone_is_short_is_named_as_training_sees_it()
     r = result(settings(2, bs=64), t)
     assert r.summary.samples_per_batch == pytest.approx(56.25)
     [f] = partial_batches([r], {})
-    assert (f.epoch_samples, f.epoch_batches, f.last_only) == (450, 8, True)
+    assert (f.epoch_samples, f.epoch_batches, f.last_only, f.last_batch) == (450, 8, True, 2)
     rs = result_set([r], step_s=0.03)
     text = " ".join(footer.footer_lines(rs))
     assert ("Partial batches (batch_size 64): each epoch of 450 samples ends in a batch of 2 (7 full batches and "

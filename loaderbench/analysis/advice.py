@@ -626,10 +626,9 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     within `tolerance` of it, that config is named (`more_no_gain`) and more workers are not offered.
     Where neither is loader-bound, the knee has more workers than `usable_cpus` and waits at most
     MODERATELY_INPUT_BOUND_MAX of its time (else it cleared nothing: an epoch-start-bound knee of
-    67% stall was said to clear it), the subject is
-    the loader-bound row with the most workers below the knee's count (its other settings the
-    knee's), and the finding says the knee cleared it (`cleared_by`): why workers past the core
-    count paid."""
+    67% stall was said to clear it), the subject is the loader-bound row with the most workers
+    below the knee's count (its other settings the knee's), and the finding says the knee cleared
+    it (`cleared_by`): why workers past the core count paid."""
     subject = next((r for r in (best, knee) if r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND
                     and r.settings.num_workers > 0), None)
     cleared_by = None
@@ -1162,7 +1161,9 @@ def partial_batches(results: Sequence[ConfigResult], dataset: dict[str, Any] | N
             last_only = bool(samples and batches and batches == -(-samples // bs)
                              and abs(samples / batches - mid) <= 0.02 * mid)
             out.append(PartialBatches(bs, samples_per_batch=mid, min=held[0], max=held[-1], epoch_samples=samples,
-                                      epoch_batches=batches, last_only=last_only))
+                                      epoch_batches=batches, last_only=last_only,
+                                      last_batch=samples - (batches - 1) * bs if last_only and samples and batches
+                                      else None))
     return out
 
 

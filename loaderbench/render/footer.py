@@ -623,11 +623,10 @@ def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]
             + ": measure longer (--batches, --min-time) or more often (--repeats) before trusting small differences."
         )
     for f in a.notes:
-        if isinstance(f, PartialBatches) and f.last_only and f.epoch_samples and f.epoch_batches:
-            last = f.epoch_samples - (f.epoch_batches - 1) * f.batch_size
+        if isinstance(f, PartialBatches) and f.last_only and f.epoch_samples and f.epoch_batches and f.last_batch:
             out.append(
                 f"Partial batches (batch_size {f.batch_size}): each epoch of {f.epoch_samples:,} samples ends in a batch "
-                f"of {last:,} ({f.epoch_batches - 1} full batches and that one: {f.samples_per_batch:,.1f} samples on "
+                f"of {f.last_batch:,} ({f.epoch_batches - 1} full batches and that one: {f.samples_per_batch:,.1f} samples on "
                 "average), as in training: samples/s and the ceiling count it (drop_last=True leaves it out)."
             )
         elif isinstance(f, PartialBatches):
