@@ -93,9 +93,10 @@ def fresh_plain_loop_samples_per_s(settings: LoaderSettings, ds_spec: DatasetSpe
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def cli_samples_per_s(settings: LoaderSettings, config: dict) -> float:
+def cli_samples_per_s(settings: LoaderSettings, config: dict, batches: int | None = None) -> float:
     """`loaderbench sweep` on `settings` alone, in its own process, with the result's dataset and
-    step (the synthetic default's or a tensor dataset's flags): its row's samples/s."""
+    step (the synthetic default's or a tensor dataset's flags), with windows of `batches` batches
+    (None: the sweep's default): its row's samples/s."""
     ds, comp = config["dataset"], config["compute"]
     step = f"model:{comp['model']}" if comp["kind"] == "model" else f"{comp['kind']}:{comp['ms']:g}"
     onoff = {True: "on", False: "off"}
@@ -108,6 +109,8 @@ def cli_samples_per_s(settings: LoaderSettings, config: dict) -> float:
                "--search", "grid", "--repeats", "1", "--no-profile", "--no-progress", "--output", str(out)]
         if ds["kind"] == "tensor":
             cmd += ["--io-ms", f"{ds['io_ms']:g}"]
+        if batches is not None:
+            cmd += ["--batches", str(batches)]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         row = next(r for r in read_results(out).results if r.summary is not None)
         return row.summary.samples_per_s  # type: ignore[union-attr]

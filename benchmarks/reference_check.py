@@ -20,16 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pick_check import fresh_plain_loop_samples_per_s, plain_loop_samples_per_s  # noqa: E402
+from pick_check import cli_samples_per_s, fresh_plain_loop_samples_per_s, plain_loop_samples_per_s  # noqa: E402
 
 from loaderbench.model import ComputeSpec, DatasetSpec, LoaderSettings  # noqa: E402
 from loaderbench.results import read_results  # noqa: E402
@@ -40,23 +38,6 @@ def settings_of(text: str, like: LoaderSettings) -> LoaderSettings:
     w, *flags = text.split(":")
     return replace(like, num_workers=int(w), pin_memory="pin" in flags, prefetch="pf" in flags,
                    prefetch_factor=like.prefetch_factor or 2)
-
-
-def cli_long_samples_per_s(s: LoaderSettings, config: dict, batches: int) -> float:
-    """`loaderbench sweep` on `s` alone with windows of `batches` batches: its row's samples/s."""
-    ds, comp = config["dataset"], config["compute"]
-    step = f"model:{comp['model']}" if comp["kind"] == "model" else f"{comp['kind']}:{comp['ms']:g}"
-    onoff = {True: "on", False: "off"}
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "one.json"
-        subprocess.run([sys.executable, "-m", "loaderbench", "sweep", "--dataset", ds["kind"], "--num-samples",
-                        str(ds["num_samples"]), "--compute", step, "--batch-size", str(s.batch_size),
-                        "--num-workers", str(s.num_workers), "--pin-memory", onoff[s.pin_memory],
-                        "--prefetch", onoff[s.prefetch], "--prefetch-factor", str(s.prefetch_factor or 2),
-                        "--batches", str(batches), "--search", "grid", "--repeats", "1", "--no-profile",
-                        "--no-progress", "--output", str(out)], check=True, stdout=subprocess.DEVNULL)
-        row = next(r for r in read_results(out).results if r.summary is not None)
-        return row.summary.samples_per_s  # type: ignore[union-attr]
 
 
 def main() -> None:
@@ -79,7 +60,7 @@ def main() -> None:
             row = {"round": rnd, "config": s.key(), "t": time.time()}
             row["fresh"] = fresh_plain_loop_samples_per_s(s, dataset, compute, args.warmup, args.batches)
             row["reused"] = plain_loop_samples_per_s(s, dataset, compute, warmup=args.warmup, batches=args.batches)
-            row["cli_long"] = cli_long_samples_per_s(s, rs.config, args.batches)
+            row["cli_long"] = cli_samples_per_s(s, rs.config, batches=args.batches)
             print(json.dumps(row), flush=True)
             rows.append(row)
     summary = {}

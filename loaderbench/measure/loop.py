@@ -55,9 +55,9 @@ MIN_READY_RECEIVES = 5  # receives timed in the window on ready batches that mak
 #     longer than WHOLE_EPOCH_WINDOW_MAX batches is not waited for): the window goes on until its
 #     first epoch ends, while that epoch is at most WHOLE_EPOCH_WINDOW_MAX batches and the window
 #     under EPOCH_WAIT_TIMES its minimum time (a stream without end costs each window that much);
-#     the epoch's length is then known and the window ends on whole epochs as above. (A 1-worker row of a 20-batch stream whose `__iter__` spends 1 s on
-#     an index each epoch ended its window before the first epoch did and read 75% above a plain
-#     loop over real epochs.)
+#     the epoch's length is then known and the window ends on whole epochs as above. (A 1-worker
+#     row of a 20-batch stream whose `__iter__` spends 1 s on an index each epoch ended its window
+#     before the first epoch did and read 75% above a plain loop over real epochs.)
 WHOLE_EPOCH_WINDOW_MAX = 200
 EPOCH_WAIT_TIMES = 3  # choice: a window waits for an unknown epoch's end at most this many times its minimum time
 

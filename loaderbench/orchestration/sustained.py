@@ -32,17 +32,18 @@ NOTE [the pick's sustained figure]
     40`, keeping it back from the first trial on (13.5 s, so 20 s kept) ended the search after
     its one probe row (2 workers, stall 89%), with more workers unmeasured.
 
-    One window of 3-4 s is itself a sample of a host that moves: on the H200 host one read
-    3,089 samples/s where the search's windows had read 3,842 and plain loops at its settings
-    3,880 and 4,241 on either side of the next sweep (-20%: a disturbance of a few seconds). Two
-    readings that disagree do not say which of them holds. So where the window reads more than the knee's tolerance from the search's figure and
-    a second window still fits before the deadline (`sustained_fits`, with the profile's share
-    kept after it), the pick is measured over the same window once more (`settle_windows`): two
-    windows within the tolerance of each other are pooled (their samples over their seconds: the
-    search's figure was off, as near the knee it reads); two that are not leave the middle of the
-    three readings (the search's and the two windows'), and the recommendation gives the
-    windows' spread beside it as its uncertainty. A window within the tolerance of the search's
-    figure stands alone: the two agree.
+    One window of 3-4 s is itself a sample of a host that moves: on the H200 host one read 3,089
+    samples/s where the search's windows had read 3,842 and plain loops at its settings 3,880 and
+    4,241 on either side of the next sweep (-20%: a disturbance of a few seconds). Two readings that
+    disagree do not say which of them holds. So where the window reads more than the knee's
+    tolerance from the search's figure and a second window still fits before the deadline
+    (`sustained_fits`, with the profile's share kept after it), the pick is measured over the same
+    window once more (`settle_windows`): two windows within the tolerance of each other are pooled
+    (their samples over their seconds: the search's figure was off, as near the knee it reads); two
+    that are not leave the middle of the three readings (the search's and the two windows'), and the
+    recommendation says how far the windows disagree, with half the spread of the three readings as
+    its uncertainty. A window within the tolerance of the search's figure stands alone: the two
+    agree.
 """
 
 from __future__ import annotations
