@@ -120,7 +120,7 @@ def test_the_recommendation_states_the_sustained_figure_beside_the_searchs(tmp_p
             "(moderately input-bound)") in text
     assert row.summary.stall_fraction == pytest.approx(0.0)
     assert ("The search ranked it on windows of 1.7 batches per worker, where it read 1,333 samples/s at a stall of "
-            "0.0% (+16.7% against the longer windows); the table and what follows compare configs on those windows, "
+            "0.0% (16.7% above the longer windows); the table and what follows compare configs on those windows, "
             "like with like. Its first longer window read 1,143 samples/s, past the 5% tolerance from the search's "
             "figure, and a second read 1,143 samples/s: the two agree, and its figure pools them.") in text
     # In the JSON the analysis hands out, the same figures.
@@ -191,6 +191,10 @@ def test_a_sustained_figure_that_matches_the_searchs_reads_the_same():
                 sustained_stall_fraction=0.02, sustained_batches=64, sustained_batches_per_worker=4.0,
                 search_batches_per_worker=2.6)
     assert "(the same as the longer window)" in sustained_sentence(knee) and "-0.0%" not in sustained_sentence(knee)
+    # Apart, the direction in words: 300 against 320 sustained is 6.25% below it.
+    knee.samples_per_s = 300.0
+    knee.sustained_samples_per_s = 320.0
+    assert "(6.2% below the longer window)" in sustained_sentence(knee)
 
 
 def _windows(periods: list[float]):

@@ -181,11 +181,10 @@ def sustained_sentence(f: Knee) -> str:
     two = f.sustained_windows[:2] if len(f.sustained_windows) >= 2 else []
     if two and f.sustained_settled == SustainedSettled.MIDDLE:
         against = f"the longer windows read {two[0]:,.0f} and {_rate(two[1])}"
-    elif two:
-        against = f"{change:+.1%} against the longer windows"
     else:
-        against = ("the same as the longer window" if abs(change) < 0.0005
-                   else f"{change:+.1%} against the longer window")
+        longer = "the longer windows" if two else "the longer window"
+        against = (f"the same as {longer}" if abs(change) < 0.0005
+                   else f"{abs(change):.1%} {'above' if change > 0 else 'below'} {longer}")
     per = f.search_batches_per_worker
     windows = f"windows of {per:.1f} batches per worker" if per else "short windows"
     text = (f"The search ranked it on {windows}, where it read {_rate(f.samples_per_s)} at a stall of "
