@@ -742,6 +742,14 @@ class RemainingWait(Finding):
     # The loader part of a config whose loader alone builds batches faster than the step takes
     # them (advice.build_rate_unexplained): the batches came late, not for want of building rate.
     built_fast_enough: bool = False
+    # A receive part, beside the row with the most workers otherwise alike (`more_settings`): its
+    # median wait per batch (`more_wait_p50_s`, seconds) and stall, the evidence for or against
+    # "more workers cannot remove it"; `more_still_waits`: that wait is at least RECEIVE_REMAINS
+    # (thresholds.py) of the receive part.
+    more_settings: LoaderSettings | None = None
+    more_wait_p50_s: float | None = None
+    more_stall_fraction: float | None = None
+    more_still_waits: bool = False
 
 
 class NotClearedCause(str, Enum):

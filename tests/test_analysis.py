@@ -94,8 +94,29 @@ def test_a_stall_made_of_the_measured_receive_floor_is_not_loader_bound():
     assert [r.summary.verdict for r in rs] == ["loader-bound", "loader-bound", "receive floor", "receive floor"]
     text = reason(rec)
     assert "taking a batch that was already built costs 1.4 ms" in text and "1.6 ms median wait" in text
-    assert "more workers cannot remove it" in text and "no measured setting clears" not in text
+    # The evidence: the row with the most workers still waits as long (1.5 ms of a 13.5-ms step).
+    assert ("more workers cannot remove it: w8-nopin-nopf-f2-once-b16 still waited 1.5 ms per batch (median; stall 11.1%)"
+            in text
+            and "no measured setting clears" not in text)
     assert rs[2].summary.workers_needed is None  # the receive floor is nothing more workers fix
+
+
+def test_a_receive_floor_beside_more_workers_that_waited_less_says_so():
+    # A 25-ms step: 4 workers wait 1.6 ms (stall 6.0%), 1.4 ms of it receiving; 8 workers wait
+    # 0.5 ms, under half that receive, and run 26.6 / 25.5 = 4.3% faster: within the 5% tolerance,
+    # the knee stays at 4, and the sentence gives the 8-worker row's wait rather than saying it
+    # waits as long.
+    rs = [
+        result(settings(0), trial(0.032, 0.025)),
+        with_(result(settings(2), trial(0.006, 0.025)), receive_s=[0.0014] * 4),
+        with_(result(settings(4), trial(0.0016, 0.025)), receive_s=[0.0014] * 4),
+        with_(result(settings(8), trial(0.0005, 0.025)), receive_s=[0.0014] * 4),
+    ]
+    rec = recommend(rs)
+    assert rec.settings.num_workers == 4
+    text = reason(rec)
+    assert ("more workers do not remove the receive, though w8-nopin-nopf-f2-once-b16 waited less: 0.5 ms per batch "
+            "(median; stall 2.0%)") in text and "cannot remove it" not in text
 
 
 def test_a_long_wait_with_a_small_receive_floor_stays_loader_bound():

@@ -388,7 +388,8 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     where they measured above it by no more than `tolerance` (the knee's: nothing measurable).
     A receive part on saturated CPUs (wait.cpu_saturated on `usable_cpus`) names the same batch's
     receive at fewer workers where that was RECEIVE_CONTENDED (thresholds.py) of it or less: the main process
-    waited for a core too."""
+    waited for a core too. A receive part names the row with the most workers otherwise alike, and
+    its median wait and stall: the evidence for "more workers cannot remove it"."""
     ks = _s(knee)
     if ks.verdict in (Verdict.COMPUTE_BOUND, Verdict.STEP_SLOWED, Verdict.LOADER_ALONE):
         return []
@@ -448,6 +449,11 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     remedies = [replace(r, other_cores=c) if r.measured and r.settings in by_settings
                 and (c := _s(by_settings[r.settings]).other_cores) is not None and c >= floor else r
                 for r in remedies]
+    most: ConfigResult | None = None
+    if main is WaitPart.RECEIVE:
+        more = [r for r in ok if r.settings.num_workers > s.num_workers
+                and replace(r.settings, num_workers=s.num_workers) == s and r.cache == knee.cache]
+        most = max(more, key=lambda r: r.settings.num_workers, default=None)
     quiet: ConfigResult | None = None
     if main is WaitPart.RECEIVE and ks.receive_p50_s and cpu_saturated(ks.cpu_util_pct, ks.other_cores, usable_cpus):
         fewer = [r for r in ok if 0 < r.settings.num_workers < s.num_workers
@@ -473,6 +479,10 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         cpu_cores=None if quiet is None or ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0,
         usable_cpus=usable_cpus if quiet is not None else None,
         built_fast_enough=main is WaitPart.LOADER and build_rate_unexplained(knee) is not None,
+        more_settings=None if most is None else most.settings,
+        more_wait_p50_s=None if most is None else _s(most).data_wait_p50_s,
+        more_stall_fraction=None if most is None else _s(most).stall_fraction,
+        more_still_waits=most is not None and _s(most).data_wait_p50_s >= th.RECEIVE_REMAINS * parts.get(main, 0.0),
     )]
 
 

@@ -83,6 +83,9 @@ TRANSFER_MIN_RECEIVE_S = 0.001
 # two thirds of the time or less means contention swells the receive (on the 2-core machine a
 # 0.8 MB batch took 6.7 ms at 2 workers on 1.9 busy cores, 1.5 ms where the CPUs had room).
 RECEIVE_CONTENDED = 0.67
+# choice: a row with more workers whose median wait is at least half the receive part still
+# waits on it; below half, more workers took part of what was read as the receive.
+RECEIVE_REMAINS = 0.5
 # choice: two ceilings within 10% of each other are "matched": neither has the margin that
 # absorbs the other's jitter.
 MATCHED = 0.10

@@ -464,7 +464,15 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
             b = f.batch_bytes
             what.append(f"{b / 1e6:,.1f} MB" if b >= 50_000 else f"{b / 1e3:,.1f} kB" if b >= 1_000 else f"{b} bytes")
         text += (f" (taking a batch that was already built costs {f.receive_s * 1e3:.1f} ms, measured after "
-                 f"the window{'; the batch is ' + ', '.join(what) if what else ''}); more workers cannot remove it")
+                 f"the window{'; the batch is ' + ', '.join(what) if what else ''}); ")
+        if f.more_settings is None or f.more_wait_p50_s is None or f.more_stall_fraction is None:
+            text += "more workers cannot remove it"
+        elif f.more_still_waits:
+            text += (f"more workers cannot remove it: {name(f.more_settings)} still waited "
+                     f"{f.more_wait_p50_s * 1e3:.1f} ms per batch (median; stall {f.more_stall_fraction:.1%})")
+        else:
+            text += (f"more workers do not remove the receive, though {name(f.more_settings)} waited less: "
+                     f"{f.more_wait_p50_s * 1e3:.1f} ms per batch (median; stall {f.more_stall_fraction:.1%})")
         if f.quiet_settings is not None and f.quiet_receive_s is not None and f.cpu_cores is not None:
             text += (f"; at {name(f.quiet_settings)} the same batch took {f.quiet_receive_s * 1e3:.1f} ms to receive: "
                      f"with the process tree on {f.cpu_cores:.1f} of the {f.usable_cpus} usable CPUs the main process "
