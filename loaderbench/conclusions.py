@@ -1542,7 +1542,8 @@ class BeyondKnobs(Record):
     model predicts for it (`binds`, `plateau_samples_per_s`, a prediction), and the series'
     measured compute ceiling (`compute_samples_per_s`: where the step binds below it, the main
     thread's receive and copy between steps hold the plateau there); `tolerance`, the gain a
-    predicted change must pass to be listed; `no_profile`, why the profile is missing."""
+    predicted change must pass to be listed; `no_profile`, why the profile is missing;
+    `sustained_samples_per_s`, the pick's figure over its longer window where one was measured."""
 
     settings: LoaderSettings
     samples_per_s: float
@@ -1554,6 +1555,9 @@ class BeyondKnobs(Record):
     tolerance: float = 0.0
     no_profile: NoProfile | None = None  # why there is no profile (when not `profiled`)
     compute_samples_per_s: float | None = None
+    # The pick's sustained figure (Knee.sustained_samples_per_s) where one was measured: the
+    # changes start from the search's `samples_per_s`, like with like with the rows they rest on.
+    sustained_samples_per_s: float | None = None
 
 
 @dataclass

@@ -284,3 +284,26 @@ def test_a_repeat_spread_just_past_the_tolerance_is_not_printed_as_the_tolerance
     # 8% reads in whole percents.
     knee = Knee(settings(4), 600.0, 0.1, InputBound.NOT, spread=0.08, repeats=2, tolerance=0.05)
     assert spread_sentence(knee).startswith("Its 2 repeats spread 8% of their median (±4%), past the 5% tolerance")
+
+
+def test_changes_beyond_the_settings_name_the_figure_they_are_weighed_against():
+    # A recorded H200 sweep (search-default-h200-7): no setting clears the loader bottleneck; the
+    # search read the pick at 3,930 samples/s and its longer window at 3,570. The changes beyond the
+    # settings start from the search's figure (like with like with the rows they rest on), and the
+    # section says so with the sustained one beside it.
+    from pathlib import Path
+
+    from loaderbench.analysis import analyze
+    from loaderbench.conclusions import Knee
+    from loaderbench.render.pipeline import beyond_knobs_lines
+    from loaderbench.results import read_results
+
+    a = analyze(read_results(Path(__file__).resolve().parents[1] / "docs" / "data" / "search-default-h200-7.json"))
+    [knee] = [f for f in a.recommendation.findings if isinstance(f, Knee)]
+    b = a.beyond_knobs
+    assert b is not None and b.settings == knee.settings
+    assert round(b.samples_per_s) == round(knee.samples_per_s) == 3930
+    assert round(b.sustained_samples_per_s) == round(knee.sustained_samples_per_s) == 3570
+    assert beyond_knobs_lines(b, lambda s: s.key())[0].startswith(
+        "Beyond the settings (no setting clears the loader bottleneck at 3,930 samples/s, stall 15%; the search's "
+        "figure, 3,570 sustained: each change is weighed against the search's, like with like): ")

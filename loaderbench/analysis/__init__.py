@@ -178,6 +178,11 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
             analysis.beyond_knobs = replace(analysis.beyond_knobs, no_profile=(
                 NoProfile.FLAG if (cfg.get("measure") or {}).get("profile") is False
                 else NoProfile.SEVERAL_PROCESSES if rs.environment.get("distributed") else NoProfile.NOT_TAKEN))
+        knee_found = next((f for f in recommendation.findings if isinstance(f, Knee)), None)
+        if (analysis.beyond_knobs is not None and knee_found is not None
+                and knee_found.settings == analysis.beyond_knobs.settings and knee_found.sustained_samples_per_s):
+            analysis.beyond_knobs = replace(analysis.beyond_knobs,
+                                            sustained_samples_per_s=knee_found.sustained_samples_per_s)
     if cfg.get("watch") and results:
         analysis.more_workers = predict.predict_more_workers(results[0], usable, tolerance)
     # 7. several ranks and nodes: the per-node view, the what-if ranks=N.

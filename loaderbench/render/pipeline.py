@@ -417,8 +417,11 @@ def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
                    f"where {_plateau_binds(b)} (a prediction): ")
         return [f"Beyond the settings: {plateau}no change to the pipeline that the stage profile prices is "
                 f"predicted to gain more than {b.tolerance:.0%}."]
+    held = ("" if not b.sustained_samples_per_s else
+            f"; the search's figure, {b.sustained_samples_per_s:,.0f} sustained: each change is weighed against "
+            "the search's, like with like")
     out = [f"Beyond the settings (no setting clears the loader bottleneck at {b.samples_per_s:,.0f} samples/s, "
-           f"stall {b.stall_fraction:.0%}): changes to the pipeline, measured ones first, predictions labelled:"]
+           f"stall {b.stall_fraction:.0%}{held}): changes to the pipeline, measured ones first, predictions labelled:"]
     for c in b.changes:
         parts = []
         if c.measured is not None and c.measured_samples_per_s is not None:
