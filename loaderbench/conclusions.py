@@ -750,6 +750,11 @@ class RemainingWait(Finding):
     more_wait_p50_s: float | None = None
     more_stall_fraction: float | None = None
     more_still_waits: bool = False
+    # The knee's tolerance: a remedy measured above the config by no more than it is in
+    # `measured_no_gain`; `start_outlasts_persistent`: an epoch-start part that persistent
+    # workers, measured, did not shorten by more than it (the time is the dataset's __iter__).
+    tolerance: float = 0.0
+    start_outlasts_persistent: bool = False
 
 
 class NotClearedCause(str, Enum):

@@ -11,7 +11,7 @@ from loaderbench.analysis import analyze, summarize_config
 from loaderbench.analysis.advice import epoch_samples_per_s, recommend
 from loaderbench.analysis.knee import find_knee
 from loaderbench.analysis.wait import stall_period, trial_wait_parts
-from loaderbench.conclusions import Baseline, HeadroomBinds, NotClearedCause, RemedyKind
+from loaderbench.conclusions import Baseline, HeadroomBinds, NotClearedCause, RemainingWait, RemedyKind
 from loaderbench.model import Ceiling, ConfigResult, FindingKind, Verdict, WaitPart
 from loaderbench.results import ResultSet
 from tests.helpers import reason, result, settings, trial, with_ceilings
@@ -761,3 +761,39 @@ def test_waits_that_alternate_while_every_batch_waits_a_step_are_no_sawtooth():
     # between (waits of 1 ms) is a sawtooth.
     assert stall_period([0.030, 0.028, 0.032, 0.060] * 20, [0.020] * 80) is None
     assert stall_period([0.001, 0.001, 0.001, 0.060] * 20, [0.020] * 80) == 4
+
+
+def _epoch_start_row(persistent: bool, start_wait_s: float):
+    """2 workers, a 20-ms step, 20 batches of 16 that never wait but the epoch start at batch 10."""
+    waits = [0.0] * 10 + [start_wait_s] + [0.0] * 9
+    t = trial(0, 0.02, waits=waits)
+    t.epoch_start_batches = [10]
+    return result(settings(2, persistent=persistent), t)
+
+
+def test_an_epoch_start_that_persistent_workers_do_not_shorten_is_not_named_workers_starting():
+    # 0.30 s at the start against 0.297 s with persistent workers: 320 samples over 0.70 s and
+    # 0.697 s, 457 and 459 samples/s (+0.4%, inside the 5% tolerance): the start is the dataset's
+    # own, and persistent workers are measured without gain, not offered as acting on it.
+    rs = [_epoch_start_row(False, 0.30), _epoch_start_row(True, 0.297)]
+    rec = recommend(rs)
+    assert not rec.settings.persistent_workers
+    [w] = [f for f in rec.findings if isinstance(f, RemainingWait)]
+    assert w.start_outlasts_persistent and not w.remedies
+    assert [r.gain for r in w.measured_no_gain] == [pytest.approx(0.70 / 0.697 - 1.0)]
+    text = reason(rec)
+    assert ("is mostly each epoch's start, which persistent workers, measured, did not shorten (not the workers "
+            "starting again: the pipeline refilling, or the dataset's own __iter__): 15.0 ms per batch") in text
+    assert ("Measured without gain (persistent_workers): w2-nopin-nopf-f2-persist-b16, 459 samples/s (+0.4%, within "
+            "the 5% tolerance).") in text
+    assert "What acts on it" not in text and "workers starting again at each epoch start" not in text
+
+
+def test_an_epoch_start_with_persistent_workers_unmeasured_names_workers_starting_and_the_remedy():
+    rs = [_epoch_start_row(False, 0.30)]
+    rec = recommend(rs)
+    [w] = [f for f in rec.findings if isinstance(f, RemainingWait)]
+    assert not w.start_outlasts_persistent and [r.remedy for r in w.remedies] == [RemedyKind.PERSISTENT_WORKERS]
+    text = reason(rec)
+    assert "is mostly workers starting again at each epoch start: 15.0 ms per batch" in text
+    assert "What acts on it: persistent_workers=True" in text

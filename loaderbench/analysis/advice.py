@@ -385,7 +385,11 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     (`Summary.step_slowed`) is no evidence: it goes in `slowed`; more workers are judged from the
     fastest row with more workers whose step did not slow, where there is one, and never offered
     to a row with idle workers (its wait is on the workers that work, never the receive), nor
-    where they measured above it by no more than `tolerance` (the knee's: nothing measurable).
+    where they measured above it by no more than `tolerance` (the knee's: nothing measurable); any
+    other remedy measured above it by no more than `tolerance`, on a row that still waited more than
+    REMEDY_REMOVED_WAIT (thresholds.py) of its stall, is measured without gain, and where
+    that is persistent workers on an epoch-start part, the start outlasts them
+    (`start_outlasts_persistent`: the dataset's own `__iter__`, not workers starting).
     A receive part on saturated CPUs (wait.cpu_saturated on `usable_cpus`) names the same batch's
     receive at fewer workers where that was RECEIVE_CONTENDED (thresholds.py) of it or less: the main process
     waited for a core too. A receive part names the row with the most workers otherwise alike, and
@@ -454,6 +458,17 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         more = [r for r in ok if r.settings.num_workers > s.num_workers
                 and replace(r.settings, num_workers=s.num_workers) == s and r.cache == knee.cache]
         most = max(more, key=lambda r: r.settings.num_workers, default=None)
+    def acts(r: Remedy) -> bool:
+        # Measured: a gain past the tolerance, or one inside it on a row that waited at most
+        # REMEDY_REMOVED_WAIT of this config's stall (it removed the wait, the step binds both).
+        if not r.measured:
+            return True
+        gain = r.gain or 0.0
+        if gain > max(0.0, tolerance):
+            return True
+        row = by_settings.get(r.settings) if r.settings is not None else None
+        return gain > 0 and row is not None and _s(row).stall_fraction <= th.REMEDY_REMOVED_WAIT * ks.stall_fraction
+
     quiet: ConfigResult | None = None
     if main is WaitPart.RECEIVE and ks.receive_p50_s and cpu_saturated(ks.cpu_util_pct, ks.other_cores, usable_cpus):
         fewer = [r for r in ok if 0 < r.settings.num_workers < s.num_workers
@@ -469,11 +484,13 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         tensor_leaves=None if trial is None else trial.tensor_leaves,
         numpy_leaves=None if trial is None else trial.numpy_leaves,
         batch_bytes=ks.batch_bytes,
-        remedies=[r for r in remedies if not r.measured or (r.gain or 0.0) > 0],
-        measured_no_gain=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0 and r.step_slowdown is None
-                          and r.other_cores is None],
-        slowed=[r for r in remedies if r.measured and (r.gain or 0.0) <= 0
-                and (r.step_slowdown is not None or r.other_cores is not None)],
+        remedies=[r for r in remedies if acts(r)],
+        measured_no_gain=[r for r in remedies if not acts(r) and r.step_slowdown is None and r.other_cores is None],
+        slowed=[r for r in remedies if not acts(r) and (r.step_slowdown is not None or r.other_cores is not None)],
+        tolerance=tolerance,
+        start_outlasts_persistent=main is WaitPart.EPOCH_START and any(
+            r.remedy is RemedyKind.PERSISTENT_WORKERS and not acts(r) and r.step_slowdown is None
+            and r.other_cores is None for r in remedies),
         quiet_settings=None if quiet is None else quiet.settings,
         quiet_receive_s=None if quiet is None else _s(quiet).receive_p50_s,
         cpu_cores=None if quiet is None or ks.cpu_util_pct is None else ks.cpu_util_pct / 100.0,

@@ -446,6 +446,9 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
         # Persistent workers, or none: nothing starts again; the epoch's first batch is built
         # while nothing else is in flight.
         words = "each epoch's first batch, built with nothing in flight (no worker starts: the pipeline refills)"
+    if part is WaitPart.EPOCH_START and f.start_outlasts_persistent:
+        words = ("each epoch's start, which persistent workers, measured, did not shorten (not the workers "
+                 "starting again: the pipeline refilling, or the dataset's own __iter__)")
     if part is WaitPart.LOADER and f.built_fast_enough:
         # The loader alone builds them faster than the step takes them: late, not unbuilt.
         words = ("batches that reached the step late, though the loader alone builds them faster than the step "
@@ -492,8 +495,9 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
     if f.remedies:
         text += " What acts on it: " + "; ".join(_remedy_text(r, name) for r in f.remedies) + "."
     for r in f.measured_no_gain:
+        within = f", within the {f.tolerance:.0%} tolerance" if (r.gain or 0.0) > 0 else ""
         text += (f" Measured without gain ({_REMEDY_NAMES[r.remedy]}): {name(r.settings) if r.settings else ''}, "
-                 f"{_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}).")
+                 f"{_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}{within}).")
     for r in f.slowed:
         text += (f" Measured, but no evidence ({_REMEDY_NAMES[r.remedy]}): {name(r.settings) if r.settings else ''}, "
                  f"{_rate(r.samples_per_s or 0.0)} ({r.gain or 0.0:+.1%}), ")
