@@ -495,7 +495,7 @@ def detail_lines(rs: ResultSet, name: Name) -> list[str]:
     out.extend(search_lines(rs, name) if rs.sweep.search is not None else drift_lines(rs, name))
     h = a.headroom
     if h is not None:
-        which = "your current settings" if h.which is Baseline.CURRENT else "the first config"
+        which = "your current settings" if h.which is Baseline.CURRENT else "the first config measured"
         text = (
             f"Headroom from {which} ({name(h.settings)}): stall {h.stall_fraction:.0%}, "
             f"so removing all data-wait makes it at most {h.max_speedup_from_stall:.2f}x faster"
