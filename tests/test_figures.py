@@ -768,20 +768,30 @@ def test_a_short_epoch_folder_reads_as_a_plain_loop_over_real_epochs(tmp_path):
                 rates.append(n / (time.perf_counter() - t0))
         return statistics.median(rates)
 
-    before = plain()
-    out = tmp_path / "r.json"
-    res = CliRunner().invoke(app, ["sweep", "--dataset", "folder", "--data", str(root), "--num-workers", "2",
-                                   "--batch-size", "16", "--compute", "sleep:60", "--batches", "10", "--min-time", "0",
-                                   "--repeats", "3", "--search", "grid", "--output", str(out), "--no-progress"])
-    after = plain()
-    assert res.exit_code == 0, res.output
-    row = json.loads(out.read_text())["results"][0]
-    assert all(t["epoch_batches"] == 7 and t["epoch_samples"] == 100 and t["epoch_start_batches"]
-               for t in row["trials"])
     # Within 5% of the plain loop: of the range it spanned before and after, when other load
-    # moved it between the two (the sweep ran in between).
-    lo, hi = min(before, after), max(before, after)
-    assert 0.95 * lo <= row["summary"]["samples_per_s"] <= 1.05 * hi, (row["summary"]["samples_per_s"], before, after)
+    # moved it between the two (the sweep ran in between). Load that comes and goes on a 2-CPU
+    # machine moved either side 6-7% in 2 of 4 bracketed rounds (benchmarks/short_epoch_reference.py,
+    # docs/benchmarks.md section 27): a round outside is measured once more, bracketed again; a
+    # weighing that is wrong (7-11% low before it) misses both.
+    rounds = []
+    for attempt in range(2):
+        before = plain()
+        out = tmp_path / f"r{attempt}.json"
+        res = CliRunner().invoke(app, ["sweep", "--dataset", "folder", "--data", str(root), "--num-workers", "2",
+                                       "--batch-size", "16", "--compute", "sleep:60", "--batches", "10",
+                                       "--min-time", "0", "--repeats", "3", "--search", "grid", "--output", str(out),
+                                       "--no-progress"])
+        after = plain()
+        assert res.exit_code == 0, res.output
+        row = json.loads(out.read_text())["results"][0]
+        assert all(t["epoch_batches"] == 7 and t["epoch_samples"] == 100 and t["epoch_start_batches"]
+                   for t in row["trials"])
+        figure, lo, hi = row["summary"]["samples_per_s"], min(before, after), max(before, after)
+        rounds.append((figure, before, after))
+        if 0.95 * lo <= figure <= 1.05 * hi:
+            break
+    else:
+        raise AssertionError(f"outside 5% of the plain loops twice (figure, before, after): {rounds}")
 
 
 def main_bound_rows(zero_wait_s: float) -> ResultSet:
