@@ -458,6 +458,7 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         more = [r for r in ok if r.settings.num_workers > s.num_workers
                 and replace(r.settings, num_workers=s.num_workers) == s and r.cache == knee.cache]
         most = max(more, key=lambda r: r.settings.num_workers, default=None)
+
     def acts(r: Remedy) -> bool:
         # Measured: a gain past the tolerance, or one inside it on a row that waited at most
         # REMEDY_REMOVED_WAIT of this config's stall (it removed the wait, the step binds both).
