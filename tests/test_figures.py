@@ -787,11 +787,11 @@ def test_a_short_epoch_folder_reads_as_a_plain_loop_over_real_epochs(tmp_path):
         assert all(t["epoch_batches"] == 7 and t["epoch_samples"] == 100 and t["epoch_start_batches"]
                    for t in row["trials"])
         figure, lo, hi = row["summary"]["samples_per_s"], min(before, after), max(before, after)
-        rounds.append((figure, before, after))
+        rounds.append((figure, before, after, row["summary"]["spread"]))
         if 0.95 * lo <= figure <= 1.05 * hi:
             break
     else:
-        raise AssertionError(f"outside 5% of the plain loops twice (figure, before, after): {rounds}")
+        raise AssertionError(f"outside 5% of the plain loops twice (figure, before, after, spread): {rounds}")
 
 
 def main_bound_rows(zero_wait_s: float) -> ResultSet:

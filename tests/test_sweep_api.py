@@ -109,31 +109,43 @@ def test_watch_agrees_with_the_sweep_within_two_points_of_stall(workers, tmp_pat
     the sweep's 1-worker stall reads 1-2 points above watch's (its worker shares the CPUs with
     the sweep's parent process too), hence `truth`: it needs a quiet machine."""
     dataset = TensorCostDataset(100_000, (3, 8, 8), 0.0, AGREE_IO_MS)
-    # Single runs of either move by 1-2 points on a 2-core VM (the sweep read 46.6-48.7% at 1
-    # worker in five runs, watch 45.4-47.2%): the sweep's median of 3 trials against the median
-    # of 3 watched runs, as the agreement benchmark compares them.
-    run = loaderbench.sweep(dataset, num_workers=[workers], batch_size=AGREE_BATCH, step=f"sleep:{AGREE_STEP_MS:g}",
-                            search="grid", repeats=3, batches=100, min_time_s=1.5, output=tmp_path / "sweep.json")
-    swept = run.result_set.results[0].summary
-    assert swept.repeats == 3
-    stalls, rates = [], []
-    for _ in range(3):
-        loader = DataLoader(dataset, batch_size=AGREE_BATCH, shuffle=True, num_workers=workers)
-        w = loaderbench.watch(loader, max_batches=100)
-        for i, _batch in enumerate(w):
-            time.sleep(AGREE_STEP_MS / 1000)
-            if i >= 130:
-                break
-        watched = w.result().results[0].summary
-        stalls.append(watched.stall_fraction)
-        rates.append(watched.samples_per_s)
-    stall_watch, rate_watch = statistics.median(stalls), statistics.median(rates)
-    record_property("stall_sweep", swept.stall_fraction)
-    record_property("stall_watch", stall_watch)
-    print(f"workers={workers}: stall sweep {swept.stall_fraction:.4f} watch {stall_watch:.4f} ({stalls}); "
-          f"samples/s sweep {swept.samples_per_s:.1f} watch {rate_watch:.1f}")
-    assert abs(stall_watch - swept.stall_fraction) <= 0.02
-    assert rate_watch == pytest.approx(swept.samples_per_s, rel=0.05)
+
+    def measured(attempt: int) -> tuple[float, float, float, float]:
+        # Single runs of either move by 1-2 points on a 2-core VM (the sweep read 46.6-48.7% at 1
+        # worker in five runs, watch 45.4-47.2%): the sweep's median of 3 trials against the
+        # median of 3 watched runs, as the agreement benchmark compares them.
+        run = loaderbench.sweep(dataset, num_workers=[workers], batch_size=AGREE_BATCH,
+                                step=f"sleep:{AGREE_STEP_MS:g}", search="grid", repeats=3, batches=100,
+                                min_time_s=1.5, output=tmp_path / f"sweep{attempt}.json")
+        swept = run.result_set.results[0].summary
+        assert swept.repeats == 3
+        stalls, rates = [], []
+        for _ in range(3):
+            loader = DataLoader(dataset, batch_size=AGREE_BATCH, shuffle=True, num_workers=workers)
+            w = loaderbench.watch(loader, max_batches=100)
+            for i, _batch in enumerate(w):
+                time.sleep(AGREE_STEP_MS / 1000)
+                if i >= 130:
+                    break
+            watched = w.result().results[0].summary
+            stalls.append(watched.stall_fraction)
+            rates.append(watched.samples_per_s)
+        print(f"workers={workers}: stall sweep {swept.stall_fraction:.4f} watch {statistics.median(stalls):.4f} "
+              f"({stalls}); samples/s sweep {swept.samples_per_s:.1f} watch {statistics.median(rates):.1f}")
+        return swept.stall_fraction, statistics.median(stalls), swept.samples_per_s, statistics.median(rates)
+
+    def agree(m: tuple[float, float, float, float]) -> bool:
+        stall_sweep, stall_watch, rate_sweep, rate_watch = m
+        return abs(stall_watch - stall_sweep) <= 0.02 and rate_watch == pytest.approx(rate_sweep, rel=0.05)
+
+    # A pair that disagrees is measured once more: a burst of other load between the sweep and
+    # the watched runs moved the 1-worker stall 3.4 points on a 2-CPU machine with two other
+    # busy processes; a timing model that differs misses both.
+    first = measured(0)
+    last = first if agree(first) else measured(1)
+    record_property("stall_sweep", last[0])
+    record_property("stall_watch", last[1])
+    assert agree(last), (first, last)
 
 
 def test_check_refuses_a_baseline_of_a_pickled_dataset_in_one_line(tmp_path):
