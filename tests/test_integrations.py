@@ -102,7 +102,10 @@ def test_lightning_callback_example(tmp_path):
     t = r.trials[0]
     assert r.settings.batch_size == 16 and t.samples == 16 * len(t.step_s)
     assert len(t.step_s) == 24 - 1 - t.warmup_batches
-    assert r.summary.verdict == "loader-bound" and r.summary.stall_fraction > 0.3
+    # 0 workers: each step waits for 16 samples of 1 ms of sleep (at least 16 ms, load can only
+    # add) against a 10-ms sleep and Lightning's own step; a share of it (0.3) failed where other
+    # load on a 2-CPU machine stretched Lightning's step to a stall of 0.24.
+    assert r.summary.verdict == "loader-bound" and r.summary.data_wait_p50_s >= 0.016
     assert callback.result is not None
 
 
