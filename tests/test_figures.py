@@ -1079,3 +1079,22 @@ def test_an_epoch_whose_last_batch_alone_is_short_is_named_as_training_sees_it()
     [f] = partial_batches([result(settings(2, bs=64), t)], {})
     assert not f.last_only
 
+
+def test_a_window_weighed_as_epochs_counts_an_epochs_samples_per_batch():
+    # 210 samples at batch 32: 6 full batches and one of 18 an epoch, 30.0 a batch. A window of 10
+    # batches from an epoch's fourth (one epoch start, at its batch 4) holds batches 4-7 of one
+    # epoch and 1-6 of the next: 3 x 32 + 18 + 6 x 32 = 306 samples, 30.6 a batch. Its throughput is the
+    # epoch's (210 samples over one start and 6 other steps), so the batch it weighs holds 30.0:
+    # the compute ceiling and the mean step count that, not the window's 30.6.
+    waits = [0.0] * 4 + [0.04] + [0.0] * 5
+    t = trial(0.0, 0.03, n=10, bs=32)
+    t.data_wait_s, t.step_s = waits, [w + 0.03 for w in waits]
+    t.samples, t.epoch_samples, t.epoch_batches, t.epoch_start_batches = 306, 210, 7, [4]
+    r = result(settings(2, bs=32), t)
+    s = r.summary
+    assert s.samples_per_s == pytest.approx(210 / (0.07 + 6 * 0.03))
+    assert s.samples_per_batch == pytest.approx(30.0)
+    assert s.mean_step_s == pytest.approx((0.07 + 6 * 0.03) / 7)
+    rs = result_set([r], step_s=0.03, bs=32)
+    assert rs.results[0].summary.compute_ceiling_samples_per_s == pytest.approx(30.0 / 0.03)
+

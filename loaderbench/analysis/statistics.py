@@ -386,13 +386,25 @@ def worker_cores(summary: Summary, num_workers: int) -> float | None:
 
 def samples_per_batch(trials: Sequence[Trial], batch_size: int) -> float:
     """Mean samples per measured batch (the counted samples over the batches; `batch_size` when
-    no trial says). In a distributed sweep a trial holds one rank's batches.
+    no trial says); for a trial weighed as whole epochs (`epoch_weighed`) the epoch's samples
+    over its batches, as its throughput counts them. In a distributed sweep a trial holds one
+    rank's batches.
 
     NOTE [samples per batch]
         A batch size is not always what batches hold: a batch sampler that buckets, a dataset
         whose items are several samples, a sampler with fewer indices than a batch. Throughput,
-        the mean step and the compute ceiling all use the samples counted per batch."""
-    counted = [(t.samples, len(t.step_s)) for t in trials if t.step_s]
+        the mean step and the compute ceiling all use the samples counted per batch: a window
+        over 1.4 epochs of 7 batches holds its short batches in another proportion (30.2
+        samples a batch) than an epoch does (30.0), which its throughput weighs.
+
+    >>> from loaderbench.model import Trial
+    >>> t = Trial(0.1, 3, [0.0] * 10, [0.05] * 10, [0.05] * 10, 302, 0.5, "host",
+    ...           epoch_start_batches=[2], epoch_batches=7, epoch_samples=210)
+    >>> samples_per_batch([t], 32)
+    30.0
+    """
+    counted = [(t.epoch_samples, t.epoch_batches) if epoch_weighed(t) is not None and t.epoch_samples
+               and t.epoch_batches else (t.samples, len(t.step_s)) for t in trials if t.step_s]
     if counted and sum(n for _, n in counted):
         return sum(x for x, _ in counted) / sum(n for _, n in counted)
     return float(batch_size)
