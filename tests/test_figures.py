@@ -740,7 +740,7 @@ def test_a_short_epoch_folder_reads_as_a_plain_loop_over_real_epochs(tmp_path):
     # and two short batches: its own samples over its own time read 7-11% below a plain loop
     # over real epochs on a 2-CPU machine. Weighed as one start and 6 ordinary batches per epoch
     # of 100 samples, the figure is within 5% of the plain loop timed here, before and after
-    # (0.99-1.04 of it in runs on a quiet 2-CPU machine; `truth`: other load moves either side).
+    # (0.96-1.04 of it in runs on a quiet 2-CPU machine; `truth`: other load moves either side).
     import subprocess
     import sys
     from pathlib import Path
@@ -1109,4 +1109,3 @@ def test_a_window_weighed_as_epochs_counts_an_epochs_samples_per_batch():
     assert s.mean_step_s == pytest.approx((0.07 + 6 * 0.03) / 7)
     rs = result_set([r], step_s=0.03, bs=32)
     assert rs.results[0].summary.compute_ceiling_samples_per_s == pytest.approx(30.0 / 0.03)
-
