@@ -252,6 +252,40 @@ def test_a_draining_queue_does_not_end_warmup():
     assert t.samples / sum(t.step_s) == pytest.approx(16 / 0.05, rel=0.01)
 
 
+def test_a_queue_full_for_the_workers_still_at_work_ends_warmup():
+    # 3 workers at prefetch_factor 2, one shard: the two others ran out at start-up, so at most
+    # 2 batches are ever ready, never the 4 that mean all 3 keep up. Its one worker keeps 2
+    # ready against a 10-ms step that never waits: read for all 3 the warm-up runs to its cap
+    # (48 batches); read for the 1 still at work it ends at the least count (6).
+    from loaderbench.measure.introspect import working_workers
+    from loaderbench.measure.timing import full_queue_for, full_queue_now
+
+    s = LoaderSettings(3, False, False, 2, False, 4)
+    least, most = warmup_for(s, 2)
+    assert (least, most, full_queue_for(s), full_queue_for(s, working=1)) == (6, 48, 4, 1)
+    clock = FakeClock()
+    every = run(clock, producer(clock, [0.0] * 200), 0.010, warmup_batches=least, max_warmup_batches=most,
+                min_batches=10, ready_count=lambda: 2, full_queue=full_queue_for(s))
+    assert every.warmup_batches == 48
+    clock = FakeClock()
+    working = run(clock, producer(clock, [0.0] * 200), 0.010, warmup_batches=least, max_warmup_batches=most,
+                  min_batches=10, ready_count=lambda: 2, full_queue=full_queue_now(s, lambda: 1))
+    assert working.warmup_batches == 6
+    # Unknown (another iterator): read for all the workers, as before.
+    clock = FakeClock()
+    unknown = run(clock, producer(clock, [0.0] * 200), 0.010, warmup_batches=least, max_warmup_batches=most,
+                  min_batches=10, ready_count=lambda: 2, full_queue=full_queue_now(s, lambda: None))
+    assert unknown.warmup_batches == 48
+
+    class It:
+        _workers_status = [True, False, False]
+
+    class Holder:
+        last_iterator = It()
+
+    assert working_workers(Holder()) == 1 and working_workers(object()) is None
+
+
 def test_the_warmups_ready_batches_give_the_receive_when_the_window_has_none():
     # 16 batches built during start-up (ready at t=1 s), then one every 50 ms against a 10 ms
     # step: in the window no batch is ever ready, in the warm-up 19 were. Taking a ready batch

@@ -4,7 +4,6 @@ figure has a hand-computed answer; bad use; the saved file read by show/compare/
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -456,23 +455,17 @@ def test_a_watched_step_whose_time_varies_never_puts_the_row_above_its_ceiling()
 
 
 class _OneShard(torch.utils.data.IterableDataset):
-    """An IterableDataset that gives all its `n` items to worker 0 (one shard), each after
-    `item_s` seconds of sleep: the other workers yield nothing."""
+    """An IterableDataset that gives all its `n` items to worker 0 (one shard): the other workers
+    yield nothing."""
 
-    def __init__(self, n: int, item_s: float = 0.0) -> None:
+    def __init__(self, n: int) -> None:
         self.n = n
-        self.item_s = item_s
 
     def __iter__(self):
         info = torch.utils.data.get_worker_info()
         if info is not None and info.id != 0:
             return iter(())
-        return (self._item(i) for i in range(self.n))
-
-    def _item(self, i: int) -> torch.Tensor:
-        if self.item_s:
-            time.sleep(self.item_s)
-        return torch.full((2,), float(i))
+        return iter(torch.full((2,), float(i)) for i in range(self.n))
 
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")
@@ -480,14 +473,14 @@ class _OneShard(torch.utils.data.IterableDataset):
 def test_the_batches_each_worker_delivered_are_counted_in_a_watched_loop(order):
     # A real DataLoader with 3 workers: map-style, they deliver in turn (equal shares, within
     # one); an IterableDataset of one shard, worker 0 delivers every batch and the report names
-    # the 2 that delivered none. Its one worker holds at most 2 ready batches, fewer than the 4
-    # that mean the loader keeps up, so the warm-up ends on a blocked next(): each batch costs
-    # 8 ms there against a loop that does nothing, or a loaded machine's worker could stay ahead
-    # of the loop to the end of the epoch and leave no step to measure.
+    # the 2 that delivered none. Its one worker holds at most 2 ready batches, never the 4 of all
+    # 3 that mean the loader keeps up: the warm-up reads the queue as full for the workers still
+    # at work, or on a loaded machine the worker stayed ahead of a loop that does nothing to the
+    # end of the epoch and left no step to measure.
     if order == "map":
         loader = DataLoader(torch.arange(96.0), batch_size=4, num_workers=3)
     else:
-        loader = DataLoader(_OneShard(96, item_s=0.002), batch_size=4, num_workers=3)
+        loader = DataLoader(_OneShard(96), batch_size=4, num_workers=3)
     w = loaderbench.watch(loader, measure_resources=False, timing="host", warmup_batches=2)
     for _batch in w:
         pass

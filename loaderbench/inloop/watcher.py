@@ -208,7 +208,8 @@ class Watch:
         self._batches_seen = 0
         self._phase = "first"  # first -> warm -> window -> full
         self._warm = 0
-        self._warmup = WarmUp.for_loader(self.settings, warmup_batches, ready_count=self._ready_count)
+        self._warmup = WarmUp.for_loader(self.settings, warmup_batches, ready_count=self._ready_count,
+                                         working_count=self._working_count)
         self._first_batch_s: float | None = None
         self._first_counted: int | None = None
         self._steps: list[_Step] = []
@@ -407,6 +408,13 @@ class Watch:
         from loaderbench.measure.introspect import ready_batches
 
         return ready_batches(_IteratorHolder(self._it))
+
+    def _working_count(self) -> int | None:
+        if self._dataloader is None or self._it is None:
+            return None
+        from loaderbench.measure.introspect import working_workers
+
+        return working_workers(_IteratorHolder(self._it))
 
     def _count(self, batch: Any) -> int:
         spb = self._samples_per_batch
@@ -683,7 +691,8 @@ class _Batches:
 
 
 class _IteratorHolder:
-    """What measure.introspect.ready_batches reads: an object with the live iterator."""
+    """What measure.introspect.ready_batches and working_workers read: an object with the live
+    iterator."""
 
     def __init__(self, it: Iterator[Any]) -> None:
         self.last_iterator = it

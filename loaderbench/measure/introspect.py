@@ -145,6 +145,18 @@ def ready_batches(loader: Any) -> int | None:
     return n
 
 
+def working_workers(loader: Any) -> int | None:
+    """Workers of the loader's current iterator still at work, or None when unknown (0 workers,
+    another iterator). An IterableDataset's worker whose share has run out is done for the
+    epoch and holds no batch (the multiprocessing iterator's per-worker status, a private torch
+    attribute read defensively)."""
+    status = getattr(getattr(loader, "last_iterator", None), "_workers_status", None)
+    try:
+        return None if status is None else sum(1 for s in list(status) if s)
+    except TypeError:
+        return None
+
+
 def pending_workers(it: Any) -> dict[int, int] | None:
     """The worker of every batch the multiprocessing iterator `it` has asked for and not yet
     handed out, {batch index: worker id}, or None when unknown (0 workers, another iterator).

@@ -16,6 +16,7 @@ from typing import Any
 
 from loaderbench.measure.timing import (
     Clock,
+    FullQueue,
     LoopTimes,
     Marker,
     StepInstants,
@@ -80,7 +81,7 @@ def timed_loop(
     on_window_end: Callable[[], None] | None = None,
     after_window: Callable[[Iterator[Any], float], list[float] | tuple[list[float], list[float]]] | None = None,
     ready_count: Callable[[], int | None] | None = None,
-    full_queue: int | None = None,
+    full_queue: FullQueue = None,
     restart_epochs: bool = False,
     agree: Callable[[bool], bool] | None = None,
     sampler_time: Callable[[], float] | None = None,

@@ -56,7 +56,8 @@ NOTE [backlog drain]
       - `next()` has had to block (the ready queue was empty: the backlog is gone);
       - the loader's ready queue is still (nearly) full after that many batches: production
         kept up with consumption, so there is no backlog to flatter anything (read from the
-        DataLoader iterator's queue size where the platform supports it);
+        DataLoader iterator's queue size where the platform supports it; full for the workers
+        still at work, since an IterableDataset's worker whose share ran out holds no batch);
       - 8*W*P batches in all: a loader still draining then has rho > ~0.9, and what flattery is
         left is under ~10%; 2*W*P where the loop knows each batch's completion instant (the
         sweep's trials), which holds the row to what the workers produced (NOTE [production in
@@ -508,9 +509,31 @@ def dispatch_lag(settings: LoaderSettings, *, own_loader: bool) -> int | None:
     return settings.num_workers * (settings.prefetch_factor or 2)
 
 
-def full_queue_for(settings: LoaderSettings) -> int:
-    """Ready batches that mean the loader keeps up (NOTE [backlog drain]): W*P - 2, at least 1."""
-    return max(1, settings.num_workers * (settings.prefetch_factor or 0) - 2)
+def full_queue_for(settings: LoaderSettings, working: int | None = None) -> int:
+    """Ready batches that mean the loader keeps up (NOTE [backlog drain]): W*P - 2, at least 1,
+    with W the workers still at work where `working` says (an IterableDataset's worker whose
+    share ran out holds no batch: with one shard for 3 workers at P = 2 at most 2 are ever
+    ready, never the 4 of all 3, and the warm-up ran to its end while the loader kept up).
+
+    >>> full_queue_for(LoaderSettings(3, False, False, 2, False, 4)), full_queue_for(
+    ...     LoaderSettings(3, False, False, 2, False, 4), working=1)
+    (4, 1)
+    """
+    w = settings.num_workers if working is None else min(working, settings.num_workers)
+    return max(1, w * (settings.prefetch_factor or 0) - 2)
+
+
+FullQueue = int | Callable[[], int | None] | None
+"""Ready batches that mean the loader keeps up: a count, or read each time (`full_queue_for` of
+the workers still at work), or None where unknown."""
+
+
+def full_queue_now(settings: LoaderSettings, working_count: Callable[[], int | None] | None) -> FullQueue:
+    """`full_queue_for(settings)`, read again at each batch from `working_count()` (the workers
+    still at work, None when unknown) where that is given."""
+    if working_count is None:
+        return full_queue_for(settings)
+    return lambda: full_queue_for(settings, working_count())
 
 
 def early_warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int, int] | None:
@@ -522,7 +545,7 @@ def early_warmup_for(settings: LoaderSettings, warmup_batches: int) -> tuple[int
 
 
 def warmup_over(seen: int, least: int, most: int, wait_s: float, periods: list[float],
-                ready: Callable[[], int | None] | None, full_queue: int | None,
+                ready: Callable[[], int | None] | None, full_queue: FullQueue,
                 early: tuple[int, int] | None = None) -> bool:
     """Whether the warm-up ends after `seen` batches (NOTE [backlog drain]): at least `least`,
     then on the first `next()` that blocked (its `wait_s` at least a tenth of the median of
@@ -539,7 +562,8 @@ def warmup_over(seen: int, least: int, most: int, wait_s: float, periods: list[f
     if seen >= most or blocked:
         return True
     n_ready = ready() if ready is not None else None
-    return n_ready is not None and full_queue is not None and n_ready >= full_queue
+    full = full_queue() if callable(full_queue) else full_queue
+    return n_ready is not None and full is not None and n_ready >= full
 
 
 class WarmUp:
@@ -549,11 +573,12 @@ class WarmUp:
     periods between the warm-up's `next()` calls, against which a blocked call is judged.
 
     `least`/`most`: batches dropped at least / at most (`warmup_for`); `full_queue`: ready
-    batches that mean the loader keeps up (`full_queue_for`); `early`: (batches, wave) of the
+    batches that mean the loader keeps up (`full_queue_for`, or read at each batch from the
+    workers still at work: `full_queue_now`); `early`: (batches, wave) of the
     early end (`early_warmup_for`); `ready_count()`: batches the loader has ready, None when
     unknown."""
 
-    def __init__(self, least: int, most: int, *, full_queue: int | None = None,
+    def __init__(self, least: int, most: int, *, full_queue: FullQueue = None,
                  early: tuple[int, int] | None = None,
                  ready_count: Callable[[], int | None] | None = None) -> None:
         self.least = least
@@ -566,11 +591,13 @@ class WarmUp:
 
     @classmethod
     def for_loader(cls, settings: LoaderSettings, warmup_batches: int,
-                   ready_count: Callable[[], int | None] | None = None) -> WarmUp:
-        """The warm-up of a DataLoader with `settings` and `--warmup-batches` `warmup_batches`."""
+                   ready_count: Callable[[], int | None] | None = None,
+                   working_count: Callable[[], int | None] | None = None) -> WarmUp:
+        """The warm-up of a DataLoader with `settings` and `--warmup-batches` `warmup_batches`;
+        `working_count()`: its workers still at work, None when unknown."""
         least, most = warmup_for(settings, warmup_batches)
-        return cls(least, most, full_queue=full_queue_for(settings), early=early_warmup_for(settings, warmup_batches),
-                   ready_count=ready_count)
+        return cls(least, most, full_queue=full_queue_now(settings, working_count),
+                   early=early_warmup_for(settings, warmup_batches), ready_count=ready_count)
 
     @property
     def earliest(self) -> int:

@@ -24,6 +24,7 @@ from loaderbench.measure.introspect import (
     ready_batches,
     stop_workers,
     unreadable_internals,
+    working_workers,
 )
 from loaderbench.measure.loop import (
     WHOLE_EPOCH_WINDOW_MAX,
@@ -39,7 +40,7 @@ from loaderbench.measure.timing import (
     LoopTimes,
     dispatch_lag,
     early_warmup_for,
-    full_queue_for,
+    full_queue_now,
     marker_for,
     warmup_for,
 )
@@ -710,7 +711,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             on_window_end=on_window_end,
             restart_epochs=epochs,
             ready_count=lambda: ready_batches(loader),
-            full_queue=full_queue_for(settings),
+            full_queue=full_queue_now(settings, lambda: working_workers(loader)),
             early_warmup=early_warmup_for(settings, measure.warmup_batches),
             # Whole epochs only where no files are read (NOTE [whole epochs in the window]).
             epoch_len=_epoch_len(batch_sampler) if epochs and not dataset_spec.data_roots else None,
