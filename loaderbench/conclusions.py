@@ -1407,7 +1407,9 @@ class LoaderCeiling(Record):
     delivers at least a figure, never how much more). `bound_only`: no ranked config has a
     sustained rate; `samples_per_s` (at `settings`) is then the highest bound, the loader alone
     delivers at least that, and `binds` is COMPUTE (the loop itself ran at the compute ceiling)
-    or None."""
+    or None. `start_bound`: the fastest row (its samples/s) where it waited on each epoch's start
+    (`Verdict.EPOCH_START_BOUND`) while the ceilings say the step binds: both ceilings are
+    steady rates, between epoch starts."""
 
     samples_per_s: float
     settings: LoaderSettings
@@ -1419,6 +1421,7 @@ class LoaderCeiling(Record):
     matched_within: float = 0.0
     bounded: int = 0
     bound_only: bool = False
+    start_bound: MeasuredRate | None = None
 
 
 @dataclass(frozen=True)

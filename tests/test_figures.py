@@ -719,6 +719,31 @@ def test_a_ceiling_of_bounds_only_says_at_least_and_binds_only_from_the_loops_ow
         "ran at it).")
 
 
+def test_a_ceiling_over_an_epoch_start_bound_row_says_both_are_steady_rates():
+    # Epochs of 8 batches of 16, a 10-ms step; each epoch's first batch waits 80 ms, the others
+    # nothing: an epoch is 128 samples over 90 + 7 x 10 ms = 800 samples/s, half of it waiting
+    # on the start. The loader alone sustains 6,000 samples/s between starts, past the compute
+    # ceiling of 1,600: the step binds there, and the line says the row's 800 is the starts'.
+    t = trial(0.0, 0.010, n=16)
+    t.data_wait_s = [0.080 if i % 8 == 0 else 0.0 for i in range(16)]
+    t.step_s = [w + 0.010 for w in t.data_wait_s]
+    t.epoch_start_batches, t.epoch_batches, t.epoch_samples = [0, 8], 8, 128
+    t.loader_alone_method, t.loader_alone_samples_per_s = "sustained", 6000.0
+    rs = result_set([result(settings(2), t)], step_s=0.010)
+    s = rs.results[0].summary
+    assert s.verdict is Verdict.EPOCH_START_BOUND and s.samples_per_s == pytest.approx(800.0)
+    assert footer.loader_ceiling_line(rs) == (
+        "Loader ceiling (the loader alone, H2D included): 6,000 samples/s at best (2 workers); compute ceiling "
+        "1,600 samples/s: the compute step binds. Both are steady rates, between epoch starts: each epoch's start "
+        "holds 2 workers at 800 samples/s (epoch-start-bound).")
+    # Epochs whose start costs nothing: the row runs at the step (compute-bound), nothing more said.
+    t.data_wait_s = [0.0] * 16
+    t.step_s = [0.010] * 16
+    rs = result_set([result(settings(2), t)], step_s=0.010)
+    assert rs.results[0].summary.verdict is Verdict.COMPUTE_BOUND
+    assert footer.loader_ceiling_line(rs).endswith("compute ceiling 1,600 samples/s: the compute step binds.")
+
+
 def test_a_bound_never_says_building_batches_does_not_explain_the_wait():
     # The loader alone delivers at least 5,000 samples/s (a bound), 3x the compute ceiling of
     # 1,600: as a rate it would say building does not explain a 75% stall; as a bound it says nothing.

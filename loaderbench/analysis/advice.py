@@ -1344,6 +1344,8 @@ def loader_ceiling(ranked: Sequence[ConfigResult]) -> LoaderCeiling | None:
         else:
             binds = CeilingBinds.LOADER if lc < cc else CeilingBinds.COMPUTE
         out = replace(out, compute_ceiling=cc, binds=binds)
+        if binds is CeilingBinds.COMPUTE and _s(best).verdict is Verdict.EPOCH_START_BOUND:
+            out = replace(out, start_bound=MeasuredRate(best.settings, measured))
     return out
 
 

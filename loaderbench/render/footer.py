@@ -177,7 +177,12 @@ def _loader_ceiling_text(lc: LoaderCeiling, name: Name) -> str:
                                    "the two add up." if lc.settings.num_workers == 0 else
                                    f"{within}: with no margin, the loader's jitter stalls the step."),
         }[lc.binds]
-        return text + f"; compute ceiling {lc.compute_ceiling:,.0f} samples/s: {binds}"
+        text += f"; compute ceiling {lc.compute_ceiling:,.0f} samples/s: {binds}"
+        if lc.start_bound is not None:
+            text += (f" Both are steady rates, between epoch starts: each epoch's start holds "
+                     f"{name(lc.start_bound.settings)} at {lc.start_bound.samples_per_s:,.0f} samples/s "
+                     "(epoch-start-bound).")
+        return text
     return text + "."
 
 
