@@ -390,12 +390,19 @@ def test_in_order_off_reads_faster_where_one_sample_in_a_hundred_is_twenty_times
     # instead of 8. In order, the other worker builds its one batch ahead and then idles until
     # the slow batch is handed out; out of order, its batches overtake. Measured on 2 cores: 698
     # against 625 samples/s (1.12x, spreads of 2%) with the tail, 738 against 752 without.
-    tail = _in_order_rates(tmp_path / "tail", "make_long_tail")
-    assert tail[False] / tail[True] > 1.05, tail
     # Without the tail the two orders are one pipeline: equal within the run-to-run spread a
-    # loaded 2-core machine gives two rows of one sweep (6.2% seen beside another test run).
-    flat = _in_order_rates(tmp_path / "flat", "make_no_tail")
-    assert abs(flat[False] / flat[True] - 1.0) < 0.08, flat
+    # loaded 2-core machine gives two rows of one sweep (6.2% seen beside another test run; 12%
+    # once in a full run of the suite, 0.5% alone minutes later): a pair outside is measured
+    # once more, and an ordering that does not act (or acts without a tail) misses both.
+    def missed(attempt: int) -> list:
+        tail = _in_order_rates(tmp_path / f"tail{attempt}", "make_long_tail")
+        flat = _in_order_rates(tmp_path / f"flat{attempt}", "make_no_tail")
+        return [] if tail[False] / tail[True] > 1.05 and abs(flat[False] / flat[True] - 1.0) < 0.08 else [tail, flat]
+
+    failed = missed(0)
+    if failed:
+        failed = missed(1)
+    assert failed == []
 
 
 # ---------------------------------------------------------------------------------------------
