@@ -35,6 +35,7 @@ from loaderbench.workload.decode import (
     GPUDecode,
     decode_jpeg_cpu,
 )
+from tests.helpers import measured_again_if_missed
 
 runner = CliRunner()
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -394,15 +395,19 @@ def test_in_order_off_reads_faster_where_one_sample_in_a_hundred_is_twenty_times
     # loaded 2-core machine gives two rows of one sweep (6.2% seen beside another test run; 12%
     # once in a full run of the suite, 0.5% alone minutes later): a pair outside is measured
     # once more, and an ordering that does not act (or acts without a tail) misses both.
-    def missed(attempt: int) -> list:
-        tail = _in_order_rates(tmp_path / f"tail{attempt}", "make_long_tail")
-        flat = _in_order_rates(tmp_path / f"flat{attempt}", "make_no_tail")
-        return [] if tail[False] / tail[True] > 1.05 and abs(flat[False] / flat[True] - 1.0) < 0.08 else [tail, flat]
+    attempts = iter(range(2))
 
-    failed = missed(0)
-    if failed:
-        failed = missed(1)
-    assert failed == []
+    def rates() -> tuple[dict, dict]:
+        attempt = next(attempts)
+        return (_in_order_rates(tmp_path / f"tail{attempt}", "make_long_tail"),
+                _in_order_rates(tmp_path / f"flat{attempt}", "make_no_tail"))
+
+    def ok(m: tuple[dict, dict]) -> bool:
+        tail, flat = m
+        return tail[False] / tail[True] > 1.05 and abs(flat[False] / flat[True] - 1.0) < 0.08
+
+    rounds = measured_again_if_missed(rates, ok)
+    assert ok(rounds[-1]), rounds
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from loaderbench.orchestration.preflight import oversubscription
 from loaderbench.render import columns, footer
 from loaderbench.render.findings import finding_sentences
 from loaderbench.results import ResultSet, SearchLog, read_results, save_results
-from tests.helpers import result, settings, trial
+from tests.helpers import measured_again_if_missed, result, settings, trial
 
 CPU = {"cuda_available": False, "usable_cpus": 2}
 
@@ -810,10 +810,12 @@ def test_a_short_epoch_folder_reads_as_a_plain_loop_over_real_epochs(tmp_path):
     # machine moved either side 6-7% in 2 of 4 bracketed rounds (benchmarks/short_epoch_reference.py,
     # docs/benchmarks.md section 27): a round outside is measured once more, bracketed again; a
     # weighing that is wrong (7-11% low before it) misses both.
-    rounds = []
-    for attempt in range(2):
+    attempts = iter(range(2))
+
+    def measured() -> tuple[float, float, float, float]:
+        """(the sweep's figure, the plain loop before it, after it, the sweep's spread)."""
+        out = tmp_path / f"r{next(attempts)}.json"
         before = plain()
-        out = tmp_path / f"r{attempt}.json"
         res = CliRunner().invoke(app, ["sweep", "--dataset", "folder", "--data", str(root), "--num-workers", "2",
                                        "--batch-size", "16", "--compute", "sleep:60", "--batches", "10",
                                        "--min-time", "0", "--repeats", "3", "--search", "grid", "--output", str(out),
@@ -823,12 +825,14 @@ def test_a_short_epoch_folder_reads_as_a_plain_loop_over_real_epochs(tmp_path):
         row = json.loads(out.read_text())["results"][0]
         assert all(t["epoch_batches"] == 7 and t["epoch_samples"] == 100 and t["epoch_start_batches"]
                    for t in row["trials"])
-        figure, lo, hi = row["summary"]["samples_per_s"], min(before, after), max(before, after)
-        rounds.append((figure, before, after, row["summary"]["spread"]))
-        if 0.95 * lo <= figure <= 1.05 * hi:
-            break
-    else:
-        raise AssertionError(f"outside 5% of the plain loops twice (figure, before, after, spread): {rounds}")
+        return row["summary"]["samples_per_s"], before, after, row["summary"]["spread"]
+
+    def within(r: tuple[float, float, float, float]) -> bool:
+        figure, before, after, _ = r
+        return 0.95 * min(before, after) <= figure <= 1.05 * max(before, after)
+
+    rounds = measured_again_if_missed(measured, within)
+    assert within(rounds[-1]), f"outside 5% of the plain loops (figure, before, after, spread): {rounds}"
 
 
 def main_bound_rows(zero_wait_s: float) -> ResultSet:

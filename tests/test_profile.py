@@ -40,7 +40,7 @@ from loaderbench.model import (
     StageRecord,
 )
 from tests import profile_datasets as pd
-from tests.helpers import FakeClock
+from tests.helpers import FakeClock, measured_again_if_missed
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = ROOT / "tests" / "data" / "expected"
@@ -411,21 +411,19 @@ def test_stages_of_known_wall_cost_within_10_percent_of_their_reference(tmp_path
     # Measured once more, both sides, where a stage misses: with two other busy processes on a
     # 2-CPU machine a 2-ms spin's reference calls read 2.0 or 5.4 ms (preempted or not), and
     # their median fell on the preempted side while the profile's did not.
-    failed = missed(*_known_cost_profile(ds))
-    if failed:
-        failed = missed(*_known_cost_profile(ds))
-    assert failed == []
+    rounds = measured_again_if_missed(lambda: missed(*_known_cost_profile(ds)), lambda f: f == [])
+    assert rounds[-1] == [], rounds
 
 
 def test_a_plain_dataset_is_attributed_to_the_function_that_costs():
     ds = pd.make_plain_user(16, work=20_000)
-    record = profile_stages(ds, settings(0), ProfilePlan(samples=16, time_budget_s=60, top=5))
-    p = summarize_profile(record, top=5)
-    if p.stage("rest of __getitem__").share <= 0.9:
-        # The one batch's collate (0.003-0.03 ms a sample) read 0.2 ms once, preempted by other
-        # load: the share of a function that costs ~0.9 ms a sample fell to 86%. Profiled again.
-        record = profile_stages(ds, settings(0), ProfilePlan(samples=16, time_budget_s=60, top=5))
-        p = summarize_profile(record, top=5)
+    # The one batch's collate (0.003-0.03 ms a sample) read 0.2 ms once, preempted by other load:
+    # the share of a function that costs ~0.9 ms a sample fell to 86%. Profiled again then.
+    rounds = measured_again_if_missed(
+        lambda: summarize_profile(profile_stages(ds, settings(0), ProfilePlan(samples=16, time_budget_s=60, top=5)),
+                                  top=5),
+        lambda q: q.stage("rest of __getitem__").share > 0.9)
+    p = rounds[-1]
     assert not p.transforms_found and p.stage("rest of __getitem__").share > 0.9
     assert p.stage("read").calls_per_sample == 0 and p.stage("decode").calls_per_sample == 0
     top = p.functions[0]

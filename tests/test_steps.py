@@ -21,6 +21,7 @@ from loaderbench.orchestration.api import build_api_config
 from loaderbench.orchestration.config import parse_compute
 from loaderbench.workload.compute import UserStep, build_compute
 from tests import fixture_loaders
+from tests.helpers import measured_again_if_missed
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = "tests.fixture_loaders"
@@ -178,9 +179,7 @@ def test_the_compute_ceiling_of_the_users_step_is_the_step_alone_in_a_plain_loop
     # pairs' ratios spread 0.87-1.41 (even this thread's CPU time moved 15% between loops), alone
     # minutes later they were within the bound.
     try:
-        ratios = [median_ratio()]
-        if abs(ratios[0] - 1.0) > 0.10:
-            ratios.append(median_ratio())
+        ratios = measured_again_if_missed(median_ratio, lambda r: abs(r - 1.0) <= 0.10)
     finally:
         torch.set_num_threads(threads)
     assert abs(ratios[-1] - 1.0) <= 0.10, ratios

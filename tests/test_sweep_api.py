@@ -14,6 +14,7 @@ from loaderbench.errors import DataError, UsageError
 from loaderbench.orchestration.api import PICKLED_FACTORY, build_api_config
 from loaderbench.workload.datasets import TensorCostDataset
 from tests import fixture_datasets
+from tests.helpers import measured_again_if_missed
 
 
 class LocalDataset(Dataset):
@@ -141,11 +142,11 @@ def test_watch_agrees_with_the_sweep_within_two_points_of_stall(workers, tmp_pat
     # A pair that disagrees is measured once more: a burst of other load between the sweep and
     # the watched runs moved the 1-worker stall 3.4 points on a 2-CPU machine with two other
     # busy processes; a timing model that differs misses both.
-    first = measured(0)
-    last = first if agree(first) else measured(1)
-    record_property("stall_sweep", last[0])
-    record_property("stall_watch", last[1])
-    assert agree(last), (first, last)
+    attempts = iter(range(2))
+    rounds = measured_again_if_missed(lambda: measured(next(attempts)), agree)
+    record_property("stall_sweep", rounds[-1][0])
+    record_property("stall_watch", rounds[-1][1])
+    assert agree(rounds[-1]), rounds
 
 
 def test_check_refuses_a_baseline_of_a_pickled_dataset_in_one_line(tmp_path):

@@ -474,9 +474,9 @@ def test_the_batches_each_worker_delivered_are_counted_in_a_watched_loop(order):
     # A real DataLoader with 3 workers: map-style, they deliver in turn (equal shares, within
     # one); an IterableDataset of one shard, worker 0 delivers every batch and the report names
     # the 2 that delivered none. Its one worker holds at most 2 ready batches, never the 4 of all
-    # 3 that mean the loader keeps up: the warm-up reads the queue as full for the workers still
-    # at work, or on a loaded machine the worker stayed ahead of a loop that does nothing to the
-    # end of the epoch and left no step to measure.
+    # 3 that mean the loader keeps up, so the warm-up reads the queue as full for the workers
+    # still at work (read for all 3, a loaded machine's worker stayed ahead of this loop, which
+    # does nothing, to the end of the epoch, and no step was left to measure).
     if order == "map":
         loader = DataLoader(torch.arange(96.0), batch_size=4, num_workers=3)
     else:
