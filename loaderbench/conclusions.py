@@ -647,6 +647,10 @@ class Knee(Finding):
     # search's figure) and how the figure above was settled from them (Sustained.settled).
     sustained_windows: list[float] = field(default_factory=list)
     sustained_settled: SustainedSettled | None = None
+    # Where those readings disagree (two windows apart, or one window past the tolerance from the
+    # search's figure with no second to settle them): the figure's uncertainty, a fraction of it
+    # (±; statistics.sustained_uncertainty). None where they agree.
+    sustained_uncertainty: float | None = None
     # Where the share of `ran_dry_workers` of its workers ran out inside the window (IdleRow.in_probe)
     # and the loader alone then read `ran_dry_samples_per_s`, under its figure: the figure holds while
     # every worker has work, and is at most what a whole epoch reaches.

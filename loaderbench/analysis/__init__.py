@@ -126,7 +126,7 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
         grid=cfg.get("grid"), stopped=partial is not None,
         budget_ended=rs.sweep.search is not None and rs.sweep.search.budget_ended,
     )
-    _sustained(rs, recommendation.findings)
+    _sustained(rs, recommendation.findings, tolerance)
     _unsettled_drift(rs, recommendation.findings)
     profile = stage_profile(rs, ranking.knee, any(isinstance(f, NotCleared) for f in recommendation.findings))
     taken = rs.sweep.profile
@@ -194,11 +194,12 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
     return analysis
 
 
-def _sustained(rs: ResultSet, findings: list[Finding]) -> None:
+def _sustained(rs: ResultSet, findings: list[Finding], tolerance: float) -> None:
     """The Knee of `findings` gets the pick's sustained figure (results.Sustained, NOTE [the
     pick's sustained figure] in orchestration/sustained.py) when that trial measured the knee,
     or is marked as resting on the search's short windows where --time-budget left no time for
-    it (SweepRecord.sustained_left_out)."""
+    it (SweepRecord.sustained_left_out). `tolerance`: the sweep's (a fraction), for the figure's
+    uncertainty where its readings disagree (statistics.sustained_uncertainty)."""
     taken = rs.sweep.sustained
     if taken is None:
         left_out = rs.sweep.sustained_left_out
@@ -220,7 +221,9 @@ def _sustained(rs: ResultSet, findings: list[Finding]) -> None:
                                   sustained_batches_per_worker=taken.batches_per_worker,
                                   search_batches_per_worker=taken.search_batches_per_worker,
                                   sustained_windows=list(taken.windows_samples_per_s) or [taken.samples_per_s],
-                                  sustained_settled=taken.settled)
+                                  sustained_settled=taken.settled, sustained_uncertainty=statistics.sustained_uncertainty(
+                                      taken.samples_per_s, taken.search_samples_per_s,
+                                      list(taken.windows_samples_per_s) or [taken.samples_per_s], taken.settled, tolerance))
 
 
 def _ran_dry(findings: list[Finding], idle: list[Finding]) -> None:

@@ -636,3 +636,33 @@ def settle_windows(search_samples_per_s: float, search_stall_fraction: float,
     readings = sorted([(search_samples_per_s, search_stall_fraction), (r1, st1), (r2, st2)])
     rate, stall = readings[1]
     return rate, stall, SustainedSettled.MIDDLE
+
+
+def sustained_uncertainty(figure_samples_per_s: float, search_samples_per_s: float, windows: Sequence[float],
+                          settled: SustainedSettled | None, tolerance: float) -> float | None:
+    """How uncertain the pick's sustained figure is, as a fraction of it (±), where its readings
+    disagree (NOTE [the pick's sustained figure] in orchestration/sustained.py); None where they
+    agree. `figure_samples_per_s`: the settled figure (`settle_windows`); `windows`: each longer
+    window's samples/s; `tolerance`: the knee's (a fraction).
+
+    Two windows apart (MIDDLE): half the spread of the three readings (the search's and the two
+    windows'). One window further than `tolerance` from the search's figure (ONE; no second
+    window settled them): half the gap between the two. A figure whose readings disagree by more
+    than the tolerance cannot rank configs or gate a run to within it.
+
+    >>> round(sustained_uncertainty(320.0, 320.0, [256.0, 326.5], SustainedSettled.MIDDLE, 0.05), 4)
+    0.1102
+    >>> round(sustained_uncertainty(2998.0, 3695.0, [2998.0], SustainedSettled.ONE, 0.05), 4)
+    0.1162
+    >>> sustained_uncertainty(4096.0, 4221.0, [4096.0], SustainedSettled.ONE, 0.05) is None  # 3% apart
+    True
+    """
+    if figure_samples_per_s <= 0 or not windows:
+        return None
+    if settled is SustainedSettled.MIDDLE and len(windows) >= 2:
+        three = [search_samples_per_s, *windows[:2]]
+        return (max(three) - min(three)) / figure_samples_per_s / 2
+    if (settled is SustainedSettled.ONE and tolerance > 0 and search_samples_per_s > 0
+            and abs(windows[0] / search_samples_per_s - 1.0) > tolerance):
+        return abs(search_samples_per_s - windows[0]) / figure_samples_per_s / 2
+    return None

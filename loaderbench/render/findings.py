@@ -190,16 +190,25 @@ def sustained_sentence(f: Knee) -> str:
     text = (f"The search ranked it on {windows}, where it read {_rate(f.samples_per_s)} at a stall of "
             f"{f.stall_fraction:.1%} ({against}); the table and what follows compare configs on those windows, "
             "like with like.")
-    if not two:
-        return text
     tol = f"the {f.tolerance:.0%} tolerance" if f.tolerance > 0 else "the tolerance"
+    if not two:
+        if f.sustained_uncertainty is None:
+            return text
+        low, high = sorted([f.samples_per_s, f.sustained_samples_per_s])
+        off = abs(change) / (1.0 + change)
+        # Whole percents that round to the tolerance itself would read "5% ... past the 5% tolerance".
+        pct = ".1%" if round(off * 100) <= round(f.tolerance * 100) else ".0%"
+        return (f"{text} Its one longer window read {off:{pct}} "
+                f"{'under' if change > 0 else 'over'} the search's figure, past {tol}, and no second window settled "
+                "them (none fitted in --time-budget, or it failed): the rate moved between them (a shared or disturbed "
+                f"host) or the short windows misread it, so its figure is uncertain, between {low:,.0f} and "
+                f"{_rate(high)} (give a larger --time-budget for a second window, or measure longer: --min-time).")
     if f.sustained_settled == SustainedSettled.MIDDLE:
         apart = abs(two[0] - two[1]) / min(two)
-        three = [*two, f.samples_per_s]
-        spread = (max(three) - min(three)) / f.sustained_samples_per_s
         return (f"{text} Its two longer windows disagree by {apart:.0%}, past {tol} (the rate moved between them: a "
                 "shared or disturbed host): its figure is the middle of their readings and the search's, uncertain by "
-                f"±{spread / 2:.0%} (half the spread of the three; measure longer: --min-time, or --repeats).")
+                f"±{f.sustained_uncertainty or 0.0:.0%} (half the spread of the three; measure longer: --min-time, or "
+                "--repeats).")
     return (f"{text} Its first longer window read {_rate(two[0])}, past {tol} from the search's figure, and a "
             f"second read {_rate(two[1])}: the two agree, and its figure pools them.")
 
@@ -221,6 +230,8 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
             if len(f.sustained_windows) >= 2:
                 over = (f"the middle of 3 readings: 2 windows of {over}, and the search's"
                         if f.sustained_settled == SustainedSettled.MIDDLE else f"2 windows of {over}")
+            elif f.sustained_uncertainty is not None:
+                over = f"one window of {over}; the search's read {_rate(f.samples_per_s)}: uncertain between the two"
             return (f"{name(f.settings)}: {_rate(f.sustained_samples_per_s)} sustained ({over}), "
                     f"stall {f.sustained_stall_fraction:.1%} ({f.band.value}){_ran_dry_text(f)}.")
         return (f"{name(f.settings)}: {_rate(f.samples_per_s)}, stall {f.stall_fraction:.1%} "
