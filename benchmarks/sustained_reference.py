@@ -12,7 +12,9 @@ window in a fresh process (`fresh`, `run_isolated`), and `pick_check.fresh_plain
 (`plain`, 150 batches after 40). Each trial's figure is `trial_samples_per_s` (the window's rate
 held to its workers' production); its window's own rate and the production are kept beside it. The
 medians of the pairs' ratios say whether the sustained window reads its config as a plain loop
-does, and whether the warm process is what moves it.
+does, and whether the warm process is what moves it. `--arms` picks the arms; `after-drift` is the
+warm window right after a trial of the pick with the short windows in a fresh process, as a sweep's
+drift check runs just before its longer window.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--history", type=int, default=99, help="at most this many of its rows measured first")
+    ap.add_argument("--arms", default="warm,fresh,plain", help="of warm, fresh, plain, after-drift")
     args = ap.parse_args()
     rs = read_results(Path(args.like))
     rec = rs.recommendation
@@ -72,16 +75,23 @@ def main() -> None:
             o = warm(job(r.settings, measure, i, True))
             record["history"].append({"config": r.settings.key(), **reading(o.trial)})
             print(json.dumps(record["history"][-1]), flush=True)
-        arms = {
+        def after_drift(seed: int) -> dict[str, float | None]:
+            run_isolated(job(pick, measure, seed + 1000, True))  # the drift check's fresh trial
+            return reading(warm(job(pick, window, seed, False)).trial)
+
+        every = {
             "warm": lambda seed: reading(warm(job(pick, window, seed, False)).trial),
+            "after-drift": after_drift,
             "fresh": lambda seed: reading(run_isolated(job(pick, window, seed, False)).trial),
             "plain": lambda seed: {"figure": fresh_plain_loop_samples_per_s(pick, dataset, compute, warmup=40,
                                                                             batches=150)},
         }
-        names = list(arms)
+        names = [a for a in args.arms.split(",") if a]
+        arms = {a: every[a] for a in names}
+        assert "plain" in arms, "--arms: the plain loop is the reference"
         for k in range(args.rounds):
             got = {}
-            for name in names[k % 3:] + names[: k % 3]:
+            for name in names[k % len(names):] + names[: k % len(names)]:
                 got[name] = arms[name](100 + k)
             record["rounds"].append(got)
             print(json.dumps({"round": k, **{n: round(v["figure"] or 0, 1) for n, v in got.items()}}), flush=True)
@@ -92,7 +102,7 @@ def main() -> None:
                if g[arm]["figure"] and g["plain"]["figure"]]
         return statistics.median(rs_) if rs_ else None
 
-    record["median_vs_plain"] = {"warm": ratio("warm"), "fresh": ratio("fresh")}
+    record["median_vs_plain"] = {a: ratio(a) for a in names if a != "plain"}
     out.write_text(json.dumps(record, indent=1))
     print(json.dumps(record["median_vs_plain"]), flush=True)
 
