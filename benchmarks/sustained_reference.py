@@ -75,6 +75,7 @@ def main() -> None:
             o = warm(job(r.settings, measure, i, True))
             record["history"].append({"config": r.settings.key(), **reading(o.trial)})
             print(json.dumps(record["history"][-1]), flush=True)
+
         def after_drift(seed: int) -> dict[str, float | None]:
             run_isolated(job(pick, measure, seed + 1000, True))  # the drift check's fresh trial
             return reading(warm(job(pick, window, seed, False)).trial)

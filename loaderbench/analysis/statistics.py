@@ -643,7 +643,7 @@ def sustained_uncertainty(figure_samples_per_s: float, search_samples_per_s: flo
     """How uncertain the pick's sustained figure is, as a fraction of it (±), where its readings
     disagree (NOTE [the pick's sustained figure] in orchestration/sustained.py); None where they
     agree. `figure_samples_per_s`: the settled figure (`settle_windows`); `windows`: each longer
-    window's samples/s; `tolerance`: the knee's (a fraction).
+    window's samples/s; `tolerance`: the sweep's (a fraction).
 
     Two windows apart (MIDDLE): half the spread of the three readings (the search's and the two
     windows'). One window further than `tolerance` from the search's figure (ONE; no second
