@@ -195,14 +195,10 @@ def sustained_sentence(f: Knee) -> str:
         if f.sustained_uncertainty is None:
             return text
         low, high = sorted([f.samples_per_s, f.sustained_samples_per_s])
-        off = abs(change) / (1.0 + change)
-        # Whole percents that round to the tolerance itself would read "5% ... past the 5% tolerance".
-        pct = ".1%" if round(off * 100) <= round(f.tolerance * 100) else ".0%"
-        return (f"{text} Its one longer window read {off:{pct}} "
-                f"{'under' if change > 0 else 'over'} the search's figure, past {tol}, and no second window settled "
-                "them (none fitted in --time-budget, or it failed): the rate moved between them (a shared or disturbed "
-                f"host) or the short windows misread it, so its figure is uncertain, between {low:,.0f} and "
-                f"{_rate(high)} (give a larger --time-budget for a second window, or measure longer: --min-time).")
+        return (f"{text} That is past {tol}, and no second window settled them (none fitted in --time-budget, or it "
+                "failed): the rate moved between the two (a shared or disturbed host) or the short windows misread it, "
+                f"so its figure is uncertain, between {low:,.0f} and {_rate(high)} (give a larger --time-budget for a "
+                "second window, or measure longer: --min-time).")
     if f.sustained_settled == SustainedSettled.MIDDLE:
         apart = abs(two[0] - two[1]) / min(two)
         return (f"{text} Its two longer windows disagree by {apart:.0%}, past {tol} (the rate moved between them: a "
