@@ -305,8 +305,9 @@ def test_changes_beyond_the_settings_name_the_figure_they_are_weighed_against():
     assert round(b.samples_per_s) == round(knee.samples_per_s) == 3930
     assert round(b.sustained_samples_per_s) == round(knee.sustained_samples_per_s) == 3570
     assert beyond_knobs_lines(b, lambda s: s.key())[0].startswith(
-        "Beyond the settings (no setting clears the loader bottleneck at 3,930 samples/s, stall 15%; the search's "
-        "figure, 3,570 sustained: each change is weighed against the search's, like with like): ")
+        "Beyond the settings (no setting clears the loader bottleneck at 3,930 samples/s by the search's windows "
+        "(3,570 over the longer window), stall 15%; each change is weighed against the search's figure, like with "
+        "like): ")
 
 
 def test_one_window_past_the_tolerance_states_its_figure_as_uncertain_between_the_two_readings():

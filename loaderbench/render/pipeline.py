@@ -417,10 +417,10 @@ def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
                    f"where {_plateau_binds(b)} (a prediction): ")
         return [f"Beyond the settings: {plateau}no change to the pipeline that the stage profile prices is "
                 f"predicted to gain more than {b.tolerance:.0%}."]
-    held = ("" if not b.sustained_samples_per_s else
-            f"; the search's figure, {b.sustained_samples_per_s:,.0f} sustained: each change is weighed against "
-            "the search's, like with like")
-    out = [f"Beyond the settings (no setting clears the loader bottleneck at {b.samples_per_s:,.0f} samples/s, "
+    by, held = ("", "") if not b.sustained_samples_per_s else (
+        f" by the search's windows ({b.sustained_samples_per_s:,.0f} over the longer window)",
+        "; each change is weighed against the search's figure, like with like")
+    out = [f"Beyond the settings (no setting clears the loader bottleneck at {b.samples_per_s:,.0f} samples/s{by}, "
            f"stall {b.stall_fraction:.0%}{held}): changes to the pipeline, measured ones first, predictions labelled:"]
     for c in b.changes:
         parts = []
