@@ -7,6 +7,7 @@ the knobs] in analysis/predict.py, NOTE [the sweep's stage profile] in orchestra
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -622,7 +623,8 @@ def test_the_what_if_sentences_say_prediction_and_what_binds():
     assert lines[0].startswith("Beyond the settings (no setting clears the loader bottleneck at 500 samples/s")
     # 8x the CPUs (none fewer clears the stall) first: the biggest predicted gain.
     assert lines[1].startswith("  16 usable CPUs: predicted ~") and lines[1].endswith(", then the usable CPUs bind.")
-    assert any(x.startswith("  Decode with torchvision.io on the CPU: predicted ~1.") for x in lines)
+    assert any(re.match(r"  Decode with torchvision\.io on the CPU: predicted ~[\d,]+ samples/s \([\d.]+x the pick; "
+                        r"the loader's rate ~1\.\dx\)", x) for x in lines)
     assert all("predicted" in x for x in lines[1:])
     assert b.compute_samples_per_s == pytest.approx(_rows(pipeline(5.0, 2.0))[0].summary.compute_ceiling_samples_per_s)
 

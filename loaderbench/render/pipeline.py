@@ -356,8 +356,8 @@ def _change_head(c: PipelineChange) -> str:
 def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) -> str:
     a = c.answer
     assert a is not None
-    loader = "" if a.loader_gain is None else f" ~{a.loader_gain:.1f}x the loader rate,"
     if a.cases:
+        loader = "" if a.loader_gain is None else f" ~{a.loader_gain:.1f}x the loader rate,"
         parts = []
         for case in a.cases:
             if case.knee is None or not case.knee_samples_per_s:
@@ -368,16 +368,29 @@ def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) 
             parts.append(f"{how} ~{case.knee_samples_per_s:,.0f} samples/s "
                          f"({case.knee_samples_per_s / pick_samples_per_s:.2f}x){_binds(case.binds, case.binds_near)}")
         return f"predicted{loader} " + "; ".join(parts)
-    then = "" if a.binds is None else f", then {binds_words(a.binds, a.binds_near)}"
+    # What runs close behind the step is a sentence of its own (`_near_sentence`).
+    then = "" if a.binds is None else f", then {BINDS_WORDS[a.binds]}"
     series = ("" if a.series_samples_per_s is None or a.knee is None or a.base is None else
               f" with {_series_change(a.knee, a.base)} (~{a.series_samples_per_s:,.0f} with the pick's "
               f"{_series_values(a.knee, a.base)})")
-    return (f"predicted{loader} ~{a.knee_samples_per_s or 0.0:,.0f} samples/s ({c.gain or 0.0:.2f}x the pick) at "
+    loader = "" if a.loader_gain is None else f"; the loader's rate ~{a.loader_gain:.1f}x"
+    return (f"predicted ~{a.knee_samples_per_s or 0.0:,.0f} samples/s ({c.gain or 0.0:.2f}x the pick{loader}) at "
             f"~{a.knee_workers} worker{'' if a.knee_workers == 1 else 's'}{series}{then}")
 
 
+def _near_sentence(c: PipelineChange) -> str:
+    """' The usable CPUs run close behind: a measured run there would still read loader-bound.'
+    where the step binds the change's prediction with the loader close behind it
+    (analysis/predict.binds_near), else ''."""
+    a = c.answer
+    if a is None or a.cases or a.binds is None or a.binds_near not in _NEAR_WORDS:
+        return ""
+    verb = "runs" if a.binds_near is Binds.STORAGE else "run"
+    return f" {_upper(_NEAR_WORDS[a.binds_near])} {verb} close behind: a measured run there would still read loader-bound."
+
+
 def _more_workers_alone(c: PipelineChange, pick_samples_per_s: float, tolerance: float) -> str:
-    """'; without the change, more workers alone: ~X' where the model puts that past the pick; where
+    """' Without the change, more workers alone: ~X.' where the model puts that past the pick; where
     the change's best over the same worker counts is not its knee's figure, both bests, so the
     two figures compared are like with like."""
     a = c.answer
@@ -386,9 +399,9 @@ def _more_workers_alone(c: PipelineChange, pick_samples_per_s: float, tolerance:
         return ""
     best, up_to = a.changed_samples_per_s, a.compared_up_to_workers
     if best is None or up_to is None or abs(best - (a.knee_samples_per_s or 0.0)) <= 0.01 * best:
-        return f"; without the change, more workers alone: ~{alone:,.0f}"
-    return (f"; at best with up to {up_to} workers, ~{best:,.0f} with the change against ~{alone:,.0f} with more "
-            f"workers alone")
+        return f" Without the change, more workers alone: ~{alone:,.0f}."
+    return (f" At best with up to {up_to} workers: ~{best:,.0f} with the change, ~{alone:,.0f} with more workers "
+            "alone.")
 
 
 def _plateau_binds(b: BeyondKnobs) -> str:
@@ -429,8 +442,7 @@ def beyond_knobs_lines(b: BeyondKnobs, name: Name) -> list[str]:
             parts.append(f"measured{flag}: {c.measured_samples_per_s:,.0f} samples/s "
                          f"({c.measured_samples_per_s / b.samples_per_s:.2f}x the pick; {name(c.measured)})")
         if c.answer is not None:
-            parts.append(_prediction_words(c, b.samples_per_s, name)
-                         + ("" if not c.clears else ", clearing the stall")
-                         + _more_workers_alone(c, b.samples_per_s, b.tolerance))
-        out.append(f"  {_change_head(c)}: " + "; ".join(parts) + ".")
+            parts.append(_prediction_words(c, b.samples_per_s, name) + ("" if not c.clears else ", clearing the stall"))
+        out.append(f"  {_change_head(c)}: " + "; ".join(parts) + "." + _near_sentence(c)
+                   + _more_workers_alone(c, b.samples_per_s, b.tolerance))
     return out
