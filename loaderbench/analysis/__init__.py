@@ -212,6 +212,7 @@ def _sustained(rs: ResultSet, findings: list[Finding], tolerance: float) -> None
     knee = next((f for f in findings if isinstance(f, Knee) and f.settings.key() == taken.config), None)
     if knee is None:
         return
+    windows = list(taken.windows_samples_per_s) or [taken.samples_per_s]
     for i, f in enumerate(findings):
         if f is knee:
             # The band follows the stall the headline states (not the loader-alone band).
@@ -220,10 +221,10 @@ def _sustained(rs: ResultSet, findings: list[Finding], tolerance: float) -> None
                                   sustained_stall_fraction=taken.stall_fraction, sustained_batches=taken.batches,
                                   sustained_batches_per_worker=taken.batches_per_worker,
                                   search_batches_per_worker=taken.search_batches_per_worker,
-                                  sustained_windows=list(taken.windows_samples_per_s) or [taken.samples_per_s],
-                                  sustained_settled=taken.settled, sustained_uncertainty=statistics.sustained_uncertainty(
-                                      taken.samples_per_s, taken.search_samples_per_s,
-                                      list(taken.windows_samples_per_s) or [taken.samples_per_s], taken.settled, tolerance))
+                                  sustained_windows=windows, sustained_settled=taken.settled,
+                                  sustained_uncertainty=statistics.sustained_uncertainty(
+                                      taken.samples_per_s, taken.search_samples_per_s, windows, taken.settled,
+                                      tolerance))
 
 
 def _ran_dry(findings: list[Finding], idle: list[Finding]) -> None:
