@@ -108,7 +108,7 @@ def cli_samples_per_s(settings: LoaderSettings, config: dict, batches: int | Non
                "--prefetch", onoff[settings.prefetch], "--prefetch-factor", str(settings.prefetch_factor or 2),
                "--search", "grid", "--repeats", "1", "--no-profile", "--no-progress", "--output", str(out)]
         if ds["kind"] == "tensor":
-            cmd += ["--io-ms", f"{ds['io_ms']:g}"]
+            cmd += ["--io-ms", f"{ds['io_ms']:g}", "--cpu-ms", f"{ds.get('cpu_ms') or 0:g}"]
         if batches is not None:
             cmd += ["--batches", str(batches)]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

@@ -13,8 +13,10 @@ window in a fresh process (`fresh`, `run_isolated`), and `pick_check.fresh_plain
 held to its workers' production); its window's own rate and the production are kept beside it. The
 medians of the pairs' ratios say whether the sustained window reads its config as a plain loop
 does, and whether the warm process is what moves it. `--arms` picks the arms; `after-drift` is the
-warm window right after a trial of the pick with the short windows in a fresh process, as a sweep's
-drift check runs just before its longer window.
+warm window right after a trial of the pick with the short windows in a measuring process started
+ahead and killed after it (`WarmRunner(one_config=True)`), as a sweep's drift check runs just before
+its longer window; `cli` is `loaderbench sweep --search grid` on the pick alone with windows of the
+longer window's size, in its own process (`pick_check.cli_samples_per_s`), as a user runs it.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pick_check import fresh_plain_loop_samples_per_s  # noqa: E402
+from pick_check import cli_samples_per_s, fresh_plain_loop_samples_per_s  # noqa: E402
 
 from loaderbench.analysis.statistics import trial_samples_per_s  # noqa: E402
 from loaderbench.measure.isolation import run_isolated  # noqa: E402
@@ -35,6 +38,8 @@ from loaderbench.measure.warm import WarmRunner  # noqa: E402
 from loaderbench.model import ComputeSpec, DatasetSpec, MeasureSpec, Trial, TrialJob  # noqa: E402
 from loaderbench.orchestration.sustained import sustained_window  # noqa: E402
 from loaderbench.results import read_results  # noqa: E402
+
+SETTLE_S = 8.0  # a process started ahead has imported torch by then
 
 
 def reading(trial: Trial | None) -> dict[str, float | None]:
@@ -52,7 +57,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--history", type=int, default=99, help="at most this many of its rows measured first")
-    ap.add_argument("--arms", default="warm,fresh,plain", help="of warm, fresh, plain, after-drift")
+    ap.add_argument("--arms", default="warm,fresh,plain", help="of warm, fresh, plain, after-drift, cli")
     args = ap.parse_args()
     rs = read_results(Path(args.like))
     rec = rs.recommendation
@@ -77,13 +82,20 @@ def main() -> None:
             print(json.dumps(record["history"][-1]), flush=True)
 
         def after_drift(seed: int) -> dict[str, float | None]:
-            run_isolated(job(pick, measure, seed + 1000, True))  # the drift check's fresh trial
-            return reading(warm(job(pick, window, seed, False)).trial)
+            # The drift check's fresh trial as a sweep runs it: a measuring process started ahead
+            # (here SETTLE_S before, its import done), one trial of the pick's short windows, the
+            # process's tree killed, then at once the longer window in the warm process.
+            with WarmRunner(one_config=True) as fresh:
+                fresh.prestart()
+                time.sleep(SETTLE_S)
+                drift = reading(fresh(job(pick, measure, seed + 1000, False)).trial)
+            return {**reading(warm(job(pick, window, seed, False)).trial), "drift_trial": drift["figure"]}
 
         every = {
             "warm": lambda seed: reading(warm(job(pick, window, seed, False)).trial),
             "after-drift": after_drift,
             "fresh": lambda seed: reading(run_isolated(job(pick, window, seed, False)).trial),
+            "cli": lambda seed: {"figure": cli_samples_per_s(pick, rs.config, window.batches)},
             "plain": lambda seed: {"figure": fresh_plain_loop_samples_per_s(pick, dataset, compute, warmup=40,
                                                                             batches=150)},
         }
