@@ -401,10 +401,10 @@ def test_the_knee_is_the_analytic_worker_count(tmp_path, io_ms, batch, step_ms, 
     # the loader-alone probe measured it, whichever is longer), the main process takes one every
     # step + receive; the knee is the fewest workers within the tolerance (10%: a shared 2-core
     # runner jitters by a few percent) of the best. A config within 3% of the tolerance's edge
-    # may fall either way.
+    # may fall either way. No stage profile of the pick: the rows and the knee are checked.
     res, out = sweep(tmp_path, "--dataset", "tensor", "--io-ms", io_ms, "--batch-size", batch,
                      "--compute", f"sleep:{step_ms}", "--num-workers", grid, "--min-time", "1",
-                     "--tolerance", "10%")
+                     "--tolerance", "10%", "--no-profile")
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     build_s, step_s = int(batch) * float(io_ms) / 1000, float(step_ms) / 1000
