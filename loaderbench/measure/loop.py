@@ -10,6 +10,9 @@ a fake clock and no hardware.
 
 from __future__ import annotations
 
+import math
+import random
+import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -487,6 +490,15 @@ class Completions:
         begins at the start."""
         return unit_ends(self.times[w], self.first[w], None if w == -1 else max(self.start, self.freed.get(w, 0.0)))
 
+    def one_by_one(self) -> bool:
+        """Whether every worker built one batch after the other (each completion ends a unit, no
+        bursts): the in-order replay's builds are each one batch's. (Items a worker held finished
+        make its builds short, so the replay reads higher, never lower, and the lower figure
+        stands.)"""
+        if -1 in self.times:
+            return False
+        return all(self.ends(w) == list(range(self.first[w], len(self.times[w]))) for w in self.times)
+
     def units(self) -> dict[int, int]:
         """Whole units (builds, or bursts) timed per worker that delivered after the start."""
         return {w: max(0, len(self.ends(w)) - 1) for w in self.times}
@@ -595,6 +607,109 @@ def delivery_rate(taken: Sequence[tuple[float, float, float, int]]) -> float | N
     return sum(n for *_, n in taken) / busy if busy > 0 else None
 
 
+PROBE_BUILD_SE = 0.04  # relative standard error of the mean build that the in-order replay waits for
+REPLAY_BATCHES = 4000  # batches the in-order replay hands out (the first quarter is its start)
+
+
+class InOrderBuilds:
+    """Each batch's own build seconds in its worker, for a loader that hands batches out in order
+    (NOTE [loader ceiling], the in-order replay).
+
+    A DataLoader with W workers and prefetch_factor P sends batch k's indices to worker k mod W
+    when the batch P*W before it is taken (`_try_put_index` after each batch handed out), so
+    batch k is built from the later of its worker's previous completion and that send, to its
+    own completion. `add(worker, done_at, got, samples)` records each draw in order (`got`: when
+    the draw returned; `ahead` draws a wrapper such as a CUDA prefetcher holds ahead of the
+    loader shift the send by as many). A draw whose send came before `start` (the probe's
+    start) and whose worker's previous batch was completed before it is not timed (the worker
+    may have waited in between). Workers that do not take turns (idle shards, in_order off,
+    0 workers) or a batch completed before its send switch the builds off (`builds` is None).
+    """
+
+    def __init__(self, start: float, num_workers: int, prefetch_factor: int, ahead: int = 0) -> None:
+        self.start, self.w, self.p, self.ahead = start, num_workers, max(1, prefetch_factor), ahead
+        self.workers: list[int] = []
+        self.done: list[float] = []
+        self.got: list[float] = []
+        self.ok = num_workers > 0
+        self.seconds: list[float] = []
+        self.samples: list[int] = []
+
+    def add(self, worker: int | None, done_at: float, got: float, samples: int) -> None:
+        if not self.ok:
+            return
+        i, w = len(self.workers), self.w
+        if worker is None or (i < w and worker in self.workers) or (i >= w and worker != self.workers[i - w]):
+            self.ok = False
+            return
+        self.workers.append(worker)
+        self.done.append(done_at)
+        self.got.append(got)
+        if i < w:
+            return
+        sent_at = i - self.p * w - self.ahead
+        if sent_at >= 0:
+            began = max(self.done[i - w], self.got[sent_at])
+        elif self.done[i - w] > self.start:
+            began = self.done[i - w]  # its indices were sent before the probe, so it built right on
+        else:
+            return
+        if done_at < began:
+            self.ok = False  # completed before its indices were sent: not a DataLoader's turns
+            return
+        if done_at > began and samples > 0:
+            self.seconds.append(done_at - began)
+            self.samples.append(samples)
+
+    @property
+    def builds(self) -> list[tuple[float, int]] | None:
+        """(seconds, samples) per timed build, or None where the batches did not come in turns."""
+        return list(zip(self.seconds, self.samples)) if self.ok else None
+
+    def spread(self) -> float | None:
+        """The relative standard error of the mean seconds per sample over the timed builds
+        (stdev / mean / sqrt(n)); None before 3 builds or where the builds are off."""
+        if not self.ok or len(self.seconds) < 3:
+            return None
+        per = [s / n for s, n in zip(self.seconds, self.samples)]
+        mean = statistics.fmean(per)
+        return statistics.stdev(per) / mean / math.sqrt(len(per)) if mean > 0 else None
+
+
+def in_order_rate(builds: Sequence[tuple[float, int]], num_workers: int, prefetch_factor: int, *,
+                  batches: int = REPLAY_BATCHES, seed: int = 0) -> float | None:
+    """Samples/s a DataLoader delivers in order when its workers' builds are drawn from `builds`
+    ((seconds, samples) each, `InOrderBuilds`) and the main process takes each batch as soon as
+    it is out (NOTE [loader ceiling]): an event replay of the hand-out (batch k to worker
+    k mod num_workers, sent when batch k - prefetch_factor*num_workers is taken; taken once it
+    and every batch before it are complete), builds drawn with replacement (a fixed seed, so one
+    input gives one answer), timed over whole rounds of num_workers batches after the first
+    quarter. None without builds or workers. With equal builds it is the workers' capacity:
+
+    >>> in_order_rate([(0.5, 16)] * 4, 2, 2)  # 2 workers x 16 samples / 0.5 s
+    64.0
+    """
+    if not builds or num_workers <= 0:
+        return None
+    rng = random.Random(seed)
+    w, ahead = num_workers, max(1, prefetch_factor) * num_workers
+    rounds = max(8, batches // w)
+    n = rounds * w
+    sent, free, taken = [0.0] * n, [0.0] * w, [0.0] * n
+    counted, now, lo = 0, 0.0, (rounds // 4) * w
+    for k in range(n):
+        s, m = builds[rng.randrange(len(builds))]
+        done = max(free[k % w], sent[k]) + s
+        free[k % w] = done
+        now = taken[k] = max(now, done)
+        if k + ahead < n:
+            sent[k + ahead] = now
+        if k >= lo:
+            counted += m
+    span = taken[n - 1] - taken[lo - 1]
+    return counted / span if span > 0 else None
+
+
 def loader_alone(
     it: Iterator[Any],
     prepare: Callable[[Any], Any],
@@ -607,6 +722,9 @@ def loader_alone(
     max_time_s: float = PROBE_MAX_TIME_S,
     sync: Callable[[], None] | None = None,
     clock: Clock = time.perf_counter,
+    prefetch_factor: int = 2,
+    in_order: bool = True,
+    ahead: int = 0,
 ) -> dict[str, Any]:
     """The loader ceiling of this config: the samples/s the live loader sustains with no step,
     measured after the window from when each batch was completed in its worker.
@@ -680,19 +798,26 @@ def loader_alone(
     """
     t0 = clock()
     done = Completions(t0)
+    turns = InOrderBuilds(t0, num_workers if in_order else 0, prefetch_factor, ahead)
     taken: list[tuple[float, float, float, int]] = []  # per batch built in the probe: asked, finished, taken, samples
     batches = 0
     reason: str | None = None
     restarted = False
+    steady, in_turns = False, False
+    rate: float | None = None
+    timed: dict[int, int] = {}
     while True:
         asked = clock()
         try:
             raw = next(it)
         except StopIteration:
+            if steady:
+                break
             if restart is not None and not restarted:  # the next epoch, once; timed afresh
                 restarted = True
                 it = restart()
                 done = Completions(clock())
+                turns = InOrderBuilds(done.start, num_workers if in_order else 0, prefetch_factor, 0)
                 taken = []
                 continue
             reason = "epoch_end"
@@ -704,28 +829,42 @@ def loader_alone(
         n = count(b)
         at = done_at if done_at is not None else clock()
         done.add(worker, at, n, taken_at=got)
+        turns.add(worker, at, got, n)
         batches += 1
         del b
         now = clock()
         if at > done.start and worker is not None:
             taken.append((asked, at, now, n))
-        if now - t0 >= min_time_s and done.settled(PROBE_MIN_INTERVALS):
-            break
+        if not steady and now - t0 >= min_time_s and done.settled(PROBE_MIN_INTERVALS):
+            # The workers' rate is read here; builds that vary go on until their mean is known
+            # to PROBE_BUILD_SE, for the in-order replay only (a long build later could read as
+            # a burst's end and take a worker's units away).
+            steady, rate, timed, in_turns = True, done.rate(), done.units(), done.one_by_one()
+        if steady:
+            spread = turns.spread() if in_turns else None
+            if spread is None or spread <= PROBE_BUILD_SE:
+                break
         if now - t0 >= max_time_s:
-            reason = "time_cap"
+            reason = None if steady else "time_cap"
             break
     if sync is not None:
         sync()
-    timed = done.units()
+    if not steady:
+        timed = done.units()
     out: dict[str, Any] = {"batches": batches, "worker_batches": done.worker_batches(num_workers),
                            "intervals": min(timed.values()) if timed else 0}
     if reason is None:
-        rate = done.rate()
         if taken:  # the last batch's copy ends at the sync
             taken[-1] = (*taken[-1][:2], clock(), taken[-1][3])
         paced = delivery_rate(taken)
-        out.update(samples_per_s=rate if paced is None or rate is None else min(rate, paced), method="sustained",
-                   bound_samples_per_s=None, reason=None, delivery_samples_per_s=paced)
+        builds = turns.builds if in_turns else None
+        in_turn = in_order_rate(builds, num_workers, prefetch_factor) if builds else None
+        # The replay's builds include every whole build the workers' rate timed, and more.
+        own = in_turn if in_turn is not None and len(builds or ()) >= num_workers else rate
+        rates = [r for r in (own, paced) if r is not None]
+        out.update(samples_per_s=min(rates) if rates else None, method="sustained",
+                   bound_samples_per_s=None, reason=None, delivery_samples_per_s=paced,
+                   in_order_samples_per_s=in_turn, workers_samples_per_s=rate, builds=len(builds or ()))
     else:
         out.update(samples_per_s=None, method="bound", bound_samples_per_s=done.lower_bound(clock()), reason=reason)
     return out

@@ -687,6 +687,8 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             loader_alone(
                 it, prepare, count, origin=inspected.origin, num_workers=settings.num_workers, sync=sync,
                 restart=(lambda: iter(source)) if epochs else None,
+                prefetch_factor=settings.prefetch_factor or 2, in_order=settings.in_order,
+                ahead=1 if cuda and settings.prefetch else 0,
             )
         )
         return received, cpu
