@@ -13,6 +13,9 @@
 #                                    against a plain loop right after it (SWEEPS=1: once)
 #   bash benchmarks/gpu_round.sh 9   the decoder GPU tests, then --decoder nvjpeg at 1 and 4 workers,
 #                                    with and without the prefetcher (the GPU decode's wait part)
+#   bash benchmarks/gpu_round.sh 10  the loader ceiling against a sustained draw on the GPU case and on
+#                                    jittered per-sample latency (benchmarks/jitter_dataset.py), then
+#                                    the default sweep (timed)
 # Every file the steps write ends in $OUT/round-N.tgz, with $OUT/steps.txt beside it.
 #   bash benchmarks/gpu_round.sh 4   part 1 without the tests, the pick's neighbours' plain loops too,
 #                                    and the stage profile against independent timing on CUDA
@@ -20,7 +23,7 @@
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/lb-out}; mkdir -p "$OUT"
-part=${1:?part 1 to 9}
+part=${1:?part 1 to 10}
 step() {  # step NAME SECONDS CMD...: run CMD with a timeout, its output and wall seconds under $OUT
   local name=$1 limit=$2; shift 2
   local t0=$EPOCHREALTIME
@@ -63,6 +66,12 @@ case $part in
 7)
   step whatif_decode 520 python3 benchmarks/whatif_decode_gpu.py --out "$OUT/whatif_decode_gpu.json" --total 500 --no-pair --budget ${BUDGET:-40}
   [ -n "${PICK_OF:-}" ] && step pick_check 100 python3 benchmarks/pick_check.py "$PICK_OF" --out "$OUT/pick.json" --rounds 3 --batches 150
+  ;;
+10)
+  step ceiling_gpu 300 python3 benchmarks/ceiling_check.py --out "$OUT/ceiling.json" --configs 16:pin,12:pin --rounds 2 --draw 100
+  step ceiling_jitter 200 python3 benchmarks/ceiling_check.py --out "$OUT/ceiling-jitter.json" --configs 8,16 --rounds 2 \
+    --dataset import:benchmarks.jitter_dataset:JitteredLatency --batch-size 8 --compute sleep:5 --skip 40 --draw 200
+  step default_sweep1 150 python3 -m loaderbench sweep --output "$OUT/default-1.json" --no-progress
   ;;
 8)
   for n in $(seq 1 "${SWEEPS:-2}"); do
