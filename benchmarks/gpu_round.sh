@@ -16,6 +16,8 @@
 #   bash benchmarks/gpu_round.sh 10  the loader ceiling against a sustained draw on the GPU case and on
 #                                    jittered per-sample latency (benchmarks/jitter_dataset.py), then
 #                                    the default sweep (timed)
+#   bash benchmarks/gpu_round.sh 11  jittered per-sample latency: a grid sweep at 4, 8 and 16 workers, its pick and
+#                                    the 8- and 16-worker rows against plain loops with the step, and 600-batch draws
 # Every file the steps write ends in $OUT/round-N.tgz, with $OUT/steps.txt beside it.
 #   bash benchmarks/gpu_round.sh 4   part 1 without the tests, the pick's neighbours' plain loops too,
 #                                    and the stage profile against independent timing on CUDA
@@ -23,7 +25,7 @@
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/lb-out}; mkdir -p "$OUT"
-part=${1:?part 1 to 10}
+part=${1:?part 1 to 11}
 step() {  # step NAME SECONDS CMD...: run CMD with a timeout, its output and wall seconds under $OUT
   local name=$1 limit=$2; shift 2
   local t0=$EPOCHREALTIME
@@ -72,6 +74,14 @@ case $part in
   step ceiling_jitter 200 python3 benchmarks/ceiling_check.py --out "$OUT/ceiling-jitter.json" --configs 8,16 --rounds 2 \
     --dataset import:benchmarks.jitter_dataset:JitteredLatency --batch-size 8 --compute sleep:5 --skip 40 --draw 200
   step default_sweep1 150 python3 -m loaderbench sweep --output "$OUT/default-1.json" --no-progress
+  ;;
+11)
+  step jitter_sweep 200 python3 -m loaderbench sweep --dataset benchmarks.jitter_dataset:JitteredLatency --batch-size 8 \
+    --compute sleep:5 --num-workers 4,8,16 --search grid --repeats 1 --no-profile --no-progress --output "$OUT/jitter.json"
+  step jitter_pick 200 python3 benchmarks/pick_check.py "$OUT/jitter.json" --out "$OUT/jitter-pick.json" --rounds 3 \
+    --batches 300 --also-workers 8,16
+  step jitter_draw 150 python3 benchmarks/ceiling_check.py --out "$OUT/jitter-draw.json" --configs 16,8 --rounds 2 \
+    --dataset import:benchmarks.jitter_dataset:JitteredLatency --batch-size 8 --compute sleep:5 --skip 80 --draw 600
   ;;
 8)
   for n in $(seq 1 "${SWEEPS:-2}"); do

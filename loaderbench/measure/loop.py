@@ -775,6 +775,21 @@ def loader_alone(
         its leading units over PROBE_DRAIN times its median rate are dropped, and where the
         later half of the units ran PROBE_FALL slower than the earlier half, the earlier half
         is (`Completions.settled`); the probe goes on.
+        The workers' summed rate is what they can build, not what an in-order hand-out
+        delivers: a draw waits on each batch's own worker, however many others are done, and
+        with builds that vary (storage latency with a long tail) the workers then wait for their
+        next indices (at most prefetch_factor batches each are out) while a slow batch holds the
+        line. Over 1-2 builds each, timed right after the backlog (all workers busy at once),
+        the sum read 1.22-1.24x a 200-batch plain draw at 6 workers of jittered per-sample
+        latency on a 2-core machine (1.13-1.43x the long-run in-order rate in a fake-clock
+        model). So where the workers take turns (`InOrderBuilds`: worker k mod W, nothing
+        handed out in bursts) each batch's own build is timed from its send to its completion,
+        the probe goes on until the mean build is known to PROBE_BUILD_SE (within
+        `max_time_s`), and the ceiling is `in_order_rate`, the hand-out replayed over those
+        builds; `in_order` off, idle workers and bursts keep the workers' rate (nothing out of
+        turn waits on a slow batch, or the builds are not one batch's). The workers' rate is
+        read when the stop rule above is first met: a long build later could read as a
+        burst's end and take a worker's units away.
         Two ways this is not done, and why: half a second of draws after skipping the ready
         backlog is shorter than one worker's build (0.5-0.8 s on a 2-core machine and on the
         H200 case), so it timed the refill after the backlog (55 and 82 samples/s where 2 and
@@ -794,7 +809,10 @@ def loader_alone(
     "delivery_samples_per_s" (sustained only: the main process's rate, or None),
     "bound_samples_per_s", "reason" (for a bound: "time_cap" | "epoch_end"), "batches" (drawn),
     "worker_batches" (delivered per worker), "intervals" (fewest whole units, builds or bursts,
-    timed by a worker that delivered)}.
+    timed by a worker that delivered); sustained only: "in_order_samples_per_s" (the replay, or
+    None), "workers_samples_per_s" (the workers' summed rate), "builds" (batches whose own build
+    was timed)}. `prefetch_factor`, `in_order`: the loader's; `ahead`: batches a wrapper (the
+    CUDA prefetcher) draws ahead of the loader.
     """
     t0 = clock()
     done = Completions(t0)
