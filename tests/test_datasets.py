@@ -515,7 +515,7 @@ def test_factory_attribute_missing(user_module: UserModule) -> None:
     mod = user_module(MODULE_SOURCE)
     with pytest.raises(DataError) as err:
         load_factory(f"{mod}:nope", {})
-    _assert_one_line(err, mod, "nope", "no attribute")
+    _assert_one_line(err, mod, "nope", "no attribute", "--dataset")
     with pytest.raises(DataError) as err:
         load_factory(f"{mod}:NOT_CALLABLE", {})
     _assert_one_line(err, "NOT_CALLABLE", "not a callable")
@@ -525,7 +525,7 @@ def test_factory_raises(user_module: UserModule) -> None:
     mod = user_module(MODULE_SOURCE)
     with pytest.raises(DataError) as err:
         load_factory(f"{mod}:broken", {"n": 7})
-    _assert_one_line(err, f"{mod}:broken", "ValueError", "bad n=7 second line")
+    _assert_one_line(err, f"--dataset {mod}:broken: the factory raised", "ValueError", "bad n=7 second line")
     with pytest.raises(DataError) as err:  # wrong kwargs are the factory's TypeError
         load_factory(f"{mod}:make", {"size": 7})
     _assert_one_line(err, "TypeError", "size")
@@ -535,7 +535,7 @@ def test_factory_returns_something_else(user_module: UserModule) -> None:
     mod = user_module(MODULE_SOURCE)
     with pytest.raises(DataError) as err:
         load_factory(f"{mod}:not_a_dataset", {})
-    _assert_one_line(err, f"{mod}:not_a_dataset", "builtins.int", "not a dataset")
+    _assert_one_line(err, f"--dataset {mod}:not_a_dataset", "builtins.int", "not a dataset")
     with pytest.raises(DataError) as err:
         load_factory(f"{mod}:a_path", {})
     _assert_one_line(err, "builtins.str", "not a dataset")
@@ -555,7 +555,7 @@ def test_collate_fn(user_module: UserModule) -> None:
     ]:
         with pytest.raises(DataError) as err:
             build_collate_fn(DatasetSpec(collate_fn=ref))
-        _assert_one_line(err, ref.split(":")[0], needle, "collate_fn")
+        _assert_one_line(err, ref.split(":")[0], needle, "--collate-fn")
 
 
 # --------------------------------------------------------------------------------------------

@@ -620,18 +620,18 @@ def load_factory(factory: str, kwargs: dict[str, Any]) -> Dataset[Any]:
     the factory raises (type and message are shown), or it returns something that is not a dataset
     (its type is named).
     """
-    fn = load_callable(factory, "make_dataset", "dataset factory")
+    fn = load_callable(factory, "make_dataset", "--dataset")
     try:
         dataset = fn(**kwargs)
     except Exception as e:
         raise DataError(
-            f"dataset factory {factory} raised {type(e).__name__}: {_one_line(e)}; check the "
+            f"--dataset {factory}: the factory raised {type(e).__name__}: {_one_line(e)}; check the "
             "factory and its kwargs"
         ) from e
     if not _is_dataset(dataset):
         t = type(dataset)
         raise DataError(
-            f"dataset factory {factory} returned {t.__module__}.{t.__qualname__}, not a dataset; "
+            f"--dataset {factory}: the factory returned {t.__module__}.{t.__qualname__}, not a dataset; "
             "return a map-style dataset (with __getitem__ and __len__) or an IterableDataset"
         )
     return cast(Dataset[Any], dataset)
@@ -643,7 +643,7 @@ def build_collate_fn(spec: DatasetSpec) -> Callable[[list[Any]], Any] | None:
     failing import, a missing attribute or one that is not callable."""
     if not spec.collate_fn:
         return None
-    return cast(Callable[[list[Any]], Any], load_callable(spec.collate_fn, "collate", "collate_fn"))
+    return cast(Callable[[list[Any]], Any], load_callable(spec.collate_fn, "collate", "--collate-fn"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -689,7 +689,7 @@ def takes_root(factory: str) -> bool:
     import inspect
 
     try:
-        return "root" in inspect.signature(load_callable(factory, "make_dataset", "dataset factory")).parameters
+        return "root" in inspect.signature(load_callable(factory, "make_dataset", "--dataset")).parameters
     except (DataError, TypeError, ValueError):  # load_factory reports a bad reference clearly
         return False
 
