@@ -264,6 +264,9 @@ def test_oversubscribed_only_where_the_measured_cpu_demand_reached_the_cpus():
     assert "could oversubscribe" not in text and "Oversubscribed, as measured" not in text
     assert "Warning (4 workers): could oversubscribe: 4 workers on 2 usable CPUs" in " ".join(
         footer.footer_lines(rs, verbose=True))
+    # The pointer to --verbose names it as what it is, not as a warning the short block printed.
+    more = footer._more(rs)
+    assert "warning's message" not in more and "the preflight's warning that the measurement did not bear out" in more
     # 0.3 cores of the tree beside 1.7 of other processes: the CPUs were full, but of other load.
     rs = result_set([row(30, 170)])
     assert not any(isinstance(f, Oversubscribed) for f in rs.recommendation.findings)
@@ -274,6 +277,7 @@ def test_oversubscribed_only_where_the_measured_cpu_demand_reached_the_cpus():
     assert f.cpu_cores == pytest.approx(1.9) and f.usable_cpus == 2
     assert ("Oversubscribed, as measured: 4 workers on 2 usable CPUs (num_workers sets processes; they share the "
             "CPUs), and the process tree used 1.9 cores of the 2 usable CPUs.") in sentences(rs)
+    assert "the warning's message" in footer._more(rs) and "did not bear out" not in footer._more(rs)
 
 
 def test_more_workers_are_not_advised_where_the_dataset_gives_them_no_work_or_they_replay_it():

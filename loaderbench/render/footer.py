@@ -33,7 +33,9 @@ from loaderbench.conclusions import (
 from loaderbench.model import (
     GRID_AXES,
     CeilingBound,
+    ConfigResult,
     LoaderSettings,
+    Note,
     ServedFrom,
     WarningKind,
 )
@@ -580,9 +582,11 @@ def _more(rs: ResultSet) -> str:
     served = next((f for f in a.notes if isinstance(f, ServedFromCache)), None)
     if served is not None:
         parts.append("the bytes each row read")
-    warned = sum(len(r.warnings) for r in rs.results)
+    warned = sum(1 for r in rs.results for w in r.warnings if _in_short_block(r, w))
     if warned:
         parts.append(f"{'each' if warned > 1 else 'the'} warning's message")
+    if any(not _in_short_block(r, w) for r in rs.results for w in r.warnings):
+        parts.append("the preflight's warning that the measurement did not bear out")
     if cuda_used(rs):
         parts.append("what GPU util measures")
     if any(r.summary is not None and r.summary.loader_ceiling_bound is not None for r in rs.results):
@@ -605,6 +609,13 @@ _WARNING_LABELS = {
     WarningKind.SAMPLE_COUNT: "the samples per batch may be miscounted",
     WarningKind.RANKS_SHARE_STREAM: "an IterableDataset on several ranks",
 }
+
+
+def _in_short_block(r: ConfigResult, w: Note) -> bool:
+    """Whether warning `w` on `r` is named without --verbose. The preflight's "could
+    oversubscribe" is said before measuring: not for a row whose measurement contradicts it (its
+    process tree's CPU demand short of the usable CPUs: workers that wait on I/O)."""
+    return not (w.kind is WarningKind.OVERSUBSCRIBED and r.summary is not None and not r.summary.cpu_saturated)
 
 
 def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]:
@@ -651,11 +662,7 @@ def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]
     kinds: dict[WarningKind, dict[str, list[tuple[LoaderSettings, str]]]] = {}
     for r in rs.results:
         for w in r.warnings:
-            # The preflight's "could oversubscribe" is said before measuring: in the short block
-            # not for a row whose measurement contradicts it (its process tree's CPU demand short
-            # of the usable CPUs: workers that wait on I/O); each message under --verbose.
-            if (w.kind is WarningKind.OVERSUBSCRIBED and not verbose and r.summary is not None
-                    and not r.summary.cpu_saturated):
+            if not verbose and not _in_short_block(r, w):
                 continue
             kinds.setdefault(w.kind, {}).setdefault(w.message, []).append((r.settings, r.cache))
     if kinds and not verbose:
