@@ -822,6 +822,9 @@ class Trial:
     # usable CPUs] in measure/meter.py): other processes' busy time, and the hypervisor's steal.
     other_cpu_util_pct: float | None = None
     steal_cpu_util_pct: float | None = None
+    # The workers' run-queue delay over the window, in cores x 100 (measure/meter.run_queue_s):
+    # runnable, waiting for a CPU.
+    workers_runq_pct: float | None = None
     memory_uss_bytes: int | None = None
     memory_pss_bytes: int | None = None
     gpu_util_pct: float | None = None
@@ -1051,6 +1054,7 @@ class Summary(Record):
     main_cpu_util_pct: float | None = None
     other_cpu_util_pct: float | None = None
     steal_cpu_util_pct: float | None = None
+    workers_runq_pct: float | None = None
     memory_pss_bytes: int | None = None
     receive_p50_s: float | None = None
     h2d_p50_s: float | None = None
@@ -1109,6 +1113,9 @@ class Summary(Record):
     # equal share in every trial that counted them, or that delivered none in the loader-alone
     # probe after the window (None: not counted).
     worker_cores: float | None = None
+    # Share of each worker's window spent runnable but waiting for a CPU (workers_runq_pct / 100 /
+    # num_workers; statistics.worker_queue_share).
+    worker_queue_share: float | None = None
     worker_batches: list[int] = field(default_factory=list)
     idle_workers: int | None = None
     # The loader-alone probe's batches per worker where it named more idle workers than the window

@@ -402,6 +402,19 @@ def test_a_loader_bound_row_whose_workers_wait_is_named_latency_bound_with_its_r
     # Workers starved of CPU by other load use little of it too: saturated, not latency-bound.
     rows[1] = result(settings(8), cpu(trial(0.030, 0.010), 100, 20, other_pct=80))
     assert not any(isinstance(f, LatencyBound) for f in result_set(rows, step_s=0.010).recommendation.findings)
+    # Their run-queue delay tells the two apart: runnable without a CPU for 0.5 of each one's window
+    # (8 workers x 0.5 = 400 cores x 100) they are short of CPU; for 0.01 (8 in all) they slept on
+    # I/O, and the saturated CPUs were not what held them.
+    rows[1].trials[0].workers_runq_pct = 400.0
+    rs = result_set(rows, step_s=0.010)
+    assert rs.results[1].summary.worker_queue_share == pytest.approx(0.5)
+    assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
+    rows[1].trials[0].workers_runq_pct = 8.0
+    rs = result_set(rows, step_s=0.010)
+    assert rs.results[1].summary.worker_queue_share == pytest.approx(0.01)
+    [f] = [f for f in rs.recommendation.findings if isinstance(f, LatencyBound)]
+    assert f.settings.num_workers == 8
+    assert "Latency-bound (8 workers)" in sentences(rs) and "saturated" not in sentences(rs)
     # The same workers behind a main process that takes each batch for 12 ms (pickled arrays through
     # a pipe) of a 40-ms mean step (30 ms wait + 10 ms step): 30% of its time, past a quarter. The
     # workers wait for room, not on latency; the row stays loader-bound (12 of 30 ms is receive).

@@ -212,6 +212,44 @@ def test_the_meter_tells_other_processes_on_the_usable_cpus_from_its_own_tree(tm
     assert own.other_cpu_s is not None and own.other_cpu_s < base.other_cpu_s + 0.4
 
 
+def _spin_on_cpu0(seconds: float) -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="run-queue delay from /proc/PID/schedstat")
+def test_the_meter_reads_workers_waiting_for_a_cpu_not_workers_that_sleep():
+    # Three child processes spin on one CPU for the window: at any instant two of them are
+    # runnable without it, about 2 s of run-queue delay in a 1-s window (more on a loaded
+    # machine). Three that sleep are not runnable: next to none.
+    import multiprocessing as mp
+
+    from loaderbench.measure.meter import WindowMeter, run_queue_s
+
+    def window(target, arg):
+        ctx = mp.get_context("fork")
+        kids = [ctx.Process(target=target, args=(arg,)) for _ in range(3)]
+        for k in kids:
+            k.start()
+        time.sleep(0.2)
+        meter = WindowMeter(_NoGpu())
+        meter.start()
+        time.sleep(1.0)
+        reading = meter.stop()
+        for k in kids:
+            k.join()
+        return reading
+
+    spun = window(_spin_on_cpu0, 1.6)
+    slept = window(time.sleep, 1.6)
+    assert spun.workers_runq_s is not None and slept.workers_runq_s is not None
+    assert spun.workers_runq_s >= 1.0 * spun.wall_s
+    assert slept.workers_runq_s <= 0.2 * slept.wall_s
+    assert run_queue_s(os.getpid()) is not None and run_queue_s(2**22 + 1) is None
+
+
 @pytest.mark.slow
 def test_a_repeat_skips_the_loader_alone_probe():
     # The same config twice in this process: the first trial probes the loader ceiling after its

@@ -23,13 +23,16 @@ from tests.helpers import FakeClock, settings, trial
 def pipeline(build_ms_per_sample: float, step_ms: float, *, bs: int = 16, cpus: int = 16,
              cpu_per_sample_s: float = 0.0, receive_ms: float = 0.2,
              outliers: dict[tuple[int, int], float] | None = None,
-             slowed: dict[tuple[int, int], float] | None = None):
+             slowed: dict[tuple[int, int], float] | None = None,
+             other_pct: float = 0.0, queue_share: float | None = None):
     """A loader whose workers each build a batch in bs x build_ms, a step of step_ms, on `cpus`
     CPUs: the measured throughput of W workers is min(W x r, cpus / kappa, C) with r = 1000 /
     build_ms samples/s per worker (0 workers: build, then step). `outliers` maps (workers,
     repeat) to a factor on that trial's throughput (a trial that reads low); `slowed` maps them to
     a factor on that trial's step time (a step that ran slower beside the loader: the trial's
-    throughput falls by as much). Returns measure(settings, repeat)."""
+    throughput falls by as much). `other_pct`: other processes' CPU in every window (cores x
+    100); `queue_share`: the share of each worker's window it waited for a CPU (None: not read).
+    Returns measure(settings, repeat)."""
     r = 1000.0 / build_ms_per_sample
     c = bs * 1000.0 / step_ms
     calls: list[tuple[LoaderSettings, int]] = []
@@ -54,6 +57,8 @@ def pipeline(build_ms_per_sample: float, step_ms: float, *, bs: int = 16, cpus: 
         t.loader_alone_samples_per_s = loader
         t.receive_s = [receive_ms / 1000.0] * 4 if w else []
         t.cpu_util_pct = 100.0 * (cpu_per_sample_s * rate + 0.05)
+        t.other_cpu_util_pct = other_pct
+        t.workers_runq_pct = None if queue_share is None else 100.0 * queue_share * w
         res = results.setdefault(s, ConfigResult(settings=s, status="ok"))
         res.trials.append(t)
         summarize_config(res)
@@ -332,6 +337,23 @@ def test_a_loader_still_starved_at_the_usable_cpus_with_cpus_to_spare_is_searche
     knee = find_knee(s.run(), tolerance=0.05)
     assert max(c.num_workers for c, _ in calls) > 4
     assert knee.settings.num_workers in (6, 7)  # 6 x 200 = 1,200 is within 10% of 1,333; 5% needs 7
+
+
+@pytest.mark.parametrize("queue_share, widest", [(None, 8), (0.5, 8), (0.01, 32)])
+def test_a_latency_bound_loader_on_cpus_full_of_other_load_is_searched_past_them(queue_share, widest):
+    # 2 CPUs, 1.9 of them taken by other processes. Each sample waits 40 ms on latency and uses
+    # 0.1 ms of CPU: W workers give 25 W samples/s, the 2-ms step of 16 takes 8,000/s. The tree
+    # uses next to nothing, but the CPUs read saturated: without a run-queue reading, or with
+    # workers runnable without a CPU half their window, they may be short of CPU and the search
+    # stops at twice the grid's widest count; workers that waited for a CPU 1% of their window
+    # slept on latency, and the search goes on widening while they starve.
+    measure, calls = pipeline(40.0, 2.0, cpus=2, cpu_per_sample_s=0.0001, other_pct=190.0, queue_share=queue_share)
+    s = Search(grid(range(0, 5)), measure=measure, tolerance=0.05, repeats=1, budget_s=600, usable_cpus=2,
+               cuda=False, dense_workers=True, clock=FakeClock())
+    s.run()
+    assert max(c.num_workers for c, _ in calls) >= widest
+    if queue_share is None or queue_share >= 0.2:
+        assert max(c.num_workers for c, _ in calls) == widest
 
 
 def test_more_usable_cpus_never_predict_less_at_the_same_worker_count():

@@ -30,7 +30,7 @@ from typing import Any
 
 from loaderbench.analysis import thresholds as th
 from loaderbench.analysis.knee import Ranking, rank
-from loaderbench.analysis.wait import cpu_saturated
+from loaderbench.analysis.wait import cpu_saturated, workers_short_of_cpu
 from loaderbench.conclusions import (
     AlsoFastest,
     Baseline,
@@ -544,7 +544,8 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     something else, the knee is) and no ranked config is compute-bound (one that is cleared the
     bottleneck: a cheaper pick within the tolerance of a loader-bound best), with the cause: CPU saturation (wait.cpu_saturated: the
     process tree and the other load used CPU_SATURATED of the usable CPUs; `mostly_other` when
-    the other load took more of them than the tree); an IterableDataset that configs with more
+    the other load took more of them than the tree; not where the workers' run-queue delay says
+    they did not wait for a CPU, wait.workers_short_of_cpu); an IterableDataset that configs with more
     workers replay (not ranked); the storage device (`_device_binds`); a wait that building
     batches does not explain (the loader alone builds them more than MATCHED faster than the
     step takes them, and the stall its rate explains, `build_rate_stall`, is under half the
@@ -564,7 +565,7 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     bs = _s(subject)
     f = NotCleared(subject.settings, of_best=subject is best, stall_fraction=bs.stall_fraction,
                    band=bs.band or InputBound.NOT)
-    if cpu_saturated(bs.cpu_util_pct, bs.other_cores, usable_cpus) and bs.cpu_util_pct is not None:
+    if workers_short_of_cpu(bs, usable_cpus) and bs.cpu_util_pct is not None:
         cores = bs.cpu_util_pct / 100.0
         named = _other_named(bs.other_cores)
         f.cause = NotClearedCause.CPU
@@ -640,7 +641,8 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     """LatencyBound when the best config (else the knee) is loader-bound with workers that used
     under LATENCY_WORKER_CORES of a core each on average (`Summary.worker_cores`: the tree's CPU
     less the main process's, over num_workers), with no idle workers among them and the CPUs not
-    saturated (workers starved of CPU by other load use little of it too): a sample's CPU
+    saturated with its workers waiting for a CPU (`workers_short_of_cpu`: workers starved of CPU
+    by other load use little of it too; ones that sleep on I/O are not runnable): a sample's CPU
     time is a small part of its wall time in the worker, so it waits on latency (storage, a
     network), and requests in flight, not cores, set the rate. Not where the main process took
     its batches for RECEIVE_BINDS_SHARE of its time per batch or more (receive floor p50 over the
@@ -671,7 +673,7 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
         return []
     ss = _s(subject)
     if (ss.worker_cores is None or ss.worker_cores >= th.LATENCY_WORKER_CORES or ss.idle_workers
-            or cpu_saturated(ss.cpu_util_pct, ss.other_cores, usable_cpus)):
+            or workers_short_of_cpu(ss, usable_cpus)):
         return []
     if ss.receive_p50_s and ss.mean_step_s and ss.receive_p50_s >= th.RECEIVE_BINDS_SHARE * ss.mean_step_s:
         return []  # the main process's receive holds the workers back, not latency

@@ -240,6 +240,7 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
         main_cpu_util_pct=_median_or_none([t.main_cpu_util_pct for t in trials]),
         other_cpu_util_pct=_median_or_none([t.other_cpu_util_pct for t in trials]),
         steal_cpu_util_pct=_median_or_none([t.steal_cpu_util_pct for t in trials]),
+        workers_runq_pct=_median_or_none([t.workers_runq_pct for t in trials]),
         memory_pss_bytes=(
             None
             if all(t.memory_pss_bytes is None for t in trials)
@@ -371,6 +372,7 @@ def summarize_result(result: ConfigResult, usable_cpus: int | None = None) -> No
     s.mean_step_s = s.samples_per_batch * (s.world_size or 1) / s.samples_per_s if s.samples_per_s > 0 else 0.0
     s.ranked = not result.has(WarningKind.REPLICATED)
     s.worker_cores = worker_cores(s, result.settings.num_workers)
+    s.worker_queue_share = worker_queue_share(s, result.settings.num_workers)
     result.summary = s
 
 
@@ -382,6 +384,16 @@ def worker_cores(summary: Summary, num_workers: int) -> float | None:
     if num_workers <= 0 or s.cpu_util_pct is None or s.main_cpu_util_pct is None or (s.world_size or 1) > 1:
         return None
     return max(0.0, s.cpu_util_pct - s.main_cpu_util_pct) / 100.0 / num_workers
+
+
+def worker_queue_share(summary: Summary, num_workers: int) -> float | None:
+    """Share of each worker's window it spent runnable but waiting for a CPU, on average: the
+    workers' run-queue delay (`workers_runq_pct`, cores x 100, median over repeats) / 100 /
+    num_workers. None without workers or the reading, and for a distributed job."""
+    s = summary
+    if num_workers <= 0 or s.workers_runq_pct is None or (s.world_size or 1) > 1:
+        return None
+    return s.workers_runq_pct / 100.0 / num_workers
 
 
 def samples_per_batch(trials: Sequence[Trial], batch_size: int) -> float:

@@ -76,6 +76,7 @@ def assemble_trial(
         main_cpu_util_pct=None if r is None else _pct(r.main_cpu_s, wall),
         other_cpu_util_pct=None if r is None else _pct(r.other_cpu_s, wall),
         steal_cpu_util_pct=None if r is None else _pct(r.steal_s, wall),
+        workers_runq_pct=None if r is None else _pct(r.workers_runq_s, wall),
         memory_uss_bytes=None if r is None else r.memory_uss_bytes,
         memory_pss_bytes=None if r is None else r.memory_pss_bytes,
         gpu_util_pct=None if util is None else util.util_pct,

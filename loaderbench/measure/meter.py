@@ -58,6 +58,7 @@ class WindowReading:
     read_chars: int | None = None
     other_cpu_s: float | None = None
     steal_s: float | None = None
+    workers_runq_s: float | None = None  # the other processes' (workers') run-queue delay: runnable, no CPU
 
 
 def cpu_load(cpus: Collection[int] | None) -> tuple[float, float] | None:
@@ -79,6 +80,19 @@ def cpu_load(cpus: Collection[int] | None) -> tuple[float, float] | None:
         busy += spent
         steal += d.get("steal", 0.0)
     return busy, steal
+
+
+def run_queue_s(pid: int) -> float | None:
+    """Seconds process `pid`'s main thread has spent runnable but waiting for a CPU since it
+    started: the second field of Linux's /proc/PID/schedstat (nanoseconds; the kernel's
+    scheduler statistics, Documentation/scheduler/sched-stats.rst). A worker that waits on
+    storage or a network sleeps and is not runnable; one short of CPU is. None where the file
+    cannot be read (not Linux, a kernel without schedstats, the process gone)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _delta(before: int | None, after: int | None) -> int | None:
@@ -117,6 +131,8 @@ class WindowMeter:
         self._clock = clock
         self._base: dict[tuple[int, float], float] = {}
         self._last: dict[tuple[int, float], float] = {}
+        self._runq_base: dict[tuple[int, float], float] = {}
+        self._runq_last: dict[tuple[int, float], float] = {}
         self._most = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -141,10 +157,15 @@ class WindowMeter:
                 continue
             alive += 1
             cpu = ct.user + ct.system
+            queued = None if p.pid == self._me.pid else run_queue_s(p.pid)
             with self._lock:
                 if start:
                     self._base[key] = cpu
                 self._last[key] = cpu
+                if queued is not None:
+                    if start:
+                        self._runq_base[key] = queued
+                    self._runq_last[key] = queued
         self._most = max(self._most, alive)
         return procs
 
@@ -183,6 +204,8 @@ class WindowMeter:
         io1 = storage.io_tree(self._me)
         with self._lock:
             cpu = sum(max(0.0, last - self._base.get(key, 0.0)) for key, last in self._last.items())
+            runq = (sum(max(0.0, last - self._runq_base.get(key, 0.0)) for key, last in self._runq_last.items())
+                    if self._runq_last else None)
         other = steal = None
         if self._load0 is not None and load1 is not None:
             other = max(0.0, (load1[0] - self._load0[0]) - cpu)
@@ -193,5 +216,5 @@ class WindowMeter:
             read_bytes=_delta(self._io0[0], io1[0]),
             util=util,
             read_chars=_delta(self._io0[1], io1[1]),
-            other_cpu_s=other, steal_s=steal,
+            other_cpu_s=other, steal_s=steal, workers_runq_s=runq,
         )

@@ -53,7 +53,7 @@ from typing import Any
 
 from loaderbench.analysis.knee import find_knee, rankable
 from loaderbench.analysis.predict import Prediction, predict, series_of, with_workers
-from loaderbench.analysis.wait import cpu_saturated
+from loaderbench.analysis.wait import workers_short_of_cpu
 from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, Verdict
 from loaderbench.orchestration.preflight import room_for_workers
 from loaderbench.results import SearchLog, SearchStep, Widening
@@ -189,7 +189,8 @@ class Search:
 
     def _starved_at(self, base: LoaderSettings, workers: int) -> bool:
         """Whether `workers` of `base`'s series measured loader-bound with CPUs to spare (the
-        process tree under the saturation mark) and every worker at work (no idle workers:
+        process tree under the saturation mark, or the workers not waiting for a CPU there:
+        `workers_short_of_cpu`, other processes' load) and every worker at work (no idle workers:
         `Summary.idle_workers`): more workers than CPUs may still help, so the search goes on
         past the usable CPUs instead of advising to try more workers."""
         if workers <= 0:
@@ -199,7 +200,7 @@ class Search:
         if (s is None or s.verdict is not Verdict.LOADER_BOUND or s.cpu_util_pct is None or not self.model_cpus
                 or s.idle_workers):
             return False  # idle workers: the dataset gives work to fewer, more get none
-        return not cpu_saturated(s.cpu_util_pct, s.other_cores, self.model_cpus)
+        return not workers_short_of_cpu(s, self.model_cpus)
 
     def io_bound(self) -> bool:
         """Whether the measured configs with workers used under half a CPU core per worker
