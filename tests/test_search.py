@@ -24,14 +24,17 @@ def pipeline(build_ms_per_sample: float, step_ms: float, *, bs: int = 16, cpus: 
              cpu_per_sample_s: float = 0.0, receive_ms: float = 0.2,
              outliers: dict[tuple[int, int], float] | None = None,
              slowed: dict[tuple[int, int], float] | None = None,
-             other_pct: float = 0.0, queue_share: float | None = None):
+             other_pct: float = 0.0, queue_share: float | None = None,
+             window_high: dict[tuple[int, int], float] | None = None):
     """A loader whose workers each build a batch in bs x build_ms, a step of step_ms, on `cpus`
     CPUs: the measured throughput of W workers is min(W x r, cpus / kappa, C) with r = 1000 /
     build_ms samples/s per worker (0 workers: build, then step). `outliers` maps (workers,
     repeat) to a factor on that trial's throughput (a trial that reads low); `slowed` maps them to
     a factor on that trial's step time (a step that ran slower beside the loader: the trial's
     throughput falls by as much). `other_pct`: other processes' CPU in every window (cores x
-    100); `queue_share`: the share of each worker's window it waited for a CPU (None: not read).
+    100); `queue_share`: the share of each worker's window it waited for a CPU (None: not read);
+    `window_high` maps (workers, repeat) to a factor on that trial's window alone, its probe
+    after the window reading the loader's true rate under it ("below_step_rate").
     Returns measure(settings, repeat)."""
     r = 1000.0 / build_ms_per_sample
     c = bs * 1000.0 / step_ms
@@ -51,10 +54,15 @@ def pipeline(build_ms_per_sample: float, step_ms: float, *, bs: int = 16, cpus: 
         rate *= (outliers or {}).get((w, repeat), 1.0)
         slow = (slowed or {}).get((w, repeat), 1.0)
         rate /= slow
+        high = (window_high or {}).get((w, repeat), 1.0)
+        rate *= high
         step_s = bs / rate
         compute_s = step_ms / 1000.0 * slow
         t = trial(max(0.0, step_s - compute_s), compute_s, n=30, bs=bs)
         t.loader_alone_samples_per_s = loader
+        if high != 1.0:
+            t.loader_alone_samples_per_s, t.loader_alone_method, t.loader_alone_reason = None, "bound", "below_step_rate"
+            t.loader_alone_bound_samples_per_s, t.loader_alone_probe_samples_per_s = rate, loader
         t.receive_s = [receive_ms / 1000.0] * 4 if w else []
         t.cpu_util_pct = 100.0 * (cpu_per_sample_s * rate + 0.05)
         t.other_cpu_util_pct = other_pct
@@ -354,6 +362,35 @@ def test_a_latency_bound_loader_on_cpus_full_of_other_load_is_searched_past_them
     assert max(c.num_workers for c, _ in calls) >= widest
     if queue_share is None or queue_share >= 0.2:
         assert max(c.num_workers for c, _ in calls) == widest
+
+
+def test_a_window_that_read_above_its_loaders_sustained_rate_is_repeated_where_it_decides_the_pick():
+    # 200 samples/s per worker, a 2-ms step of 16 (8,000/s): loader-bound, 4 workers the best at
+    # 800/s, 3 workers 25% under it (no competitor). One window of 4 workers reads 30% high
+    # (1,040/s), its probe after it the loader's 800 (more than 10% under: "below_step_rate").
+    # That row decides the pick, so it is a competitor and gets repeats; read right, it is not.
+    # With its repeats at 800 the median is 800, and the probe's 800 is its sustained ceiling.
+    from loaderbench.model import CeilingBound
+
+    def searched(window_high):
+        measure, _ = pipeline(5.0, 2.0, window_high=window_high)
+        s = Search(grid(range(1, 5)), measure=measure, tolerance=0.05, repeats=3, budget_s=600, usable_cpus=16,
+                   cuda=False, dense_workers=False, clock=FakeClock())
+        for w in range(1, 5):
+            s.results[settings(w)] = measure(settings(w), 0)
+        return s, measure
+
+    s, measure = searched({(4, 0): 1.3})
+    four = s.results[settings(4)]
+    assert four.summary.samples_per_s == pytest.approx(1040.0)
+    assert four.summary.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
+    assert s.above_ceiling() == [four] and four in s.competitors()
+    for repeat in (1, 2):
+        measure(settings(4), repeat)
+    assert four.summary.samples_per_s == pytest.approx(800.0)
+    assert four.summary.loader_ceiling_samples_per_s == pytest.approx(800.0) and four.summary.loader_ceiling_bound is None
+    s, _ = searched(None)
+    assert s.above_ceiling() == [] and s.competitors() == []
 
 
 def test_more_usable_cpus_never_predict_less_at_the_same_worker_count():

@@ -79,6 +79,30 @@ def test_a_row_held_to_its_workers_production_waits_on_the_loader():
     assert trial_stall_fraction(fast) == 0.0 and production_wait_s(fast) == 0.0
 
 
+def test_a_probe_under_its_own_window_stands_where_the_rows_repeats_came_down_to_it():
+    # Jittered latency at 16 workers: the first trial's window read 809 samples/s and its probe a
+    # sustained 646, more than 10% under it (a bound at 809, "below_step_rate"). Its repeats read
+    # 636 and 624: the row's median is 636, and the probe's 646 is a sustained ceiling above it.
+    # Repeats that read 800 and 790 keep the bound (the probe read 20% under the row).
+    from loaderbench.analysis.statistics import summarize
+    from loaderbench.model import CeilingBound
+
+    def trials(*rates: float):
+        ts = [trial(0.0, 16 / rate) for rate in rates]
+        ts[0].loader_alone_method, ts[0].loader_alone_reason = "bound", "below_step_rate"
+        ts[0].loader_alone_bound_samples_per_s, ts[0].loader_alone_probe_samples_per_s = rates[0], 646.0
+        return ts
+
+    s = summarize(trials(809.0, 636.0, 624.0))
+    assert s.samples_per_s == pytest.approx(636.0)
+    assert s.loader_ceiling_samples_per_s == pytest.approx(646.0) and s.loader_ceiling_bound is None
+    s = summarize(trials(809.0, 800.0, 790.0))
+    assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
+    assert s.loader_ceiling_bound_samples_per_s == pytest.approx(809.0)  # its trial's bound, over the median
+    # One trial alone: the bound, as before.
+    assert summarize(trials(809.0)).loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
+
+
 def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate():
     # Three repeats at 400, 500 and 600 samples/s (median 500); the first trial's probe read a
     # sustained 460 (held against its own 400 window, it stood). The row's figure is 500, which

@@ -283,6 +283,13 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
             summary.loader_ceiling_samples_per_s = None
             summary.loader_ceiling_bound_samples_per_s = summary.samples_per_s
             summary.loader_ceiling_bound = CeilingBound.BELOW_STEP_RATE
+    probed = [t.loader_alone_probe_samples_per_s for t in trials
+              if t.loader_alone_reason == "below_step_rate" and t.loader_alone_probe_samples_per_s]
+    if (summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None and probed
+            and statistics.median(probed) >= (1.0 - CEILING_SLACK) * summary.samples_per_s):
+        # The probe read under its own trial's window, but the median of the row's windows
+        # (its repeats) came down to it: that trial's window read high, the probe stands.
+        summary.loader_ceiling_samples_per_s = max(float(statistics.median(probed)), summary.samples_per_s)
     if summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None:
         bound, summary.loader_ceiling_bound = ceiling_bound(trials)
         # A trial's bound was held against its own window; the row's median is reached too.

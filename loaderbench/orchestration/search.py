@@ -54,7 +54,7 @@ from typing import Any
 from loaderbench.analysis.knee import find_knee, rankable
 from loaderbench.analysis.predict import Prediction, predict, series_of, with_workers
 from loaderbench.analysis.wait import workers_short_of_cpu
-from loaderbench.model import GRID_AXES, ConfigResult, LoaderSettings, Verdict
+from loaderbench.model import GRID_AXES, CeilingBound, ConfigResult, LoaderSettings, Verdict
 from loaderbench.orchestration.preflight import room_for_workers
 from loaderbench.results import SearchLog, SearchStep, Widening
 
@@ -406,8 +406,8 @@ class Search:
         with the best and the knee when there is any such config. A config within half the
         tolerance is equal to the best whatever a repeat says, one further than twice the
         tolerance is out (analysis.knee.qualifies caps noise there), so neither gets repeats,
-        unless the model disputes its one trial (`disputed`) or its step slowed beside the loader
-        (`slowed`)."""
+        unless the model disputes its one trial (`disputed`), its step slowed beside the loader
+        (`slowed`) or its window read above what its loader sustained alone (`above_ceiling`)."""
         ok = rankable(self.measured())
         if not ok:
             return []
@@ -417,6 +417,7 @@ class Search:
                 < (1.0 - self.tolerance / 2) * top]
         edge += [r for r in self.disputed() if r not in edge]
         edge += [r for r in self.slowed() if r not in edge]
+        edge += [r for r in self.above_ceiling() if r not in edge]
         if not edge:
             return []
         knee = find_knee(ok, tolerance=self.tolerance)
@@ -436,6 +437,24 @@ class Search:
         top = max(r.summary.samples_per_s for r in ok)  # type: ignore[union-attr]
         return [r for r in ok if r.summary is not None and r.summary.step_slowed
                 and r.summary.samples_per_s * (1.0 + (r.summary.step_slowdown or 0.0)) >= (1.0 - self.tolerance) * top]
+
+    def above_ceiling(self) -> list[ConfigResult]:
+        """Configs whose window with the step read more than CEILING_SLACK above what the same
+        loader then sustained alone (`Summary.loader_ceiling_bound` BELOW_STEP_RATE: the probe
+        after the window read under the row) and that could decide the pick (within the
+        tolerance of the best, or the best). One of the two readings was off: a short window of
+        builds that vary reads far from the loader's rate (16 workers of jittered latency on
+        the H200: windows of 809, 636 and 624 samples/s of one config in turn, plain loops
+        634-712, the probe 646). They get repeats, up to --repeats, like a competitor: the
+        median of windows ranks them, and the probe's reading is set against it again
+        (statistics.summarize)."""
+        ok = rankable(self.measured())
+        if not ok:
+            return []
+        top = max(r.summary.samples_per_s for r in ok)  # type: ignore[union-attr]
+        return [r for r in ok if r.summary is not None
+                and r.summary.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
+                and r.summary.samples_per_s >= (1.0 - self.tolerance) * top]
 
     def disputed(self) -> list[ConfigResult]:
         """Configs whose one trial decides the pick against the model: measured once, with
