@@ -18,6 +18,8 @@
 #                                    the default sweep (timed)
 #   bash benchmarks/gpu_round.sh 11  jittered per-sample latency: a grid sweep at 4, 8 and 16 workers, its pick and
 #                                    the 8- and 16-worker rows against plain loops with the step, and 600-batch draws
+#   bash benchmarks/gpu_round.sh 12  jittered per-sample latency swept as a user would (the search, its repeats), its
+#                                    pick against plain loops with the step; then the default sweep (timed)
 # Every file the steps write ends in $OUT/round-N.tgz, with $OUT/steps.txt beside it.
 #   bash benchmarks/gpu_round.sh 4   part 1 without the tests, the pick's neighbours' plain loops too,
 #                                    and the stage profile against independent timing on CUDA
@@ -25,7 +27,7 @@
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/lb-out}; mkdir -p "$OUT"
-part=${1:?part 1 to 11}
+part=${1:?part 1 to 12}
 step() {  # step NAME SECONDS CMD...: run CMD with a timeout, its output and wall seconds under $OUT
   local name=$1 limit=$2; shift 2
   local t0=$EPOCHREALTIME
@@ -82,6 +84,13 @@ case $part in
     --batches 300 --also-workers 8,16
   step jitter_draw 150 python3 benchmarks/ceiling_check.py --out "$OUT/jitter-draw.json" --configs 16,8 --rounds 2 \
     --dataset import:benchmarks.jitter_dataset:JitteredLatency --batch-size 8 --compute sleep:5 --skip 80 --draw 600
+  ;;
+12)
+  step jitter_search 160 python3 -m loaderbench sweep --dataset benchmarks.jitter_dataset:JitteredLatency --batch-size 8 \
+    --compute sleep:5 --no-profile --no-progress --output "$OUT/jitter-search.json"
+  step jitter_search_pick 200 python3 benchmarks/pick_check.py "$OUT/jitter-search.json" --out "$OUT/jitter-search-pick.json" \
+    --rounds 3 --batches 300
+  step default_sweep1 150 python3 -m loaderbench sweep --output "$OUT/default-1.json" --no-progress
   ;;
 8)
   for n in $(seq 1 "${SWEEPS:-2}"); do
