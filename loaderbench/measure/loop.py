@@ -493,8 +493,8 @@ class Completions:
     def one_by_one(self) -> bool:
         """Whether every worker built one batch after the other (each completion ends a unit, no
         bursts): the in-order replay's builds are each one batch's. (Items a worker held finished
-        make its builds short, so the replay reads higher, never lower, and the lower figure
-        stands.)"""
+        make its builds short, so the replay reads higher, never lower; where a drain was seen
+        the lower of the replay and the workers' rate stands, in `loader_alone`.)"""
         if -1 in self.times:
             return False
         return all(self.ends(w) == list(range(self.first[w], len(self.times[w]))) for w in self.times)
@@ -877,8 +877,12 @@ def loader_alone(
         paced = delivery_rate(taken)
         builds = turns.builds if in_turns else None
         in_turn = in_order_rate(builds, num_workers, prefetch_factor) if builds else None
-        # The replay's builds include every whole build the workers' rate timed, and more.
-        own = in_turn if in_turn is not None and len(builds or ()) >= num_workers else rate
+        # The replay's builds include every whole build the workers' rate timed, and more; where
+        # a drain of held items was seen (and dropped from the workers' rate), its short builds
+        # are among the replay's, which then reads high: the lower of the two stands.
+        own = rate
+        if in_turn is not None and len(builds or ()) >= num_workers:
+            own = min(in_turn, rate) if done.fell and rate is not None else in_turn
         rates = [r for r in (own, paced) if r is not None]
         out.update(samples_per_s=min(rates) if rates else None, method="sustained",
                    bound_samples_per_s=None, reason=None, delivery_samples_per_s=paced,
