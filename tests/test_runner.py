@@ -712,21 +712,21 @@ def test_loader_alone_is_the_main_processes_pace_where_it_is_slower_than_the_wor
 
 
 def test_a_worker_that_waited_for_its_finished_batch_to_be_taken_times_its_builds_from_then():
-    # A worker held a batch finished before the probe; the main process took it 0.3 s in (it
+    # A worker held a batch finished before the probe; the main process took it 1.4 s in (it
     # had other workers' batches to take first), and only then could the worker build: it
-    # completes batches at 0.4 and 0.5 s, whole builds of 0.1 s. Counted from the start, its
-    # first 0.4 s would make 0.1-s intervals read as a burst's (under half the mean), and it
-    # would have timed no unit.
+    # completes batches at 1.5 and 1.6 s, whole builds of 0.1 s. Counted from the start, its
+    # first 1.5 s would make 0.1-s intervals read as a burst's (PROBE_BURST_RATIO under it), and
+    # it would have timed no unit.
     from loaderbench.measure.loop import Completions
 
     done = Completions(0.0)
-    done.add(0, -1.0, 16, taken_at=0.3)
-    done.add(0, 0.4, 16)
-    done.add(0, 0.5, 16)
+    done.add(0, -1.0, 16, taken_at=1.4)
+    done.add(0, 1.5, 16)
+    done.add(0, 1.6, 16)
     assert done.units() == {0: 1} and done.rate() == pytest.approx(160.0)
     blind = Completions(0.0)
-    blind.add(0, 0.4, 16)
-    blind.add(0, 0.5, 16)
+    blind.add(0, 1.5, 16)
+    blind.add(0, 1.6, 16)
     assert blind.units() == {0: 0} and blind.rate() is None
 
 

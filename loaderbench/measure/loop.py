@@ -753,7 +753,10 @@ def loader_alone(
             38% above a plain draw at 4 workers, past what they can build; -12% at 1). So a
             worker's timing runs between ends of whole units (`unit_ends`): where it hands out
             bursts its intervals fall in two classes (Otsu's split), the long ones
-            PROBE_BURST_RATIO times the short ones or more, and a unit ends at the completion
+            PROBE_BURST_RATIO (10) times the short ones or more (builds that vary are not bursts:
+            batches of 8 samples of 5 or 120 ms, a tenth of them slow, have intervals 5x
+            apart; a burst's short ones are the main process's pace, 1-7 ms against blocks of
+            0.3-3 s), and a unit ends at the completion
             before each long interval (the probe's start counts as one more interval, since
             the worker was inside a unit then; for a worker that held finished batches, from
             when the first of them was taken, since it could not build before); otherwise the

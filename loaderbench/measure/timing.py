@@ -424,7 +424,7 @@ def production_rate(completions: Sequence[tuple[int, float, int]],
     return total * len(per) / timed if timed else None
 
 
-PROBE_BURST_RATIO = 4.0  # a worker's long intervals this many times its short ones: it hands out items in bursts
+PROBE_BURST_RATIO = 10.0  # a worker's long intervals this many times its short ones: it hands out items in bursts
 
 
 def unit_ends(times: Sequence[float], first: int = 0, start: float | None = None) -> list[int]:
