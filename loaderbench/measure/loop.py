@@ -492,9 +492,8 @@ class Completions:
 
     def one_by_one(self) -> bool:
         """Whether every worker built one batch after the other (each completion ends a unit, no
-        bursts): the in-order replay's builds are each one batch's. (Items a worker held finished
-        make its builds short, so the replay reads higher, never lower; where a drain was seen
-        the lower of the replay and the workers' rate stands, in `loader_alone`.)"""
+        bursts): the in-order replay's builds are each one batch's. (Where a drain of items a
+        worker held finished was seen, `loader_alone` drops the builds it dropped.)"""
         if -1 in self.times:
             return False
         return all(self.ends(w) == list(range(self.first[w], len(self.times[w]))) for w in self.times)
@@ -634,6 +633,7 @@ class InOrderBuilds:
         self.ok = num_workers > 0
         self.seconds: list[float] = []
         self.samples: list[int] = []
+        self.built: list[tuple[int, float]] = []  # per timed build: its worker and completion
 
     def add(self, worker: int | None, done_at: float, got: float, samples: int) -> None:
         if not self.ok:
@@ -660,11 +660,20 @@ class InOrderBuilds:
         if done_at > began and samples > 0:
             self.seconds.append(done_at - began)
             self.samples.append(samples)
+            self.built.append((worker, done_at))
 
     @property
     def builds(self) -> list[tuple[float, int]] | None:
         """(seconds, samples) per timed build, or None where the batches did not come in turns."""
         return list(zip(self.seconds, self.samples)) if self.ok else None
+
+    def builds_after(self, since: dict[int, float]) -> list[tuple[float, int]] | None:
+        """`builds` less those a worker completed at or before `since[worker]` (where a drain of
+        items it held finished ended, `Completions.first`)."""
+        if not self.ok:
+            return None
+        return [(s, n) for s, n, (w, t) in zip(self.seconds, self.samples, self.built)
+                if t > since.get(w, float("-inf"))]
 
     def spread(self) -> float | None:
         """The relative standard error of the mean seconds per sample over the timed builds
@@ -878,14 +887,13 @@ def loader_alone(
         if taken:  # the last batch's copy ends at the sync
             taken[-1] = (*taken[-1][:2], clock(), taken[-1][3])
         paced = delivery_rate(taken)
-        builds = turns.builds if in_turns else None
+        # Where a drain of held items was seen, its short builds are dropped as the workers'
+        # rate dropped them (each worker's builds up to its first kept completion).
+        since = {w: done.times[w][done.first[w]] for w in done.times} if done.fell else {}
+        builds = turns.builds_after(since) if in_turns else None
         in_turn = in_order_rate(builds, num_workers, prefetch_factor) if builds else None
-        # The replay's builds include every whole build the workers' rate timed, and more; where
-        # a drain of held items was seen (and dropped from the workers' rate), its short builds
-        # are among the replay's, which then reads high: the lower of the two stands.
-        own = rate
-        if in_turn is not None and len(builds or ()) >= num_workers:
-            own = min(in_turn, rate) if done.fell and rate is not None else in_turn
+        # The replay's builds include every whole build the workers' rate timed, and more.
+        own = in_turn if in_turn is not None and len(builds or ()) >= num_workers else rate
         rates = [r for r in (own, paced) if r is not None]
         out.update(samples_per_s=min(rates) if rates else None, method="sustained",
                    bound_samples_per_s=None, reason=None, delivery_samples_per_s=paced,
