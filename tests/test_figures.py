@@ -271,6 +271,14 @@ def test_oversubscribed_only_where_the_measured_cpu_demand_reached_the_cpus():
     rs = result_set([row(30, 170)])
     assert not any(isinstance(f, Oversubscribed) for f in rs.recommendation.findings)
     assert "Oversubscribed, as measured" not in sentences(rs)
+    # There the preflight's warning stands in the short block, unless the workers' run-queue delay
+    # says they did not wait for a CPU (0.01 of each one's window: they slept on I/O).
+    assert "could oversubscribe" in " ".join(footer.note_lines(rs, str))
+    waited = row(30, 170)
+    waited.trials[0].workers_runq_pct = 4.0
+    rs = result_set([waited])
+    assert rs.results[0].summary.workers_short_of_cpu is False
+    assert "could oversubscribe" not in " ".join(footer.note_lines(rs, str))
     # 1.9 of 2 CPUs (over the 85% mark): oversubscribed as measured.
     rs = result_set([row(190)])
     [f] = [f for f in rs.recommendation.findings if isinstance(f, Oversubscribed)]

@@ -388,6 +388,6 @@ def test_a_warning_of_no_kind_is_shown_by_its_message():
     # The preflight's "could oversubscribe" is not repeated for a row whose measured CPU demand
     # stayed short of the usable CPUs; it is for one that reached them, or was not measured.
     assert "could oversubscribe" not in line
-    rows[0].summary.cpu_saturated = True
+    rows[0].summary.cpu_saturated = rows[0].summary.workers_short_of_cpu = True
     [line] = [x for x in footer.note_lines(rs, str) if x.startswith("Warnings: ")]
     assert "could oversubscribe, before measuring (more workers or threads than usable CPUs): " in line

@@ -204,7 +204,8 @@ def split_waits(results: Sequence[ConfigResult], usable_cpus: int | None = None)
 
 def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_cpus: int | None = None) -> None:
     """The verdicts pass: every summarised config's verdict (and whether it rests on the tail),
-    input-bound band, CPU saturation (on `usable_cpus`), whether its step slowed beside the
+    input-bound band, CPU saturation (on `usable_cpus`) and whether its workers were short of CPU
+    there (`workers_short_of_cpu`), whether its step slowed beside the
     loader and, loader-bound, its stall period and workers-needed estimate. A receive floor that
     a config with more workers measured past (`faster_with_more_workers`), or whose receive was
     the main process waiting for a core (`receive_waits_for_a_core`), is loader-bound."""
@@ -215,6 +216,7 @@ def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_
         s.verdict, s.tail_only = verdict_for(r, loader_only=loader_only)
         s.band = InputBound.LOADER_ALONE if loader_only else input_bound_band(s.stall_fraction)
         s.cpu_saturated = cpu_saturated(s.cpu_util_pct, s.other_cores, usable_cpus)
+        s.workers_short_of_cpu = workers_short_of_cpu(s, usable_cpus) if r.settings.num_workers > 0 else None
         s.step_slowed = step_slowed(s)
     # Once every row has its own verdict (all judged before any changes): a receive floor that
     # more workers ran past.

@@ -614,8 +614,12 @@ _WARNING_LABELS = {
 def _in_short_block(r: ConfigResult, w: Note) -> bool:
     """Whether warning `w` on `r` is named without --verbose. The preflight's "could
     oversubscribe" is said before measuring: not for a row whose measurement contradicts it (its
-    process tree's CPU demand short of the usable CPUs: workers that wait on I/O)."""
-    return not (w.kind is WarningKind.OVERSUBSCRIBED and r.summary is not None and not r.summary.cpu_saturated)
+    process tree's CPU demand short of the usable CPUs, or its workers not waiting for a CPU on
+    CPUs that other load filled, `Summary.worker_queue_share`: workers that wait on I/O)."""
+    s = r.summary
+    if w.kind is not WarningKind.OVERSUBSCRIBED or s is None:
+        return True
+    return bool(s.cpu_saturated) and s.workers_short_of_cpu is not False
 
 
 def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]:
