@@ -1130,7 +1130,7 @@ class Summary(Record):
     # -- the verdicts pass (analysis/wait.py) --
     band: InputBound | None = None
     cpu_saturated: bool | None = None  # the tree and other load used the usable CPUs (None: unknown)
-    # Saturated, and the workers runnable without a CPU (analysis/wait.workers_short_of_cpu); None without workers.
+    # Saturated, and the workers runnable without a CPU, or their delay unread (analysis/wait.workers_short_of_cpu).
     workers_short_of_cpu: bool | None = None
     step_slowed: bool = False  # the step ran over STEP_SLOWED slower beside the loader (wait.step_slowed)
 

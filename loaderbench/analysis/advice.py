@@ -565,7 +565,8 @@ def not_cleared(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigResul
     bs = _s(subject)
     f = NotCleared(subject.settings, of_best=subject is best, stall_fraction=bs.stall_fraction,
                    band=bs.band or InputBound.NOT)
-    if workers_short_of_cpu(bs, usable_cpus) and bs.cpu_util_pct is not None:
+    if (workers_short_of_cpu(bs.cpu_util_pct, bs.other_cores, bs.worker_queue_share, usable_cpus)
+            and bs.cpu_util_pct is not None):
         cores = bs.cpu_util_pct / 100.0
         named = _other_named(bs.other_cores)
         f.cause = NotClearedCause.CPU
@@ -641,7 +642,7 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     """LatencyBound when the best config (else the knee) is loader-bound with workers that used
     under LATENCY_WORKER_CORES of a core each on average (`Summary.worker_cores`: the tree's CPU
     less the main process's, over num_workers), with no idle workers among them and the CPUs not
-    saturated with its workers waiting for a CPU (`workers_short_of_cpu`: workers starved of CPU
+    saturated with its workers waiting for a CPU (`wait.workers_short_of_cpu`: workers starved of CPU
     by other load use little of it too; ones that sleep on I/O are not runnable): a sample's CPU
     time is a small part of its wall time in the worker, so it waits on latency (storage, a
     network), and requests in flight, not cores, set the rate. Not where the main process took
@@ -673,7 +674,7 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
         return []
     ss = _s(subject)
     if (ss.worker_cores is None or ss.worker_cores >= th.LATENCY_WORKER_CORES or ss.idle_workers
-            or workers_short_of_cpu(ss, usable_cpus)):
+            or workers_short_of_cpu(ss.cpu_util_pct, ss.other_cores, ss.worker_queue_share, usable_cpus)):
         return []
     if ss.receive_p50_s and ss.mean_step_s and ss.receive_p50_s >= th.RECEIVE_BINDS_SHARE * ss.mean_step_s:
         return []  # the main process's receive holds the workers back, not latency

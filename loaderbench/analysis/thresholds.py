@@ -25,6 +25,12 @@ TAIL_MIN_STALL = 0.02
 # of the usable CPUs (a busy machine never reads 100%: the meter's window edges and the main
 # process's idle moments between steps keep it lower).
 CPU_SATURATED = 0.85
+# measured: workers count as short of CPU on saturated CPUs when runnable without a CPU for 20% of
+# their window or more (their run-queue delay, /proc/PID/schedstat). On the 2-core machine, 4
+# workers sleeping 40 ms a sample waited 0.001 of their window alone and 0.003 beside 2 busy
+# loops; 4 busy workers 0.51 alone and 0.67 beside the loops; a latency-bound sweep beside 1.3-2.0
+# cores of other load read 0.001-0.024 (docs/benchmarks.md section 31). 0.2 sits far from both.
+WORKERS_QUEUED = 0.2
 
 # -- Periodic stalls (analysis/wait.py, stall_period) ------------------------------------------
 

@@ -66,6 +66,7 @@ from loaderbench.analysis.thresholds import (
     STEP_SLOWED_MIN_S,
     TAIL_MIN_STALL,
     TAIL_WAIT_OF_STEP,
+    WORKERS_QUEUED,
 )
 from loaderbench.model import (
     ConfigResult,
@@ -176,22 +177,19 @@ def cpu_saturated(cpu_util_pct: float | None, other_cores: float | None, usable_
     return cpu_util_pct / 100.0 + (other_cores or 0.0) >= CPU_SATURATED * usable_cpus
 
 
-WORKERS_QUEUED = 0.2  # a worker runnable without a CPU this share of its window or more: short of CPU
-
-
-def workers_short_of_cpu(summary: Summary, usable_cpus: int | None) -> bool:
+def workers_short_of_cpu(cpu_util_pct: float | None, other_cores: float | None, worker_queue_share: float | None,
+                         usable_cpus: int | None) -> bool:
     """Whether a row's workers may be short of CPU: the CPUs were saturated (`cpu_saturated`:
     the process tree and other load), unless the workers' run-queue delay
     (`Summary.worker_queue_share`, from /proc/PID/schedstat) was under WORKERS_QUEUED of their
     window. A worker that waits on storage or a network sleeps and is not runnable, however busy
-    the CPUs are; one short of CPU is runnable without one. On the 2-core machine, 4 workers
-    sleeping 40 ms a sample beside 2 busy loops waited 0.003 of their window each; 4 busy
-    workers 0.51 alone and 0.67 beside the loops. Unknown delay (no schedstat) counts as short
-    where the CPUs were saturated, as before it was read."""
-    if not cpu_saturated(summary.cpu_util_pct, summary.other_cores, usable_cpus):
+    the CPUs are; one short of CPU is runnable without one (thresholds.WORKERS_QUEUED says what
+    was measured). Unknown delay (no schedstat) counts as short where the CPUs were saturated,
+    as before it was read. Plain numbers, as `cpu_saturated`: the one definition the search,
+    the findings and the wait pass's `Summary.workers_short_of_cpu` ask."""
+    if not cpu_saturated(cpu_util_pct, other_cores, usable_cpus):
         return False
-    q = summary.worker_queue_share
-    return q is None or q >= WORKERS_QUEUED
+    return worker_queue_share is None or worker_queue_share >= WORKERS_QUEUED
 
 
 def split_waits(results: Sequence[ConfigResult], usable_cpus: int | None = None) -> None:
@@ -216,7 +214,7 @@ def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_
         s.verdict, s.tail_only = verdict_for(r, loader_only=loader_only)
         s.band = InputBound.LOADER_ALONE if loader_only else input_bound_band(s.stall_fraction)
         s.cpu_saturated = cpu_saturated(s.cpu_util_pct, s.other_cores, usable_cpus)
-        s.workers_short_of_cpu = workers_short_of_cpu(s, usable_cpus) if r.settings.num_workers > 0 else None
+        s.workers_short_of_cpu = workers_short_of_cpu(s.cpu_util_pct, s.other_cores, s.worker_queue_share, usable_cpus)
         s.step_slowed = step_slowed(s)
     # Once every row has its own verdict (all judged before any changes): a receive floor that
     # more workers ran past.

@@ -200,7 +200,7 @@ class Search:
         if (s is None or s.verdict is not Verdict.LOADER_BOUND or s.cpu_util_pct is None or not self.model_cpus
                 or s.idle_workers):
             return False  # idle workers: the dataset gives work to fewer, more get none
-        return not workers_short_of_cpu(s, self.model_cpus)
+        return not workers_short_of_cpu(s.cpu_util_pct, s.other_cores, s.worker_queue_share, self.model_cpus)
 
     def io_bound(self) -> bool:
         """Whether the measured configs with workers used under half a CPU core per worker
