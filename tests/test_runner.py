@@ -573,6 +573,8 @@ def test_in_order_builds_time_each_batch_from_its_send_not_its_workers_wait():
                                  (1, 0.7, 0.7), (0, 0.7, 0.7)]:
         turns.add(worker, done_at, got, 16)
     assert [round(s, 9) for s, _ in turns.builds] == [0.2, 0.5, 0.2, 0.2, 0.2]
+    # Seconds per sample 0.0125 x 4 and 0.03125: mean 0.01625, stdev 0.008385; / mean / sqrt(5).
+    assert turns.spread() == pytest.approx(0.2308, rel=1e-3)
     # Equal builds of 0.2 s: 2 workers x 16 / 0.2; worker 0 at 0.1 and worker 1 at 0.3, pooled
     # builds handed out in order, deliver less than the 2 x 16 / 0.2 their mean gives.
     assert in_order_rate([(0.2, 16)] * 5, 2, 1) == pytest.approx(160.0)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -634,6 +633,7 @@ class InOrderBuilds:
         self.seconds: list[float] = []
         self.samples: list[int] = []
         self.built: list[tuple[int, float]] = []  # per timed build: its worker and completion
+        self._mean = self._m2 = 0.0  # seconds per sample over the builds: running mean and sum of squares (Welford)
 
     def add(self, worker: int | None, done_at: float, got: float, samples: int) -> None:
         if not self.ok:
@@ -661,6 +661,10 @@ class InOrderBuilds:
             self.seconds.append(done_at - began)
             self.samples.append(samples)
             self.built.append((worker, done_at))
+            per = (done_at - began) / samples
+            delta = per - self._mean
+            self._mean += delta / len(self.seconds)
+            self._m2 += delta * (per - self._mean)
 
     @property
     def builds(self) -> list[tuple[float, int]] | None:
@@ -677,12 +681,12 @@ class InOrderBuilds:
 
     def spread(self) -> float | None:
         """The relative standard error of the mean seconds per sample over the timed builds
-        (stdev / mean / sqrt(n)); None before 3 builds or where the builds are off."""
-        if not self.ok or len(self.seconds) < 3:
+        (stdev / mean / sqrt(n), kept as the builds come: Welford's running variance); None
+        before 3 builds or where the builds are off."""
+        n = len(self.seconds)
+        if not self.ok or n < 3 or self._mean <= 0:
             return None
-        per = [s / n for s, n in zip(self.seconds, self.samples)]
-        mean = statistics.fmean(per)
-        return statistics.stdev(per) / mean / math.sqrt(len(per)) if mean > 0 else None
+        return math.sqrt(self._m2 / (n - 1)) / self._mean / math.sqrt(n)
 
 
 def in_order_rate(builds: Sequence[tuple[float, int]], num_workers: int, prefetch_factor: int, *,
