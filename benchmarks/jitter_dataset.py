@@ -16,6 +16,12 @@ import torch
 from torch.utils.data import Dataset
 
 
+def latency_s(i: int) -> float:
+    """Sample i's latency in seconds (the module docstring's)."""
+    u = random.Random(i).random()
+    return (5.0 + 50.0 * u ** 3 * (4.0 if i % 17 == 0 else 1.0)) / 1000.0
+
+
 class JitteredLatency(Dataset):
     """`length` samples of the latency in the module docstring."""
 
@@ -26,6 +32,5 @@ class JitteredLatency(Dataset):
         return self.length
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        u = random.Random(i).random()
-        time.sleep((5.0 + 50.0 * u ** 3 * (4.0 if i % 17 == 0 else 1.0)) / 1000.0)
+        time.sleep(latency_s(i))
         return torch.zeros(3, 32, 32), i % 10

@@ -20,13 +20,8 @@ import argparse
 import random
 import statistics
 
+from benchmarks.jitter_dataset import latency_s
 from loaderbench.measure.loop import PROBE_MIN_INTERVALS, PROBE_MIN_TIME_S, Completions
-
-
-def sample_s(index: int) -> float:
-    """One sample's build seconds (the jittered latency of the module docstring)."""
-    u = random.Random(index).random()
-    return (5.0 + 50.0 * u ** 3 * (4.0 if index % 17 == 0 else 1.0)) / 1000.0
 
 
 def simulate(workers: int, batch: int, prefetch_factor: int, batches: int,
@@ -36,7 +31,7 @@ def simulate(workers: int, batch: int, prefetch_factor: int, batches: int,
     batch k's when batch k - prefetch_factor x workers is taken) and the worker is free."""
     order = list(range(batches * batch))
     random.Random(seed).shuffle(order)
-    build = [sum(sample_s(order[k * batch + j]) for j in range(batch)) for k in range(batches)]
+    build = [sum(latency_s(order[k * batch + j]) for j in range(batch)) for k in range(batches)]
     ahead = prefetch_factor * workers
     sent = [0.0] * batches
     free = [0.0] * workers
