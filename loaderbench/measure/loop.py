@@ -669,7 +669,7 @@ class InOrderBuilds:
     @property
     def builds(self) -> list[tuple[float, int]] | None:
         """(seconds, samples) per timed build, or None where the batches did not come in turns."""
-        return list(zip(self.seconds, self.samples)) if self.ok else None
+        return self.builds_after({})
 
     def builds_after(self, since: dict[int, float]) -> list[tuple[float, int]] | None:
         """`builds` less those a worker completed at or before `since[worker]` (where a drain of
