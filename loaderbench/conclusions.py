@@ -626,9 +626,15 @@ class Knee(Finding):
     swept: list[str] = field(default_factory=list)
     # The spread of its repeats ((max - min) / median) and how many there were; `tolerance`, the
     # knee's: a spread past it makes the figure uncertain by more than the pick's own margin.
+    # `window_se`: the relative standard error of its windows' mean (None: not known) and
+    # `uncertainty` the ± of its figure, the larger of half the spread and two such errors (NOTE
+    # [a window's own uncertainty] in analysis/statistics.py); past half the tolerance (the
+    # spread past it) the pick among configs within that much of it is uncertain.
     spread: float = 0.0
     repeats: int = 1
     tolerance: float = 0.0
+    window_se: float | None = None
+    uncertainty: float = 0.0
     # The drift check's fresh-process trial of the knee, when it read past the drift threshold
     # (`drift_threshold`) and --time-budget left no time to settle it (Drift.unconfirmed_for_budget):
     # the figure is uncertain by that much (NOTE [drift check] in orchestration/drift.py).
@@ -1097,8 +1103,11 @@ class NoneMeasured(Finding):
 
 @dataclass
 class Noisy(Finding):
-    """A config's throughput spread `spread` of its median over `repeats` repeats, past
-    `threshold`: small differences are not to be trusted."""
+    """A config's throughput uncertain by more than half of `threshold` (± `uncertainty`, a
+    fraction of it): its `repeats` repeats spread `spread` of their median past `threshold`, or
+    its windows' own batch-to-batch variation (`window_se`, their mean's relative standard
+    error; NOTE [a window's own uncertainty] in analysis/statistics.py) leaves it so: small
+    differences are not to be trusted."""
 
     kind: ClassVar[FindingKind] = FindingKind.NOISY
     settings: LoaderSettings
@@ -1106,6 +1115,8 @@ class Noisy(Finding):
     spread: float
     repeats: int
     threshold: float
+    window_se: float | None = None
+    uncertainty: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -199,6 +199,11 @@ CEILING_SLACK = 0.10
 """A sustained loader ceiling this close below the rate its row reached with the step is that
 rate (the noise of either); further below it was disturbed and is shown as a bound at that rate
 (NOTE [loader ceiling] in measure/loop.py; analysis/statistics.summarize over the repeats)."""
+PROBE_BUILD_SE = 0.04
+"""The relative standard error of the mean build that the loader-alone probe's in-order replay
+waits for (NOTE [loader ceiling] in measure/loop.py); a replay that ended before its builds
+reached it (the probe's time cap) is not set against a row's own uncertainty
+(analysis/statistics.probe_against_row)."""
 
 
 class CeilingBound(str, Enum):
@@ -891,6 +896,8 @@ class Trial:
     loader_alone_bound_samples_per_s: float | None = None
     loader_alone_reason: str | None = None
     loader_alone_probe_samples_per_s: float | None = None
+    # The relative standard error of the mean build the in-order replay used (None: no replay).
+    loader_alone_build_se: float | None = None
     loader_alone_intervals: int | None = None  # fewest whole units (builds or bursts) a delivering worker timed
     # Batches each DataLoader worker delivered (index = worker id; [] with 0 workers or when not
     # recorded): in the measured window, and in the loader-alone probe.
@@ -1093,7 +1100,13 @@ class Summary(Record):
     samples_per_batch: float | None = None  # samples per measured batch, as counted (NOTE [samples per batch])
     mean_step_s: float | None = None  # samples per batch x ranks / samples/s: one step's mean time
     spread: float = 0.0  # (max - min) / median of throughput over repeats; 0 with one repeat
-    noisy: bool = False  # the spread is past the noise threshold: small differences are not to be trusted
+    # The relative standard error of the repeats' mean samples/s from their windows' own
+    # batch-to-batch variation (None: too few rounds of batches to tell), and how far the row's
+    # figure may be off (±, a fraction): the larger of half the spread and two such errors
+    # (NOTE [a window's own uncertainty] in analysis/statistics.py).
+    window_se: float | None = None
+    uncertainty: float = 0.0
+    noisy: bool = False  # the uncertainty is past half the noise threshold: small differences are not to be trusted
     ranked: bool = True  # False: it counts duplicate samples (a REPLICATED warning) and is never ranked
     part_cached: bool = False  # part of the samples came from a cache (MIXED, or a middling share read)
     other_cores: float | None = None  # other processes' and steal's cores on the usable CPUs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from loaderbench.analysis import analyze
 from loaderbench.model import Ceiling, CeilingBound
 from loaderbench.render import columns, footer
@@ -80,8 +82,24 @@ def test_a_noisy_config_is_flagged_with_advice(console):
     text = console.export_text()
     assert "(noisy)" in text
     # Steps of 4 + 12, 4 + 15.6 and 4 + 9.6 ms: 816-1,176 samples/s around a median of 1,000 (36%).
-    assert ("Noisy (repeats that spread over 10% of their median): 2 workers, 36% over 3 repeats: measure longer "
-            "(--batches, --min-time) or more often (--repeats)") in " ".join(text.split())
+    assert ("Noisy (figures uncertain by more than ±5%): 2 workers, 36% over 3 repeats: measure longer (--batches, "
+            "--min-time) or more often (--repeats)") in " ".join(text.split())
+    assert "1,000 ±18%" in text
+
+
+def test_a_window_whose_rounds_vary_is_flagged_with_its_uncertainty(console):
+    # One trial of 2 workers whose rounds of 2 batches take 16 and 24 ms in turn (waits 4, 4, 20,
+    # 4 ms, compute 12 ms): 10 rounds, mean 20 ms, their standard deviation 4.216 ms, so the
+    # mean's relative standard error is 4.216 / sqrt(10) / 20 = 6.67%, and the figure ±13%.
+    rs = sample()
+    r = rs.results[1]
+    r.trials = [trial(0.0, 0.012, waits=[0.004, 0.004, 0.020, 0.004] * 5)]
+    analyze(rs)
+    assert r.summary.window_se == pytest.approx(0.0667, abs=1e-4)
+    render.render_table(rs, console)
+    text = " ".join(console.export_text().split())
+    assert "800 ±13%" in text and "(noisy)" in text  # 16 samples per 20 ms
+    assert "2 workers, ±13% from its windows: measure longer" in text
 
 
 def test_headroom_starts_from_the_baseline_settings():

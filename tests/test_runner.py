@@ -481,6 +481,7 @@ def test_loader_alone_reads_the_sustained_rate_not_the_refill(workers, expected)
     out = loader_alone(workers_stream(clock, workers, 0.48, backlog=2 * workers), lambda b: b, lambda b: b.samples,
                        origin=origin, num_workers=workers, clock=clock, prefetch_factor=3)
     assert out["in_order_samples_per_s"] == pytest.approx(expected, rel=0.001)
+    assert out["build_se"] == 0.0  # every build 0.48 s: their mean known exactly
     assert out["method"] == "sustained" and out["reason"] is None
     assert out["samples_per_s"] == pytest.approx(expected, rel=0.001)
     need = 2 if workers == 2 else 1  # 4 builds among the workers, at least one each
@@ -553,6 +554,8 @@ def test_loader_alone_reads_what_an_in_order_draw_delivers_from_builds_that_vary
         assert out["method"] == "sustained" and out["in_order_samples_per_s"] is not None
         assert out["samples_per_s"] == out["in_order_samples_per_s"]
         assert out["builds"] >= 40 and clock() <= 4.5
+        # The replay's builds, their mean known to 4% (or the probe's 4-s cap reached first).
+        assert 0.0 < out["build_se"] <= 0.04 or clock() >= 4.0
         ratios.append(out["samples_per_s"] / long_run)
         before.append(out["workers_samples_per_s"] / long_run)
     assert statistics.median(before) > 1.1

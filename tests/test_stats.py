@@ -103,11 +103,13 @@ def test_a_probe_under_its_own_window_stands_where_the_rows_repeats_came_down_to
     assert summarize(trials(809.0)).loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
 
 
-def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate():
-    # Three repeats at 400, 500 and 600 samples/s (median 500); the first trial's probe read a
-    # sustained 460 (held against its own 400 window, it stood). The row's figure is 500, which
-    # the loader alone reaches too: 460 is within 10% of it, so the ceiling is 500; a probe of
-    # 400 is more than 10% below: a bound, at least 500, "below_step_rate".
+def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate_past_its_uncertainty():
+    # Three repeats at 400, 500 and 600 samples/s (median 500, spread 40%: ±20%); the first
+    # trial's probe read a sustained 460 (held against its own 400 window, it stood). The row's
+    # figure is 500, which the loader alone reaches too: 460 is within 10% of it, so the ceiling
+    # is 500. A probe of 400 is more than 10% below, but within the row's own ±20% (its slowest
+    # repeat read 400): the probe's reading stands. A probe of 350 is past both: a bound, at
+    # least 500, "below_step_rate".
     from loaderbench.analysis.statistics import summarize
     from loaderbench.model import CeilingBound
 
@@ -117,9 +119,11 @@ def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate():
         return ts
 
     s = summarize(trials(460.0))
-    assert s.samples_per_s == pytest.approx(500.0)
+    assert s.samples_per_s == pytest.approx(500.0) and s.uncertainty == pytest.approx(0.2)
     assert s.loader_ceiling_samples_per_s == pytest.approx(500.0) and s.loader_ceiling_bound is None
     s = summarize(trials(400.0))
+    assert s.loader_ceiling_samples_per_s == pytest.approx(400.0) and s.loader_ceiling_bound is None
+    s = summarize(trials(350.0))
     assert s.loader_ceiling_samples_per_s is None
     assert s.loader_ceiling_bound_samples_per_s == pytest.approx(500.0)
     assert s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
@@ -133,6 +137,46 @@ def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate():
     s = summarize(ts)
     assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.TIME_CAP
     assert s.loader_ceiling_bound_samples_per_s == pytest.approx(500.0)
+
+
+def test_a_window_whose_rounds_vary_states_its_uncertainty_and_lets_the_probe_stand():
+    # 2 workers, batches of 16, compute 5 ms; the rounds of 2 batches take 0.1 and 0.2 s in turn
+    # (waits 0.045, 0.045, 0.095, 0.095 s): 8 rounds, mean 0.15 s, standard deviation 0.05345,
+    # so the window's mean is known to 0.05345 / sqrt(8) / 0.15 = 12.6% (±25%). Its rate is
+    # 32 / 0.15 = 213.3 samples/s; the probe read a sustained 180 (16% under it), which the
+    # trial held as a bound against its own window ("below_step_rate").
+    from loaderbench.model import CeilingBound
+
+    waits = [0.045, 0.045, 0.095, 0.095] * 4
+    t = trial(0.0, 0.005, waits=waits)
+    assert stats.window_se(t, 2) == pytest.approx(0.05345 / 8 ** 0.5 / 0.15, rel=1e-3)
+    assert stats.window_se(t, 8) is None  # 2 rounds of 8: too few
+    t.loader_alone_method, t.loader_alone_reason, t.loader_alone_probe_samples_per_s = "bound", "below_step_rate", 180.0
+    t.loader_alone_bound_samples_per_s = 213.3
+    s = stats.summarize([t], num_workers=2)
+    assert s.samples_per_s == pytest.approx(213.33, rel=1e-3)
+    assert s.uncertainty == pytest.approx(0.252, abs=1e-3) and s.noisy
+    assert s.loader_ceiling_samples_per_s == pytest.approx(180.0) and s.loader_ceiling_bound is None
+    # A probe whose replay ended with its mean build known to 8% only (a heavy tail sampled
+    # thinly in its time cap) does not stand against the row: a bound at the row's rate.
+    t.loader_alone_build_se = 0.08
+    s = stats.summarize([t], num_workers=2)
+    assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
+    assert s.loader_ceiling_bound_samples_per_s == pytest.approx(213.33, rel=1e-3)
+    t.loader_alone_build_se = 0.03
+    assert stats.summarize([t], num_workers=2).loader_ceiling_samples_per_s == pytest.approx(180.0)
+    # Two such trials: their mean is known to 12.6% / sqrt(2).
+    assert stats.trials_window_se([t, t], 2) == pytest.approx(0.126 / 2 ** 0.5, abs=1e-3)
+    # Rounds of one length (each 0.15 s): no uncertainty from the window, and the probe 16% under
+    # the row is a bound at the row's rate.
+    even = trial(0.0, 0.005, waits=[0.045, 0.095] * 8)
+    assert stats.window_se(even, 2) == pytest.approx(0.0)
+    even.loader_alone_method, even.loader_alone_reason, even.loader_alone_probe_samples_per_s = (
+        "bound", "below_step_rate", 180.0)
+    even.loader_alone_bound_samples_per_s = 213.3
+    s = stats.summarize([even], num_workers=2)
+    assert s.uncertainty == 0.0 and not s.noisy
+    assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
 
 
 def test_workers_that_fill_fewer_cpus_than_they_are_read_as_computing():

@@ -284,6 +284,14 @@ def test_a_repeat_spread_just_past_the_tolerance_is_not_printed_as_the_tolerance
     # 8% reads in whole percents.
     knee = Knee(settings(4), 600.0, 0.1, InputBound.NOT, spread=0.08, repeats=2, tolerance=0.05)
     assert spread_sentence(knee).startswith("Its 2 repeats spread 8% of their median (±4%), past the 5% tolerance")
+    # Repeats that agree (2%) but windows whose rounds vary: two standard errors of 6% are ±12%.
+    knee = Knee(settings(4), 600.0, 0.1, InputBound.NOT, spread=0.02, repeats=3, tolerance=0.05, window_se=0.06,
+                uncertainty=0.12)
+    assert spread_sentence(knee).startswith("Its windows' batches vary so much that its figure may be off by ±12% ")
+    # Within half the tolerance: nothing to say.
+    knee = Knee(settings(4), 600.0, 0.1, InputBound.NOT, spread=0.02, repeats=3, tolerance=0.05, window_se=0.01,
+                uncertainty=0.02)
+    assert spread_sentence(knee) == ""
 
 
 def test_changes_beyond_the_settings_name_the_figure_they_are_weighed_against():

@@ -279,6 +279,7 @@ def recommend(
                and len({getattr(r.settings, ax.name) for r in ok}) > 1]
         + [k for k, _ in knee.settings.loader_args if len({dict(r.settings.loader_args).get(k) for r in ok}) > 1],
         spread=ks.spread, repeats=ks.repeats, tolerance=ranking.tolerance,
+        window_se=ks.window_se, uncertainty=ks.uncertainty,
     )]
     if best is not knee:
         out.append(BestWithinTolerance(
@@ -1258,12 +1259,14 @@ def served_from_cache(results: Sequence[ConfigResult]) -> list[Finding]:
 
 
 def noisy(results: Sequence[ConfigResult], knee: Knee | None = None) -> list[Finding]:
-    """Noisy for every config whose repeats spread past NOISY_SPREAD of their median, but the
-    knee when its own finding (`knee`) carries a spread past its tolerance (said once, beside
-    the recommendation)."""
-    said = (knee.settings if knee is not None and knee.repeats > 1 and knee.spread > knee.tolerance > 0
+    """Noisy for every config whose figure is uncertain by more than half NOISY_SPREAD (its
+    repeats spread past NOISY_SPREAD of their median, or its windows vary as much:
+    `Summary.uncertainty`), but the knee when its own finding (`knee`) carries an uncertainty
+    past half its tolerance (said once, beside the recommendation)."""
+    said = (knee.settings if knee is not None and knee.uncertainty > knee.tolerance / 2.0 and knee.tolerance > 0
             else None)
-    return [Noisy(r.settings, r.cache, spread=_s(r).spread, repeats=_s(r).repeats, threshold=th.NOISY_SPREAD)
+    return [Noisy(r.settings, r.cache, spread=_s(r).spread, repeats=_s(r).repeats, threshold=th.NOISY_SPREAD,
+                  window_se=_s(r).window_se, uncertainty=_s(r).uncertainty)
             for r in results if r.summary is not None and r.summary.noisy and r.settings != said]
 
 

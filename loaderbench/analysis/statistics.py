@@ -31,10 +31,13 @@ from loaderbench.analysis.thresholds import (
     PART_CACHED_MAX,
     PART_CACHED_MIN,
     PERIOD_STALL_OVER_REST,
+    WINDOW_SE_ROUNDS,
+    WINDOW_SE_Z,
 )
 from loaderbench.conclusions import FetchPrep, FetchPrepBound
 from loaderbench.model import (
     CEILING_SLACK,
+    PROBE_BUILD_SE,
     CeilingBound,
     ConfigResult,
     NodeFigures,
@@ -202,6 +205,70 @@ def epoch_weighed(trial: Trial) -> tuple[float, float] | None:
     return samples / epoch_s, min(1.0, max(0.0, wait_s / epoch_s))
 
 
+def window_se(trial: Trial, num_workers: int) -> float | None:
+    """The relative standard error of a trial's samples/s from its own window (a fraction of it):
+    non-overlapping batch means over the window's step times, one batch of means per round of
+    `num_workers` steps (one step without workers; a round of blocks where workers finish
+    blocks of batches: `Trial.production_unit_batches`); None with fewer than WINDOW_SE_ROUNDS
+    rounds, or for a distributed trial.
+
+    NOTE [a window's own uncertainty]
+        A window of about 1 s holds 10-100 batches. Where every batch takes about as long, that
+        is plenty; where the builds vary (a sample of 5 ms or of 120 ms, a read that sometimes
+        stalls), a loader that hands batches out in order waits on each batch's own worker, and
+        the window's rate is the mean of few, widely spread rounds. On such inputs 1-s windows
+        read with a standard deviation of 18-20% of the long-run rate in a simulation of the
+        in-order hand-out (benchmarks/window_uncertainty_sim.py: 300 windows each, 2-16
+        workers), and 122-137 samples/s against plain loops of 104-111 on the 2-core machine
+        (docs/benchmarks.md section 32). The trial's step
+        times carry that spread: the window's mean step time is estimated by the method of
+        batch means (Law and Kelton, "Simulation Modeling and Analysis", ch. 9: the means of
+        consecutive non-overlapping groups of an autocorrelated series are close to
+        independent), with one round of `num_workers` steps per group, since an in-order
+        loader's waits come once a round (a sawtooth) and within a round they are not
+        independent. Its relative standard error is that of the rate (the delta method:
+        samples/s is samples per batch over the mean step). Twice it covered the long-run rate
+        in 92-97% of the simulated windows with 4 rounds or more; steps of one length (a
+        compute-bound row) give nearly 0. The row's uncertainty is the larger of this (two
+        standard errors of its trials' mean) and half its repeats' spread
+        (`row_uncertainty`).
+
+    >>> from loaderbench.model import Trial
+    >>> steps = [0.1, 0.3] * 4  # rounds of 2 workers: each 0.4 s, no spread between rounds
+    >>> window_se(Trial(0.1, 3, [0.0] * 8, steps, steps, 64, 0.3, "host"), 2)
+    0.0
+    >>> steps = [0.1, 0.1, 0.1, 0.3, 0.1, 0.1, 0.1, 0.3]  # round means 0.1, 0.2, 0.1, 0.2
+    >>> round(window_se(Trial(0.1, 3, [0.0] * 8, steps, steps, 64, 0.3, "host"), 2), 4)  # 0.0577 / 2 / 0.15
+    0.1925
+    >>> window_se(Trial(0.1, 3, [0.0] * 6, steps[:6], steps[:6], 48, 0.3, "host"), 2) is None  # 3 rounds
+    True
+    """
+    if trial.rank_trials:
+        return None
+    size = max(1, num_workers) * max(1, round(trial.production_unit_batches or 1.0))
+    rounds = len(trial.step_s) // size
+    if rounds < WINDOW_SE_ROUNDS:
+        return None
+    means = [math.fsum(trial.step_s[i * size:(i + 1) * size]) / size for i in range(rounds)]
+    mean = statistics.fmean(means)
+    return statistics.stdev(means) / math.sqrt(rounds) / mean if mean > 0 else None
+
+
+def trials_window_se(trials: Sequence[Trial], num_workers: int) -> float | None:
+    """The relative standard error of the mean of the trials' samples/s from their windows
+    (`window_se` of each: the root of the sum of their squares over their count), over the
+    trials where it is known; None where it is known for none."""
+    known = [se for t in trials if (se := window_se(t, num_workers)) is not None]
+    return math.sqrt(math.fsum(se * se for se in known)) / len(known) if known else None
+
+
+def row_uncertainty(spread: float, se: float | None) -> float:
+    """How far a row's samples/s may be off, as a fraction of it (the ± shown): the larger of half
+    its repeats' spread ((max - min) / median) and WINDOW_SE_Z standard errors of its windows
+    (`trials_window_se`; NOTE [a window's own uncertainty])."""
+    return max(spread / 2.0, WINDOW_SE_Z * (se or 0.0))
+
+
 def _median_or_none(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return float(statistics.median(present)) if present else None
@@ -273,35 +340,69 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
         repeats=len(trials),
     )
     _rank_statistics(summary, trials)
+    summary.spread = relative_spread(summary)
+    summary.window_se = trials_window_se(trials, num_workers)
+    summary.uncertainty = row_uncertainty(summary.spread, summary.window_se)
+    summary.noisy = summary.uncertainty > NOISY_SPREAD / 2.0
+    row = summary.samples_per_s
     alone = summary.loader_ceiling_samples_per_s
-    if alone is not None and alone < summary.samples_per_s:
+    if alone is not None and alone < row:
         # Each trial's probe is held against its own window (loop.settle_ceiling); the row's
         # figure is the median over its repeats, which the loader alone reaches too.
-        if alone >= (1.0 - CEILING_SLACK) * summary.samples_per_s:
-            summary.loader_ceiling_samples_per_s = summary.samples_per_s
-        else:
-            summary.loader_ceiling_samples_per_s = None
-            summary.loader_ceiling_bound_samples_per_s = summary.samples_per_s
+        summary.loader_ceiling_samples_per_s = probe_against_row(alone, row, summary.uncertainty, probe_settled(trials))
+        if summary.loader_ceiling_samples_per_s is None:
+            summary.loader_ceiling_bound_samples_per_s = row
             summary.loader_ceiling_bound = CeilingBound.BELOW_STEP_RATE
     probed = [t.loader_alone_probe_samples_per_s for t in trials
               if t.loader_alone_reason == "below_step_rate" and t.loader_alone_probe_samples_per_s]
-    if (summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None and probed
-            and statistics.median(probed) >= (1.0 - CEILING_SLACK) * summary.samples_per_s):
-        # The probe read under its own trial's window, but the median of the row's windows
-        # (its repeats) came down to it: that trial's window read high, the probe stands.
-        summary.loader_ceiling_samples_per_s = max(float(statistics.median(probed)), summary.samples_per_s)
+    if summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None and probed:
+        # The probe read under its own trial's window, but the median of the row's windows (its
+        # repeats) came down to it, or the row's figure is that uncertain: that trial's window
+        # read high, the probe stands.
+        summary.loader_ceiling_samples_per_s = probe_against_row(
+            float(statistics.median(probed)), row, summary.uncertainty, probe_settled(trials))
     if summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None:
         bound, summary.loader_ceiling_bound = ceiling_bound(trials)
         # A trial's bound was held against its own window; the row's median is reached too.
         summary.loader_ceiling_bound_samples_per_s = None if bound is None else max(bound, summary.samples_per_s)
     summary.worker_batches, summary.idle_workers, summary.idle_probe_batches = worker_shares(trials)
-    summary.spread = relative_spread(summary)
-    summary.noisy = summary.spread > NOISY_SPREAD
     summary.other_cores = other_cores(summary.other_cpu_util_pct, summary.steal_cpu_util_pct)
     summary.part_cached = summary.served_from is ServedFrom.MIXED or (
         summary.served_from in (None, ServedFrom.STORAGE, ServedFrom.UNKNOWN)
         and summary.storage_fraction is not None and PART_CACHED_MIN <= summary.storage_fraction < PART_CACHED_MAX)
     return summary
+
+
+def probe_against_row(probe_samples_per_s: float, row_samples_per_s: float, uncertainty: float,
+                      settled: bool = True) -> float | None:
+    """The loader ceiling where the probe (samples/s) read below the row's own samples/s with the
+    step, which the loader alone reaches too (NOTE [loader ceiling] in measure/loop.py): within
+    CEILING_SLACK under it, the row's rate; further under it but within the row's own
+    `uncertainty` (a fraction, `row_uncertainty`) where the probe itself is `settled` (its
+    replay's mean build known to PROBE_BUILD_SE, or no replay), the probe's reading (the row's
+    windows read high by as much as they may: NOTE [a window's own uncertainty]); else None (the
+    ceiling is then only a bound at the row's rate).
+
+    >>> probe_against_row(95.0, 100.0, 0.0), probe_against_row(85.0, 100.0, 0.2), probe_against_row(85.0, 100.0, 0.1)
+    (100.0, 85.0, None)
+    >>> probe_against_row(85.0, 100.0, 0.2, settled=False) is None  # its builds too few for their spread
+    True
+    """
+    if probe_samples_per_s >= row_samples_per_s:
+        return probe_samples_per_s
+    if probe_samples_per_s >= (1.0 - CEILING_SLACK) * row_samples_per_s:
+        return row_samples_per_s
+    if settled and probe_samples_per_s >= (1.0 - uncertainty) * row_samples_per_s:
+        return probe_samples_per_s
+    return None
+
+
+def probe_settled(trials: Sequence[Trial]) -> bool:
+    """Whether every probing trial's in-order replay, where one was used, ended with its mean build
+    known to PROBE_BUILD_SE (`Trial.loader_alone_build_se`; NOTE [loader ceiling] in
+    measure/loop.py): a heavy tail of builds (a stall on 1 sample in 50) sampled too thinly in
+    the probe's time cap read 19-20% under plain draws (docs/benchmarks.md section 30d)."""
+    return all(t.loader_alone_build_se is None or t.loader_alone_build_se <= PROBE_BUILD_SE for t in trials)
 
 
 def ceiling_bound(trials: Sequence[Trial]) -> tuple[float | None, CeilingBound | None]:

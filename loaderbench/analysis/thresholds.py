@@ -60,8 +60,17 @@ BLOCK_UNIT_BATCHES = 2.0
 # input-bound band, below which a faster config buys nothing a training run notices.
 DEFAULT_TOLERANCE = 0.05
 # choice: repeats that spread over 10% of their median are flagged noisy; the README's table of
-# verdicts says so.
+# verdicts says so. A row's uncertainty (± half that spread, or its windows' two standard errors)
+# past half of it is flagged so too.
 NOISY_SPREAD = 0.10
+# choice: a window's standard error is estimated from whole rounds of num_workers batches (an
+# in-order loader's waits repeat each round), and needs at least 4 of them: with 4 or more, twice
+# the estimate covered the long-run rate in 92-97% of 300 simulated 1-s windows of in-order
+# loaders whose builds vary (2-16 workers; benchmarks/window_uncertainty_sim.py, docs/benchmarks.md
+# section 32); with fewer it is too rough to state.
+WINDOW_SE_ROUNDS = 4
+# published: two standard errors, the half-width of an approximate 95% interval (normal theory).
+WINDOW_SE_Z = 2.0
 # choice: a config within noise of the best is at most twice the tolerance below its median, so a
 # clearly slower config never counts as equal however spread out the best's repeats are.
 NOISE_CAP = 2.0

@@ -29,7 +29,7 @@ from loaderbench.measure.timing import (
     split_steps,
     unit_ends,
 )
-from loaderbench.model import CEILING_SLACK, Note, WarningKind
+from loaderbench.model import CEILING_SLACK, PROBE_BUILD_SE, Note, WarningKind
 
 Origin = Callable[[Any], "tuple[int | None, float | None]"]
 """(worker id, completion instant) of a raw loader batch: the DataLoader worker that built it
@@ -605,7 +605,6 @@ def delivery_rate(taken: Sequence[tuple[float, float, float, int]]) -> float | N
     return sum(n for *_, n in taken) / busy if busy > 0 else None
 
 
-PROBE_BUILD_SE = 0.04  # relative standard error of the mean build that the in-order replay waits for
 REPLAY_BATCHES = 4000  # batches the in-order replay hands out (the first quarter is its start)
 
 
@@ -827,7 +826,8 @@ def loader_alone(
     "worker_batches" (delivered per worker), "intervals" (fewest whole units, builds or bursts,
     timed by a worker that delivered); sustained only: "in_order_samples_per_s" (the replay, or
     None), "workers_samples_per_s" (the workers' summed rate), "builds" (batches whose own build
-    was timed)}. `prefetch_factor`, `in_order`: the loader's; `ahead`: batches a wrapper (the
+    was timed), "build_se" (the relative standard error of their mean build where the replay
+    used them, else None)}. `prefetch_factor`, `in_order`: the loader's; `ahead`: batches a wrapper (the
     CUDA prefetcher) draws ahead of the loader.
     """
     t0 = clock()
@@ -897,11 +897,13 @@ def loader_alone(
         builds = turns.builds_after(since) if in_turns else None
         in_turn = in_order_rate(builds, num_workers, prefetch_factor) if builds else None
         # The replay's builds include every whole build the workers' rate timed, and more.
-        own = in_turn if in_turn is not None and len(builds or ()) >= num_workers else rate
+        replayed = in_turn is not None and len(builds or ()) >= num_workers
+        own = in_turn if replayed else rate
         rates = [r for r in (own, paced) if r is not None]
         out.update(samples_per_s=min(rates) if rates else None, method="sustained",
                    bound_samples_per_s=None, reason=None, delivery_samples_per_s=paced,
-                   in_order_samples_per_s=in_turn, workers_samples_per_s=rate, builds=len(builds or ()))
+                   in_order_samples_per_s=in_turn, workers_samples_per_s=rate, builds=len(builds or ()),
+                   build_se=turns.spread() if replayed else None)
     else:
         out.update(samples_per_s=None, method="bound", bound_samples_per_s=done.lower_bound(clock()), reason=reason)
     return out

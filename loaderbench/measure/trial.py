@@ -778,6 +778,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
         loader_alone_bound_samples_per_s=alone.get("bound_samples_per_s"),
         loader_alone_reason=alone.get("reason"),
         loader_alone_probe_samples_per_s=alone.get("probe_samples_per_s"),
+        loader_alone_build_se=alone.get("build_se"),
         loader_alone_intervals=alone.get("intervals"),
         loader_alone_worker_batches=list(alone.get("worker_batches") or []),
         worker_batches=worker_batches(loop.batch_workers, settings.num_workers),

@@ -75,8 +75,8 @@ def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
         cells["verdict"] = f"{r.status.upper()}: {error}".strip()
         return cells
     spread = ""
-    if m.repeats > 1 and m.samples_per_s_min is not None:
-        spread = f" ±{m.spread / 2:.0%}"
+    if (m.repeats > 1 and m.samples_per_s_min is not None) or round(m.uncertainty * 100) >= 1:
+        spread = f" ±{m.uncertainty:.0%}"  # half the repeats' spread, or the windows' own uncertainty
     cells.update(
         {
             "samples_per_s": f"{m.samples_per_s:,.0f}{spread}",

@@ -142,8 +142,9 @@ _PART_WORDS = {
 
 
 def spread_sentence(f: Knee) -> str:
-    """The uncertainty of the pick's own figure, when its repeats spread past the tolerance ('' when
-    they did not): said beside the recommendation, not in its one-line headline."""
+    """The uncertainty of the pick's own figure, when its repeats spread past the tolerance or its
+    windows' own variation leaves it as uncertain (`Knee.uncertainty` past half the tolerance; ''
+    when not): said beside the recommendation, not in its one-line headline."""
     figure = f.sustained_samples_per_s or f.samples_per_s
     if f.fresh_samples_per_s is not None and figure > 0:
         change = f.fresh_samples_per_s / figure - 1.0
@@ -152,8 +153,16 @@ def spread_sentence(f: Knee) -> str:
                 "--time-budget left no time to settle which holds: read its figure as uncertain by "
                 f"{abs(change):.0%}, and so the pick among configs within that of it (give a larger --time-budget, "
                 "or --isolation process).")
-    if f.repeats < 2 or f.spread <= f.tolerance or f.tolerance <= 0:
+    uncertainty = max(f.uncertainty, f.spread / 2 if f.repeats > 1 else 0.0)
+    if f.tolerance <= 0 or uncertainty <= f.tolerance / 2:
         return ""
+    if f.repeats < 2 or uncertainty > f.spread / 2:
+        # Its windows' own variation, not (only) its repeats, leaves it that uncertain.
+        whose = "the ranking's windows of it" if f.sustained_samples_per_s else "its figure"
+        return (f"Its windows' batches vary so much that {whose} may be off by ±{uncertainty:.0%} (an approximate "
+                f"95% interval from the windows' own rounds of batches), past the {f.tolerance:.0%} tolerance: the pick "
+                "among configs within that much of it is uncertain by as much (measure longer: --min-time, or "
+                "--repeats; the uncertainty falls with the square root of the time measured).")
     # Whole percents that round to the tolerance itself would read "5% ... past the 5% tolerance".
     pct = ".1%" if round(f.spread * 100) <= round(f.tolerance * 100) else ".0%"
     if f.sustained_samples_per_s:

@@ -638,8 +638,10 @@ def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]
     noisy = [f for f in a.notes if isinstance(f, Noisy)]
     if noisy:
         out.append(
-            f"Noisy (repeats that spread over {noisy[0].threshold:.0%} of their median): "
-            + _configs([f"{who(f.settings, f.cache)}, {f.spread:.0%} over {f.repeats} repeats" for f in noisy])
+            f"Noisy (figures uncertain by more than ±{noisy[0].threshold / 2:.0%}): "
+            + _configs([f"{who(f.settings, f.cache)}, " + (
+                f"{f.spread:.0%} over {f.repeats} repeats" if f.repeats > 1 and f.uncertainty <= f.spread / 2
+                else f"±{f.uncertainty:.0%} from its windows") for f in noisy])
             + ": measure longer (--batches, --min-time) or more often (--repeats) before trusting small differences."
         )
     for f in a.notes:
