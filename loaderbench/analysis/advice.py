@@ -278,8 +278,10 @@ def recommend(
                and not (ax.workers_only and knee.settings.num_workers == 0)
                and len({getattr(r.settings, ax.name) for r in ok}) > 1]
         + [k for k, _ in knee.settings.loader_args if len({dict(r.settings.loader_args).get(k) for r in ok}) > 1],
-        spread=ks.spread, repeats=ks.repeats, tolerance=ranking.tolerance,
-        window_se=ks.window_se, uncertainty=ks.uncertainty,
+        # A figure held to its loader ceiling rests on the probe, not on its repeats' windows (the
+        # Noisy note names what they read).
+        spread=ks.spread if ks.window_samples_per_s is None else 0.0, repeats=ks.repeats,
+        tolerance=ranking.tolerance, window_se=ks.window_se, uncertainty=ks.uncertainty,
     )]
     if best is not knee:
         out.append(BestWithinTolerance(
@@ -1266,7 +1268,11 @@ def noisy(results: Sequence[ConfigResult], knee: Knee | None = None) -> list[Fin
     said = (knee.settings if knee is not None and knee.uncertainty > knee.tolerance / 2.0 and knee.tolerance > 0
             else None)
     return [Noisy(r.settings, r.cache, spread=_s(r).spread, repeats=_s(r).repeats, threshold=th.NOISY_SPREAD,
-                  window_se=_s(r).window_se, uncertainty=_s(r).uncertainty)
+                  window_se=_s(r).window_se,
+                  # The windows' own uncertainty (a held figure carries the probe's instead).
+                  uncertainty=max(_s(r).spread / 2, th.WINDOW_SE_Z * (_s(r).window_se or 0.0)),
+                  window_samples_per_s=_s(r).window_samples_per_s,
+                  held_samples_per_s=_s(r).samples_per_s if _s(r).window_samples_per_s is not None else None)
             for r in results if r.summary is not None and r.summary.noisy and r.settings != said]
 
 

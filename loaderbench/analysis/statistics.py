@@ -209,8 +209,8 @@ def window_se(trial: Trial, num_workers: int) -> float | None:
     """The relative standard error of a trial's samples/s from its own window (a fraction of it):
     non-overlapping batch means over the window's step times, one batch of means per round of
     `num_workers` steps (one step without workers; a round of blocks where workers finish
-    blocks of batches: `Trial.production_unit_batches`); None with fewer than WINDOW_SE_ROUNDS
-    rounds, or for a distributed trial.
+    blocks of batches: `Trial.production_unit_batches`), from the second round on; None with
+    fewer than WINDOW_SE_ROUNDS such rounds, or for a distributed trial.
 
     NOTE [a window's own uncertainty]
         A window of about 1 s holds 10-100 batches. Where every batch takes about as long, that
@@ -226,7 +226,10 @@ def window_se(trial: Trial, num_workers: int) -> float | None:
         consecutive non-overlapping groups of an autocorrelated series are close to
         independent), with one round of `num_workers` steps per group, since an in-order
         loader's waits come once a round (a sawtooth) and within a round they are not
-        independent. Its relative standard error is that of the rate (the delta method:
+        independent. The window's first round is left out: it carries the window's start (the
+        first step after the warm-up read 34-46 ms against 6 ms steps after it on the H200 case
+        at batch 16, in every trial), the same in every window, a bias of the window and not a
+        variation between windows. Its relative standard error is that of the rate (the delta method:
         samples/s is samples per batch over the mean step). Twice it covered the long-run rate
         in 92-97% of the simulated windows with 4 rounds or more; steps of one length (a
         compute-bound row) give nearly 0. The row's uncertainty is the larger of this (two
@@ -234,22 +237,22 @@ def window_se(trial: Trial, num_workers: int) -> float | None:
         (`row_uncertainty`).
 
     >>> from loaderbench.model import Trial
-    >>> steps = [0.1, 0.3] * 4  # rounds of 2 workers: each 0.4 s, no spread between rounds
-    >>> window_se(Trial(0.1, 3, [0.0] * 8, steps, steps, 64, 0.3, "host"), 2)
+    >>> steps = [0.5, 0.3] + [0.1, 0.3] * 4  # a slow first round (the window's start), then each 0.4 s
+    >>> window_se(Trial(0.1, 3, [0.0] * 10, steps, steps, 80, 0.3, "host"), 2)
     0.0
-    >>> steps = [0.1, 0.1, 0.1, 0.3, 0.1, 0.1, 0.1, 0.3]  # round means 0.1, 0.2, 0.1, 0.2
-    >>> round(window_se(Trial(0.1, 3, [0.0] * 8, steps, steps, 64, 0.3, "host"), 2), 4)  # 0.0577 / 2 / 0.15
+    >>> steps = [0.2, 0.2, 0.1, 0.1, 0.1, 0.3, 0.1, 0.1, 0.1, 0.3]  # then round means 0.1, 0.2, 0.1, 0.2
+    >>> round(window_se(Trial(0.1, 3, [0.0] * 10, steps, steps, 80, 0.3, "host"), 2), 4)  # 0.0577 / 2 / 0.15
     0.1925
-    >>> window_se(Trial(0.1, 3, [0.0] * 6, steps[:6], steps[:6], 48, 0.3, "host"), 2) is None  # 3 rounds
+    >>> window_se(Trial(0.1, 3, [0.0] * 8, steps[:8], steps[:8], 64, 0.3, "host"), 2) is None  # 3 rounds after the first
     True
     """
     if trial.rank_trials:
         return None
     size = max(1, num_workers) * max(1, round(trial.production_unit_batches or 1.0))
-    rounds = len(trial.step_s) // size
+    rounds = len(trial.step_s) // size - 1  # the first round left out: every window starts alike
     if rounds < WINDOW_SE_ROUNDS:
         return None
-    means = [math.fsum(trial.step_s[i * size:(i + 1) * size]) / size for i in range(rounds)]
+    means = [math.fsum(trial.step_s[i * size:(i + 1) * size]) / size for i in range(1, rounds + 1)]
     mean = statistics.fmean(means)
     return statistics.stdev(means) / math.sqrt(rounds) / mean if mean > 0 else None
 
@@ -345,22 +348,26 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
     summary.uncertainty = row_uncertainty(summary.spread, summary.window_se)
     summary.noisy = summary.uncertainty > NOISY_SPREAD / 2.0
     row = summary.samples_per_s
+    settled = probe_settled(trials)
+    build_se = max((t.loader_alone_build_se for t in trials if t.loader_alone_build_se is not None), default=None)
     alone = summary.loader_ceiling_samples_per_s
-    if alone is not None and alone < row:
-        # Each trial's probe is held against its own window (loop.settle_ceiling); the row's
-        # figure is the median over its repeats, which the loader alone reaches too.
-        summary.loader_ceiling_samples_per_s = probe_against_row(alone, row, summary.uncertainty, probe_settled(trials))
-        if summary.loader_ceiling_samples_per_s is None:
-            summary.loader_ceiling_bound_samples_per_s = row
-            summary.loader_ceiling_bound = CeilingBound.BELOW_STEP_RATE
     probed = [t.loader_alone_probe_samples_per_s for t in trials
               if t.loader_alone_reason == "below_step_rate" and t.loader_alone_probe_samples_per_s]
-    if summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None and probed:
-        # The probe read under its own trial's window, but the median of the row's windows (its
-        # repeats) came down to it, or the row's figure is that uncertain: that trial's window
-        # read high, the probe stands.
-        summary.loader_ceiling_samples_per_s = probe_against_row(
-            float(statistics.median(probed)), row, summary.uncertainty, probe_settled(trials))
+    if alone is None and probed:
+        # The probe read under its own trial's window (a bound there, loop.settle_ceiling); the
+        # median of the row's windows (its repeats) may have come down to it, or the row's figure
+        # be that uncertain: that trial's window read high, and the probe stands.
+        alone = float(statistics.median(probed))
+    if alone is not None:
+        # Each trial's probe is held against its own window; the row's figure is the median over
+        # its repeats, which the loader alone reaches too.
+        held = holds_to_probe(alone, row, summary.window_se, summary.noisy, settled)
+        summary.loader_ceiling_samples_per_s = probe_against_row(alone, row, summary.uncertainty, settled, held)
+        if held:
+            hold_to_ceiling(summary, alone, build_se)
+        elif summary.loader_ceiling_samples_per_s is None and not probed:
+            summary.loader_ceiling_bound_samples_per_s = row
+            summary.loader_ceiling_bound = CeilingBound.BELOW_STEP_RATE
     if summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None:
         bound, summary.loader_ceiling_bound = ceiling_bound(trials)
         # A trial's bound was held against its own window; the row's median is reached too.
@@ -374,27 +381,61 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
 
 
 def probe_against_row(probe_samples_per_s: float, row_samples_per_s: float, uncertainty: float,
-                      settled: bool = True) -> float | None:
+                      settled: bool = True, held: bool = False) -> float | None:
     """The loader ceiling where the probe (samples/s) read below the row's own samples/s with the
-    step, which the loader alone reaches too (NOTE [loader ceiling] in measure/loop.py): within
-    CEILING_SLACK under it, the row's rate; further under it but within the row's own
-    `uncertainty` (a fraction, `row_uncertainty`) where the probe itself is `settled` (its
-    replay's mean build known to PROBE_BUILD_SE, or no replay), the probe's reading (the row's
-    windows read high by as much as they may: NOTE [a window's own uncertainty]); else None (the
-    ceiling is then only a bound at the row's rate).
+    step, which the loader alone reaches too (NOTE [loader ceiling] in measure/loop.py): where
+    the row is `held` to it (`holds_to_probe`), the probe's reading; within CEILING_SLACK under
+    the row, the row's rate; further under it but within the row's own `uncertainty` (a
+    fraction, `row_uncertainty`) where the probe itself is `settled` (its replay's mean build
+    known to PROBE_BUILD_SE, or no replay), the probe's reading (the row's repeats read high by as
+    much as they may); else None (the ceiling is then only a bound at the row's rate).
 
     >>> probe_against_row(95.0, 100.0, 0.0), probe_against_row(85.0, 100.0, 0.2), probe_against_row(85.0, 100.0, 0.1)
     (100.0, 85.0, None)
     >>> probe_against_row(85.0, 100.0, 0.2, settled=False) is None  # its builds too few for their spread
     True
+    >>> probe_against_row(95.0, 100.0, 0.2, held=True)
+    95.0
     """
-    if probe_samples_per_s >= row_samples_per_s:
+    if probe_samples_per_s >= row_samples_per_s or held:
         return probe_samples_per_s
     if probe_samples_per_s >= (1.0 - CEILING_SLACK) * row_samples_per_s:
         return row_samples_per_s
     if settled and probe_samples_per_s >= (1.0 - uncertainty) * row_samples_per_s:
         return probe_samples_per_s
     return None
+
+
+def holds_to_probe(probe_samples_per_s: float, row_samples_per_s: float, window_se: float | None,
+                   noisy: bool, settled: bool) -> bool:
+    """Whether a row's figure is held to its loader ceiling, the probe's reading (samples/s),
+    where that read below the row (NOTE [a window's own uncertainty]): a loop with the step cannot
+    outrun the same loader alone, so where the row is `noisy`, its windows' own uncertainty
+    (WINDOW_SE_Z x `window_se`) reaches down to the probe, and the probe is `settled`
+    (`probe_settled`), the row's windows read high and the probe, timed over far more builds,
+    stands for both.
+
+    >>> holds_to_probe(111.0, 124.0, 0.135, True, True), holds_to_probe(111.0, 124.0, 0.135, True, False)
+    (True, False)
+    >>> holds_to_probe(80.0, 124.0, 0.135, True, True)  # 35% under: past 2 x 13.5%
+    False
+    """
+    return (noisy and settled and window_se is not None and probe_samples_per_s < row_samples_per_s
+            and probe_samples_per_s >= (1.0 - WINDOW_SE_Z * window_se) * row_samples_per_s)
+
+
+def hold_to_ceiling(summary: Summary, probe_samples_per_s: float, build_se: float | None) -> None:
+    """Hold `summary`'s figure to the loader ceiling `probe_samples_per_s` (`holds_to_probe`): the
+    windows' own figure kept as `window_samples_per_s`, the stall that of a step with the same
+    compute at the held rate (1 - (1 - stall) x held / window: the step's compute share falls as
+    its step lengthens), and the figure's uncertainty the probe's, WINDOW_SE_Z x `build_se` (its
+    replay's mean build's relative standard error; 0 where it built in no replay). `noisy` stays
+    as the windows made it (the Noisy note names the windows' figure)."""
+    window = summary.samples_per_s
+    summary.window_samples_per_s = window
+    summary.stall_fraction = 1.0 - (1.0 - summary.stall_fraction) * probe_samples_per_s / window
+    summary.samples_per_s = probe_samples_per_s
+    summary.uncertainty = WINDOW_SE_Z * (build_se or 0.0)
 
 
 def probe_settled(trials: Sequence[Trial]) -> bool:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
 
+from loaderbench.analysis.thresholds import WINDOW_SE_Z
 from loaderbench.measure.isolation import Runner
 from loaderbench.model import (
     ConfigResult,
@@ -22,14 +24,21 @@ DRIFT_MIN_CONFIGS = 3
 DRIFT_TOLERANCE_FACTOR = 2.0  # one trial against another: twice the knee tolerance counts as drift
 
 
-def drift_threshold(results: list[ConfigResult], tolerance: float) -> float:
+def drift_threshold(results: list[ConfigResult], tolerance: float, knee: ConfigResult | None = None) -> float:
     """The change of the knee's fresh trial against its warm trials that counts as drift:
     twice `tolerance`, or twice the median relative spread (max - min over median) of the
-    configs measured more than once in this sweep when that is larger (NOTE [drift check])."""
+    configs measured more than once in this sweep, or what two of the `knee`'s windows differ by
+    from their own batches alone (WINDOW_SE_Z x sqrt(2) x the median relative standard error of
+    one of its windows, `statistics.window_se`: NOTE [a window's own uncertainty]), whichever is
+    largest (NOTE [drift check])."""
+    from loaderbench.analysis.statistics import window_se
+
     spreads = [r.summary.spread for r in results
                if r.status == "ok" and r.summary is not None and r.summary.repeats >= 2]
     noise = statistics.median(spreads) if spreads else 0.0
-    return max(DRIFT_TOLERANCE_FACTOR * tolerance, DRIFT_TOLERANCE_FACTOR * noise)
+    ses = [] if knee is None else [se for t in knee.trials if (se := window_se(t, knee.settings.num_workers)) is not None]
+    windows = WINDOW_SE_Z * math.sqrt(2.0) * statistics.median(ses) if ses else 0.0
+    return max(DRIFT_TOLERANCE_FACTOR * tolerance, DRIFT_TOLERANCE_FACTOR * noise, windows)
 
 
 def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[bool],
@@ -89,7 +98,7 @@ def check_drift(result_set: ResultSet, results: list[ConfigResult], done: list[b
         return
     i = results.index(knee)
     before = statistics.median(trial_samples_per_s(t) for t in knee.trials)
-    threshold = drift_threshold([results[j] for j in measured], tolerance)
+    threshold = drift_threshold([results[j] for j in measured], tolerance, knee)
     warm_trials = list(knee.trials)
     fresh_trials: list[Trial] = []
 
