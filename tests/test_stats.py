@@ -140,38 +140,38 @@ def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate_past_its_u
 
 
 def test_a_window_whose_rounds_vary_states_its_uncertainty_and_is_held_to_a_settled_probe():
-    # 2 workers, batches of 16, compute 5 ms; after a first round of 0.1 s (left out of the
+    # 2 workers, batches of 16, compute 5 ms; after a first step of 0.05 s (left out of the
     # window's uncertainty: every window starts alike), the rounds of 2 batches take 0.1 and 0.2 s
     # in turn (waits 0.045, 0.045, 0.095, 0.095 s): 8 rounds, mean 0.15 s, standard deviation
     # 0.05345, so the window's mean is known to 0.05345 / sqrt(8) / 0.15 = 12.6% (±25%). Its
-    # rate is 18 x 16 / 1.3 s = 221.5 samples/s; the probe read a sustained 180 (19% under it,
+    # rate is 17 x 16 / 1.25 s = 217.6 samples/s; the probe read a sustained 180 (17% under it,
     # timed over builds whose mean it knew to 3%), which the trial held as a bound against its
     # own window ("below_step_rate"). A loop with the step cannot outrun the loader alone: the
-    # row is held to 180, its stall that of the same 5-ms compute at 180 (1 - (1 - 1.21 / 1.3) x
-    # 180 / 221.5 = 0.9438), its uncertainty the probe's (2 x 3%).
+    # row is held to 180, its stall that of the same 5-ms compute at 180 (1 - (1 - 1.165 / 1.25)
+    # x 180 / 217.6 = 0.9438), its uncertainty the probe's (2 x 3%).
     from loaderbench.model import CeilingBound
 
-    waits = [0.045, 0.045] + [0.045, 0.045, 0.095, 0.095] * 4
+    waits = [0.045] + [0.045, 0.045, 0.095, 0.095] * 4
     t = trial(0.0, 0.005, waits=waits)
     assert stats.window_se(t, 2) == pytest.approx(0.05345 / 8 ** 0.5 / 0.15, rel=1e-3)
-    assert stats.window_se(t, 6) is None  # 3 rounds of 6, 2 after the first: too few
+    assert stats.window_se(t, 6) is None  # 2 rounds of 6 after the first step: too few
     t.loader_alone_method, t.loader_alone_reason, t.loader_alone_probe_samples_per_s = "bound", "below_step_rate", 180.0
-    t.loader_alone_bound_samples_per_s, t.loader_alone_build_se = 221.5, 0.03
+    t.loader_alone_bound_samples_per_s, t.loader_alone_build_se = 217.6, 0.03
     s = stats.summarize([t], num_workers=2)
-    assert s.window_samples_per_s == pytest.approx(221.54, rel=1e-3) and s.noisy
+    assert s.window_samples_per_s == pytest.approx(217.6, rel=1e-3) and s.noisy
     assert s.samples_per_s == pytest.approx(180.0) and s.loader_ceiling_samples_per_s == pytest.approx(180.0)
     assert s.stall_fraction == pytest.approx(0.94375, abs=1e-4)
     assert s.uncertainty == pytest.approx(0.06) and s.loader_ceiling_bound is None
     # A probe whose replay ended with its mean build known to 8% only (a heavy tail sampled
-    # thinly in its time cap) holds nothing: the row keeps its windows' 221.5 ±25%, and the
+    # thinly in its time cap) holds nothing: the row keeps its windows' 217.6 ±25%, and the
     # ceiling is a bound at that rate.
     t.loader_alone_build_se = 0.08
     s = stats.summarize([t], num_workers=2)
-    assert s.samples_per_s == pytest.approx(221.54, rel=1e-3) and s.window_samples_per_s is None
+    assert s.samples_per_s == pytest.approx(217.6, rel=1e-3) and s.window_samples_per_s is None
     assert s.uncertainty == pytest.approx(0.252, abs=1e-3)
     assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
-    assert s.loader_ceiling_bound_samples_per_s == pytest.approx(221.54, rel=1e-3)
-    # A probe 37% under the row is past its windows' ±25%: a bound, nothing held.
+    assert s.loader_ceiling_bound_samples_per_s == pytest.approx(217.6, rel=1e-3)
+    # A probe 36% under the row is past its windows' ±25%: a bound, nothing held.
     t.loader_alone_build_se, t.loader_alone_probe_samples_per_s = 0.03, 139.0
     s = stats.summarize([t], num_workers=2)
     assert s.window_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
@@ -179,7 +179,7 @@ def test_a_window_whose_rounds_vary_states_its_uncertainty_and_is_held_to_a_sett
     assert stats.trials_window_se([t, t], 2) == pytest.approx(0.126 / 2 ** 0.5, abs=1e-3)
     # Rounds of one length (each 0.15 s): no uncertainty from the window, and the probe 16% under
     # the row is a bound at the row's rate.
-    even = trial(0.0, 0.005, waits=[0.045, 0.095] * 9)
+    even = trial(0.0, 0.005, waits=[0.045] + [0.045, 0.095] * 8)
     assert stats.window_se(even, 2) == pytest.approx(0.0)
     even.loader_alone_method, even.loader_alone_reason, even.loader_alone_probe_samples_per_s = (
         "bound", "below_step_rate", 180.0)

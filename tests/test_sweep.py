@@ -458,7 +458,7 @@ def test_the_drift_threshold_grows_with_the_noise_the_repeats_showed():
     # A knee whose windows' rounds vary: its two trials' windows each known to 6.67% (rounds of 2
     # batches of 16 and 24 ms in turn, 10 rounds): two such windows differ by up to
     # 2 x sqrt(2) x 6.67% = 18.9% from their batches alone.
-    waits = [0.004, 0.004] + [0.004, 0.004, 0.020, 0.004] * 5  # (the first round is left out)
+    waits = [0.004] + [0.004, 0.004, 0.020, 0.004] * 5  # (the first step is left out)
     knee = ConfigResult(settings=settings(2), status="ok", trials=[trial(0.0, 0.012, waits=waits)] * 2)
     assert drift_threshold([knee], 0.05, knee) == pytest.approx(2 * 2 ** 0.5 * 0.0667, abs=1e-3)
 

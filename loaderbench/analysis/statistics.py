@@ -209,8 +209,8 @@ def window_se(trial: Trial, num_workers: int) -> float | None:
     """The relative standard error of a trial's samples/s from its own window (a fraction of it):
     non-overlapping batch means over the window's step times, one batch of means per round of
     `num_workers` steps (one step without workers; a round of blocks where workers finish
-    blocks of batches: `Trial.production_unit_batches`), from the second round on; None with
-    fewer than WINDOW_SE_ROUNDS such rounds, or for a distributed trial.
+    blocks of batches: `Trial.production_unit_batches`), from the second step on; None with
+    fewer than WINDOW_SE_ROUNDS whole rounds there, or for a distributed trial.
 
     NOTE [a window's own uncertainty]
         A window of about 1 s holds 10-100 batches. Where every batch takes about as long, that
@@ -226,43 +226,54 @@ def window_se(trial: Trial, num_workers: int) -> float | None:
         consecutive non-overlapping groups of an autocorrelated series are close to
         independent), with one round of `num_workers` steps per group, since an in-order
         loader's waits come once a round (a sawtooth) and within a round they are not
-        independent. The window's first round is left out: it carries the window's start (the
-        first step after the warm-up read 34-46 ms against 6 ms steps after it on the H200 case
-        at batch 16, in every trial), the same in every window, a bias of the window and not a
-        variation between windows. Its relative standard error is that of the rate (the delta method:
+        independent. The window's first step is left out: it carries the window's start (it
+        read 34-46 ms against 6 ms steps after it on the H200 case at batch 16, in every trial),
+        the same in every window, a bias of the window and not a variation between windows. Its relative standard error is that of the rate (the delta method:
         samples/s is samples per batch over the mean step). Twice it covered the long-run rate
-        in 92-97% of the simulated windows with 4 rounds or more; steps of one length (a
+        in 93-96% of the simulated windows with 4 rounds or more; steps of one length (a
         compute-bound row) give nearly 0. The row's uncertainty is the larger of this (two
         standard errors of its trials' mean) and half its repeats' spread
         (`row_uncertainty`).
 
     >>> from loaderbench.model import Trial
-    >>> steps = [0.5, 0.3] + [0.1, 0.3] * 4  # a slow first round (the window's start), then each 0.4 s
-    >>> window_se(Trial(0.1, 3, [0.0] * 10, steps, steps, 80, 0.3, "host"), 2)
+    >>> steps = [0.9] + [0.1, 0.3] * 4  # a slow first step (the window's start), then rounds of 0.4 s
+    >>> window_se(Trial(0.1, 3, [0.0] * 9, steps, steps, 72, 0.3, "host"), 2)
     0.0
-    >>> steps = [0.2, 0.2, 0.1, 0.1, 0.1, 0.3, 0.1, 0.1, 0.1, 0.3]  # then round means 0.1, 0.2, 0.1, 0.2
-    >>> round(window_se(Trial(0.1, 3, [0.0] * 10, steps, steps, 80, 0.3, "host"), 2), 4)  # 0.0577 / 2 / 0.15
+    >>> steps = [0.2, 0.1, 0.1, 0.1, 0.3, 0.1, 0.1, 0.1, 0.3]  # then round means 0.1, 0.2, 0.1, 0.2
+    >>> round(window_se(Trial(0.1, 3, [0.0] * 9, steps, steps, 72, 0.3, "host"), 2), 4)  # 0.0577 / 2 / 0.15
     0.1925
-    >>> window_se(Trial(0.1, 3, [0.0] * 8, steps[:8], steps[:8], 64, 0.3, "host"), 2) is None  # 3 rounds after the first
+    >>> window_se(Trial(0.1, 3, [0.0] * 7, steps[:7], steps[:7], 56, 0.3, "host"), 2) is None  # 3 rounds after it
     True
     """
     if trial.rank_trials:
         return None
     size = max(1, num_workers) * max(1, round(trial.production_unit_batches or 1.0))
-    rounds = len(trial.step_s) // size - 1  # the first round left out: every window starts alike
+    steps = trial.step_s[1:]  # the first step left out: every window starts alike
+    rounds = len(steps) // size
     if rounds < WINDOW_SE_ROUNDS:
         return None
-    means = [math.fsum(trial.step_s[i * size:(i + 1) * size]) / size for i in range(1, rounds + 1)]
+    means = [math.fsum(steps[i * size:(i + 1) * size]) / size for i in range(rounds)]
     mean = statistics.fmean(means)
     return statistics.stdev(means) / math.sqrt(rounds) / mean if mean > 0 else None
 
 
 def trials_window_se(trials: Sequence[Trial], num_workers: int) -> float | None:
-    """The relative standard error of the mean of the trials' samples/s from their windows
-    (`window_se` of each: the root of the sum of their squares over their count), over the
-    trials where it is known; None where it is known for none."""
+    """The relative standard error of the mean of the trials' samples/s from their windows: one
+    window's (`window_se`, the root mean square over the trials where it is known: the same
+    config's windows vary alike) over the square root of the trials; None where it is known for
+    none.
+
+    >>> from loaderbench.model import Trial
+    >>> steps = [0.2, 0.1, 0.1, 0.1, 0.3, 0.1, 0.1, 0.1, 0.3]
+    >>> t = Trial(0.1, 3, [0.0] * 9, steps, steps, 72, 0.3, "host")  # one window known to 19.25%
+    >>> short = Trial(0.1, 3, [0.0] * 4, steps[:4], steps[:4], 32, 0.3, "host")  # too few rounds
+    >>> round(trials_window_se([t, short], 2), 4)  # 0.1925 / sqrt(2)
+    0.1361
+    """
     known = [se for t in trials if (se := window_se(t, num_workers)) is not None]
-    return math.sqrt(math.fsum(se * se for se in known)) / len(known) if known else None
+    if not known:
+        return None
+    return math.sqrt(math.fsum(se * se for se in known) / len(known)) / math.sqrt(len(trials))
 
 
 def row_uncertainty(spread: float, se: float | None) -> float:

@@ -65,7 +65,7 @@ DEFAULT_TOLERANCE = 0.05
 NOISY_SPREAD = 0.10
 # choice: a window's standard error is estimated from whole rounds of num_workers batches (an
 # in-order loader's waits repeat each round), and needs at least 4 of them: with 4 or more, twice
-# the estimate covered the long-run rate in 92-97% of 300 simulated 1-s windows of in-order
+# the estimate covered the long-run rate in 93-96% of 300 simulated 1-s windows of in-order
 # loaders whose builds vary (2-16 workers; benchmarks/window_uncertainty_sim.py, docs/benchmarks.md
 # section 32); with fewer it is too rough to state.
 WINDOW_SE_ROUNDS = 4
