@@ -635,6 +635,11 @@ class Knee(Finding):
     tolerance: float = 0.0
     window_se: float | None = None
     uncertainty: float = 0.0
+    # Where its figure was held to its loader ceiling (statistics.holds_to_probe): what its
+    # windows read (samples/s) and how far they may be off (±, a fraction); `uncertainty` is then
+    # the probe's.
+    window_samples_per_s: float | None = None
+    window_uncertainty: float = 0.0
     # The drift check's fresh-process trial of the knee, when it read past the drift threshold
     # (`drift_threshold`) and --time-budget left no time to settle it (Drift.unconfirmed_for_budget):
     # the figure is uncertain by that much (NOTE [drift check] in orchestration/drift.py).

@@ -171,6 +171,11 @@ def test_a_window_whose_rounds_vary_states_its_uncertainty_and_is_held_to_a_sett
     assert s.uncertainty == pytest.approx(0.252, abs=1e-3)
     assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
     assert s.loader_ceiling_bound_samples_per_s == pytest.approx(217.6, rel=1e-3)
+    # A bound at a trial's own window that read higher than the row's median (260) is no firmer
+    # than the row where the row is that noisy: at least the row's 217.6.
+    t.loader_alone_bound_samples_per_s = 260.0
+    assert stats.summarize([t], num_workers=2).loader_ceiling_bound_samples_per_s == pytest.approx(217.6, rel=1e-3)
+    t.loader_alone_bound_samples_per_s = 217.6
     # A probe 36% under the row is past its windows' ±25%: a bound, nothing held.
     t.loader_alone_build_se, t.loader_alone_probe_samples_per_s = 0.03, 139.0
     s = stats.summarize([t], num_workers=2)

@@ -381,6 +381,9 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
             summary.loader_ceiling_bound = CeilingBound.BELOW_STEP_RATE
     if summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None:
         bound, summary.loader_ceiling_bound = ceiling_bound(trials)
+        if summary.noisy and summary.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE:
+            # That trial's window, which the probe read under, is no firmer than the row's median.
+            bound = summary.samples_per_s
         # A trial's bound was held against its own window; the row's median is reached too.
         summary.loader_ceiling_bound_samples_per_s = None if bound is None else max(bound, summary.samples_per_s)
     summary.worker_batches, summary.idle_workers, summary.idle_probe_batches = worker_shares(trials)

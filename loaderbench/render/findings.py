@@ -148,13 +148,21 @@ def spread_sentence(f: Knee) -> str:
     figure = f.sustained_samples_per_s or f.samples_per_s
     if f.fresh_samples_per_s is not None and figure > 0:
         change = f.fresh_samples_per_s / figure - 1.0
-        past = "" if f.drift_threshold is None else f", past the {f.drift_threshold:.0%} drift threshold"
-        return (f"A fresh process measured it again at {_rate(f.fresh_samples_per_s)} ({change:+.0%}){past}, and "
+        drift = "" if f.drift_threshold is None else f", past the {f.drift_threshold:.0%} drift threshold"
+        return (f"A fresh process measured it again at {_rate(f.fresh_samples_per_s)} ({change:+.0%}){drift}, and "
                 "--time-budget left no time to settle which holds: read its figure as uncertain by "
                 f"{abs(change):.0%}, and so the pick among configs within that of it (give a larger --time-budget, "
                 "or --isolation process).")
     uncertainty = max(f.uncertainty, f.spread / 2 if f.repeats > 1 else 0.0)
-    if f.tolerance <= 0 or uncertainty <= f.tolerance / 2:
+    past = f.tolerance > 0 and uncertainty > f.tolerance / 2
+    if f.window_samples_per_s is not None:
+        # Held to its loader ceiling: the windows' figure and the probe's, each with its own ±.
+        return (f"Its windows' batches vary so much that they read {_rate(f.window_samples_per_s)} "
+                f"±{f.window_uncertainty:.0%}; its figure is what its loader alone sustained, which a loop with the step "
+                f"cannot outrun, known to ±{uncertainty:.0%} from the probe's builds" + (
+                    f", past the {f.tolerance:.0%} tolerance: the pick among configs within that much of it is uncertain "
+                    "by as much (measure longer: --min-time, or --repeats)." if past else "."))
+    if not past:
         return ""
     if f.repeats < 2 or uncertainty > f.spread / 2:
         # Its windows' own variation, not (only) its repeats, leaves it that uncertain.
