@@ -104,39 +104,46 @@ def test_a_probe_under_its_own_window_stands_where_the_rows_repeats_came_down_to
 
 
 def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate_past_its_uncertainty():
-    # Three repeats at 400, 500 and 600 samples/s (median 500, spread 40%: ±20%); the first
-    # trial's probe read a sustained 460 (held against its own 400 window, it stood). The row's
-    # figure is 500, which the loader alone reaches too: 460 is within 10% of it, so the ceiling
-    # is 500. A probe of 400 is more than 10% below, but within the row's own ±20% (its slowest
-    # repeat read 400): the probe's reading stands. A probe of 350 is past both: a bound, at
-    # least 500, "below_step_rate".
+    # Three repeats at 480, 500 and 520 samples/s (median 500, spread 8%: ±4%, not noisy); the
+    # first trial's probe read a sustained 460 (held against its own 480 window, it stood). The
+    # row's figure is 500, which the loader alone reaches too: 460 is within 10% of it, so the
+    # ceiling is 500. A probe of 400 is past both the 10% and the row's ±4%: a bound, at least
+    # 500, "below_step_rate".
     from loaderbench.analysis.statistics import summarize
     from loaderbench.model import CeilingBound
 
-    def trials(alone: float):
-        ts = [trial(0.0, 16 / rate) for rate in (400.0, 500.0, 600.0)]
+    def trials(alone: float, rates=(480.0, 500.0, 520.0)):
+        ts = [trial(0.0, 16 / rate) for rate in rates]
         ts[0].loader_alone_samples_per_s, ts[0].loader_alone_method = alone, "sustained"
         return ts
 
     s = summarize(trials(460.0))
-    assert s.samples_per_s == pytest.approx(500.0) and s.uncertainty == pytest.approx(0.2)
+    assert s.samples_per_s == pytest.approx(500.0) and s.uncertainty == pytest.approx(0.04) and not s.noisy
     assert s.loader_ceiling_samples_per_s == pytest.approx(500.0) and s.loader_ceiling_bound is None
     s = summarize(trials(400.0))
-    assert s.loader_ceiling_samples_per_s == pytest.approx(400.0) and s.loader_ceiling_bound is None
-    s = summarize(trials(350.0))
     assert s.loader_ceiling_samples_per_s is None
     assert s.loader_ceiling_bound_samples_per_s == pytest.approx(500.0)
     assert s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
     # Above the row's rate, the probe's reading stands.
     assert summarize(trials(700.0)).loader_ceiling_samples_per_s == pytest.approx(700.0)
-    # A bound of the first trial (held against its own 400 window: at least 400) is at least the
+    # A bound of the first trial (held against its own 480 window: at least 480) is at least the
     # row's 500 too.
     ts = trials(460.0)
     ts[0].loader_alone_samples_per_s, ts[0].loader_alone_method = None, "bound"
-    ts[0].loader_alone_bound_samples_per_s, ts[0].loader_alone_reason = 400.0, "time_cap"
+    ts[0].loader_alone_bound_samples_per_s, ts[0].loader_alone_reason = 480.0, "time_cap"
     s = summarize(ts)
     assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.TIME_CAP
     assert s.loader_ceiling_bound_samples_per_s == pytest.approx(500.0)
+    # Repeats at 400, 500 and 600 (spread 40%: ±20%, noisy): the row's own figure is the less
+    # certain one. A probe of 460 or 400, within its ±20%, stands as read; one of 350 is past it:
+    # a bound at the low end of the row's ±, 400 (its median is no firmer than that).
+    wide = (400.0, 500.0, 600.0)
+    s = summarize(trials(460.0, wide))
+    assert s.noisy and s.loader_ceiling_samples_per_s == pytest.approx(460.0)
+    assert summarize(trials(400.0, wide)).loader_ceiling_samples_per_s == pytest.approx(400.0)
+    s = summarize(trials(350.0, wide))
+    assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
+    assert s.loader_ceiling_bound_samples_per_s == pytest.approx(400.0)
 
 
 def test_a_window_whose_rounds_vary_states_its_uncertainty_and_is_held_to_a_settled_probe():
@@ -170,11 +177,12 @@ def test_a_window_whose_rounds_vary_states_its_uncertainty_and_is_held_to_a_sett
     assert s.samples_per_s == pytest.approx(217.6, rel=1e-3) and s.window_samples_per_s is None
     assert s.uncertainty == pytest.approx(0.252, abs=1e-3)
     assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
-    assert s.loader_ceiling_bound_samples_per_s == pytest.approx(217.6, rel=1e-3)
-    # A bound at a trial's own window that read higher than the row's median (260) is no firmer
-    # than the row where the row is that noisy: at least the row's 217.6.
+    # At least the low end of the row's ±: 217.6 x (1 - 0.2523) = 162.8 (a window that read high
+    # by as much as it may does not show the loader alone reaches its figure); a trial's bound at
+    # its own window that read higher still (260) is no firmer.
+    assert s.loader_ceiling_bound_samples_per_s == pytest.approx(162.77, rel=1e-3)
     t.loader_alone_bound_samples_per_s = 260.0
-    assert stats.summarize([t], num_workers=2).loader_ceiling_bound_samples_per_s == pytest.approx(217.6, rel=1e-3)
+    assert stats.summarize([t], num_workers=2).loader_ceiling_bound_samples_per_s == pytest.approx(162.77, rel=1e-3)
     t.loader_alone_bound_samples_per_s = 217.6
     # A probe 36% under the row is past its windows' ±25%: a bound, nothing held.
     t.loader_alone_build_se, t.loader_alone_probe_samples_per_s = 0.03, 139.0

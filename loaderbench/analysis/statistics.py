@@ -373,19 +373,22 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
         # Each trial's probe is held against its own window; the row's figure is the median over
         # its repeats, which the loader alone reaches too.
         held = holds_to_probe(alone, row, summary.window_se, summary.noisy, settled)
-        summary.loader_ceiling_samples_per_s = probe_against_row(alone, row, summary.uncertainty, settled, held)
+        summary.loader_ceiling_samples_per_s = probe_against_row(alone, row, summary.uncertainty, settled, held,
+                                                                 summary.noisy)
         if held:
             hold_to_ceiling(summary, alone, build_se)
         elif summary.loader_ceiling_samples_per_s is None and not probed:
-            summary.loader_ceiling_bound_samples_per_s = row
+            summary.loader_ceiling_bound_samples_per_s = row_floor(summary)
             summary.loader_ceiling_bound = CeilingBound.BELOW_STEP_RATE
     if summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None:
         bound, summary.loader_ceiling_bound = ceiling_bound(trials)
         if summary.noisy and summary.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE:
-            # That trial's window, which the probe read under, is no firmer than the row's median.
-            bound = summary.samples_per_s
-        # A trial's bound was held against its own window; the row's median is reached too.
-        summary.loader_ceiling_bound_samples_per_s = None if bound is None else max(bound, summary.samples_per_s)
+            # That trial's window, which the probe read under, is no firmer than the row itself.
+            bound = row_floor(summary)
+        else:
+            # A trial's bound was held against its own window; the row's median is reached too.
+            bound = None if bound is None else max(bound, summary.samples_per_s)
+        summary.loader_ceiling_bound_samples_per_s = bound
     summary.worker_batches, summary.idle_workers, summary.idle_probe_batches = worker_shares(trials)
     summary.other_cores = other_cores(summary.other_cpu_util_pct, summary.steal_cpu_util_pct)
     summary.part_cached = summary.served_from is ServedFrom.MIXED or (
@@ -395,26 +398,28 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
 
 
 def probe_against_row(probe_samples_per_s: float, row_samples_per_s: float, uncertainty: float,
-                      settled: bool = True, held: bool = False) -> float | None:
+                      settled: bool = True, held: bool = False, noisy: bool = False) -> float | None:
     """The loader ceiling where the probe (samples/s) read below the row's own samples/s with the
     step, which the loader alone reaches too (NOTE [loader ceiling] in measure/loop.py): where
     the row is `held` to it (`holds_to_probe`), the probe's reading; within CEILING_SLACK under
-    the row, the row's rate; further under it but within the row's own `uncertainty` (a
-    fraction, `row_uncertainty`) where the probe itself is `settled` (its replay's mean build
-    known to PROBE_BUILD_SE, or no replay), the probe's reading (the row's repeats read high by as
-    much as they may); else None (the ceiling is then only a bound at the row's rate).
+    the row, the row's rate (the noise of either), or the probe's reading where the row is
+    `noisy` (its own figure is the less certain one); further under it but within the row's own
+    `uncertainty` (a fraction, `row_uncertainty`) where the probe itself is `settled` (its
+    replay's mean build known to PROBE_BUILD_SE, or no replay), the probe's reading (the row's
+    repeats read high by as much as they may); else None (the ceiling is then only a bound at
+    the row's rate).
 
     >>> probe_against_row(95.0, 100.0, 0.0), probe_against_row(85.0, 100.0, 0.2), probe_against_row(85.0, 100.0, 0.1)
     (100.0, 85.0, None)
     >>> probe_against_row(85.0, 100.0, 0.2, settled=False) is None  # its builds too few for their spread
     True
-    >>> probe_against_row(95.0, 100.0, 0.2, held=True)
-    95.0
+    >>> probe_against_row(95.0, 100.0, 0.2, held=True), probe_against_row(95.0, 100.0, 0.2, settled=False, noisy=True)
+    (95.0, 95.0)
     """
     if probe_samples_per_s >= row_samples_per_s or held:
         return probe_samples_per_s
     if probe_samples_per_s >= (1.0 - CEILING_SLACK) * row_samples_per_s:
-        return row_samples_per_s
+        return probe_samples_per_s if noisy else row_samples_per_s
     if settled and probe_samples_per_s >= (1.0 - uncertainty) * row_samples_per_s:
         return probe_samples_per_s
     return None
@@ -450,6 +455,20 @@ def hold_to_ceiling(summary: Summary, probe_samples_per_s: float, build_se: floa
     summary.stall_fraction = 1.0 - (1.0 - summary.stall_fraction) * probe_samples_per_s / window
     summary.samples_per_s = probe_samples_per_s
     summary.uncertainty = WINDOW_SE_Z * (build_se or 0.0)
+
+
+def row_floor(summary: Summary) -> float:
+    """What the loader alone delivers at least, from the row's own samples/s with the step: that
+    rate, or where the row is `noisy` the low end of its ± (`Summary.uncertainty`): a window that
+    read high by as much as it may does not show that the loader alone reaches its figure.
+
+    >>> from loaderbench.model import Summary
+    >>> row_floor(Summary(125.0, 0.9, 0.0, 0.0, 0.005, 0.0, 0.1, uncertainty=0.25, noisy=True))
+    93.75
+    """
+    if summary.noisy:
+        return summary.samples_per_s * (1.0 - min(summary.uncertainty, 1.0))
+    return summary.samples_per_s
 
 
 def probe_settled(trials: Sequence[Trial]) -> bool:

@@ -543,12 +543,17 @@ def bound_lines(rs: ResultSet, name: Name) -> list[str]:
     """The rows whose loader ceiling is a bound (`Summary.loader_ceiling_bound`), by why: the
     cell's "≥X" in words."""
     by: dict[CeilingBound, list[tuple[LoaderSettings, str]]] = {}
+    noisy: set[CeilingBound] = set()
     for r in rs.results:
         m = r.summary
         if m is not None and m.loader_ceiling_bound is not None and m.loader_ceiling_bound_samples_per_s is not None:
             by.setdefault(m.loader_ceiling_bound, []).append((r.settings, r.cache))
+            if m.noisy and m.loader_ceiling_bound_samples_per_s < m.samples_per_s:
+                noisy.add(m.loader_ceiling_bound)
     return [f"loader alone /s ≥ ({_grouped(rs, configs)}): not a sustained rate, only a bound: the loader alone "
-            f"delivers at least that many samples/s (at least the row's own); {_BOUND_WORDS[why]}."
+            "delivers at least that many samples/s (at least the row's own"
+            + (", or the low end of its ± where its windows are noisy" if why in noisy else "")
+            + f"); {_BOUND_WORDS[why]}."
             for why, configs in by.items()]
 
 
