@@ -160,17 +160,19 @@ def spread_sentence(f: Knee) -> str:
         return (f"Its windows' batches vary so much that they read {_rate(f.window_samples_per_s)} "
                 f"±{f.window_uncertainty:.0%}; its figure is what its loader alone sustained, which a loop with the step "
                 f"cannot outrun, known to ±{uncertainty:.0%} from the probe's builds" + (
-                    f", past the {f.tolerance:.0%} tolerance: the pick among configs within that much of it is uncertain "
-                    "by as much (measure longer: --min-time, or --repeats)." if past else "."))
+                    f" (an interval {2 * uncertainty:.0%} wide, past the {f.tolerance:.0%} tolerance: the pick among "
+                    "configs within that much of it is uncertain by as much; measure longer: --min-time, or --repeats)."
+                    if past else "."))
     if not past:
         return ""
     if f.repeats < 2 or uncertainty > f.spread / 2:
         # Its windows' own variation, not (only) its repeats, leaves it that uncertain.
         whose = "the ranking's windows of it" if f.sustained_samples_per_s else "its figure"
         return (f"Its windows' batches vary so much that {whose} may be off by ±{uncertainty:.0%} (an approximate "
-                f"95% interval from the windows' own rounds of batches), past the {f.tolerance:.0%} tolerance: the pick "
-                "among configs within that much of it is uncertain by as much (measure longer: --min-time, or "
-                "--repeats; the uncertainty falls with the square root of the time measured).")
+                f"95% interval from the windows' own rounds of batches, {2 * uncertainty:.0%} wide, past the "
+                f"{f.tolerance:.0%} tolerance): the pick among configs within that much of it is uncertain by as much "
+                "(measure longer: --min-time, or --repeats; the uncertainty falls with the square root of the time "
+                "measured).")
     # Whole percents that round to the tolerance itself would read "5% ... past the 5% tolerance".
     pct = ".1%" if round(f.spread * 100) <= round(f.tolerance * 100) else ".0%"
     if f.sustained_samples_per_s:
