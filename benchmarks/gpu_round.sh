@@ -20,6 +20,9 @@
 #                                    the 8- and 16-worker rows against plain loops with the step, and 600-batch draws
 #   bash benchmarks/gpu_round.sh 12  jittered per-sample latency swept as a user would (the search, its repeats), its
 #                                    pick against plain loops with the step; then the default sweep (timed)
+#   bash benchmarks/gpu_round.sh 13  jittered per-sample latency: a grid sweep at 4, 8 and 16 workers with 3 repeats (each
+#                                    row's ± against plain loops with the step), the ceiling at 32 and 48 workers
+#                                    against 600-batch draws; then the default sweep (timed)
 # Every file the steps write ends in $OUT/round-N.tgz, with $OUT/steps.txt beside it.
 #   bash benchmarks/gpu_round.sh 4   part 1 without the tests, the pick's neighbours' plain loops too,
 #                                    and the stage profile against independent timing on CUDA
@@ -27,7 +30,7 @@
 set -u
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/lb-out}; mkdir -p "$OUT"
-part=${1:?part 1 to 12}
+part=${1:?part 1 to 13}
 step() {  # step NAME SECONDS CMD...: run CMD with a timeout, its output and wall seconds under $OUT
   local name=$1 limit=$2; shift 2
   local t0=$EPOCHREALTIME
@@ -90,6 +93,15 @@ case $part in
     --compute sleep:5 --no-profile --no-progress --output "$OUT/jitter-search.json"
   step jitter_search_pick 200 python3 benchmarks/pick_check.py "$OUT/jitter-search.json" --out "$OUT/jitter-search-pick.json" \
     --rounds 3 --batches 300
+  step default_sweep1 150 python3 -m loaderbench sweep --output "$OUT/default-1.json" --no-progress
+  ;;
+13)
+  step jitter_sweep 200 python3 -m loaderbench sweep --dataset benchmarks.jitter_dataset:JitteredLatency --batch-size 8 \
+    --compute sleep:5 --num-workers 4,8,16 --search grid --repeats 3 --no-profile --no-progress --output "$OUT/jitter.json"
+  step jitter_pick 200 python3 benchmarks/pick_check.py "$OUT/jitter.json" --out "$OUT/jitter-pick.json" --rounds 3 \
+    --batches 300 --also-workers 4,8
+  step jitter_draw 150 python3 benchmarks/ceiling_check.py --out "$OUT/jitter-draw.json" --configs 32,48 --rounds 2 \
+    --dataset import:benchmarks.jitter_dataset:JitteredLatency --batch-size 8 --compute sleep:5 --skip 80 --draw 600
   step default_sweep1 150 python3 -m loaderbench sweep --output "$OUT/default-1.json" --no-progress
   ;;
 8)
