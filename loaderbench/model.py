@@ -203,7 +203,7 @@ PROBE_BUILD_SE = 0.04
 """The relative standard error of the mean build that the loader-alone probe's in-order replay
 waits for (NOTE [loader ceiling] in measure/loop.py); a replay that ended before its builds
 reached it (the probe's time cap) is not set against a row's own uncertainty
-(analysis/statistics.probe_against_row)."""
+(analysis/statistics.probe_settled)."""
 
 
 class CeilingBound(str, Enum):

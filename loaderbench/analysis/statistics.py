@@ -219,21 +219,26 @@ def window_se(trial: Trial, num_workers: int) -> float | None:
         the window's rate is the mean of few, widely spread rounds. On such inputs 1-s windows
         read with a standard deviation of 18-20% of the long-run rate in a simulation of the
         in-order hand-out (benchmarks/window_uncertainty_sim.py: 300 windows each, 2-16
-        workers), and 122-137 samples/s against plain loops of 104-111 on the 2-core machine
-        (docs/benchmarks.md section 32). The trial's step
-        times carry that spread: the window's mean step time is estimated by the method of
-        batch means (Law and Kelton, "Simulation Modeling and Analysis", ch. 9: the means of
-        consecutive non-overlapping groups of an autocorrelated series are close to
-        independent), with one round of `num_workers` steps per group, since an in-order
-        loader's waits come once a round (a sawtooth) and within a round they are not
-        independent. The window's first step is left out: it carries the window's start (it
-        read 34-46 ms against 6 ms steps after it on the H200 case at batch 16, in every trial),
-        the same in every window, a bias of the window and not a variation between windows. Its relative standard error is that of the rate (the delta method:
+        workers), and 123-137 samples/s against plain loops of 106-112 on the 2-core machine
+        (docs/benchmarks.md section 32). The trial's step times carry that spread: the window's
+        mean step time is estimated by the method of batch means (Law and Kelton, "Simulation
+        Modeling and Analysis", ch. 9: the means of consecutive non-overlapping groups of an
+        autocorrelated series are close to independent), with one round of `num_workers` steps
+        per group, since an in-order loader's waits come once a round (a sawtooth) and within a
+        round they are not independent. The window's first step is left out: it carries the
+        window's start (it read 34-46 ms against 6-ms steps after it on the H200 case at batch
+        16, in every trial), the same in every window, a bias of the window and not a variation
+        between windows. Its relative standard error is that of the rate (the delta method:
         samples/s is samples per batch over the mean step). Twice it covered the long-run rate
         in 93-96% of the simulated windows with 4 rounds or more; steps of one length (a
-        compute-bound row) give nearly 0. The row's uncertainty is the larger of this (two
-        standard errors of its trials' mean) and half its repeats' spread
-        (`row_uncertainty`).
+        compute-bound row) give nearly 0.
+        The row's uncertainty (its ±) is the larger of two standard errors of its trials' mean
+        and half its repeats' spread (`row_uncertainty`). A row past ±5% is noisy, and its own
+        figure is then the less certain one beside the loader-alone probe after its window: a
+        probe that read within 10% under it stands as read (`probe_against_row`); one within
+        its windows' ± whose builds' mean is known to PROBE_BUILD_SE holds the row's figure to
+        it, since a loop with the step cannot outrun its loader alone (`holds_to_probe`); and a
+        bound on such a row is the low end of its ± (`row_floor`), not its figure.
 
     >>> from loaderbench.model import Trial
     >>> steps = [0.9] + [0.1, 0.3] * 4  # a slow first step (the window's start), then rounds of 0.4 s
@@ -406,8 +411,8 @@ def probe_against_row(probe_samples_per_s: float, row_samples_per_s: float, unce
     `noisy` (its own figure is the less certain one); further under it but within the row's own
     `uncertainty` (a fraction, `row_uncertainty`) where the probe itself is `settled` (its
     replay's mean build known to PROBE_BUILD_SE, or no replay), the probe's reading (the row's
-    repeats read high by as much as they may); else None (the ceiling is then only a bound at
-    the row's rate).
+    repeats read high by as much as they may); else None (the ceiling is then only a bound:
+    `row_floor`).
 
     >>> probe_against_row(95.0, 100.0, 0.0), probe_against_row(85.0, 100.0, 0.2), probe_against_row(85.0, 100.0, 0.1)
     (100.0, 85.0, None)
@@ -448,7 +453,7 @@ def hold_to_ceiling(summary: Summary, probe_samples_per_s: float, build_se: floa
     windows' own figure kept as `window_samples_per_s`, the stall that of a step with the same
     compute at the held rate (1 - (1 - stall) x held / window: the step's compute share falls as
     its step lengthens), and the figure's uncertainty the probe's, WINDOW_SE_Z x `build_se` (its
-    replay's mean build's relative standard error; 0 where it built in no replay). `noisy` stays
+    replay's mean build's relative standard error; 0 where no replay was used). `noisy` stays
     as the windows made it (the Noisy note names the windows' figure)."""
     window = summary.samples_per_s
     summary.window_samples_per_s = window
