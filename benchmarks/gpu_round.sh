@@ -38,6 +38,16 @@ step() {  # step NAME SECONDS CMD...: run CMD with a timeout, its output and wal
   printf '%s rc=%s wall_s=%.1f\n' "$name" "$rc" "$(awk "BEGIN{print $EPOCHREALTIME - $t0}")" | tee -a "$OUT/steps.txt"
   tail -n 25 "$OUT/$name.log"
 }
+jitter_grid() {  # jitter_grid REPEATS ALSO_WORKERS DRAW_CONFIGS: jittered latency swept as a grid at 4, 8 and 16 workers,
+  # its pick (and ALSO_WORKERS at the pick's other settings) against plain loops with the step, the loader
+  # ceiling at DRAW_CONFIGS against 600-batch draws
+  step jitter_sweep 200 python3 -m loaderbench sweep --dataset benchmarks.jitter_dataset:JitteredLatency --batch-size 8 \
+    --compute sleep:5 --num-workers 4,8,16 --search grid --repeats "$1" --no-profile --no-progress --output "$OUT/jitter.json"
+  step jitter_pick 200 python3 benchmarks/pick_check.py "$OUT/jitter.json" --out "$OUT/jitter-pick.json" --rounds 3 \
+    --batches 300 --also-workers "$2"
+  step jitter_draw 150 python3 benchmarks/ceiling_check.py --out "$OUT/jitter-draw.json" --configs "$3" --rounds 2 \
+    --dataset import:benchmarks.jitter_dataset:JitteredLatency --batch-size 8 --compute sleep:5 --skip 80 --draw 600
+}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt"
 python3 -c "import torch, torchvision; print(torch.__version__, torchvision.__version__, torch.get_num_threads())" >> "$OUT/gpu.txt"
 nproc >> "$OUT/gpu.txt"
@@ -81,12 +91,7 @@ case $part in
   step default_sweep1 150 python3 -m loaderbench sweep --output "$OUT/default-1.json" --no-progress
   ;;
 11)
-  step jitter_sweep 200 python3 -m loaderbench sweep --dataset benchmarks.jitter_dataset:JitteredLatency --batch-size 8 \
-    --compute sleep:5 --num-workers 4,8,16 --search grid --repeats 1 --no-profile --no-progress --output "$OUT/jitter.json"
-  step jitter_pick 200 python3 benchmarks/pick_check.py "$OUT/jitter.json" --out "$OUT/jitter-pick.json" --rounds 3 \
-    --batches 300 --also-workers 8,16
-  step jitter_draw 150 python3 benchmarks/ceiling_check.py --out "$OUT/jitter-draw.json" --configs 16,8 --rounds 2 \
-    --dataset import:benchmarks.jitter_dataset:JitteredLatency --batch-size 8 --compute sleep:5 --skip 80 --draw 600
+  jitter_grid 1 8,16 16,8
   ;;
 12)
   step jitter_search 160 python3 -m loaderbench sweep --dataset benchmarks.jitter_dataset:JitteredLatency --batch-size 8 \
@@ -96,12 +101,7 @@ case $part in
   step default_sweep1 150 python3 -m loaderbench sweep --output "$OUT/default-1.json" --no-progress
   ;;
 13)
-  step jitter_sweep 200 python3 -m loaderbench sweep --dataset benchmarks.jitter_dataset:JitteredLatency --batch-size 8 \
-    --compute sleep:5 --num-workers 4,8,16 --search grid --repeats 3 --no-profile --no-progress --output "$OUT/jitter.json"
-  step jitter_pick 200 python3 benchmarks/pick_check.py "$OUT/jitter.json" --out "$OUT/jitter-pick.json" --rounds 3 \
-    --batches 300 --also-workers 4,8
-  step jitter_draw 150 python3 benchmarks/ceiling_check.py --out "$OUT/jitter-draw.json" --configs 32,48 --rounds 2 \
-    --dataset import:benchmarks.jitter_dataset:JitteredLatency --batch-size 8 --compute sleep:5 --skip 80 --draw 600
+  jitter_grid 3 4,8 32,48
   step default_sweep1 150 python3 -m loaderbench sweep --output "$OUT/default-1.json" --no-progress
   ;;
 8)
