@@ -635,11 +635,6 @@ class Knee(Finding):
     tolerance: float = 0.0
     window_se: float | None = None
     uncertainty: float = 0.0
-    # Where its figure was held to its loader ceiling (statistics.holds_to_probe): what its
-    # windows read (samples/s) and how far they may be off (±, a fraction); `uncertainty` is then
-    # the probe's.
-    window_samples_per_s: float | None = None
-    window_uncertainty: float = 0.0
     # The drift check's fresh-process trial of the knee, when it read past the drift threshold
     # (`drift_threshold`) and --time-budget left no time to settle it (Drift.unconfirmed_for_budget):
     # the figure is uncertain by that much (NOTE [drift check] in orchestration/drift.py).
@@ -1108,11 +1103,11 @@ class NoneMeasured(Finding):
 
 @dataclass
 class Noisy(Finding):
-    """A config's windows uncertain by more than half of `threshold` (± `uncertainty`, a
-    fraction of their figure): its `repeats` repeats spread `spread` of their median past
-    `threshold`, or its windows' own batch-to-batch variation (`window_se`, their mean's relative
-    standard error; NOTE [a window's own uncertainty] in analysis/statistics.py) leaves them so:
-    small differences are not to be trusted."""
+    """A config's throughput uncertain by more than half of `threshold` (± `uncertainty`, a
+    fraction of it): its `repeats` repeats spread `spread` of their median past `threshold`, or
+    its windows' own batch-to-batch variation (`window_se`, their mean's relative standard
+    error; NOTE [a window's own uncertainty] in analysis/statistics.py) leaves it so: small
+    differences are not to be trusted."""
 
     kind: ClassVar[FindingKind] = FindingKind.NOISY
     settings: LoaderSettings
@@ -1122,10 +1117,6 @@ class Noisy(Finding):
     threshold: float
     window_se: float | None = None
     uncertainty: float = 0.0
-    # Where its figure was held to its loader ceiling (statistics.holds_to_probe): what its
-    # windows read (their median, samples/s) and the figure held to (samples/s); None otherwise.
-    window_samples_per_s: float | None = None
-    held_samples_per_s: float | None = None
 
 
 @dataclass(frozen=True)

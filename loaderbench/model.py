@@ -1106,10 +1106,6 @@ class Summary(Record):
     # (NOTE [a window's own uncertainty] in analysis/statistics.py).
     window_se: float | None = None
     uncertainty: float = 0.0
-    # Where the row's figure is held to its loader ceiling (its windows' own uncertainty reaches
-    # down to what the loader alone sustained: statistics.holds_to_probe), the median of its
-    # windows' own samples/s; None otherwise.
-    window_samples_per_s: float | None = None
     noisy: bool = False  # the uncertainty is past half the noise threshold: small differences are not to be trusted
     ranked: bool = True  # False: it counts duplicate samples (a REPLICATED warning) and is never ranked
     part_cached: bool = False  # part of the samples came from a cache (MIXED, or a middling share read)

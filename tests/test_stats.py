@@ -146,16 +146,15 @@ def test_the_loader_ceiling_is_never_shown_below_its_rows_median_rate_past_its_u
     assert s.loader_ceiling_bound_samples_per_s == pytest.approx(400.0)
 
 
-def test_a_window_whose_rounds_vary_states_its_uncertainty_and_is_held_to_a_settled_probe():
+def test_a_window_whose_rounds_vary_states_its_uncertainty_and_a_settled_probe_under_it_stands():
     # 2 workers, batches of 16, compute 5 ms; after a first step of 0.05 s (left out of the
     # window's uncertainty: every window starts alike), the rounds of 2 batches take 0.1 and 0.2 s
     # in turn (waits 0.045, 0.045, 0.095, 0.095 s): 8 rounds, mean 0.15 s, standard deviation
     # 0.05345, so the window's mean is known to 0.05345 / sqrt(8) / 0.15 = 12.6% (±25%). Its
     # rate is 17 x 16 / 1.25 s = 217.6 samples/s; the probe read a sustained 180 (17% under it,
     # timed over builds whose mean it knew to 3%), which the trial held as a bound against its
-    # own window ("below_step_rate"). A loop with the step cannot outrun the loader alone: the
-    # row is held to 180, its stall that of the same 5-ms compute at 180 (1 - (1 - 1.165 / 1.25)
-    # x 180 / 217.6 = 0.9438), its uncertainty the probe's (2 x 3%).
+    # own window ("below_step_rate"). Within the row's own ±25%, the probe's reading stands as
+    # the ceiling; the row keeps its own figure and its ±.
     from loaderbench.model import CeilingBound
 
     waits = [0.045] + [0.045, 0.045, 0.095, 0.095] * 4
@@ -165,29 +164,25 @@ def test_a_window_whose_rounds_vary_states_its_uncertainty_and_is_held_to_a_sett
     t.loader_alone_method, t.loader_alone_reason, t.loader_alone_probe_samples_per_s = "bound", "below_step_rate", 180.0
     t.loader_alone_bound_samples_per_s, t.loader_alone_build_se = 217.6, 0.03
     s = stats.summarize([t], num_workers=2)
-    assert s.window_samples_per_s == pytest.approx(217.6, rel=1e-3) and s.noisy
-    assert s.samples_per_s == pytest.approx(180.0) and s.loader_ceiling_samples_per_s == pytest.approx(180.0)
-    assert s.stall_fraction == pytest.approx(0.94375, abs=1e-4)
-    assert s.uncertainty == pytest.approx(0.06) and s.loader_ceiling_bound is None
+    assert s.samples_per_s == pytest.approx(217.6, rel=1e-3) and s.noisy
+    assert s.uncertainty == pytest.approx(0.252, abs=1e-3)
+    assert s.loader_ceiling_samples_per_s == pytest.approx(180.0) and s.loader_ceiling_bound is None
     # A probe whose replay ended with its mean build known to 8% only (a heavy tail sampled
-    # thinly in its time cap) holds nothing: the row keeps its windows' 217.6 ±25%, and the
-    # ceiling is a bound at that rate.
+    # thinly in its time cap) is not set against the row past 10%: a bound, at least the low end
+    # of the row's ±, 217.6 x (1 - 0.2523) = 162.8 (a window that read high by as much as it may
+    # does not show the loader alone reaches its figure); a trial's bound at its own window that
+    # read higher still (260) is no firmer.
     t.loader_alone_build_se = 0.08
     s = stats.summarize([t], num_workers=2)
-    assert s.samples_per_s == pytest.approx(217.6, rel=1e-3) and s.window_samples_per_s is None
-    assert s.uncertainty == pytest.approx(0.252, abs=1e-3)
     assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
-    # At least the low end of the row's ±: 217.6 x (1 - 0.2523) = 162.8 (a window that read high
-    # by as much as it may does not show the loader alone reaches its figure); a trial's bound at
-    # its own window that read higher still (260) is no firmer.
     assert s.loader_ceiling_bound_samples_per_s == pytest.approx(162.77, rel=1e-3)
     t.loader_alone_bound_samples_per_s = 260.0
     assert stats.summarize([t], num_workers=2).loader_ceiling_bound_samples_per_s == pytest.approx(162.77, rel=1e-3)
     t.loader_alone_bound_samples_per_s = 217.6
-    # A probe 36% under the row is past its windows' ±25%: a bound, nothing held.
+    # A probe 36% under the row is past its ±25%: a bound too.
     t.loader_alone_build_se, t.loader_alone_probe_samples_per_s = 0.03, 139.0
     s = stats.summarize([t], num_workers=2)
-    assert s.window_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
+    assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
     # Two such trials: their mean is known to 12.6% / sqrt(2).
     assert stats.trials_window_se([t, t], 2) == pytest.approx(0.126 / 2 ** 0.5, abs=1e-3)
     # Rounds of one length (each 0.15 s): no uncertainty from the window, and the probe 16% under
@@ -196,10 +191,11 @@ def test_a_window_whose_rounds_vary_states_its_uncertainty_and_is_held_to_a_sett
     assert stats.window_se(even, 2) == pytest.approx(0.0)
     even.loader_alone_method, even.loader_alone_reason, even.loader_alone_probe_samples_per_s = (
         "bound", "below_step_rate", 180.0)
-    even.loader_alone_bound_samples_per_s = 213.3
+    even.loader_alone_bound_samples_per_s = 217.6
     s = stats.summarize([even], num_workers=2)
-    assert s.uncertainty == 0.0 and not s.noisy and s.window_samples_per_s is None
+    assert s.uncertainty == 0.0 and not s.noisy
     assert s.loader_ceiling_samples_per_s is None and s.loader_ceiling_bound is CeilingBound.BELOW_STEP_RATE
+    assert s.loader_ceiling_bound_samples_per_s == pytest.approx(217.6, rel=1e-3)
 
 
 def test_workers_that_fill_fewer_cpus_than_they_are_read_as_computing():

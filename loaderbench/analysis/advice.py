@@ -278,12 +278,8 @@ def recommend(
                and not (ax.workers_only and knee.settings.num_workers == 0)
                and len({getattr(r.settings, ax.name) for r in ok}) > 1]
         + [k for k, _ in knee.settings.loader_args if len({dict(r.settings.loader_args).get(k) for r in ok}) > 1],
-        # A figure held to its loader ceiling rests on the probe, not on its repeats' windows (the
-        # Noisy note names what they read).
-        spread=ks.spread if ks.window_samples_per_s is None else 0.0, repeats=ks.repeats,
-        tolerance=ranking.tolerance, window_se=ks.window_se, uncertainty=ks.uncertainty,
-        window_samples_per_s=ks.window_samples_per_s,
-        window_uncertainty=max(ks.spread / 2, th.WINDOW_SE_Z * (ks.window_se or 0.0)),
+        spread=ks.spread, repeats=ks.repeats, tolerance=ranking.tolerance, window_se=ks.window_se,
+        uncertainty=ks.uncertainty,
     )]
     if best is not knee:
         out.append(BestWithinTolerance(
@@ -1267,14 +1263,10 @@ def noisy(results: Sequence[ConfigResult], knee: Knee | None = None) -> list[Fin
     repeats spread past NOISY_SPREAD of their median, or its windows vary as much:
     `Summary.uncertainty`), but the knee when its own finding (`knee`) carries an uncertainty
     past half its tolerance (said once, beside the recommendation)."""
-    said = (knee.settings if knee is not None and (knee.window_samples_per_s is not None or (
-        knee.uncertainty > knee.tolerance / 2.0 and knee.tolerance > 0)) else None)
+    said = (knee.settings if knee is not None and knee.uncertainty > knee.tolerance / 2.0 and knee.tolerance > 0
+            else None)
     return [Noisy(r.settings, r.cache, spread=_s(r).spread, repeats=_s(r).repeats, threshold=th.NOISY_SPREAD,
-                  window_se=_s(r).window_se,
-                  # The windows' own uncertainty (a held figure carries the probe's instead).
-                  uncertainty=max(_s(r).spread / 2, th.WINDOW_SE_Z * (_s(r).window_se or 0.0)),
-                  window_samples_per_s=_s(r).window_samples_per_s,
-                  held_samples_per_s=_s(r).samples_per_s if _s(r).window_samples_per_s is not None else None)
+                  window_se=_s(r).window_se, uncertainty=_s(r).uncertainty)
             for r in results if r.summary is not None and r.summary.noisy and r.settings != said]
 
 

@@ -235,10 +235,11 @@ def window_se(trial: Trial, num_workers: int) -> float | None:
         The row's uncertainty (its ±) is the larger of two standard errors of its trials' mean
         and half its repeats' spread (`row_uncertainty`). A row past ±5% is noisy, and its own
         figure is then the less certain one beside the loader-alone probe after its window: a
-        probe that read within 10% under it stands as read (`probe_against_row`); one within
-        its windows' ± whose builds' mean is known to PROBE_BUILD_SE holds the row's figure to
-        it, since a loop with the step cannot outrun its loader alone (`holds_to_probe`); and a
-        bound on such a row is the low end of its ± (`row_floor`), not its figure.
+        probe that read within 10% under it stands as read, as does one within the row's ± whose
+        builds' mean is known to PROBE_BUILD_SE (`probe_against_row`); a bound on such a row is
+        the low end of its ± (`row_floor`), not its figure. The row keeps its own figure: held to
+        the probe where the probe read under it, a row of 3 repeats at 409 samples/s (plain loops
+        with the step: 414) read 382.
 
     >>> from loaderbench.model import Trial
     >>> steps = [0.9] + [0.1, 0.3] * 4  # a slow first step (the window's start), then rounds of 0.4 s
@@ -365,7 +366,6 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
     summary.noisy = summary.uncertainty > NOISY_SPREAD / 2.0
     row = summary.samples_per_s
     settled = probe_settled(trials)
-    build_se = max((t.loader_alone_build_se for t in trials if t.loader_alone_build_se is not None), default=None)
     alone = summary.loader_ceiling_samples_per_s
     probed = [t.loader_alone_probe_samples_per_s for t in trials
               if t.loader_alone_reason == "below_step_rate" and t.loader_alone_probe_samples_per_s]
@@ -377,12 +377,9 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
     if alone is not None:
         # Each trial's probe is held against its own window; the row's figure is the median over
         # its repeats, which the loader alone reaches too.
-        held = holds_to_probe(alone, row, summary.window_se, summary.noisy, settled)
-        summary.loader_ceiling_samples_per_s = probe_against_row(alone, row, summary.uncertainty, settled, held,
+        summary.loader_ceiling_samples_per_s = probe_against_row(alone, row, summary.uncertainty, settled,
                                                                  summary.noisy)
-        if held:
-            hold_to_ceiling(summary, alone, build_se)
-        elif summary.loader_ceiling_samples_per_s is None and not probed:
+        if summary.loader_ceiling_samples_per_s is None and not probed:
             summary.loader_ceiling_bound_samples_per_s = row_floor(summary)
             summary.loader_ceiling_bound = CeilingBound.BELOW_STEP_RATE
     if summary.loader_ceiling_samples_per_s is None and summary.loader_ceiling_bound is None:
@@ -403,11 +400,10 @@ def summarize(trials: Sequence[Trial], num_workers: int = 0, usable_cpus: int | 
 
 
 def probe_against_row(probe_samples_per_s: float, row_samples_per_s: float, uncertainty: float,
-                      settled: bool = True, held: bool = False, noisy: bool = False) -> float | None:
+                      settled: bool = True, noisy: bool = False) -> float | None:
     """The loader ceiling where the probe (samples/s) read below the row's own samples/s with the
-    step, which the loader alone reaches too (NOTE [loader ceiling] in measure/loop.py): where
-    the row is `held` to it (`holds_to_probe`), the probe's reading; within CEILING_SLACK under
-    the row, the row's rate (the noise of either), or the probe's reading where the row is
+    step, which the loader alone reaches too (NOTE [loader ceiling] in measure/loop.py): within
+    CEILING_SLACK under the row, the row's rate (the noise of either), or the probe's reading where the row is
     `noisy` (its own figure is the less certain one); further under it but within the row's own
     `uncertainty` (a fraction, `row_uncertainty`) where the probe itself is `settled` (its
     replay's mean build known to PROBE_BUILD_SE, or no replay), the probe's reading (the row's
@@ -418,48 +414,16 @@ def probe_against_row(probe_samples_per_s: float, row_samples_per_s: float, unce
     (100.0, 85.0, None)
     >>> probe_against_row(85.0, 100.0, 0.2, settled=False) is None  # its builds too few for their spread
     True
-    >>> probe_against_row(95.0, 100.0, 0.2, held=True), probe_against_row(95.0, 100.0, 0.2, settled=False, noisy=True)
-    (95.0, 95.0)
+    >>> probe_against_row(95.0, 100.0, 0.2, settled=False, noisy=True)
+    95.0
     """
-    if probe_samples_per_s >= row_samples_per_s or held:
+    if probe_samples_per_s >= row_samples_per_s:
         return probe_samples_per_s
     if probe_samples_per_s >= (1.0 - CEILING_SLACK) * row_samples_per_s:
         return probe_samples_per_s if noisy else row_samples_per_s
     if settled and probe_samples_per_s >= (1.0 - uncertainty) * row_samples_per_s:
         return probe_samples_per_s
     return None
-
-
-def holds_to_probe(probe_samples_per_s: float, row_samples_per_s: float, window_se: float | None,
-                   noisy: bool, settled: bool) -> bool:
-    """Whether a row's figure is held to its loader ceiling, the probe's reading (samples/s),
-    where that read below the row (NOTE [a window's own uncertainty]): a loop with the step cannot
-    outrun the same loader alone, so where the row is `noisy`, its windows' own uncertainty
-    (WINDOW_SE_Z x `window_se`) reaches down to the probe, and the probe is `settled`
-    (`probe_settled`), the row's windows read high and the probe, timed over far more builds,
-    stands for both.
-
-    >>> holds_to_probe(111.0, 124.0, 0.135, True, True), holds_to_probe(111.0, 124.0, 0.135, True, False)
-    (True, False)
-    >>> holds_to_probe(80.0, 124.0, 0.135, True, True)  # 35% under: past 2 x 13.5%
-    False
-    """
-    return (noisy and settled and window_se is not None and probe_samples_per_s < row_samples_per_s
-            and probe_samples_per_s >= (1.0 - WINDOW_SE_Z * window_se) * row_samples_per_s)
-
-
-def hold_to_ceiling(summary: Summary, probe_samples_per_s: float, build_se: float | None) -> None:
-    """Hold `summary`'s figure to the loader ceiling `probe_samples_per_s` (`holds_to_probe`): the
-    windows' own figure kept as `window_samples_per_s`, the stall that of a step with the same
-    compute at the held rate (1 - (1 - stall) x held / window: the step's compute share falls as
-    its step lengthens), and the figure's uncertainty the probe's, WINDOW_SE_Z x `build_se` (its
-    replay's mean build's relative standard error; 0 where no replay was used). `noisy` stays
-    as the windows made it (the Noisy note names the windows' figure)."""
-    window = summary.samples_per_s
-    summary.window_samples_per_s = window
-    summary.stall_fraction = 1.0 - (1.0 - summary.stall_fraction) * probe_samples_per_s / window
-    summary.samples_per_s = probe_samples_per_s
-    summary.uncertainty = WINDOW_SE_Z * (build_se or 0.0)
 
 
 def row_floor(summary: Summary) -> float:

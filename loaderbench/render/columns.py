@@ -75,8 +75,7 @@ def row_cells(r: ConfigResult, *, cuda: bool) -> dict[str, str]:
         cells["verdict"] = f"{r.status.upper()}: {error}".strip()
         return cells
     spread = ""
-    if (m.repeats > 1 and m.samples_per_s_min is not None and m.window_samples_per_s is None) or round(
-            m.uncertainty * 100) >= 1:
+    if (m.repeats > 1 and m.samples_per_s_min is not None) or round(m.uncertainty * 100) >= 1:
         spread = f" ±{m.uncertainty:.0%}"  # half the repeats' spread, or the windows' own uncertainty
     cells.update(
         {

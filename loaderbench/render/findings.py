@@ -155,14 +155,6 @@ def spread_sentence(f: Knee) -> str:
                 "or --isolation process).")
     uncertainty = max(f.uncertainty, f.spread / 2 if f.repeats > 1 else 0.0)
     past = f.tolerance > 0 and uncertainty > f.tolerance / 2
-    if f.window_samples_per_s is not None:
-        # Held to its loader ceiling: the windows' figure and the probe's, each with its own ±.
-        return (f"Its windows' batches vary so much that they read {_rate(f.window_samples_per_s)} "
-                f"±{f.window_uncertainty:.0%}; its figure is what its loader alone sustained, which a loop with the step "
-                f"cannot outrun, known to ±{uncertainty:.0%} from the probe's builds" + (
-                    f" (an interval {2 * uncertainty:.0%} wide, past the {f.tolerance:.0%} tolerance: the pick among "
-                    "configs within that much of it is uncertain by as much; measure longer: --min-time, or --repeats)."
-                    if past else "."))
     if not past:
         return ""
     if f.repeats < 2 or uncertainty > f.spread / 2:

@@ -42,7 +42,6 @@ from loaderbench.model import (
 from loaderbench.render.columns import LOADER_ARG, analysis_of, cuda_used, visible_columns
 from loaderbench.render.findings import (
     Name,
-    _rate,
     describe,
     finding_sentence,
     finding_sentences,
@@ -647,10 +646,7 @@ def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]
             f"Noisy (figures uncertain by more than ±{noisy[0].threshold / 2:.0%}): "
             + _configs([f"{who(f.settings, f.cache)}, " + (
                 f"{f.spread:.0%} over {f.repeats} repeats" if f.repeats > 1 and f.uncertainty <= f.spread / 2
-                else f"±{f.uncertainty:.0%} from its windows") + (
-                "" if f.window_samples_per_s is None or f.held_samples_per_s is None
-                else f" (they read {_rate(f.window_samples_per_s)}; held to what its loader alone sustained, "
-                     f"{_rate(f.held_samples_per_s)})") for f in noisy])
+                else f"±{f.uncertainty:.0%} from its windows") for f in noisy])
             + ": measure longer (--batches, --min-time) or more often (--repeats) before trusting small differences."
         )
     for f in a.notes:
