@@ -239,7 +239,7 @@ def window_se(trial: Trial, num_workers: int) -> float | None:
         builds' mean is known to PROBE_BUILD_SE (`probe_against_row`); a bound on such a row is
         the low end of its ± (`row_floor`), not its figure. The row keeps its own figure: held to
         the probe where the probe read under it, a row of 3 repeats at 409 samples/s (plain loops
-        with the step: 414) read 382.
+        with the step: 414) read 382 (docs/benchmarks.md section 32e).
 
     >>> from loaderbench.model import Trial
     >>> steps = [0.9] + [0.1, 0.3] * 4  # a slow first step (the window's start), then rounds of 0.4 s
