@@ -12,6 +12,14 @@ and the share of windows whose figure lies within two estimated standard errors 
 rate (among those with an estimate: 4 rounds or more).
 
     PYTHONPATH=. python3 benchmarks/window_uncertainty_sim.py [--windows 300]
+
+With `--ends`, where the window ends: the sweep's own timed loop (`measure.loop.timed_loop`) run
+on a simulated clock over the same hand-out, its window ended at the first step past 1 s
+(`round_batches=1`) or on whole rounds of W batches (`round_batches=W`, NOTE [a window of whole
+rounds] in measure/loop.py); the warm-up drops max(3, W x prefetch_factor) batches, or ends at
+the first blocked `next()` after 3. Per input and rule: the median and mean of window / long run.
+
+    PYTHONPATH=. python3 benchmarks/window_uncertainty_sim.py --ends [--windows 300]
 """
 
 from __future__ import annotations
@@ -68,10 +76,99 @@ def run(seed: int, build: Build, workers: int, step_s: float, prefetch_factor: i
     return steps, (total - 500) / (ends[total - 1] - ends[499])
 
 
+def every16(rng: random.Random) -> float:
+    """8 shuffled samples of 3 ms, each 150 ms instead with probability 1/16."""
+    return sum(0.150 if rng.random() < 1 / 16 else 0.003 for _ in range(8))
+
+
+INPUTS["every16"] = every16
+
+
+class SimClock:
+    """Seconds that move only when the simulation moves them."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class HandOut:
+    """torch's in-order hand-out on `clock`: W workers build batch k in turn (worker k mod W), its
+    task sent when batch k - prefetch_factor x W is taken; `next()` moves the clock to the batch's
+    completion when it is not yet built. `waits[k]`: how long the loop waited for batch k."""
+
+    def __init__(self, clock: SimClock, rng: random.Random, build: Build, workers: int,
+                 prefetch_factor: int = 2, total: int = 3000) -> None:
+        self.clock, self.rng, self.build, self.workers = clock, rng, build, workers
+        self.ahead = workers * prefetch_factor
+        self.total = total
+        self.free = [0.0] * workers
+        self.sent = [0.0] * total
+        self.waits: list[float] = []
+
+    def __iter__(self):
+        for k in range(self.total):
+            done = max(self.free[k % self.workers], self.sent[k]) + self.build(self.rng)
+            self.free[k % self.workers] = done
+            self.waits.append(max(0.0, done - self.clock.t))
+            self.clock.t = max(self.clock.t, done)
+            if k + self.ahead < self.total:
+                self.sent[k + self.ahead] = self.clock.t
+            yield [0] * 8
+
+
+def loop_window(seed: int, build: Build, workers: int, step_s: float, round_batches: int,
+                blocked_start: bool) -> float:
+    """The timed loop's window figure (batches/s) over one simulated hand-out."""
+    from loaderbench.measure.loop import timed_loop
+    from loaderbench.measure.timing import HostMarker
+
+    clock = SimClock()
+    loader = HandOut(clock, random.Random(seed), build, workers)
+    least = 3 if blocked_start else max(3, workers * 2)
+    # A blocked next() ends a warm-up of at least 3 batches (WarmUp's rule, its period bar
+    # left out): the window starts after a wait, as the sweep's often does.
+    early = (least, 1) if blocked_start else None
+
+    def step(_batch: object) -> None:
+        clock.t += step_s
+
+    times = timed_loop(loader, step, count=len, marker=HostMarker(clock=clock), clock=clock,
+                       warmup_batches=least, max_warmup_batches=least if not blocked_start else 200,
+                       early_warmup=early, ready_count=(lambda: 0) if blocked_start else None,
+                       min_batches=10, min_time_s=1.0, max_batches=10_000, round_batches=round_batches)
+    return len(times.step_s) / sum(times.step_s)
+
+
+def ends(windows: int) -> None:
+    """The window's end rule against the long-run rate (see the module's docstring)."""
+    cases = [("every16", 2, 0.005), ("every16", 4, 0.005), ("every16", 6, 0.005), ("bimodal", 2, 0.005),
+             ("bimodal", 6, 0.005), ("lognormal", 6, 0.005), ("lognormal", 16, 0.005),
+             ("steady", 12, 0.055), ("steady", 16, 0.055)]
+    for name, workers, step_s in cases:
+        for blocked_start in (False, True):
+            row: dict[str, object] = {"input": name, "workers": workers, "step_s": step_s,
+                                      "start": "blocked next()" if blocked_start else "fixed count"}
+            for label, round_batches in (("first_step_past", 1), ("whole_rounds", workers)):
+                ratios = []
+                for seed in range(windows):
+                    _, long_run = run(seed, INPUTS[name], workers, step_s)
+                    ratios.append(loop_window(seed, INPUTS[name], workers, step_s, round_batches, blocked_start)
+                                  / long_run)
+                row[label] = {"median": round(statistics.median(ratios), 3), "mean": round(statistics.mean(ratios), 3)}
+            print(json.dumps(row), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--windows", type=int, default=300)
+    ap.add_argument("--ends", action="store_true", help="compare where the window ends (see the docstring)")
     args = ap.parse_args()
+    if args.ends:
+        ends(args.windows)
+        return
     cases = [("bimodal", 2, 0.005), ("bimodal", 6, 0.005), ("lognormal", 6, 0.005), ("lognormal", 16, 0.005),
              ("steady", 12, 0.055), ("steady", 16, 0.055)]
     for name, workers, step_s in cases:

@@ -215,3 +215,56 @@ def test_a_worker_waiting_for_room_while_the_loop_starts_up_is_no_build():
     steady = [(0, 0.1 * k, 16) for k in range(6)]
     uneven = [(1, t, 16) for t in (0.0, 0.1, 0.4, 0.5, 0.8)]
     assert production_rate(steady + uneven) == pytest.approx(16 / 0.1 + 4 * 16 / 0.8)
+
+
+def _rounds_loop(clock: FakeClock, round_batches: int, *, min_time_s: float, max_batches: int = 1000):
+    """4 workers in turn: each round's first batch waits 0.29 s, the other 3 come built; every
+    step takes 0.01 s, so a round is 0.33 s and the long-run rate 4 / 0.33 batches/s. The warm-up
+    drops a whole round (the first batch and 3 more): the window starts at a round's start."""
+
+    def rounds():
+        for k in range(400):
+            if k % 4 == 0:
+                clock.advance(0.29)
+            yield [0] * 8
+
+    return timed_loop(rounds(), lambda b: clock.advance(0.01), count=len, marker=HostMarker(clock=clock),
+                      clock=clock, warmup_batches=3, max_warmup_batches=3, min_batches=5,
+                      min_time_s=min_time_s, max_batches=max_batches, round_batches=round_batches)
+
+
+def test_a_window_ends_on_a_whole_round_when_its_end_is_near():
+    # 2 s: rounds end at 0.33 x 6 = 1.98 s; the first step past 2 s is the 7th round's wait,
+    # ending at 2.28 s after 25 batches. Ended there, the window reads 25 / 2.28 = 10.96
+    # batches/s, 9.5% under the long run: it paid for the wait and left out the round's 3 quick
+    # batches. The round's end is 3 batches away, 3 x 2.28 / 25 = 0.27 s at the window's mean
+    # step, within a quarter of the minimum time (0.5 s): the window takes them and reads the
+    # long run's 12.12 exactly.
+    first_past = _rounds_loop(FakeClock(), 1, min_time_s=2.0)
+    assert len(first_past.step_s) == 25 and sum(first_past.step_s) == pytest.approx(2.28)
+    whole = _rounds_loop(FakeClock(), 4, min_time_s=2.0)
+    assert len(whole.step_s) == 28 and sum(whole.step_s) == pytest.approx(2.31)
+    assert len(whole.step_s) / sum(whole.step_s) == pytest.approx(4 / 0.33)
+    # 1 s: the first step past it ends at 1.29 s after 13 batches; the 3 left to the round's end
+    # would take 3 x 1.29 / 13 = 0.298 s at the mean step, more than a quarter of 1 s: the
+    # window ends where it is. And --batches beyond the round's end wins over the round.
+    assert len(_rounds_loop(FakeClock(), 4, min_time_s=1.0).step_s) == 13
+    assert len(_rounds_loop(FakeClock(), 4, min_time_s=2.0, max_batches=26).step_s) == 26
+
+
+def test_a_window_of_steady_steps_ends_on_whole_rounds_only_within_the_slack():
+    # Steps of 0.125 s and no wait: the first step past 1 s is the 8th. A round of 3 is 1 batch
+    # away (0.125 s <= 0.25 s), of 5 two (0.25 s: at the limit), of 6 four (0.5 s): too far.
+    clock = FakeClock()
+
+    def ends_at(round_batches: int) -> int:
+        def steady():
+            while True:
+                yield [0] * 8
+
+        t = timed_loop(steady(), lambda b: clock.advance(0.125), count=len, marker=HostMarker(clock=clock),
+                       clock=clock, warmup_batches=1, max_warmup_batches=1, min_batches=5, min_time_s=1.0,
+                       max_batches=1000, round_batches=round_batches)
+        return len(t.step_s)
+
+    assert [ends_at(r) for r in (1, 3, 5, 6)] == [8, 9, 10, 8]

@@ -64,6 +64,23 @@ MIN_READY_RECEIVES = 5  # receives timed in the window on ready batches that mak
 WHOLE_EPOCH_WINDOW_MAX = 200
 EPOCH_WAIT_TIMES = 3  # choice: a window waits for an unknown epoch's end at most this many times its minimum time
 
+# NOTE [a window of whole rounds]
+#     With W workers, torch's DataLoader hands batches out in turn (worker k mod W builds batch k),
+#     so a loader-bound loop runs in rounds of W batches: a wait for the slowest batch of the round,
+#     then the rest of the round, already built, in quick steps. A window ended at the first step
+#     past --min-time ends where the clock happens to cross that instant, and a long wait covers
+#     most of the clock: the window then ends just after a wait and leaves out the quick steps it
+#     paid for. A simulation of the hand-out (benchmarks/window_uncertainty_sim.py --ends) read
+#     such windows a median 4-6% under the long-run rate on four latency inputs at 2-16 workers
+#     (the H200 case's steady builds at 12 workers, whose round is about as long as the window,
+#     +3%). The window therefore ends on a whole number of rounds (measured batches a multiple of
+#     W) when the round's end is near: at the first step past the minimum time, the batches left
+#     to the round's end are taken if, at the window's mean step so far, they take at most
+#     WINDOW_ROUND_SLACK of the minimum time; otherwise the window ends there. The decision is a
+#     count fixed before the steps it adds are seen, so those steps' lengths do not choose the end.
+#     Whole-epoch windows (NOTE [whole epochs in the window]) end on their own boundary instead.
+WINDOW_ROUND_SLACK = 0.25  # choice: a window may run this share of --min-time longer to end on a whole round
+
 
 def timed_loop(
     batches: Iterable[Any],
@@ -94,6 +111,7 @@ def timed_loop(
     origin: Origin | None = None,
     cpu_clock: Clock | None = None,
     dispatch_lag: int | None = None,
+    round_batches: int = 1,
 ) -> LoopTimes:
     """Run `step` over `batches` and time it per the NOTE [timing model].
 
@@ -132,7 +150,10 @@ def timed_loop(
     `receive_cpu_s` (`after_window` then returns (wall, cpu) lists). With `origin` and
     `dispatch_lag` (the loader sends the task of the batch it hands out at position p when the
     loop took the one at p - dispatch_lag: torch's DataLoader in order, NOTE [production in the
-    window]), the workers' production is timed from when each batch's task could start. Raises ValueError if the loader yields nothing.
+    window]), the workers' production is timed from when each batch's task could start. With
+    `round_batches` (the loader's workers: a round of the in-order hand-out) above 1, a window
+    past its minimum ends on a whole number of rounds when that end is near (NOTE [a window of
+    whole rounds]). Raises ValueError if the loader yields nothing.
     Returns per-batch lists for the measured batches only, in seconds (timing.split_steps of the
     instants `marker` recorded), and the (ready, end) of every step in `busy_s`.
     """
@@ -198,6 +219,7 @@ def timed_loop(
         completions.append((first_origin[0], first_origin[1], first_n))
         dispatched.append(None)
     whole_epochs = bool(restart_epochs and epoch_len and epoch_len <= min(max_batches, WHOLE_EPOCH_WINDOW_MAX))
+    round_end: int | None = None  # the measured count the window ends at (NOTE [a window of whole rounds])
     if whole_epochs:
         max_batches = -(-max_batches // epoch_len) * epoch_len  # type: ignore[operator]
     while True:
@@ -290,7 +312,12 @@ def timed_loop(
         if restarted:
             epoch_starts.append(measured - 1)
         elapsed = clock() - window_start
-        done = measured >= max_batches or (measured >= min_batches and elapsed >= min_time_s)
+        past_minimum = measured >= min_batches and elapsed >= min_time_s
+        if past_minimum and round_end is None:
+            rest = -measured % max(1, round_batches)
+            near = not whole_epochs and rest * elapsed / measured <= WINDOW_ROUND_SLACK * min_time_s
+            round_end = measured + rest if near else measured
+        done = measured >= max_batches or (past_minimum and measured >= (round_end or 0))
         if whole_epochs:
             done = done and measured % epoch_len == 0  # type: ignore[operator]
         elif learn_epoch and first_epoch is None:

@@ -725,6 +725,7 @@ def measure_config(job: TrialJob, *, on_batch: Callable[[int], None] | None = No
             origin=inspected.origin,
             cpu_clock=time.process_time,
             dispatch_lag=dispatch_lag(settings, own_loader=bool(dataset_spec.loader)),
+            round_batches=max(1, settings.num_workers),  # NOTE [a window of whole rounds]
         )
     except RuntimeError as exc:
         dead = describe_dead_workers(loader)
