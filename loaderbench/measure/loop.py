@@ -70,15 +70,19 @@ EPOCH_WAIT_TIMES = 3  # choice: a window waits for an unknown epoch's end at mos
 #     then the rest of the round, already built, in quick steps. A window ended at the first step
 #     past --min-time ends where the clock happens to cross that instant, and a long wait covers
 #     most of the clock: the window then ends just after a wait and leaves out the quick steps it
-#     paid for. A simulation of the hand-out (benchmarks/window_uncertainty_sim.py --ends) read
-#     such windows a median 4-6% under the long-run rate on four latency inputs at 2-16 workers
-#     (the H200 case's steady builds at 12 workers, whose round is about as long as the window,
-#     +3%). The window therefore ends on a whole number of rounds (measured batches a multiple of
-#     W) when the round's end is near: at the first step past the minimum time, the batches left
-#     to the round's end are taken if, at the window's mean step so far, they take at most
-#     WINDOW_ROUND_SLACK of the minimum time; otherwise the window ends there. The decision is a
-#     count fixed before the steps it adds are seen, so those steps' lengths do not choose the end.
-#     Whole-epoch windows (NOTE [whole epochs in the window]) end on their own boundary instead.
+#     paid for. A simulation of the hand-out driving this loop (benchmarks/window_uncertainty_sim.py
+#     --ends) read such windows' medians 4.2-6.4% under the long-run rate on three latency inputs at
+#     2-16 workers (0.2-4.3% where the warm-up ended at a wait); ended on whole rounds, 3.6% under
+#     to 2.3% over. The H200 case's steady builds at 12 workers read +2.9% either way: their round
+#     is about as long as the window, too far to wait for. The window therefore ends on a whole
+#     number of rounds (measured batches a multiple of W) when the round's end is near: at the
+#     first step past the minimum time, the batches left to the round's end are taken if, at the
+#     window's mean step so far, they take at most WINDOW_ROUND_SLACK of the minimum time;
+#     otherwise the window ends there. The decision is a count fixed before the steps it adds are
+#     seen, so those steps' lengths do not choose the end. Whole-epoch windows (NOTE [whole epochs
+#     in the window]) end on their own boundary instead. A window of a few rounds still holds only
+#     a few hundred samples: where samples' costs differ, it reads the cost of the ones it drew
+#     (its ± says how far that can be from the long run: analysis/statistics.window_se).
 WINDOW_ROUND_SLACK = 0.25  # choice: a window may run this share of --min-time longer to end on a whole round
 
 
