@@ -247,7 +247,7 @@ def test_a_window_ends_on_a_whole_round_when_its_end_is_near():
     assert len(whole.step_s) / sum(whole.step_s) == pytest.approx(4 / 0.33)
     # 1 s: the first step past it ends at 1.29 s after 13 batches; the 3 left to the round's end
     # would take 3 x 1.29 / 13 = 0.298 s at the mean step, more than a quarter of 1 s: the
-    # window ends where it is. And --batches beyond the round's end wins over the round.
+    # window ends where it is. And --max-batches short of the round's end ends the window there.
     assert len(_rounds_loop(FakeClock(), 4, min_time_s=1.0).step_s) == 13
     assert len(_rounds_loop(FakeClock(), 4, min_time_s=2.0, max_batches=26).step_s) == 26
 
