@@ -797,3 +797,25 @@ def test_an_epoch_start_with_persistent_workers_unmeasured_names_workers_startin
     text = reason(rec)
     assert "is mostly workers starting again at each epoch start: 15.0 ms per batch" in text
     assert "What acts on it: persistent_workers=True" in text
+
+
+# One row of 2 workers over sleep-only latency (blocks of 64 indices at 2 or 30 ms, shuffled;
+# batch 8, a 5 ms step), its three trials' waits in seconds as measured: the first correlates
+# at lag 6 by chance (r = 0.57 over 12 pairs), the third is the 2-worker sawtooth.
+CHANCE_WAITS = [0.0004, 0.1018, 0.0004, 0.1196, 0.0007, 0.0349, 0.0236, 0.0977, 0.0512, 0.0687, 0.1074, 0.0133,
+                0.0227, 0.1252, 0.0019, 0.0622, 0.1353, 0.0004]
+NO_PERIOD_WAITS = [0.0042, 0.1684, 0.0005, 0.0631, 0.121, 0.0837, 0.0925, 0.0281, 0.0648, 0.0279, 0.0932, 0.0021,
+                   0.0897, 0.0565, 0.1197, 0.0007]
+SAWTOOTH_WAITS = [0.0006, 0.0302, 0.0006, 0.147, 0.0007, 0.1479, 0.0005, 0.1206, 0.0006, 0.0906, 0.0006, 0.0905,
+                  0.0005, 0.1204, 0.0004, 0.0637, 0.0005, 0.0932]
+
+
+def test_a_stall_period_is_named_only_where_most_of_the_rows_trials_find_it():
+    from loaderbench.analysis.wait import row_stall_period
+
+    chance, none, saw = (trial(0.0, 0.0051, waits=w) for w in (CHANCE_WAITS, NO_PERIOD_WAITS, SAWTOOTH_WAITS))
+    assert [stall_period(t.data_wait_s, t.step_s) for t in (chance, none, saw)] == [6, None, 2]
+    assert row_stall_period([chance, none, saw]) is None  # 6 in one trial of three
+    assert row_stall_period([saw, none, saw]) == 2  # two of three
+    assert row_stall_period([chance]) == 6  # one trial: its own
+    assert row_stall_period([saw, chance]) == 2  # half of two

@@ -224,7 +224,7 @@ def judge(results: Sequence[ConfigResult], *, loader_only: bool = False, usable_
     for r in results:
         s = r.summary
         if s is not None and s.verdict is Verdict.LOADER_BOUND:
-            s.stall_period_batches = stall_period(r.trials[0].data_wait_s, r.trials[0].step_s)
+            s.stall_period_batches = row_stall_period(r.trials)
             s.workers_needed = workers_needed(r)
 
 
@@ -378,6 +378,24 @@ def stall_period(data_wait_s: Sequence[float], step_s: Sequence[float]) -> int |
     stalls = [i for i, w in enumerate(data_wait_s) if w >= split[0]]
     lasting = len(stalls) >= PERIOD_MIN_STALL_SHARE * n / lag and stalls[-1] - stalls[0] >= 2 * lag
     return lag if lasting else None
+
+
+def row_stall_period(trials: Sequence[Trial]) -> int | None:
+    """A row's stall period in batches: its first trial's (`stall_period`), when at least half
+    of its trials find the same one, else None. One window's waits can correlate by chance: a
+    2-worker row of sleep-only latency read "every 6 batches" in its first trial of 18 batches
+    (r = 0.57 over 12 pairs), none in its second and every 2 in its third.
+
+    >>> saw = [0.3, 0.0, 0.0, 0.0] * 6
+    >>> flat = [0.01, 0.012, 0.011, 0.013, 0.01, 0.012] * 4
+    >>> def t(w):
+    ...     return Trial(0.0, 0, w, [0.05] * 24, [a + 0.05 for a in w], 24 * 8, 2.0, "host")
+    >>> row_stall_period([t(saw), t(flat), t(saw)]), row_stall_period([t(saw), t(flat), t(flat)])
+    (4, None)
+    """
+    periods = [stall_period(t.data_wait_s, t.step_s) for t in trials]
+    first = periods[0] if periods else None
+    return first if first is not None and 2 * periods.count(first) >= len(periods) else None
 
 
 def workers_needed(result: ConfigResult) -> int | None:
