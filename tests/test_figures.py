@@ -266,7 +266,8 @@ def test_oversubscribed_only_where_the_measured_cpu_demand_reached_the_cpus():
         footer.footer_lines(rs, verbose=True))
     # The pointer to --verbose names it as what it is, not as a warning the short block printed.
     more = footer._more(rs)
-    assert "warning's message" not in more and "the preflight's warning that the measurement did not bear out" in more
+    assert "warning's message" not in more and ("the preflight's warning of more workers than CPUs, which the measured CPU use did not bear "
+                                                 "out") in more
     # 0.3 cores of the tree beside 1.7 of other processes: the CPUs were full, but of other load.
     rs = result_set([row(30, 170)])
     assert not any(isinstance(f, Oversubscribed) for f in rs.recommendation.findings)

@@ -591,7 +591,7 @@ def _more(rs: ResultSet) -> str:
     if warned:
         parts.append(f"{'each' if warned > 1 else 'the'} warning's message")
     if any(not _in_short_block(r, w) for r in rs.results for w in r.warnings):
-        parts.append("the preflight's warning that the measurement did not bear out")
+        parts.append("the preflight's warning of more workers than CPUs, which the measured CPU use did not bear out")
     if cuda_used(rs):
         parts.append("what GPU util measures")
     if any(r.summary is not None and r.summary.loader_ceiling_bound is not None for r in rs.results):
