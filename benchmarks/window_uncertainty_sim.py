@@ -55,35 +55,6 @@ def steady(rng: random.Random) -> float:
 INPUTS: dict[str, Build] = {"bimodal": bimodal, "lognormal": lognormal, "steady": steady}
 
 
-def run(seed: int, build: Build, workers: int, step_s: float, prefetch_factor: int = 2,
-        total: int = 3000) -> tuple[list[float], float]:
-    """(the window's step times in seconds, the long-run batches/s) of one simulated loop."""
-    rng = random.Random(seed)
-    free, sent = [0.0] * workers, [0.0] * total
-    ends, now = [0.0] * total, 0.0
-    for k in range(total):
-        done = max(free[k % workers], sent[k]) + build(rng)
-        free[k % workers] = done
-        taken = max(now, done)
-        if k + workers * prefetch_factor < total:
-            sent[k + workers * prefetch_factor] = taken
-        now = ends[k] = taken + step_s
-    first = max(3, workers * prefetch_factor)
-    last = first + 1
-    while last - first < 10 or ends[last] - ends[first] < 1.0:
-        last += 1
-    steps = [ends[k] - ends[k - 1] for k in range(first + 1, last + 1)]
-    return steps, (total - 500) / (ends[total - 1] - ends[499])
-
-
-def every16(rng: random.Random) -> float:
-    """8 shuffled samples of 3 ms, each 150 ms instead with probability 1/16."""
-    return sum(0.150 if rng.random() < 1 / 16 else 0.003 for _ in range(8))
-
-
-INPUTS["every16"] = every16
-
-
 class SimClock:
     """Seconds that move only when the simulation moves them."""
 
@@ -117,6 +88,30 @@ class HandOut:
             if k + self.ahead < self.total:
                 self.sent[k + self.ahead] = self.clock.t
             yield [0] * 8
+
+
+def run(seed: int, build: Build, workers: int, step_s: float, prefetch_factor: int = 2,
+        total: int = 3000) -> tuple[list[float], float]:
+    """(the window's step times in seconds, the long-run batches/s) of one simulated loop."""
+    clock = SimClock()
+    ends = []
+    for _ in HandOut(clock, random.Random(seed), build, workers, prefetch_factor, total):
+        clock.t += step_s
+        ends.append(clock.t)
+    first = max(3, workers * prefetch_factor)
+    last = first + 1
+    while last - first < 10 or ends[last] - ends[first] < 1.0:
+        last += 1
+    steps = [ends[k] - ends[k - 1] for k in range(first + 1, last + 1)]
+    return steps, (total - 500) / (ends[total - 1] - ends[499])
+
+
+def every16(rng: random.Random) -> float:
+    """8 shuffled samples of 3 ms, each 150 ms instead with probability 1/16."""
+    return sum(0.150 if rng.random() < 1 / 16 else 0.003 for _ in range(8))
+
+
+INPUTS["every16"] = every16
 
 
 def loop_window(seed: int, build: Build, workers: int, step_s: float, round_batches: int,
