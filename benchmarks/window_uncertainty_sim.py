@@ -52,7 +52,12 @@ def steady(rng: random.Random) -> float:
     return 0.8 * (1.0 + 0.05 * rng.gauss(0.0, 1.0))
 
 
-INPUTS: dict[str, Build] = {"bimodal": bimodal, "lognormal": lognormal, "steady": steady}
+def every16(rng: random.Random) -> float:
+    """8 shuffled samples of 3 ms, each 150 ms instead with probability 1/16."""
+    return sum(0.150 if rng.random() < 1 / 16 else 0.003 for _ in range(8))
+
+
+INPUTS: dict[str, Build] = {"bimodal": bimodal, "lognormal": lognormal, "steady": steady, "every16": every16}
 
 
 class SimClock:
@@ -104,14 +109,6 @@ def run(seed: int, build: Build, workers: int, step_s: float, prefetch_factor: i
         last += 1
     steps = [ends[k] - ends[k - 1] for k in range(first + 1, last + 1)]
     return steps, (total - 500) / (ends[total - 1] - ends[499])
-
-
-def every16(rng: random.Random) -> float:
-    """8 shuffled samples of 3 ms, each 150 ms instead with probability 1/16."""
-    return sum(0.150 if rng.random() < 1 / 16 else 0.003 for _ in range(8))
-
-
-INPUTS["every16"] = every16
 
 
 def loop_window(seed: int, build: Build, workers: int, step_s: float, round_batches: int,
