@@ -107,7 +107,7 @@ case $part in
 8)
   for n in $(seq 1 "${SWEEPS:-2}"); do
     step default_sweep$n 150 python3 -m loaderbench sweep --output "$OUT/default-$n.json" --no-progress
-    step pick_check$n 135 python3 benchmarks/pick_check.py "$OUT/default-$n.json" --out "$OUT/pick-$n.json" --rounds 3 --batches 150
+    step pick_check$n 180 python3 benchmarks/pick_check.py "$OUT/default-$n.json" --out "$OUT/pick-$n.json" --rounds 3 --batches 150
   done
   ;;
 9)

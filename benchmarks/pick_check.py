@@ -6,7 +6,9 @@ RESULT.json is a `loaderbench sweep` result (the default sweep: embedded JPEGs +
 config, in this order, `--rounds` times: one trial as the sweep measures a config (`measure.trial.measure_config`
 with the result's own dataset, step and measure settings: the sweep's window), then a plain loop over a fresh
 DataLoader with the same settings and step, no instrumentation (`--warmup` batches untimed, then `--batches` timed,
-one synchronise at each end). Interleaved, so a drift of the host moves both. Records the sweep's own figure for the
+one synchronise at each end), in a fresh Python process as a training run starts (`--in-process`: in this process,
+after the trials before it, which read up to 10% under a fresh one on the H200 host: docs/benchmarks.md, 26c).
+Interleaved, so a drift of the host moves both. Records the sweep's own figure for the
 pick beside the medians: the sweep's pick within 5% of the plain loop is the target. Where the sweep measured its pick
 over a longer window (`sweep.sustained`, the figure its recommendation states), that figure is set against the plain
 loop too, and each round also takes one trial with that longer window (`sustained_window`) in turn with the others.
@@ -125,6 +127,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=300)
     ap.add_argument("--cli", action="store_true", help="each round, also `loaderbench sweep` on the pick alone")
     ap.add_argument("--also-workers", default="", help="plain loops at these worker counts too (comma-separated)")
+    ap.add_argument("--in-process", action="store_true", help="run the plain loops in this process, not a fresh one")
     args = ap.parse_args()
     rs = read_results(args.result)
     rec = rs.recommendation
@@ -136,20 +139,21 @@ def main() -> None:
     compute = ComputeSpec.from_dict(cfg["compute"])
     measure = MeasureSpec.from_dict(cfg["measure"])
     long_window = sustained_window(measure, row)
+    plain_loop = plain_loop_samples_per_s if args.in_process else fresh_plain_loop_samples_per_s
     trials, plain, cli, long_trials = [], [], [], []
     others: dict[int, list[float]] = {int(w): [] for w in args.also_workers.split(",") if w}
     for rnd in range(args.rounds):
         t = measure_config(TrialJob(settings, dataset, compute, measure, seed=rnd))
         trials.append(stats.trial_samples_per_s(t))
-        plain.append(plain_loop_samples_per_s(settings, dataset, compute, warmup=args.warmup, batches=args.batches))
+        plain.append(plain_loop(settings, dataset, compute, warmup=args.warmup, batches=args.batches))
         if long_window is not None:
             t = measure_config(TrialJob(settings, dataset, compute, long_window, seed=rnd))
             long_trials.append(stats.trial_samples_per_s(t))
         if args.cli:
             cli.append(cli_samples_per_s(settings, rs.config))
         for w, got in others.items():
-            got.append(plain_loop_samples_per_s(replace(settings, num_workers=w), dataset, compute,
-                                                warmup=args.warmup, batches=args.batches))
+            got.append(plain_loop(replace(settings, num_workers=w), dataset, compute,
+                                  warmup=args.warmup, batches=args.batches))
         print(json.dumps({"round": rnd, "trial": trials[-1], "plain": plain[-1], "cli": cli[-1] if cli else None,
                           "sustained_trial": long_trials[-1] if long_trials else None,
                           "others": {w: v[-1] for w, v in others.items()}}), flush=True)
