@@ -657,6 +657,9 @@ class Knee(Finding):
     # search's figure with no second to settle them): the figure's uncertainty, a fraction of it
     # (±; statistics.sustained_uncertainty). None where they agree.
     sustained_uncertainty: float | None = None
+    # Where the step ran over STEP_SLOWED slower than alone over the longer window(s) while the
+    # search's windows kept its pace (advice.window_step_slowed): that step and the CPUs beside it.
+    sustained_step: SlowedRow | None = None
     # Where the share of `ran_dry_workers` of its workers ran out inside the window (IdleRow.in_probe)
     # and the loader alone then read `ran_dry_samples_per_s`, under its figure: the figure holds while
     # every worker has work, and is at most what a whole epoch reaches.

@@ -376,3 +376,68 @@ def test_the_uncertainty_is_none_where_the_readings_agree_or_were_pooled():
     # Two apart: half the spread of 256, 320 and 326.5 over the middle 320 = 11.0%.
     assert sustained_uncertainty(320.0, 320.0, [256.0, 326.5], SustainedSettled.MIDDLE, 0.05) == pytest.approx(
         70.5 / 320 / 2)
+
+
+def test_a_step_that_slowed_over_the_longer_window_alone_is_named_with_its_cpus():
+    # A recorded H200 sweep (gpu-round-37, the first): the search read its pick, 17 workers on 16
+    # usable CPUs, at 4,646 samples/s with the step at its own pace (median 55.07 ms against 55.05
+    # alone: 256 samples over the 4,650.6 ceiling); its one longer window read 3,698 at a stall of 2%:
+    # the step itself ran a median 63.53 ms over those 68 batches, +15.4%, with the process tree at
+    # 15.87 cores and 0.04 taken by the hypervisor (saturated) and its main process at 0.81. Leave
+    # ceil(0.81 x 1.154) = 1 CPU free.
+    from pathlib import Path
+
+    from loaderbench.analysis import analyze
+    from loaderbench.conclusions import Knee
+    from loaderbench.render.findings import sustained_sentence
+    from loaderbench.results import read_results
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "data" / "bench" / "gpu-round-37" / "default-1.json"
+    a = analyze(read_results(path))
+    [knee] = [f for f in a.recommendation.findings if isinstance(f, Knee)]
+    slowed = knee.sustained_step
+    assert slowed is not None and slowed.repeats == 1
+    assert slowed.alone_s == pytest.approx(256 / 4650.629330681683)
+    assert slowed.compute_p50_s == pytest.approx(0.0635305176, rel=1e-8)
+    assert slowed.slowdown == pytest.approx(0.0635305176 / (256 / 4650.629330681683) - 1.0, rel=1e-8)
+    assert slowed.cpu_saturated and slowed.leave_free_cpus == 1
+    assert slowed.cpu_cores == pytest.approx(15.871717, rel=1e-6)
+    assert slowed.main_cores == pytest.approx(0.807683, rel=1e-5)
+    text = sustained_sentence(knee)
+    assert ("no second window settled them (none fitted in --time-budget, or it failed): over the longer window the "
+            "step itself ran 63.5 ms a batch against 55.0 ms alone (+15%), where the search's windows kept its pace, "
+            "so its figure is uncertain, between 3,698 and 4,646 samples/s") in text
+    assert text.endswith(
+        "The process tree used 15.9 cores of the 16 usable CPUs (its main process 0.8): the training process was "
+        "short of CPU (the workers took its cores); leave 1 CPU free for it (fewer workers, or workers kept off its "
+        "cores).")
+    assert "a shared or disturbed host" not in text
+
+
+def test_the_longer_window_step_rule_takes_the_median_and_leaves_rows_that_slowed_to_their_own_finding():
+    # Hand-made: a step alone of 50 ms (256 samples at 5,120/s). Windows of 10 steps at 50 ms and 6
+    # at 60: median 50 ms, not slowed, though the mean is +7.5%. Two windows of 8 steps at 58 ms and 8
+    # at 50: the median of the 16 is (50 + 58) / 2 = 54 ms, +8%: under the 10% bound. 12 at 58 and
+    # 4 at 50: median 58 ms, +16%, slowed; the CPUs 9.1 cores of 16 (not saturated). The same row
+    # whose own windows slowed is left to StepSlowed.
+    from loaderbench.analysis.advice import window_step_slowed
+    from loaderbench.model import ConfigResult, Summary, Trial
+
+    s = Summary(samples_per_s=4000.0, stall_fraction=0.02, step_p50_s=0.05, compute_p50_s=0.05, samples_per_batch=256.0,
+                data_wait_p50_s=0.0, data_wait_p95_s=0.0, first_batch_s=1.0)
+    s.compute_ceiling_samples_per_s, s.step_slowdown = 5120.0, 0.0
+    row = ConfigResult(settings(8), [], summary=s)
+
+    def window(*steps_ms: float, cpu: float = 910.0) -> Trial:
+        return Trial(data_wait_s=[0.0] * len(steps_ms), compute_s=[m / 1e3 for m in steps_ms],
+                     step_s=[m / 1e3 for m in steps_ms], samples=256 * len(steps_ms), wall_s=1.0, first_batch_s=1.0,
+                     warmup_batches=8, timing="events",
+                     cpu_util_pct=cpu, main_cpu_util_pct=95.0)
+
+    assert window_step_slowed(row, [window(*[50.0] * 10, *[60.0] * 6)], 16) is None
+    assert window_step_slowed(row, [window(*[58.0] * 8), window(*[50.0] * 8)], 16) is None
+    got = window_step_slowed(row, [window(*[58.0] * 12, *[50.0] * 4)], 16)
+    assert got is not None and got.compute_p50_s == pytest.approx(0.058) and got.slowdown == pytest.approx(0.16)
+    assert not got.cpu_saturated and got.cpu_cores == pytest.approx(9.1) and got.usable_cpus == 16
+    s.step_slowed = True
+    assert window_step_slowed(row, [window(*[58.0] * 16)], 16) is None

@@ -126,7 +126,7 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
         grid=cfg.get("grid"), stopped=partial is not None,
         budget_ended=rs.sweep.search is not None and rs.sweep.search.budget_ended,
     )
-    _sustained(rs, recommendation.findings, tolerance)
+    _sustained(rs, recommendation.findings, tolerance, usable)
     _unsettled_drift(rs, recommendation.findings)
     profile = stage_profile(rs, ranking.knee, any(isinstance(f, NotCleared) for f in recommendation.findings))
     taken = rs.sweep.profile
@@ -194,12 +194,13 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
     return analysis
 
 
-def _sustained(rs: ResultSet, findings: list[Finding], tolerance: float) -> None:
+def _sustained(rs: ResultSet, findings: list[Finding], tolerance: float, usable_cpus: int | None) -> None:
     """The Knee of `findings` gets the pick's sustained figure (results.Sustained, NOTE [the
     pick's sustained figure] in orchestration/sustained.py) when that trial measured the knee,
     or is marked as resting on the search's short windows where --time-budget left no time for
     it (SweepRecord.sustained_left_out). `tolerance`: the sweep's (a fraction), for the figure's
-    uncertainty where its readings disagree (statistics.sustained_uncertainty)."""
+    uncertainty where its readings disagree (statistics.sustained_uncertainty); a step that
+    slowed over the longer window(s) alone is named with its CPUs (advice.window_step_slowed)."""
     taken = rs.sweep.sustained
     if taken is None:
         left_out = rs.sweep.sustained_left_out
@@ -213,6 +214,9 @@ def _sustained(rs: ResultSet, findings: list[Finding], tolerance: float) -> None
     if knee is None:
         return
     windows = list(taken.windows_samples_per_s) or [taken.samples_per_s]
+    row = next((r for r in rs.results if r.settings == knee.settings and r.status == "ok"), None)
+    trials = [t for t in (taken.trial, taken.second) if t is not None]
+    slowed = None if row is None else advice.window_step_slowed(row, trials, usable_cpus)
     for i, f in enumerate(findings):
         if f is knee:
             # The band follows the stall the headline states (not the loader-alone band).
@@ -224,7 +228,8 @@ def _sustained(rs: ResultSet, findings: list[Finding], tolerance: float) -> None
                                   sustained_windows=windows, sustained_settled=taken.settled,
                                   sustained_uncertainty=statistics.sustained_uncertainty(
                                       taken.samples_per_s, taken.search_samples_per_s, windows, taken.settled,
-                                      tolerance))
+                                      tolerance),
+                                  sustained_step=slowed)
 
 
 def _ran_dry(findings: list[Finding], idle: list[Finding]) -> None:

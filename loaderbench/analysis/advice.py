@@ -30,7 +30,8 @@ from typing import Any
 
 from loaderbench.analysis import thresholds as th
 from loaderbench.analysis.knee import Ranking, rank
-from loaderbench.analysis.wait import cpu_saturated, workers_short_of_cpu
+from loaderbench.analysis.statistics import other_cores
+from loaderbench.analysis.wait import cpu_saturated, slowed_past, workers_short_of_cpu
 from loaderbench.conclusions import (
     AlsoFastest,
     Baseline,
@@ -95,6 +96,7 @@ from loaderbench.model import (
     ServedFrom,
     StageKind,
     Summary,
+    Trial,
     Verdict,
     WaitPart,
     WarningKind,
@@ -770,6 +772,45 @@ def step_slowed_rows(results: Sequence[ConfigResult], usable_cpus: int | None,
             leave_free_cpus=leave_free_cpus(main, s.step_slowdown, usable_cpus), repeats=s.repeats))
     listed = pick is not None and any(row.settings == pick for row in rows)
     return [StepSlowed(rows=rows, threshold=th.STEP_SLOWED, pick=pick if listed else None)] if rows else []
+
+
+def window_step_slowed(row: ConfigResult, windows: Sequence[Trial], usable_cpus: int | None) -> SlowedRow | None:
+    """The pick's longer window(s) (`windows`: results.Sustained's trials) where their step ran over
+    STEP_SLOWED slower than alone while the row's own windows did not (`Summary.step_slowed`;
+    StepSlowed or StepSlower names a row that did): the median compute per batch over the
+    windows against the step alone (ceiling.step_alone_s, seconds), and their CPUs (medians over the windows: the
+    process tree's, the main process's, other processes' cores) with the CPUs to leave free
+    (`leave_free_cpus`). None where the step kept its pace, or no ceiling is known.
+
+    A row whose search window read the step at its own pace can still slow over the longer
+    window: the CPUs full (17 workers on 16 CPUs: the main process got 0.81 cores, the step 68 ms
+    against 55 alone) leave the training process short of CPU only some of the time."""
+    s = row.summary
+    if s is None or s.step_slowed or s.step_slowdown is None:
+        return None
+    # The step alone, as the ceilings pass set the row's slowdown against it (ceiling.step_alone_s).
+    alone = s.compute_p50_s / (1.0 + s.step_slowdown)
+    compute = [c for t in windows for c in t.compute_s]
+    if not alone or not compute:
+        return None
+    p50 = statistics.median(compute)
+    slowdown = p50 / alone - 1.0
+    if not slowed_past(p50, slowdown):
+        return None
+
+    def median(values: list[float | None]) -> float | None:
+        got = [v for v in values if v is not None]
+        return statistics.median(got) if got else None
+
+    cpu = median([t.cpu_util_pct for t in windows])
+    main_pct = median([t.main_cpu_util_pct for t in windows])
+    main = None if main_pct is None else main_pct / 100.0
+    other = other_cores(median([t.other_cpu_util_pct for t in windows]),
+                        median([t.steal_cpu_util_pct for t in windows]))
+    return SlowedRow(row.settings, p50, alone, slowdown, cpu_cores=None if cpu is None else cpu / 100.0,
+                     main_cores=main, other_cores=other, usable_cpus=usable_cpus,
+                     cpu_saturated=bool(cpu_saturated(cpu, other, usable_cpus)),
+                     leave_free_cpus=leave_free_cpus(main, slowdown, usable_cpus), repeats=len(windows))
 
 
 def idle_workers(results: Sequence[ConfigResult]) -> list[Finding]:

@@ -276,10 +276,19 @@ def step_slowed(summary: Summary) -> bool:
     STEP_SLOWED_MIN_S: `Summary.step_slowdown`, the ceilings pass's): the training process was
     short of CPU (the workers took its cores) or the host was disturbed, so the row does not
     show what the step alone binds."""
-    x = summary.step_slowdown
-    if x is None or x <= STEP_SLOWED:
+    return slowed_past(summary.compute_p50_s, summary.step_slowdown)
+
+
+def slowed_past(compute_p50_s: float, slowdown: float | None) -> bool:
+    """Whether a median step of `compute_p50_s` seconds, `slowdown` (a fraction) slower than the
+    step alone, counts as slowed: over STEP_SLOWED and by at least STEP_SLOWED_MIN_S.
+
+    >>> slowed_past(0.0684, 0.244), slowed_past(0.0584, 0.062), slowed_past(0.0055, 0.15)
+    (True, False, False)
+    """
+    if slowdown is None or slowdown <= STEP_SLOWED:
         return False
-    return summary.compute_p50_s - summary.compute_p50_s / (1.0 + x) >= STEP_SLOWED_MIN_S
+    return compute_p50_s - compute_p50_s / (1.0 + slowdown) >= STEP_SLOWED_MIN_S
 
 
 def has_tail_stalls(summary: Summary) -> bool:

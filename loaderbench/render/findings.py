@@ -32,6 +32,7 @@ from loaderbench.conclusions import (
     RemainingWait,
     Remedy,
     RemedyKind,
+    SlowedRow,
     Startup,
     StepBinds,
     StepSlowed,
@@ -202,22 +203,46 @@ def sustained_sentence(f: Knee) -> str:
             f"{f.stall_fraction:.1%} ({against}); the table and what follows compare configs on those windows, "
             "like with like.")
     tol = f"the {f.tolerance:.0%} tolerance" if f.tolerance > 0 else "the tolerance"
+    slowed, cpus = _window_step_text(f.sustained_step, longer="the longer windows" if two else "the longer window")
     if not two:
         if f.sustained_uncertainty is None:
-            return text
+            return f"{text} {slowed[0].upper()}{slowed[1:]}.{cpus}" if slowed else text
         low, high = sorted([f.samples_per_s, f.sustained_samples_per_s])
+        cause = slowed or "the rate moved between the two (a shared or disturbed host) or the short windows misread it"
         return (f"{text} That is past {tol}, and no second window settled them (none fitted in --time-budget, or it "
-                "failed): the rate moved between the two (a shared or disturbed host) or the short windows misread it, "
-                f"so its figure is uncertain, between {low:,.0f} and {_rate(high)} (give a larger --time-budget for a "
-                "second window, or measure longer: --min-time).")
+                f"failed): {cause}, so its figure is uncertain, between {low:,.0f} and {_rate(high)} (give a larger "
+                f"--time-budget for a second window, or measure longer: --min-time).{cpus}")
+    after = f" {slowed[0].upper()}{slowed[1:]}.{cpus}" if slowed else ""
     if f.sustained_settled == SustainedSettled.MIDDLE:
         apart = abs(two[0] - two[1]) / min(two)
         return (f"{text} Its two longer windows disagree by {apart:.0%}, past {tol} (the rate moved between them: a "
                 "shared or disturbed host): its figure is the middle of their readings and the search's, uncertain by "
                 f"±{f.sustained_uncertainty or 0.0:.0%} (half the spread of the three; measure longer: --min-time, or "
-                "--repeats).")
+                f"--repeats).{after}")
     return (f"{text} Its first longer window read {_rate(two[0])}, past {tol} from the search's figure, and a "
-            f"second read {_rate(two[1])}: the two agree, and its figure pools them.")
+            f"second read {_rate(two[1])}: the two agree, and its figure pools them.{after}")
+
+
+def _window_step_text(r: SlowedRow | None, *, longer: str) -> tuple[str, str]:
+    """Where the pick's step slowed over its longer window(s) alone (Knee.sustained_step): the
+    clause that says so, and a sentence on the CPUs beside it (each '' where it did not)."""
+    if r is None:
+        return "", ""
+    clause = (f"over {longer} the step itself ran {r.compute_p50_s * 1e3:.1f} ms a batch against "
+              f"{r.alone_s * 1e3:.1f} ms alone ({r.slowdown:+.0%}), where the search's windows kept its pace")
+    other = f" and other processes {r.other_cores:.1f}" if r.other_cores is not None and r.other_cores >= 0.05 else ""
+    if r.cpu_saturated and r.cpu_cores is not None:
+        main = f" (its main process {r.main_cores:.1f})" if r.main_cores is not None else ""
+        cpus = (f" The process tree used {r.cpu_cores:.1f} cores{other} of the {r.usable_cpus} usable CPUs{main}: "
+                "the training process was short of CPU (the workers took its cores)")
+        if r.leave_free_cpus is not None:
+            n = r.leave_free_cpus
+            cpus += f"; leave {n} CPU{'s' if n != 1 else ''} free for it (fewer workers, or workers kept off its cores)"
+        return clause, cpus + "."
+    if r.cpu_cores is not None and r.usable_cpus:
+        return clause, (f" {r.cpu_cores:.1f} cores{other} of the {r.usable_cpus} usable CPUs were busy, not all: the "
+                        "host was disturbed, or the workers competed for memory bandwidth.")
+    return clause, ""
 
 
 def finding_sentences(findings: Sequence[Finding], name: Name = describe) -> list[str]:
