@@ -778,13 +778,15 @@ def window_step_slowed(row: ConfigResult, windows: Sequence[Trial], usable_cpus:
     """The pick's longer window(s) (`windows`: results.Sustained's trials) where their step ran over
     STEP_SLOWED slower than alone while the row's own windows did not (`Summary.step_slowed`;
     StepSlowed or StepSlower names a row that did): the median compute per batch over the
-    windows against the step alone (ceiling.step_alone_s, seconds), and their CPUs (medians over the windows: the
-    process tree's, the main process's, other processes' cores) with the CPUs to leave free
-    (`leave_free_cpus`). None where the step kept its pace, or no ceiling is known.
+    windows against the step alone (ceiling.step_alone_s; both in seconds), and their CPUs
+    (medians over the windows: the process tree's, the main process's, other processes' cores)
+    with the CPUs to leave free (`leave_free_cpus`). None where the step kept its pace, or no
+    ceiling is known. The rule is the rows' own (`wait.slowed_past`).
 
     A row whose search window read the step at its own pace can still slow over the longer
-    window: the CPUs full (17 workers on 16 CPUs: the main process got 0.81 cores, the step 68 ms
-    against 55 alone) leave the training process short of CPU only some of the time."""
+    window: with the CPUs full (17 workers on 16 CPUs on the H200 case, the main process at 0.81
+    cores) the step ran a median 63.5 ms against 55.0 alone over one window and at its pace in the
+    search's: the training process is short of CPU some of the time."""
     s = row.summary
     if s is None or s.step_slowed or s.step_slowdown is None:
         return None
