@@ -117,6 +117,14 @@ def test_a_receive_floor_beside_more_workers_that_waited_less_says_so():
     text = reason(rec)
     assert ("more workers do not remove the receive, though w8-nopin-nopf-f2-once-b16 waited less: 0.5 ms per batch "
             "(median; stall 2.0%)") in text and "cannot remove it" not in text
+    # 8 workers with the same 0.5-ms median wait but every fifth batch waiting 20 ms: a stall of
+    # (4 x 0.5 + 20) / 5 = 4.4 ms of a 29.4-ms step, 15.0%, over the 4 workers' 6.0%: it did not wait less.
+    rs[3] = with_(result(settings(8), trial(0.0, 0.025, waits=[0.0005] * 16 + [0.020] * 4)), receive_s=[0.0014] * 4)
+    rec = recommend(rs)
+    assert rec.settings.num_workers == 4 and rs[3].summary.stall_fraction == pytest.approx(0.0044 / 0.0294, rel=1e-3)
+    text = reason(rec)
+    assert ("more workers cannot remove it: w8-nopin-nopf-f2-once-b16 still waited 0.5 ms per batch (median; stall "
+            "15.0%)") in text and "waited less" not in text
 
 
 def test_a_long_wait_with_a_small_receive_floor_stays_loader_bound():

@@ -619,9 +619,9 @@ def test_cheaper_configs_within_the_tolerance_of_the_pick_are_named_as_equal():
     [f] = [f for f in rs.recommendation.findings if isinstance(f, EqualCheaper)]
     [peer] = f.peers
     assert peer.settings.num_workers == 1 and peer.below_best == pytest.approx(0.054)
-    assert ("Equal within the 5% tolerance of the pick's 960 samples/s, and cheaper: 1 worker 946 samples/s (5.4% below "
-            "the best, outside the 5% tolerance where the pick is inside; one trial). It is as good as the pick within "
-            "this run's measurement; a rerun may pick it.") in sentences(rs)
+    assert ("Cheaper, and within the 5% tolerance of the pick's 960 samples/s: 1 worker 946 samples/s (5.4% below the "
+            "best; one trial). Not picked: it reads past the tolerance below the best, where the pick is inside; it is "
+            "as good as the pick within this run's measurement, and a rerun may pick it.") in sentences(rs)
     # A search that ran out of budget before its repeats does not say nothing competed.
     rs.sweep.search = SearchLog(grid_configs=3, stopped="--time-budget reached before repeat 2")
     [line] = [x for x in footer.search_lines(rs) if x.startswith("Search")]
@@ -1119,9 +1119,40 @@ def test_a_knee_past_the_cpus_that_cleared_a_latency_bound_row_says_why_it_paid(
     assert rs.recommendation.settings.num_workers == 16 and rs.results[1].summary.verdict is Verdict.EPOCH_START_BOUND
     assert rs.results[1].summary.stall_fraction == pytest.approx(0.6)
     assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
+    # A knee past the CPUs that waits 26% of its time (3.5 ms before a 10-ms step), all of it taking
+    # finished batches from sleeping workers (a receive floor): the latency below it is cleared and
+    # the hand-off binds, so the 4-worker row is said to be cleared by it as well.
+    floor = cpu(trial(0.0035, 0.010), 90, 20)
+    floor.receive_s, floor.receive_cpu_s = [0.0035] * 16, [0.0035] * 16
+    rs = result_set([rows[0], result(settings(16), floor)], step_s=0.010)
+    assert rs.recommendation.settings.num_workers == 16 and rs.results[1].summary.verdict is Verdict.RECEIVE_FLOOR
+    assert rs.results[1].summary.stall_fraction == pytest.approx(0.0035 / 0.0135)
+    [f] = [f for f in rs.recommendation.findings if isinstance(f, LatencyBound)]
+    assert f.settings.num_workers == 4 and f.cleared_by is not None and f.cleared_by.num_workers == 16
     # A knee within the CPUs says nothing of it (more workers than cores did not have to pay).
     rs = result_set([rows[0], result(settings(2), cpu(trial(0.0, 0.010), 60, 20))], step_s=0.010)
     assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
+
+
+def test_the_knee_falls_short_because_of_its_step_only_where_the_slower_step_explains_it():
+    from loaderbench.conclusions import StepSlower
+
+    # A 10-ms step alone (1,600 samples/s at batch 16). A knee whose step runs 12.5 ms and never
+    # waits reaches 16 / 0.0125 = 1,280 (80%): its shortfall, 1 / 0.8 - 1 = 25%, is all the
+    # slower step's (25%): named.
+    slowed = cpu(trial(0.0, 0.0125), 190, 20)
+    rs = result_set([result(settings(1), cpu(trial(0.030, 0.010), 60, 20)), result(settings(4), slowed)], step_s=0.010)
+    [f] = [f for f in rs.recommendation.findings if isinstance(f, StepSlower)]
+    assert f.share == pytest.approx(0.8) and f.compute_mean_s == pytest.approx(0.0125)
+    # A knee whose step runs 10.8 ms (8% slower) and waits 6.5 ms a batch taking finished batches
+    # from sleeping workers (a receive floor) reaches 16 / 0.0173 = 925 (58%): a shortfall of 73%,
+    # of which the step's 8% is under half: its stall is the cause, and the step is not named.
+    floor = cpu(trial(0.0065, 0.0108), 90, 20)
+    floor.receive_s, floor.receive_cpu_s = [0.0065] * 16, [0.0065] * 16
+    rs = result_set([result(settings(1), cpu(trial(0.030, 0.010), 60, 20)), result(settings(4), floor)], step_s=0.010)
+    assert rs.recommendation.settings.num_workers == 4 and rs.results[1].summary.verdict is Verdict.RECEIVE_FLOOR
+    assert not any(isinstance(f, StepSlower) for f in rs.recommendation.findings)
+    assert "because the step itself runs slower" not in sentences(rs)
 
 
 def test_an_epoch_whose_last_batch_alone_is_short_is_named_as_training_sees_it():

@@ -503,7 +503,10 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         more_settings=None if most is None else most.settings,
         more_wait_p50_s=None if most is None else _s(most).data_wait_p50_s,
         more_stall_fraction=None if most is None else _s(most).stall_fraction,
-        more_still_waits=most is not None and _s(most).data_wait_p50_s >= th.RECEIVE_REMAINS * parts.get(main, 0.0),
+        # Still waits: a median wait of half the receive part or more, or a stall no lower than the
+        # knee's (a lower median wait over a larger stall is not waiting less).
+        more_still_waits=most is not None and (_s(most).data_wait_p50_s >= th.RECEIVE_REMAINS * parts.get(main, 0.0)
+                                               or _s(most).stall_fraction >= ks.stall_fraction),
     )]
 
 
@@ -659,7 +662,9 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     rows are not ranked, so not in `ok`). Where a config with more workers than the knee measured
     within `tolerance` of it, that config is named (`more_no_gain`) and more workers are not offered.
     Where neither is loader-bound, the knee has more workers than `usable_cpus` and waits at most
-    MODERATELY_INPUT_BOUND_MAX of its time (else it cleared nothing: an epoch-start-bound knee of
+    MODERATELY_INPUT_BOUND_MAX of its time, or waits on the main process's receive (a receive
+    floor: the latency is cleared and the hand-off binds, which its own finding names; 49 workers
+    on 2 CPUs waited 21% of the time so) (else it cleared nothing: an epoch-start-bound knee of
     67% stall was said to clear it), the subject is the loader-bound row with the most workers
     below the knee's count (its other settings the knee's), and the finding says the knee cleared
     it (`cleared_by`): why workers past the core count paid."""
@@ -667,7 +672,7 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
                     and r.settings.num_workers > 0), None)
     cleared_by = None
     if (subject is None and usable_cpus and knee.settings.num_workers > usable_cpus
-            and _s(knee).stall_fraction <= th.MODERATELY_INPUT_BOUND_MAX):
+            and (_s(knee).stall_fraction <= th.MODERATELY_INPUT_BOUND_MAX or _s(knee).verdict is Verdict.RECEIVE_FLOOR)):
         below = [r for r in ok if 0 < r.settings.num_workers < knee.settings.num_workers
                  and replace(r.settings, num_workers=knee.settings.num_workers) == knee.settings
                  and r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND]
@@ -1025,7 +1030,8 @@ def transfer_mb_per_s(result: ConfigResult) -> float | None:
 def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, usable_cpus: int | None) -> list[Finding]:
     """Why the curve flattens past the knee, with the evidence: the step itself (StepBinds, its
     share of the compute ceiling), the step slowed beside the loader (StepSlower: mean compute
-    vs the step alone, CPU saturation), the worker->main transfer (Transfer, MB/s), and what
+    vs the step alone, CPU saturation; only where that slowdown explains at least half of the
+    knee's shortfall from the ceiling, STEP_SLOWER_EXPLAINS), the worker->main transfer (Transfer, MB/s), and what
     configs past the knee cost in CPU for what they gain (MoreNotBetter; never from a row whose
     step slowed beside the loader)."""
     out: list[Finding] = []
@@ -1039,7 +1045,8 @@ def plateau(ok: Sequence[ConfigResult], knee: ConfigResult, best: ConfigResult, 
         # Mean, not median, compute time: a tail of slow steps (launches delayed by CPU
         # contention, an all-reduce waiting for a late rank) costs throughput too.
         compute_mean_s = (ks.mean_step_s or 0.0) * (1.0 - ks.stall_fraction)
-        if share < th.STEP_SLOWER_SHARE and compute_mean_s > th.STEP_SLOWER_COMPUTE * alone_s:
+        if (share < th.STEP_SLOWER_SHARE and compute_mean_s > th.STEP_SLOWER_COMPUTE * alone_s
+                and compute_mean_s / alone_s - 1.0 >= th.STEP_SLOWER_EXPLAINS * (1.0 / share - 1.0)):
             main = None if ks.main_cpu_util_pct is None else ks.main_cpu_util_pct / 100.0
             out.append(StepSlower(
                 knee.settings, share=share, ceiling=ceiling, compute_mean_s=compute_mean_s,

@@ -146,6 +146,11 @@ SAMPLER_NAMED_S = 0.01
 # ceiling and its mean compute over 5% above the step alone (the timing's own noise is under that).
 STEP_SLOWER_SHARE = 0.95
 STEP_SLOWER_COMPUTE = 1.05
+# choice: ...and only where the slower step explains at least half of the knee's shortfall from the
+# ceiling (its slowdown at least half of ceiling / knee - 1): a receive-floor knee at 57% of the
+# ceiling with its step 5% slower was said to fall short "because the step itself runs slower",
+# where its 39% stall was the cause; the H200 knees it names fall 13-20% short with steps 12-20% slower.
+STEP_SLOWER_EXPLAINS = 0.5
 # choice: a row whose median step (the compute column) ran over 10% slower beside the loader than
 # the step alone is named as such, not compute-bound: the training process was short of CPU or the
 # host was disturbed. Twice STEP_SLOWER_COMPUTE's margin (the timing's own noise is under 5%); a

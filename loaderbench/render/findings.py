@@ -555,13 +555,13 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
 
 def _equal_cheaper_text(f: EqualCheaper, name: Name) -> str:
     peers = "; ".join(
-        f"{name(p.settings)} {_rate(p.samples_per_s)} ({p.below_best:.1%} below the best, outside the "
-        f"{f.tolerance:.0%} tolerance where the pick is inside; " + (f"{p.repeats} repeats)" if p.repeats > 1
-                                                                     else "one trial)")
+        f"{name(p.settings)} {_rate(p.samples_per_s)} ({p.below_best:.1%} below the best; "
+        + (f"{p.repeats} repeats)" if p.repeats > 1 else "one trial)")
         for p in f.peers)
     one = len(f.peers) == 1
-    return (f"Equal within the {f.tolerance:.0%} tolerance of the pick's {_rate(f.knee_samples_per_s)}, and "
-            f"cheaper: {peers}. {'It is' if one else 'They are'} as good as the pick within this run's measurement; "
+    return (f"Cheaper, and within the {f.tolerance:.0%} tolerance of the pick's {_rate(f.knee_samples_per_s)}: "
+            f"{peers}. Not picked: {'it reads' if one else 'they read'} past the tolerance below the best, where the "
+            f"pick is inside; {'it is' if one else 'they are'} as good as the pick within this run's measurement, and "
             f"a rerun may pick {'it' if one else 'one of them'}.")
 
 
