@@ -1338,12 +1338,42 @@ class BatchedFetch(Finding):
     loader_gain: float
 
 
+@dataclass
+class DisturbedRow(Record):
+    """One row whose own windows ran beside a burst of other load: its samples/s, the cores other
+    processes and the hypervisor's steal took from the usable CPUs (`other_cores`, the median over
+    its trials) and the steal's part of them (`steal_cores`, named from STEAL_CORES_NAMED:
+    `steal_named`); `repeats`, its trials."""
+
+    settings: LoaderSettings
+    samples_per_s: float
+    other_cores: float
+    steal_cores: float = 0.0
+    steal_named: bool = False
+    repeats: int = 1
+
+
+@dataclass
+class DisturbedRows(Finding):
+    """Rows whose own windows ran beside other load of at least `share` of the `usable_cpus` and
+    `over_median` times the median over the sweep's rows (`median_cores`): a burst in their
+    windows, not a load every row shared (OtherLoad names that); their figures read the burst as
+    well as the config."""
+
+    kind: ClassVar[FindingKind] = FindingKind.DISTURBED_ROWS
+    rows: list[DisturbedRow] = field(default_factory=list)
+    median_cores: float = 0.0
+    usable_cpus: int | None = None
+    share: float = 0.0
+    over_median: float = 0.0
+
+
 FINDINGS: dict[FindingKind, type[Finding]] = {
     cls.kind: cls for cls in (
         Knee, AlsoFastest, BestWithinTolerance, LoaderAlone, RemainingWait, NotCleared, LowestStall, StepSlower,
         StepBinds, Transfer, MoreNotBetter, Startup, EpochFaster, Threads, Oversubscribed, MemoryPerWorker,
         PartialBatches, ServedFromCache, OtherLoad, NoneMeasured, Noisy, ListedFirst, StepSlowed, IdleWorkers,
-        LatencyBound, EpochIter, WorkerSlower, EqualCheaper, LongTail, BatchedFetch,
+        LatencyBound, EpochIter, WorkerSlower, EqualCheaper, LongTail, BatchedFetch, DisturbedRows,
     )
 }
 """The payload class of every finding kind."""

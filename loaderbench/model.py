@@ -273,6 +273,7 @@ class FindingKind(str, Enum):
     EQUAL_CHEAPER = "equal-cheaper"  # cheaper configs measured within the tolerance of the pick, not picked
     LONG_TAIL = "long-tail"  # the per-sample build time has a long tail; in_order=False measured against it
     BATCHED_FETCH = "batched-fetch"  # a dataset without __getitems__ pays a large fixed cost per item
+    DISTURBED_ROWS = "disturbed-rows"  # rows whose own windows ran beside a burst of other load or steal
 
 
 class WarningKind(str, Enum):

@@ -1155,6 +1155,30 @@ def test_the_knee_falls_short_because_of_its_step_only_where_the_slower_step_exp
     assert "because the step itself runs slower" not in sentences(rs)
 
 
+def test_rows_whose_own_windows_ran_beside_a_burst_of_steal_are_named_with_it():
+    from loaderbench.conclusions import DisturbedRows
+
+    # Five rows on 2 CPUs, other load (cores) 0, 0.05, 0, 0.30 (0.25 of it steal) and 0.10: the
+    # median 0.05, the floor max(10% of 2, 2 x 0.05) = 0.2 cores: the 0.30 row alone had a burst.
+    def row(w: int, other_pct: float, steal_pct: float = 0.0):
+        t = cpu(trial(0.002, 0.010), 60, 20, other_pct)
+        t.steal_cpu_util_pct = steal_pct
+        return result(settings(w), t)
+
+    rs = result_set([row(1, 0), row(2, 5), row(3, 0), row(4, 5, 25), row(5, 10)], step_s=0.010)
+    [f] = [f for f in rs.analysis.notes if isinstance(f, DisturbedRows)]
+    assert f.median_cores == pytest.approx(0.05) and f.usable_cpus == 2
+    [r] = f.rows
+    assert r.settings.num_workers == 4 and r.other_cores == pytest.approx(0.30) and r.steal_cores == pytest.approx(0.25)
+    assert r.steal_named
+    assert ("Disturbed windows: while these rows were measured, other processes and the hypervisor's steal took 10% "
+            "or more of the 2 usable CPUs, over 2x the rows' median (0.05 cores): 4 workers 1,333 samples/s (0.3 "
+            "cores, 0.2 of them steal).") in sentences(rs)
+    # A load every row shared (0.30 cores each) is no burst of one row's: the other-load note says it.
+    rs = result_set([row(w, 5, 25) for w in (1, 2, 3)], step_s=0.010)
+    assert not any(isinstance(f, DisturbedRows) for f in rs.analysis.notes)
+
+
 def test_an_epoch_whose_last_batch_alone_is_short_is_named_as_training_sees_it():
     from loaderbench.analysis.advice import partial_batches
     from loaderbench.render import footer

@@ -143,7 +143,7 @@ def analyze(result_set: ResultSet, *, what_if: Sequence[WhatIf] | None = None) -
              *advice.served_from_cache(results),
              *advice.noisy(results, next((f for f in recommendation.findings if isinstance(f, Knee)), None)),
              *advice.step_slowed_rows(results, usable, named, recommendation.settings), *idle,
-             *advice.epoch_iter(results), *advice.worker_slower(results)]
+             *advice.epoch_iter(results), *advice.worker_slower(results), *advice.disturbed_rows(results, usable)]
     analysis = Analysis(
         recommendation=recommendation,
         compute_ceilings=shown,

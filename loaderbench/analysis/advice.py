@@ -44,6 +44,8 @@ from loaderbench.conclusions import (
     CpuBound,
     DeviceBinds,
     Difference,
+    DisturbedRow,
+    DisturbedRows,
     EpochFaster,
     EpochIter,
     EpochIterRow,
@@ -622,6 +624,29 @@ def other_load_floor(usable_cpus: int | None) -> float:
     if cpus:
         floor = max(min(floor, th.OTHER_LOAD_SMALL_SHARE * cpus), th.OTHER_LOAD_SHARE * cpus)
     return floor
+
+
+def disturbed_rows(results: Sequence[ConfigResult], usable_cpus: int | None) -> list[Finding]:
+    """DisturbedRows for the measured rows whose own windows ran beside other load
+    (`Summary.other_cores`: other processes and the hypervisor's steal, cores) of at least
+    DISTURBED_SHARE of `usable_cpus` and DISTURBED_OVER_MEDIAN times the median over the rows
+    that read it: a burst in those windows, which their figures read as well as the config (a
+    load every row shared is OtherLoad's). None without a CPU count or with fewer than 3 rows
+    (no median to stand out from)."""
+    seen = [r for r in results if r.status == "ok" and r.summary is not None and r.summary.other_cores is not None]
+    if not usable_cpus or len(seen) < 3:
+        return []
+    median = statistics.median(_s(r).other_cores or 0.0 for r in seen)
+    floor = max(th.DISTURBED_SHARE * usable_cpus, th.DISTURBED_OVER_MEDIAN * median)
+    rows = []
+    for r in sorted(seen, key=lambda r: r.settings.num_workers):
+        s = _s(r)
+        if (s.other_cores or 0.0) >= floor:
+            steal = (s.steal_cpu_util_pct or 0.0) / 100.0
+            rows.append(DisturbedRow(r.settings, s.samples_per_s, s.other_cores or 0.0, steal_cores=steal,
+                                     steal_named=steal >= th.STEAL_CORES_NAMED, repeats=s.repeats))
+    return [DisturbedRows(rows=rows, median_cores=median, usable_cpus=usable_cpus, share=th.DISTURBED_SHARE,
+                          over_median=th.DISTURBED_OVER_MEDIAN)] if rows else []
 
 
 def other_load(ok: Sequence[ConfigResult], usable_cpus: int | None) -> list[Finding]:

@@ -118,6 +118,13 @@ CORES_SLOWER = 1.25
 OTHER_LOAD_CORES = 1.0
 OTHER_LOAD_SHARE = 0.1
 OTHER_LOAD_SMALL_SHARE = 0.25
+# choice: a row whose own windows ran beside other load (other processes and the hypervisor's
+# steal) of a tenth of the usable CPUs and twice the median over the sweep's rows had a burst of
+# its own: on 2 CPUs, rows at 51, 53 and 56 workers measured under 0.22-0.32 cores of steal (the
+# rows' median 0.05) read 16-19% under plain loops and their neighbours, with nothing to mark them
+# (docs/benchmarks.md section 34f).
+DISTURBED_SHARE = 0.1
+DISTURBED_OVER_MEDIAN = 2.0
 # choice: other processes' cores are named beside a CPU cause from half a core.
 OTHER_CORES_NAMED = 0.5
 # choice: the hypervisor's steal is named from 0.05 of a core (what the sentence rounds to 0.1).

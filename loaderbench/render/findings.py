@@ -11,6 +11,7 @@ from loaderbench.conclusions import (
     AlsoFastest,
     BatchedFetch,
     BestWithinTolerance,
+    DisturbedRows,
     EpochFaster,
     EpochIter,
     EqualCheaper,
@@ -272,6 +273,8 @@ def finding_sentence(f: Finding, name: Name = describe) -> str:
         return _equal_cheaper_text(f, name)
     if isinstance(f, StepSlowed):
         return _step_slowed_text(f, name)
+    if isinstance(f, DisturbedRows):
+        return _disturbed_text(f, name)
     if isinstance(f, IdleWorkers):
         return _idle_text(f, name)
     if isinstance(f, EpochIter):
@@ -583,6 +586,19 @@ def _latency_text(f: LatencyBound, name: Name) -> str:
             f"requests in flight set the rate, not the CPUs. What helps: {more}threads inside a "
             "worker (a pool fetching a batch's samples at once); batched fetching (a `__getitems__` that reads a "
             "batch in one request); fewer, larger reads (samples packed into shards)." + measured)
+
+
+def _disturbed_text(f: DisturbedRows, name: Name) -> str:
+    rows = []
+    for r in f.rows:
+        steal = f", {r.steal_cores:.1f} of them steal" if r.steal_named else ""
+        trials = f"; {r.repeats} trials" if r.repeats > 1 else ""
+        rows.append(f"{name(r.settings)} {_rate(r.samples_per_s)} ({r.other_cores:.1f} cores{steal}{trials})")
+    of = f" of the {f.usable_cpus} usable CPUs" if f.usable_cpus else ""
+    return (f"Disturbed windows: while these rows were measured, other processes and the hypervisor's steal took "
+            f"{f.share:.0%} or more{of}, over {f.over_median:g}x the rows' median ({f.median_cores:.2f} cores): "
+            + "; ".join(rows) + ". Their figures read that burst as well as the config: compare them with care, or "
+            "measure them again (--repeats).")
 
 
 def _step_slowed_text(f: StepSlowed, name: Name) -> str:

@@ -15,6 +15,7 @@ from loaderbench.conclusions import (
     BestWithinTolerance,
     CacheFix,
     CeilingBinds,
+    DisturbedRows,
     EpochIter,
     EqualCheaper,
     FetchPrep,
@@ -668,7 +669,7 @@ def note_lines(rs: ResultSet, name: Name, *, verbose: bool = False) -> list[str]
             out.extend(served_from_cache_lines(f, name, verbose=verbose, grouped=lambda c: _grouped(rs, c)))
         elif isinstance(f, MemoryPerWorker) and verbose:
             out.append(_memory_text(f, name))
-        elif isinstance(f, (StepSlowed, IdleWorkers, EpochIter, WorkerSlower)):
+        elif isinstance(f, (StepSlowed, IdleWorkers, EpochIter, WorkerSlower, DisturbedRows)):
             out.append(finding_sentence(f, name))
     kinds: dict[WarningKind, dict[str, list[tuple[LoaderSettings, str]]]] = {}
     for r in rs.results:
