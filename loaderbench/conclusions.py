@@ -768,6 +768,10 @@ class RemainingWait(Finding):
     # workers, measured, did not shorten by more than it (the time is the dataset's __iter__).
     tolerance: float = 0.0
     start_outlasts_persistent: bool = False
+    # The mean wait per batch the parts add up to (seconds), and whether `part` is at least half of
+    # it: where it is not, the largest part is named as the largest, not as most of the wait.
+    wait_mean_s: float | None = None
+    part_most: bool = True
 
 
 class NotClearedCause(str, Enum):

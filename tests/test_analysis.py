@@ -127,6 +127,64 @@ def test_a_receive_floor_beside_more_workers_that_waited_less_says_so():
             "15.0%)") in text and "waited less" not in text
 
 
+def test_a_receive_floor_with_no_row_of_more_workers_is_a_labelled_prediction():
+    # As above without the 8-worker row: nothing measured shows more workers waiting as long.
+    rs = [
+        result(settings(0), trial(0.032, 0.012)),
+        with_(result(settings(2), trial(0.006, 0.012)), receive_s=[0.0014] * 4),
+        with_(result(settings(4), trial(0.0016, 0.012)), receive_s=[0.0014] * 4),
+    ]
+    rec = recommend(rs)
+    assert rec.settings.num_workers == 4 and rs[2].summary.verdict == "receive floor"
+    text = reason(rec)
+    assert ("taking a batch is the main process's work, so more workers should not shorten it (a prediction: no "
+            "config with more workers was measured)") in text and "cannot remove it" not in text
+
+
+def _receive_beside_epoch_starts(start_s: float, loader_s: float) -> list[float]:
+    """20 waits of a 5-ms step: 18 of 2 ms of receive (the probe's) + `loader_s` of batches
+    not built in time, and batches 9 and 19 starting an epoch, waiting `start_s` each."""
+    waits = [0.002 + loader_s] * 20
+    waits[9] = waits[19] = start_s
+    return waits
+
+
+def test_a_receive_under_half_the_wait_names_no_floor():
+    # Per 20 batches: receive 18 x 2 = 36 ms, loader 18 x 1.5 = 27 ms, epoch start 2 x 12 = 24 ms.
+    # The receive is the largest part but 36 / 87 = 41% of the wait: more of it is parts settings
+    # act on, so the row is loader-bound (27 > 24), not a floor no num_workers removes.
+    rs = [
+        result(settings(0), trial(0.020, 0.005)),
+        with_(result(settings(4), trial(0, 0.005, waits=_receive_beside_epoch_starts(0.012, 0.0015))),
+              receive_s=[0.002] * 4, epoch_start_batches=[9, 19]),
+    ]
+    parts = rs[1].summary.wait_parts_s
+    assert (parts["receive"], parts["loader"], parts["epoch-start"]) == pytest.approx((0.0018, 0.00135, 0.0012))
+    assert rs[1].summary.verdict == Verdict.LOADER_BOUND.value
+    rec = recommend(rs)
+    text = reason(rec)
+    assert "receive" not in text and "cannot remove" not in text
+    assert "The fastest config has the most workers of those measured: try more workers" in text
+    # A receive of half the wait or more is the floor: 18 x 2 = 36 ms against 18 x 0.5 + 2 x 8 = 25.
+    r = with_(result(settings(4), trial(0, 0.005, waits=_receive_beside_epoch_starts(0.008, 0.0005))),
+              receive_s=[0.002] * 4, epoch_start_batches=[9, 19])
+    assert r.summary.verdict == Verdict.RECEIVE_FLOOR.value
+
+
+def test_a_largest_part_under_half_the_wait_is_named_as_the_largest():
+    # Epoch starts of 20 ms (2 x 20 = 40 ms) beside 36 ms of receive and 18 x 1 = 18 ms of loader:
+    # the start is the largest part, 40 / 94 = 43% of the wait, 2.0 of 4.7 ms per batch.
+    rs = [
+        result(settings(0), trial(0.020, 0.005)),
+        with_(result(settings(4), trial(0, 0.005, waits=_receive_beside_epoch_starts(0.020, 0.001))),
+              receive_s=[0.002] * 4, epoch_start_batches=[9, 19]),
+    ]
+    assert rs[1].summary.verdict == Verdict.EPOCH_START_BOUND.value
+    text = reason(recommend(rs))
+    assert ("comes most from workers starting again at each epoch start: 2.0 of its 4.7 ms mean wait per batch"
+            in text and "is mostly" not in text)
+
+
 def test_a_long_wait_with_a_small_receive_floor_stays_loader_bound():
     # Decode-bound on 2 CPUs: 28 ms of waiting per 100 ms step, of which 1.5 ms is receiving.
     r = with_(result(settings(2), trial(0.028, 0.100)), receive_s=[0.0015] * 4)

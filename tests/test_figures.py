@@ -1134,6 +1134,31 @@ def test_a_knee_past_the_cpus_that_cleared_a_latency_bound_row_says_why_it_paid(
     assert not any(isinstance(f, LatencyBound) for f in rs.recommendation.findings)
 
 
+def test_a_latency_bound_knee_whose_receive_is_under_half_its_wait_is_no_floor_and_asks_for_more_workers():
+    # A recorded sweep on 2 CPUs (a new user's: 8 samples of 8 ms of sleep a batch, a 5-ms step,
+    # --num-workers 1,2,3,4): the 4-worker row, the fastest and the most workers measured, waited
+    # 7.81 ms a batch: 2.89 ms receiving, 2.70 of batches not built in time, 2.20 of epoch starts.
+    # The receive, 37% of the wait, is no floor: the row is loader-bound (rows rose 489 -> 610 from 3
+    # to 4 workers), its workers wait on latency, and more workers are what the output asks for.
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "data" / "bench" / "new-user-final2-cpu" / "c3_nohog.json"
+    rs = read_results(path)
+    analyze(rs)
+    four = rs.results[3]
+    parts = four.summary.wait_parts_s
+    assert four.settings.num_workers == 4 and round(four.summary.samples_per_s) == 610
+    assert (parts[WaitPart.RECEIVE], parts[WaitPart.LOADER], parts[WaitPart.EPOCH_START]) == pytest.approx(
+        (0.00289, 0.00270, 0.00220), abs=5e-6)
+    assert [r.summary.verdict for r in rs.results] == [Verdict.LOADER_BOUND] * 4
+    assert rs.recommendation.settings.num_workers == 4
+    text = sentences(rs)
+    assert "receive" not in text and "cannot remove" not in text and "clears it" not in text
+    assert "The fastest config has the most workers of those measured: try more workers." in text
+    assert ("Latency-bound (4 workers): its workers used 0.06 of a core each on average (under 30%)" in text
+            and "What helps: more workers (past the 2 usable CPUs: they wait rather than compute)" in text)
+
+
 def test_the_knee_falls_short_because_of_its_step_only_where_the_slower_step_explains_it():
     from loaderbench.conclusions import StepSlower
 

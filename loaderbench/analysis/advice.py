@@ -31,7 +31,7 @@ from typing import Any
 from loaderbench.analysis import thresholds as th
 from loaderbench.analysis.knee import Ranking, rank
 from loaderbench.analysis.statistics import other_cores
-from loaderbench.analysis.wait import cpu_saturated, slowed_past, workers_short_of_cpu
+from loaderbench.analysis.wait import cpu_saturated, slowed_past, verdict_part, workers_short_of_cpu
 from loaderbench.conclusions import (
     AlsoFastest,
     Baseline,
@@ -404,9 +404,9 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
         return []
     parts = ks.wait_parts_s
     step = ks.mean_step_s or ks.step_p50_s
-    main = max(WaitPart, key=lambda p: parts.get(p, 0.0))
-    if ks.idle_workers and main is WaitPart.RECEIVE:
-        main = WaitPart.LOADER  # idle workers: the step waits on the workers that work (IdleWorkers)
+    # The verdict's part (wait.verdict_part): with idle workers the step waits on the workers
+    # that work (IdleWorkers); a receive under half the wait is no floor.
+    main = verdict_part(parts, ks.idle_workers) or WaitPart.LOADER
     s = knee.settings
     trial = knee.trials[0] if knee.trials else None
     remedies: list[Remedy] = []
@@ -484,7 +484,8 @@ def remaining_wait(knee: ConfigResult, ok: Sequence[ConfigResult], of_knee: bool
     return [RemainingWait(
         s, of_knee=of_knee, part=main, workers_restart=s.num_workers > 0 and not s.persistent_workers,
         verdict=ks.verdict, stall_fraction=ks.stall_fraction, wait_p50_s=ks.data_wait_p50_s,
-        part_s=parts.get(main, 0.0),
+        part_s=parts.get(main, 0.0), wait_mean_s=sum(parts.values()),
+        part_most=parts.get(main, 0.0) >= th.PART_MOST * sum(parts.values()),
         parts_share={p: v / step for p, v in parts.items() if step > 0 and v / step >= th.PART_REPORTED},
         receive_s=ks.receive_p50_s, h2d_s=ks.h2d_p50_s, h2d_hidden_fraction=ks.h2d_hidden_fraction,
         tensor_leaves=None if trial is None else trial.tensor_leaves,

@@ -198,6 +198,15 @@ WORKER_BUILD_SLOWER = 3.0
 # floor, read 2 and 4 workers within 3% on a quiet 2-core machine and over 10% apart in one trial
 # under other load; the GIL-held sends this catches ran 19-37% faster with more workers.
 RECEIVE_CONTRADICTED = 0.15
+# choice, informed by a measurement: a receive floor (a wait no num_workers removes) is named only
+# where the receive is at least half the wait; where it is less, more of the wait is parts settings
+# act on (on 2 CPUs, 4 workers of a sleep-bound dataset read a floor from 2.9 ms of receive in a
+# 7.8-ms mean wait, beside 2.7 ms of batches not built in time, with rows still rising 489 to 610
+# samples/s from 3 to 4 workers).
+RECEIVE_FLOOR_SHARE = 0.5
+# definition: a part is "most" of the wait at half of it or more; under half it is named as the
+# largest part, with the mean wait beside it.
+PART_MOST = 0.5
 # choice: a worker's build includes handing the batch over (pickling it into shared memory,
 # about what the main process's receive costs), which the main process at 0 workers never pays;
 # the extra time per batch must exceed WORKER_SLOWER_HANDOFF receives, and WORKER_SLOWER_MIN_S,

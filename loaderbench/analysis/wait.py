@@ -36,7 +36,8 @@ NOTE [what the wait is made of]
       6. loader: the rest: the batch was not built in time (fetch and prep in the workers, or
          in the main process with 0 workers).
     The parts are summed over the window; the largest one names the verdict when the stall is
-    at least 5% (or the tail alone reaches half a step). Periodic stalls (a sawtooth, every N
+    at least 5% (or the tail alone reaches half a step), the receive only where it is at least
+    half the wait (a floor no num_workers removes must be most of it). Periodic stalls (a sawtooth, every N
     batches) are a property of the loader part.
 """
 
@@ -62,6 +63,7 @@ from loaderbench.analysis.thresholds import (
     PERIOD_STALL_OVER_REST,
     RECEIVE_CONTENDED,
     RECEIVE_CONTRADICTED,
+    RECEIVE_FLOOR_SHARE,
     STEP_SLOWED,
     STEP_SLOWED_MIN_S,
     TAIL_MIN_STALL,
@@ -156,6 +158,31 @@ def dominant_part(parts_s: dict[WaitPart, float]) -> WaitPart | None:
     """The part with the most wait (ties: the order of WaitPart), None when nothing waited."""
     best = max(WaitPart, key=lambda p: parts_s.get(p, 0.0))
     return best if parts_s.get(best, 0.0) > 0 else None
+
+
+def verdict_part(parts_s: dict[WaitPart, float], idle_workers: int | None = None) -> WaitPart | None:
+    """The wait part that names a row's verdict and its remaining wait (`dominant_part`), but
+    the receive only where it is at least RECEIVE_FLOOR_SHARE of the summed parts and no worker
+    sat idle (`Summary.idle_workers`): a receive floor says no num_workers removes the wait,
+    which holds only where the receive is most of it; otherwise the largest other part names it
+    (with idle workers the step waits on the workers that work: the loader part). None when
+    nothing waited.
+
+    >>> R, L, E = WaitPart.RECEIVE, WaitPart.LOADER, WaitPart.EPOCH_START
+    >>> verdict_part({R: 2.89, L: 2.70, E: 2.20}).value, verdict_part({R: 2.0, L: 1.0, E: 0.9}).value
+    ('loader', 'receive')
+    >>> verdict_part({R: 2.0, E: 0.5}, idle_workers=3).value
+    'loader'
+    """
+    part = dominant_part(parts_s)
+    if part is not WaitPart.RECEIVE:
+        return part
+    if idle_workers:
+        return WaitPart.LOADER
+    if parts_s[part] >= RECEIVE_FLOOR_SHARE * sum(max(0.0, v) for v in parts_s.values()):
+        return part
+    rest: dict[WaitPart, float] = {p: v for p, v in parts_s.items() if p is not WaitPart.RECEIVE}
+    return dominant_part(rest) if rest else part
 
 
 def input_bound_band(stall_fraction: float) -> InputBound:
@@ -309,8 +336,9 @@ _PART_VERDICT = {
 def verdict_for(result: ConfigResult, *, loader_only: bool = False) -> tuple[Verdict, bool]:
     """(verdict, tail_only) of a measured config from its summary and wait parts.
 
-    A row with idle workers (`Summary.idle_workers`) whose largest part is the receive is
-    loader-bound: the step waits on the workers that work. Compute-bound under 5% stall unless the tail alone (p95 wait at least half a step, with at
+    The part that names it is `verdict_part`'s: a row with idle workers (`Summary.idle_workers`)
+    whose largest part is the receive is loader-bound (the step waits on the workers that work),
+    and a receive under RECEIVE_FLOOR_SHARE of the wait names no floor. Compute-bound under 5% stall unless the tail alone (p95 wait at least half a step, with at
     least 2% stall) says the step starves now and then, or the step itself ran over 10% slower
     than alone (`step_slowed`: STEP_SLOWED, the step did not bind as it does alone). Otherwise the largest wait part names
     it; an H2D part is `H2D_PAGEABLE` without pin_memory, else `H2D_NOT_HIDDEN`. `loader_only`
@@ -326,13 +354,11 @@ def verdict_for(result: ConfigResult, *, loader_only: bool = False) -> tuple[Ver
         if not (has_tail_stalls(s) and s.stall_fraction >= TAIL_MIN_STALL):
             return (Verdict.STEP_SLOWED if step_slowed(s) else Verdict.COMPUTE_BOUND), False
         tail_only = True
-    part = dominant_part(s.wait_parts_s) or WaitPart.LOADER
+    # Idle workers leave the step waiting on the few that work: the loader binds through them,
+    # whatever the hand-off of a built batch costs; a receive under half the wait is no floor.
+    part = verdict_part(s.wait_parts_s, s.idle_workers) or WaitPart.LOADER
     if part is WaitPart.H2D:
         return (Verdict.H2D_NOT_HIDDEN if result.settings.pin_memory else Verdict.H2D_PAGEABLE), tail_only
-    if part is WaitPart.RECEIVE and s.idle_workers:
-        # Workers that deliver nothing leave the step waiting on the few that work: the loader
-        # binds through them, whatever the hand-off of a built batch costs.
-        return Verdict.LOADER_BOUND, tail_only
     return _PART_VERDICT[part], tail_only
 
 

@@ -499,8 +499,12 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
         # The loader alone builds them faster than the step takes them: late, not unbuilt.
         words = ("batches that reached the step late, though the loader alone builds them faster than the step "
                  "takes them")
-    text = (f"{who} ({f.stall_fraction:.1%}, {f.wait_p50_s * 1e3:.1f} ms median wait per batch) "
-            f"is mostly {words}: {f.part_s * 1e3:.1f} ms per batch")
+    text = f"{who} ({f.stall_fraction:.1%}, {f.wait_p50_s * 1e3:.1f} ms median wait per batch) "
+    if f.part_most or f.wait_mean_s is None:
+        text += f"is mostly {words}: {f.part_s * 1e3:.1f} ms per batch"
+    else:
+        text += (f"comes most from {words}: {f.part_s * 1e3:.1f} of its {f.wait_mean_s * 1e3:.1f} ms mean wait "
+                 "per batch")
     if part is WaitPart.RECEIVE and f.receive_s is not None:
         what = []
         if f.tensor_leaves:
@@ -515,7 +519,9 @@ def _remaining_wait_text(f: RemainingWait, name: Name) -> str:
         text += (f" (taking a batch that was already built costs {f.receive_s * 1e3:.1f} ms, measured after "
                  f"the window{'; the batch is ' + ', '.join(what) if what else ''}); ")
         if f.more_settings is None or f.more_wait_p50_s is None or f.more_stall_fraction is None:
-            text += "more workers cannot remove it"
+            # Nothing measured with more workers: a prediction, labelled as one.
+            text += ("taking a batch is the main process's work, so more workers should not shorten it (a "
+                     "prediction: no config with more workers was measured)")
         elif f.more_still_waits:
             text += (f"more workers cannot remove it: {name(f.more_settings)} still waited "
                      f"{f.more_wait_p50_s * 1e3:.1f} ms per batch (median; stall {f.more_stall_fraction:.1%})")
