@@ -37,8 +37,8 @@ NOTE [what the wait is made of]
          in the main process with 0 workers).
     The parts are summed over the window; the largest one names the verdict when the stall is
     at least 5% (or the tail alone reaches half a step), the receive only where it is at least
-    half the wait (a floor no num_workers removes must be most of it). Periodic stalls (a sawtooth, every N
-    batches) are a property of the loader part.
+    half the wait (a floor no num_workers removes must be most of it: `verdict_part`). Periodic
+    stalls (a sawtooth, every N batches) are a property of the loader part.
 """
 
 from __future__ import annotations
@@ -336,12 +336,13 @@ _PART_VERDICT = {
 def verdict_for(result: ConfigResult, *, loader_only: bool = False) -> tuple[Verdict, bool]:
     """(verdict, tail_only) of a measured config from its summary and wait parts.
 
-    The part that names it is `verdict_part`'s: a row with idle workers (`Summary.idle_workers`)
-    whose largest part is the receive is loader-bound (the step waits on the workers that work),
-    and a receive under RECEIVE_FLOOR_SHARE of the wait names no floor. Compute-bound under 5% stall unless the tail alone (p95 wait at least half a step, with at
+    Compute-bound under 5% stall unless the tail alone (p95 wait at least half a step, with at
     least 2% stall) says the step starves now and then, or the step itself ran over 10% slower
-    than alone (`step_slowed`: STEP_SLOWED, the step did not bind as it does alone). Otherwise the largest wait part names
-    it; an H2D part is `H2D_PAGEABLE` without pin_memory, else `H2D_NOT_HIDDEN`. `loader_only`
+    than alone (`step_slowed`: STEP_SLOWED, the step did not bind as it does alone). Otherwise
+    the wait part of `verdict_part` names it (the largest; a row with idle workers,
+    `Summary.idle_workers`, whose largest part is the receive is loader-bound, the step waiting
+    on the workers that work; a receive under RECEIVE_FLOOR_SHARE of the wait names no floor);
+    an H2D part is `H2D_PAGEABLE` without pin_memory, else `H2D_NOT_HIDDEN`. `loader_only`
     (`--compute none`) gives LOADER_ALONE. Raises ValueError without a summary.
     """
     s = result.summary
