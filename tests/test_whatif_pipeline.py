@@ -838,12 +838,29 @@ def test_a_batched_fetch_measures_the_fixed_cost_of_a_call():
             return torch.zeros(16, 8), 1
 
     assert probe_batched_fetch(SixteenRows(), list(range(64)), items=16) is None
+
+    class PassesTheIndexThrough(torch.utils.data.Dataset):
+        # ... or passes its list of indices through as the label: asked for 2, it returns one pair.
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            return torch.zeros(16), i
+
+    assert probe_batched_fetch(PassesTheIndexThrough(), list(range(64)), items=2) is None
     from loaderbench.measure.alternatives import holds_samples
 
     assert holds_samples([(1, 2)] * 16, 16) and holds_samples((torch.zeros(16, 3), torch.arange(16)), 16)
     assert not holds_samples((torch.zeros(3, 8), 1), 16) and not holds_samples({"x": torch.zeros(15, 2)}, 16)
     assert not holds_samples((torch.zeros(16, 8), 1), 16, one=(torch.zeros(16, 8), 1))
     assert holds_samples((torch.zeros(16, 8), torch.arange(16)), 16, one=(torch.zeros(8), 1))
+    # A sample that is a pair, from a __getitem__ that passes its list of 2 indices through as the
+    # label: (tensor(16), [3, 4]) is one sample, not 2, though a tuple of 2; a list of 2 pairs is 2
+    # samples, of different sizes or not; a TensorDataset's 2 rows still are.
+    pair = (torch.zeros(16), 3)
+    assert not holds_samples((torch.zeros(16), [3, 4]), 2, one=pair)
+    assert holds_samples([(torch.zeros(16), 3), (torch.zeros(9), 4)], 2, one=pair)
+    assert holds_samples((torch.zeros(2, 8), torch.arange(2)), 2, one=(torch.zeros(8), 1))
 
 
 def test_the_sweeps_profile_keeps_the_jpegs_and_times_the_decoders():

@@ -292,18 +292,34 @@ def has_getitems(dataset: Any) -> bool:
 
 def holds_samples(result: Any, n: int, one: Any = None) -> bool:
     """Whether `result`, what `dataset[list of n indices]` returned, holds n samples: a list or
-    tuple of n items, or a collated structure whose every array leaf has n rows (a
-    TensorDataset's tuple of tensors); and, with `one` (what `dataset[i]` returned), not built
-    as one sample is (same types, lengths and array shapes: a `__getitem__` that ignores its
-    index and returns a sample of n rows)."""
+    tuple of n items (with `one`, what `dataset[i]` returned: each item built as `one` is, of
+    the same types, lengths and array dimensions, so a sample that is itself a tuple of n fields
+    is not taken for n samples), or a collated structure whose every array leaf has n rows (a
+    TensorDataset's tuple of tensors); and, with `one`, not built as one sample is (same types,
+    lengths and array shapes: a `__getitem__` that ignores its index and returns a sample of n
+    rows)."""
     from loaderbench.workload.batch import array_rows
 
     if one is not None and _layout(result) == _layout(one):
         return False
-    if isinstance(result, (list, tuple)) and len(result) == n:
+    if (isinstance(result, (list, tuple)) and len(result) == n
+            and (one is None or all(_kind(x) == _kind(one) for x in result))):
         return True
     rows = array_rows(result)
     return bool(rows) and all(r == n for r in rows)
+
+
+def _kind(x: Any, depth: int = 0) -> Any:
+    """`_layout` with arrays by their type and number of dimensions only: samples of one dataset
+    whose arrays differ in size (images of different sizes) are of one kind."""
+    shape = getattr(x, "shape", None)
+    if shape is not None:
+        return (type(x).__name__, len(tuple(shape)))
+    if depth < 4 and isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(_kind(v, depth + 1) for v in x))
+    if depth < 4 and isinstance(x, dict):
+        return ("dict", tuple((k, _kind(v, depth + 1)) for k, v in x.items()))
+    return type(x).__name__
 
 
 def _layout(x: Any, depth: int = 0) -> Any:
