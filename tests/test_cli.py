@@ -4,6 +4,7 @@ user datasets by import path, bad input."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import psutil
@@ -359,13 +360,39 @@ def test_a_sweep_where_nothing_is_measured_exits_2_after_the_table(tmp_path):
                      "--num-workers", "0", "--batch-size", "4")
     assert res.exit_code == 2
     assert "FAILED: OSError: cannot read" in res.output
-    # The last line names the cause, not only that every row failed.
+    # The last line names the cause and where the user's code raised it, not only that every row failed.
     last = " ".join(res.output.split("loaderbench: error:")[-1].split())
-    assert last.startswith("no config was measured successfully: every row failed, hung or was skipped (the first, 0 workers:")
-    assert ": OSError: cannot read sample" in last
+    fixture = Path(__file__).resolve().parent / "fixture_datasets.py"
+    line = 1 + fixture.read_text().splitlines().index('        raise OSError(f"cannot read sample {i}")')
+    assert re.fullmatch(rf"no config was measured successfully: every row raised OSError: cannot read sample \d+, in "
+                        rf"__getitem__ at {re.escape(str(fixture))} line {line}: fix it there \(each row's traceback "
+                        rf"is in {re.escape(str(out))}\)", last), last
     row = json.loads(out.read_text())["results"][0]
     assert row["status"] == "failed" and "OSError: cannot read sample" in row["error"]
     assert "Traceback" in row["detail"]
+
+
+def test_the_line_of_a_sweep_that_measured_nothing_names_the_users_line_only_where_every_row_raised_there():
+    from loaderbench.errors import nothing_measured_line
+
+    def tb(path: str, line: int, exc: str) -> str:
+        return ('Traceback (most recent call last):\n'
+                f'  File "{Path(__file__).resolve().parents[1] / "loaderbench" / "measure" / "loop.py"}", line 169, '
+                'in timed_loop\n'
+                f'  File "{path}", line {line}, in __getitem__\n    raise ...\n{exc}\n')
+
+    # At 0 workers and at 2 (torch re-raises the worker's error; its last frame is still the user's).
+    zero, two = tb("/home/u/myds.py", 70, "ValueError: sample 850 is broken"), tb(
+        "/home/u/myds.py", 70, "ValueError: sample 851 is broken")
+    assert nothing_measured_line([zero, two], ("0 workers", "ValueError: sample 850 is broken"), "r.json") == (
+        "no config was measured successfully: every row raised ValueError: sample 850 is broken, in __getitem__ at "
+        "/home/u/myds.py line 70: fix it there (each row's traceback is in r.json)")
+    # Raised at two places, or a row with no traceback of the user's (a hang): the first row, as before.
+    other = tb("/home/u/myds.py", 75, "OSError: no such file")
+    for details in ([zero, other], [zero, ""]):
+        assert nothing_measured_line(details, ("0 workers", "ValueError: x"), "r.json") == (
+            "no config was measured successfully: every row failed, hung or was skipped (the first, 0 workers: "
+            "ValueError: x; each row says why; details in r.json)")
 
 
 def test_default_output_names_are_safe():

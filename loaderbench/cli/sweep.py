@@ -144,16 +144,12 @@ def sweep_command(**kwargs: Any) -> None:
         common.render_result(rs, fmt, common.stdout(), wide=wide, verbose=verbose)
         common.stderr().print(f"results saved to {out}", highlight=False, markup=False)
         if not any(r.status == "ok" for r in rs.results):
-            from loaderbench.errors import NothingMeasured
+            from loaderbench.errors import NothingMeasured, nothing_measured_line
             from loaderbench.render.footer import namer
 
             name = namer(rs)  # as the table names it, not its key
             first = next(((name(r.settings), r.error) for r in rs.results if r.error), None)
-            raise NothingMeasured(
-                "no config was measured successfully: every row failed, hung or was skipped "
-                + (f"(the first, {first[0]}: {first[1]}; " if first else "(")
-                + f"each row says why; details in {out})"
-            )
+            raise NothingMeasured(nothing_measured_line([r.detail or "" for r in rs.results], first, out))
         if plot:
             from loaderbench.render.plot import plot_results
 

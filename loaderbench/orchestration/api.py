@@ -240,13 +240,11 @@ def sweep_dataset(dataset: Any, *, execute: Callable[..., tuple[ResultSet, Path]
             else:
                 os.environ["PYTHONPATH"] = saved
     if not any(r.status == "ok" for r in rs.results):
-        from loaderbench.errors import NothingMeasured
+        from loaderbench.errors import NothingMeasured, nothing_measured_line
 
-        first = next((r.error for r in rs.results if r.error), None)
-        raise NothingMeasured(
-            "loaderbench.sweep: no config was measured successfully: every row failed, hung or was skipped"
-            + (f" (first: {first})" if first else "") + f"; details in {path}"
-        )
+        first = next(((r.settings.key(), r.error) for r in rs.results if r.error), None)
+        raise NothingMeasured("loaderbench.sweep: " + nothing_measured_line([r.detail or "" for r in rs.results],
+                                                                            first, path))
     return SweepRun(rs, path)
 
 
