@@ -1450,6 +1450,24 @@ class MeasuredRate(Record):
 
 
 @dataclass(frozen=True)
+class ReceiveBound(Record):
+    """A receive-floor row (`settings`, its `samples_per_s`) against the two ceilings: the main
+    process takes each finished batch (`receive_s`, the receive floor's median, seconds a batch)
+    and then runs the step, one after the other, so the loop runs at most `bound_samples_per_s` =
+    1 / (1 / compute ceiling + receive_s / samples per batch), a bound from the two measured
+    figures that the row's own samples/s checks. `window_receive_s`: the receive part of the
+    row's own wait (seconds a batch) where its window's takes ran slower than the probe's (by
+    1 / RECEIVE_CONTENDED or more: the main process waiting for a core, slow takes), which is
+    why the row falls short of the bound; None otherwise."""
+
+    settings: LoaderSettings
+    samples_per_s: float
+    receive_s: float
+    bound_samples_per_s: float
+    window_receive_s: float | None = None
+
+
+@dataclass(frozen=True)
 class LoaderCeiling(Record):
     """The loader ceiling (the loader alone, probed after a window) over the ranked configs,
     against the compute ceiling: the best sustained rate (`settings`), sustained on `probed` of
@@ -1461,7 +1479,10 @@ class LoaderCeiling(Record):
     delivers at least that, and `binds` is COMPUTE (the loop itself ran at the compute ceiling)
     or None. `start_bound`: the fastest row (its samples/s) where it waited on each epoch's start
     (`Verdict.EPOCH_START_BOUND`) while the ceilings say the step binds: both ceilings are
-    steady rates, between epoch starts."""
+    steady rates, between epoch starts. `receive_bound`: the fastest row where it waited on the
+    main process taking each finished batch (`Verdict.RECEIVE_FLOOR`) while the ceilings say the
+    step binds or the two match: the main process takes a batch and steps in turn, so the two
+    add up (`ReceiveBound`)."""
 
     samples_per_s: float
     settings: LoaderSettings
@@ -1474,6 +1495,7 @@ class LoaderCeiling(Record):
     bounded: int = 0
     bound_only: bool = False
     start_bound: MeasuredRate | None = None
+    receive_bound: ReceiveBound | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from loaderbench.analysis import analyze
 from loaderbench.analysis.advice import leave_free_cpus
 from loaderbench.conclusions import (
     CacheFix,
+    CeilingBinds,
     EpochIter,
     EqualCheaper,
     IdleWorkers,
@@ -766,6 +767,45 @@ def test_a_ceiling_over_an_epoch_start_bound_row_says_both_are_steady_rates():
     t.data_wait_s = [0.0] * 16
     t.step_s = [0.010] * 16
     rs = result_set([result(settings(2), t)], step_s=0.010)
+    assert rs.results[0].summary.verdict is Verdict.COMPUTE_BOUND
+    assert footer.loader_ceiling_line(rs).endswith("compute ceiling 1,600 samples/s: the compute step binds.")
+
+
+def test_a_ceiling_over_a_receive_floor_row_adds_the_receive_to_the_step():
+    # A 10-ms step at batch 16 (1,600 samples/s); 4 workers build far faster (the loader alone
+    # sustains 4,000), and every batch waits 3.5 ms while the main process takes it (a 3.5-ms
+    # receive floor): 16 / 13.5 ms = 1,185 samples/s. The ceilings alone would say the step binds;
+    # the main process receives and steps in turn: 1 / (1/1,600 + 0.0035/16) = 1,185, as measured.
+    t = cpu(trial(0.0035, 0.010), 90, 20)
+    t.receive_s, t.receive_cpu_s = [0.0035] * 16, [0.0035] * 16
+    t.loader_alone_method, t.loader_alone_samples_per_s = "sustained", 4000.0
+    rs = result_set([result(settings(4), t)], step_s=0.010)
+    s = rs.results[0].summary
+    assert s.verdict is Verdict.RECEIVE_FLOOR and s.samples_per_s == pytest.approx(16 / 0.0135)
+    lc = rs.analysis.loader_ceiling
+    assert lc.binds is CeilingBinds.COMPUTE and lc.receive_bound is not None
+    assert lc.receive_bound.bound_samples_per_s == pytest.approx(1.0 / (1.0 / 1600 + 0.0035 / 16))
+    assert lc.receive_bound.window_receive_s is None
+    assert footer.loader_ceiling_line(rs) == (
+        "Loader ceiling (the loader alone, H2D included): 4,000 samples/s at best (4 workers); compute ceiling "
+        "1,600 samples/s: neither binds alone: the main process takes each finished batch (3.5 ms, the receive "
+        "floor) and then runs the step, one after the other, so together they hold the loop to at most about 1,185 "
+        "samples/s; 4 workers reached 1,185 (receive floor).")
+    # Batches a worker had finished, taken in 7 ms each in the window against 3.5 ms probed after it:
+    # 16 / 17 ms = 941 samples/s, under the bound, and the line gives the window's takes.
+    t.data_wait_s = [0.007] * 20
+    t.step_s = [0.017] * 20
+    t.wall_s = sum(t.step_s)
+    t.ready_batches = list(range(20))
+    rs = result_set([result(settings(4), t)], step_s=0.010)
+    assert rs.results[0].summary.wait_parts_s[WaitPart.RECEIVE] == pytest.approx(0.007)
+    assert footer.loader_ceiling_line(rs).endswith(
+        "hold the loop to at most about 1,185 samples/s; 4 workers reached 941 (receive floor), its window's takes "
+        "7.0 ms a batch, slower than the floor.")
+    # A row that never waits says the step binds, as before, with nothing added.
+    t = cpu(trial(0.0, 0.010), 90, 20)
+    t.loader_alone_method, t.loader_alone_samples_per_s = "sustained", 4000.0
+    rs = result_set([result(settings(4), t)], step_s=0.010)
     assert rs.results[0].summary.verdict is Verdict.COMPUTE_BOUND
     assert footer.loader_ceiling_line(rs).endswith("compute ceiling 1,600 samples/s: the compute step binds.")
 

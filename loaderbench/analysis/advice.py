@@ -73,6 +73,7 @@ from loaderbench.conclusions import (
     OtherLoad,
     Oversubscribed,
     PartialBatches,
+    ReceiveBound,
     Recommendation,
     RemainingWait,
     Remedy,
@@ -1428,7 +1429,31 @@ def loader_ceiling(ranked: Sequence[ConfigResult]) -> LoaderCeiling | None:
         out = replace(out, compute_ceiling=cc, binds=binds)
         if binds is CeilingBinds.COMPUTE and _s(best).verdict is Verdict.EPOCH_START_BOUND:
             out = replace(out, start_bound=MeasuredRate(best.settings, measured))
+        if binds in (CeilingBinds.COMPUTE, CeilingBinds.MATCHED):
+            out = replace(out, receive_bound=receive_bound(best, cc))
     return out
+
+
+def receive_bound(row: ConfigResult, compute_ceiling: float) -> ReceiveBound | None:
+    """`ReceiveBound` of a receive-floor row with workers (`Verdict.RECEIVE_FLOOR`, its receive
+    floor `Summary.receive_p50_s` known) against `compute_ceiling` (samples/s): per sample, the
+    step alone's 1 / ceiling plus the receive over the row's samples per batch (its samples/s x
+    its mean step, `Summary.mean_step_s`), taken in turn by the main process, and the receive
+    part of its own wait where its window's takes ran slower than that floor (RECEIVE_CONTENDED);
+    None otherwise.
+
+    On 2 CPUs, 8 samples of 3 ms of sleep returned as numpy arrays, a 10-ms step (800 samples/s)
+    and a receive of 3.2 ms a batch: 1 / (1/800 + 0.0032/8) = 606 samples/s; the row read 566,
+    where the two ceilings alone (1,207 and 800) said the step binds."""
+    s = _s(row)
+    if (s.verdict is not Verdict.RECEIVE_FLOOR or row.settings.num_workers == 0 or not s.receive_p50_s
+            or not s.mean_step_s or s.samples_per_s <= 0 or compute_ceiling <= 0):
+        return None
+    per_batch = s.samples_per_s * s.mean_step_s
+    bound = 1.0 / (1.0 / compute_ceiling + s.receive_p50_s / per_batch)
+    in_window = s.wait_parts_s.get(WaitPart.RECEIVE, 0.0)
+    return ReceiveBound(row.settings, s.samples_per_s, s.receive_p50_s, bound,
+                        window_receive_s=in_window if in_window * th.RECEIVE_CONTENDED >= s.receive_p50_s else None)
 
 
 def _bounds_only(ranked: Sequence[ConfigResult], bounds: Sequence[ConfigResult]) -> LoaderCeiling:

@@ -180,6 +180,16 @@ def _loader_ceiling_text(lc: LoaderCeiling, name: Name) -> str:
                                    "the two add up." if lc.settings.num_workers == 0 else
                                    f"{within}: with no margin, the loader's jitter stalls the step."),
         }[lc.binds]
+        rb = lc.receive_bound
+        if rb is not None:
+            # The fastest row waits on the receive: the two ceilings add up, neither binds alone.
+            binds = (f"neither binds alone: the main process takes each finished batch ({rb.receive_s * 1e3:.1f} ms, "
+                     "the receive floor) and then runs the step, one after the other, so together they hold the "
+                     f"loop to at most about {rb.bound_samples_per_s:,.0f} samples/s; {name(rb.settings)} reached "
+                     f"{rb.samples_per_s:,.0f} (receive floor)")
+            if rb.window_receive_s is not None:
+                binds += f", its window's takes {rb.window_receive_s * 1e3:.1f} ms a batch, slower than the floor"
+            binds += "."
         text += f"; compute ceiling {lc.compute_ceiling:,.0f} samples/s: {binds}"
         if lc.start_bound is not None:
             text += (f" Both are steady rates, between epoch starts: each epoch's start holds "
