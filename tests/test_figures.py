@@ -391,6 +391,17 @@ def test_a_receive_floor_that_more_workers_ran_past_is_loader_bound():
     slow.receive_s, fast.receive_s = [0.012] * 8, [0.0085] * 8
     rs = result_set([result(settings(1), slow), result(settings(2), fast)], step_s=0.010)
     assert [r.summary.verdict for r in rs.results] == [Verdict.RECEIVE_FLOOR, Verdict.RECEIVE_FLOOR]
+    # A faster floor that kept the receive: batches of 32 before a 20-ms step, a 13.5-ms receive
+    # (probed). 1 worker waits 24.2 ms a batch, 13.5 receiving and 10.7 of batches not built in
+    # time (56% receive: a floor by its share), 32 / 44.2 ms = 724 samples/s; 2 workers wait 16.2
+    # ms, 15.5 of it receiving (a floor), 884 samples/s: 22% faster, the receive no shorter (15.5
+    # >= 0.85 x 13.5). More workers removed the loader part: the 1-worker row was no floor.
+    one, two = trial(0.0242, 0.020, bs=32), trial(0.0162, 0.020, bs=32)
+    one.receive_s, two.receive_s = [0.0135] * 8, [0.0155] * 8
+    rs = result_set([result(settings(1, bs=32), one), result(settings(2, bs=32), two)], step_s=0.020, bs=32)
+    assert rs.results[0].summary.wait_parts_s[WaitPart.RECEIVE] == pytest.approx(0.0135)
+    assert rs.results[1].summary.samples_per_s == pytest.approx(1.22 * rs.results[0].summary.samples_per_s, rel=0.01)
+    assert [r.summary.verdict for r in rs.results] == [Verdict.LOADER_BOUND, Verdict.RECEIVE_FLOOR]
 
 
 def test_a_loader_bound_row_whose_workers_wait_is_named_latency_bound_with_its_remedies():
