@@ -218,7 +218,7 @@ def test_idle_workers_are_named_and_never_read_as_a_receive_floor():
             "Split it into at least num_workers shards") in text
     [nc] = [f for f in rs.recommendation.findings if isinstance(f, NotCleared)]
     assert nc.cause is NotClearedCause.IDLE_WORKERS and nc.working_workers == 1
-    assert ("Only 1 of its 2 workers get work (the note on idle workers gives what each delivered): the loader binds "
+    assert ("Only 1 of its 2 workers gets work (the note on idle workers gives what each delivered): the loader binds "
             "through the one that works") in text
     assert "try more workers" not in text and "receive floor" not in text
     assert not any(isinstance(f, RemainingWait) for f in rs.recommendation.findings)  # not a receive wait
@@ -819,6 +819,32 @@ def test_a_ceiling_over_a_receive_floor_row_adds_the_receive_to_the_step():
     rs = result_set([result(settings(4), t)], step_s=0.010)
     assert rs.results[0].summary.verdict is Verdict.COMPUTE_BOUND
     assert footer.loader_ceiling_line(rs).endswith("compute ceiling 1,600 samples/s: the compute step binds.")
+
+
+def test_a_new_users_receive_floor_inputs_read_as_their_rows_show():
+    # Recorded on 2 CPUs by a new user (docs/data/bench/new-user-final3-cpu): 8 samples of 3 ms
+    # of sleep as numpy arrays before a 10-ms step, 0-6 workers. The ceilings alone (1,207 and
+    # 800) said the step binds; 4 workers, a receive floor of 3.24 ms a batch, reached 566:
+    # 1 / (1/800 + 0.00324/8) = 604 at most. And 32 samples of 65 small tensors before a 20-ms
+    # step: 1 worker waited 13.6 ms receiving and 10.7 on the loader (721 samples/s), 2 workers
+    # 16.2 ms receiving alone (880): the 1-worker row was the loader's, no floor.
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parents[1] / "docs" / "data" / "bench" / "new-user-final3-cpu"
+    rs = read_results(here / "A3_numpy_sleep3.json")
+    analyze(rs)
+    rb = rs.analysis.loader_ceiling.receive_bound
+    assert rb is not None and rb.settings.num_workers == 4
+    assert rb.bound_samples_per_s == pytest.approx(1.0 / (1.0 / 800.0 + rb.receive_s / 8.0), rel=0.01)
+    assert footer.loader_ceiling_line(rs).endswith(
+        "compute ceiling 800 samples/s: neither binds alone: the main process takes each finished batch (3.2 ms, the "
+        "receive floor) and then runs the step, one after the other, so together they hold the loop to at most "
+        "about 604 samples/s; 4 workers reached 566 (receive floor).")
+    rs = read_results(here / "A1_many_small.json")
+    analyze(rs)
+    assert [(r.settings.num_workers, r.summary.verdict) for r in rs.results] == [
+        (0, Verdict.LOADER_BOUND), (1, Verdict.LOADER_BOUND), (2, Verdict.RECEIVE_FLOOR), (4, Verdict.RECEIVE_FLOOR)]
+    assert "predicted ~1,334 samples/s (1.16x the pick; the loader's rate ~1.7x) at 0 workers, then" in sentences(rs)
 
 
 def test_a_bound_never_says_building_batches_does_not_explain_the_wait():

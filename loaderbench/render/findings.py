@@ -425,7 +425,8 @@ def _not_cleared_text(f: NotCleared, name: Name) -> str:
                  "(`--what-if disk=MBPS` predicts another device).")
     elif f.cause is NotClearedCause.IDLE_WORKERS:
         working, w = f.working_workers or 0, f.settings.num_workers
-        cause = (f" Only {working} of its {w} workers get work (the note on idle workers gives what each delivered): "
+        cause = (f" Only {working} of its {w} workers {'gets' if working == 1 else 'get'} work (the note on idle "
+                 "workers gives what each delivered): "
                  "the loader binds through " + ("the one that works" if working == 1 else f"the {working} that work")
                  + ", and more workers do not help (that note says what does).")
     elif f.cause is NotClearedCause.NOT_REACHED and f.by_budget:

@@ -374,8 +374,10 @@ def _prediction_words(c: PipelineChange, pick_samples_per_s: float, name: Name) 
               f" with {_series_change(a.knee, a.base)} (~{a.series_samples_per_s:,.0f} with the pick's "
               f"{_series_values(a.knee, a.base)})")
     loader = "" if a.loader_gain is None else f"; the loader's rate ~{a.loader_gain:.1f}x"
+    # 0 workers is a setting, not an estimate of a count: no "~" before it.
+    workers = "0 workers" if a.knee_workers == 0 else f"~{a.knee_workers} worker{'' if a.knee_workers == 1 else 's'}"
     return (f"predicted ~{a.knee_samples_per_s or 0.0:,.0f} samples/s ({c.gain or 0.0:.2f}x the pick{loader}) at "
-            f"~{a.knee_workers} worker{'' if a.knee_workers == 1 else 's'}{series}{then}")
+            f"{workers}{series}{then}")
 
 
 def _near_sentence(c: PipelineChange) -> str:
