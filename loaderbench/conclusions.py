@@ -1203,9 +1203,10 @@ class LatencyBound(Finding):
     network), not on the CPUs; requests in flight help past the core count (`usable_cpus`).
     `most_workers`: the most workers measured; `more_no_gain`: a config with more workers than the
     knee that measured no faster than it (within the tolerance), where more workers are then not
-    named as a remedy. `cleared_by`: the knee, with more workers than the usable CPUs and no longer
-    loader-bound, where `settings` is a loader-bound row below it (why workers past the core count
-    paid). The remedies are named in render/."""
+    named as a remedy. `faster_past_cpus`: the knee, with more workers than the usable CPUs and no
+    longer loader-bound, where `settings` is a loader-bound row below it that the knee ran faster
+    than (`faster_samples_per_s` against `below_samples_per_s`): why workers past the core count
+    paid. The remedies are named in render/."""
 
     kind: ClassVar[FindingKind] = FindingKind.LATENCY_BOUND
     settings: LoaderSettings
@@ -1214,7 +1215,9 @@ class LatencyBound(Finding):
     usable_cpus: int | None = None
     most_workers: int | None = None
     more_no_gain: LoaderSettings | None = None
-    cleared_by: LoaderSettings | None = None
+    faster_past_cpus: LoaderSettings | None = None
+    faster_samples_per_s: float | None = None
+    below_samples_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -688,23 +688,23 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     replay the same stream (`replicated`: a measured row has `WarningKind.REPLICATED`; such
     rows are not ranked, so not in `ok`). Where a config with more workers than the knee measured
     within `tolerance` of it, that config is named (`more_no_gain`) and more workers are not offered.
-    Where neither is loader-bound, the knee has more workers than `usable_cpus` and waits at most
-    MODERATELY_INPUT_BOUND_MAX of its time, or waits on the main process's receive (a receive
-    floor: the latency is cleared and the hand-off binds, which its own finding names; 49 workers
-    on 2 CPUs waited 21% of the time so) (else it cleared nothing: an epoch-start-bound knee of
-    67% stall was said to clear it), the subject is the loader-bound row with the most workers
-    below the knee's count (its other settings the knee's), and the finding says the knee cleared
-    it (`cleared_by`): why workers past the core count paid."""
+    Where neither is loader-bound and the knee has more workers than `usable_cpus`, the subject is
+    the loader-bound row with the most workers below the knee's count (its other settings the
+    knee's) where the knee measured faster than it by more than `tolerance`: the finding names the
+    knee and both figures (`faster_past_cpus`, `faster_samples_per_s`, `below_samples_per_s`):
+    why workers past the core count paid, and nothing of what binds at the knee, which its own
+    findings name (a knee said to have "cleared" the latency read 21% and 86% stalls on the
+    receive, and 26% to 67% on epoch starts)."""
     subject = next((r for r in (best, knee) if r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND
                     and r.settings.num_workers > 0), None)
-    cleared_by = None
-    if (subject is None and usable_cpus and knee.settings.num_workers > usable_cpus
-            and (_s(knee).stall_fraction <= th.MODERATELY_INPUT_BOUND_MAX or _s(knee).verdict is Verdict.RECEIVE_FLOOR)):
+    past: ConfigResult | None = None
+    if subject is None and usable_cpus and knee.settings.num_workers > usable_cpus:
         below = [r for r in ok if 0 < r.settings.num_workers < knee.settings.num_workers
                  and replace(r.settings, num_workers=knee.settings.num_workers) == knee.settings
                  and r.summary is not None and r.summary.verdict is Verdict.LOADER_BOUND]
-        if below:
-            subject, cleared_by = max(below, key=lambda r: r.settings.num_workers), knee.settings
+        top = max(below, key=lambda r: r.settings.num_workers, default=None)
+        if top is not None and _s(knee).samples_per_s > (1.0 + tolerance) * _s(top).samples_per_s:
+            subject, past = top, knee
     if subject is None:
         return []
     ss = _s(subject)
@@ -729,7 +729,9 @@ def latency_bound(best: ConfigResult, knee: ConfigResult, ok: Sequence[ConfigRes
     return [LatencyBound(subject.settings, worker_cores=ss.worker_cores, threshold=th.LATENCY_WORKER_CORES,
                          usable_cpus=usable_cpus, most_workers=max(r.settings.num_workers for r in ok),
                          more_no_gain=max(more, key=lambda r: r.settings.num_workers).settings if more else None,
-                         cleared_by=cleared_by)]
+                         faster_past_cpus=None if past is None else past.settings,
+                         faster_samples_per_s=None if past is None else _s(past).samples_per_s,
+                         below_samples_per_s=None if past is None else ss.samples_per_s)]
 
 
 def oversubscribed(knee: ConfigResult, usable_cpus: int | None) -> list[Finding]:

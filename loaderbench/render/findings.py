@@ -576,12 +576,13 @@ def _equal_cheaper_text(f: EqualCheaper, name: Name) -> str:
 
 
 def _latency_text(f: LatencyBound, name: Name) -> str:
-    if f.cleared_by is not None:
+    if f.faster_past_cpus is not None:
         cpus = f"the {f.usable_cpus} usable CPUs" if f.usable_cpus else "the usable CPUs"
         return (f"Latency-bound below the knee ({name(f.settings)}): its workers used {f.worker_cores:.2f} of a core "
                 f"each on average (under {f.threshold:.0%}): a sample waits on storage or the network far longer than "
-                f"it computes, so requests in flight set the rate, not the CPUs, which is why {name(f.cleared_by)}, "
-                f"past {cpus}, clears it. Beyond more workers: threads inside a worker (a pool fetching a batch's "
+                f"it computes, so requests in flight set the rate, not the CPUs, which is why "
+                f"{name(f.faster_past_cpus)}, past {cpus}, ran faster ({f.faster_samples_per_s or 0.0:,.0f} against "
+                f"{f.below_samples_per_s or 0.0:,.0f} samples/s). Beyond more workers: threads inside a worker (a pool fetching a batch's "
                 "samples at once); batched fetching (a `__getitems__` that reads a batch in one request); fewer, "
                 "larger reads (samples packed into shards).")
     past = (f" (past the {f.usable_cpus} usable CPUs: they wait rather than compute)" if f.usable_cpus else "")
